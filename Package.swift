@@ -1,0 +1,153 @@
+// swift-tools-version:6.2
+//
+// The prefetch orchestrator. One library target per concern, a thin `prefetch`
+// executable on top:
+//
+//   PrefetchCore     config protocol, validation, page matching, request composition (no networking)
+//   CCurl            the C world: libcurl through pkg-config, with typed shims (only PrefetchFetcher imports it)
+//   PrefetchFetcher  libcurl multi interface driven from one loop thread; async fetch API
+//   PrefetchStore    TTL response store with single flight and identity isolation
+//   RendererPool     warm renderer pool (modelled and process renderers)
+//   PrefetchService  the Hummingbird HTTP API, metrics and the long-running services
+//   PrefetchTestUpstream  a scriptable upstream HTTP server for tests and benchmarks
+//   prefetch         the CLI: plan, validate, fetch, serve
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "prefetch",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "prefetch", targets: ["prefetch"]),
+        .executable(name: "prefetch-upstream", targets: ["prefetch-upstream"]),
+        .library(name: "PrefetchCore", targets: ["PrefetchCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess.git", from: "1.0.2"),
+        .package(url: "https://github.com/x-sheep/swift-property-based.git", from: "2.0.1"),
+    ],
+    targets: [
+        .target(
+            name: "PrefetchCore",
+            swiftSettings: swiftSettings
+        ),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(
+            name: "PrefetchFetcher",
+            dependencies: [
+                "CCurl",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "PrefetchStore",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "RendererPool",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Subprocess", package: "swift-subprocess"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "PrefetchService",
+            dependencies: [
+                "PrefetchCore",
+                "PrefetchFetcher",
+                "PrefetchStore",
+                "RendererPool",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "PrefetchTestUpstream",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "prefetch",
+            dependencies: [
+                "PrefetchCore",
+                "PrefetchService",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "prefetch-upstream",
+            dependencies: [
+                "PrefetchTestUpstream",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PrefetchCoreTests",
+            dependencies: [
+                "PrefetchCore",
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PrefetchFetcherTests",
+            dependencies: ["PrefetchFetcher", "PrefetchTestUpstream"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PrefetchStoreTests",
+            dependencies: ["PrefetchStore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RendererPoolTests",
+            dependencies: ["RendererPool"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PrefetchServiceTests",
+            dependencies: [
+                "PrefetchService",
+                "PrefetchTestUpstream",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

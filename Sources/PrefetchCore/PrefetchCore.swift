@@ -1,0 +1,1 @@
+// The PrefetchCore target: config protocol, page matching and request composition.

@@ -1,0 +1,1 @@
+// The PrefetchFetcher target; its implementation lands in its own change.

@@ -1,0 +1,1 @@
+// The PrefetchService target; its implementation lands in its own change.

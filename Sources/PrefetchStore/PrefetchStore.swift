@@ -1,0 +1,1 @@
+// The PrefetchStore target; its implementation lands in its own change.

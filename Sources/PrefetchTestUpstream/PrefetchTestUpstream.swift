@@ -1,0 +1,1 @@
+// The PrefetchTestUpstream target; its implementation lands in its own change.

@@ -1,0 +1,1 @@
+// The RendererPool target; its implementation lands in its own change.
