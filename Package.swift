@@ -62,6 +62,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -127,7 +128,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PrefetchFetcherTests",
-            dependencies: ["PrefetchFetcher", "PrefetchTestUpstream"],
+            dependencies: ["PrefetchFetcher", "PrefetchTestUpstream", "prefetch-upstream"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
