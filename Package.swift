@@ -123,7 +123,7 @@ let package = Package(
                 "PrefetchCore",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
-            resources: [.copy("Fixtures")],
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,257 @@
+/// Turns "this page URL is opening" into the exact upstream requests to make.
+///
+/// The rules (the README's "Parameter rules" section has the examples; `ComposerTests` holds each one):
+///
+/// - **urlParam**: the page's raw query pairs are appended to the api URL in their original order and
+///   encoding (`%E4%B8%AD` and `+` pass through unchanged); an api query is kept and extended with `&`;
+///   the api's own `#fragment` is dropped; an empty page query adds nothing. Bytes that may not appear in
+///   a query at all (space, `"`, `<`, non-ASCII, a `%` not followed by two hex digits, ...) are
+///   percent-encoded, so the result is always a well-formed URL.
+/// - **bodyParam**: the page's pairs are decoded as `application/x-www-form-urlencoded` (`+` is a space,
+///   `%XX` is UTF-8; a value that does not decode to valid UTF-8 is kept as written) and merged into the
+///   top level of the body. A canonical integer of at most 15 digits (`0`, `163`, `-4`; not `007`, `1e3`,
+///   `+5`, `-0`) becomes a JSON number, anything else stays a string. A repeated key: the last value wins,
+///   at the position of the first (as `Object.fromEntries(new URLSearchParams(search))`).
+/// - A key in the config's `body` keeps the config's value: a page cannot override what the config fixed.
+/// - `params` filters which page parameters are forwarded, by decoded name, for both rules.
+/// - `{name}` segments captured by a pattern entry are page parameters too, after the query's.
+/// - GET and DELETE never carry a body: their config body and, with bodyParam, the page parameters go into
+///   the query string (page parameters only once when urlParam is also set).
+/// - `bodyType: form` sends the merged body form-encoded; JSON bodies are compact with
+///   `Content-Type: application/json`.
+/// - The composed URL is the api's scheme, host, port and path followed by a query: page input can never
+///   change where the request goes, and no header is ever built from page input.
+public enum Composer {
+    /// The requests for `match` when the page was opened with `page`.
+    public static func compose(page: HTTPURL, match: PageMatch) -> [PlannedRequest] {
+        let pairs = QueryPair.split(page.query) + match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) }
+        return match.entry.interfaces.map { compose(interface: $0, pairs: pairs) }
+    }
+
+    static func compose(interface: Interface, pairs allPairs: [QueryPair]) -> PlannedRequest {
+        let pairs = interface.params.map { allowed in allPairs.filter { allowed.contains($0.name) } } ?? allPairs
+        var queryParts: [String] = []
+        if interface.urlParam {
+            queryParts += pairs.map(\.urlText)
+        }
+
+        var merged = interface.body
+        if interface.bodyParam {
+            for pair in pairs where interface.body[pair.name] == nil {
+                merged[pair.name] = pair.jsonValue
+            }
+        }
+
+        var headers = interface.headers
+        var body: String?
+        if interface.method.carriesBody {
+            if interface.hasBody || interface.bodyParam {
+                switch interface.bodyType {
+                case .json:
+                    body = JSONValue.object(merged).jsonText
+                    headers.append(("Content-Type", "application/json"))
+                case .form:
+                    body = FormEncoding.encode(merged)
+                    headers.append(("Content-Type", "application/x-www-form-urlencoded"))
+                }
+            }
+        } else {
+            // Page parameters already forwarded raw by urlParam are not repeated.
+            let fromBody = interface.bodyParam && !interface.urlParam ? merged : interface.body
+            if !fromBody.isEmpty { queryParts.append(FormEncoding.encode(fromBody)) }
+        }
+
+        var url = interface.api
+        if let hash = url.firstIndex(of: "#") { url = String(url[..<hash]) }
+        if !queryParts.isEmpty {
+            if interface.apiURL.query == nil {
+                url += "?"
+            } else if !url.hasSuffix("?") && !url.hasSuffix("&") {
+                url += "&"
+            }
+            url += queryParts.joined(separator: "&")
+        }
+        return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
+    }
+}
+
+/// One upstream request, fully composed.
+public struct PlannedRequest: Sendable {
+    /// The interface it was composed from (name, api, method, ttl, timeout, credentials).
+    public var interface: Interface
+    /// The URL to request: always the api's origin and path.
+    public var url: String
+    /// The headers to send, in order (static config headers, then `Content-Type` when there is a body).
+    /// Credentials are added by the service, never by the planner.
+    public var headers: [(name: String, value: String)]
+    /// The exact body text, or `nil` for no body.
+    public var body: String?
+
+    public var name: String { interface.name }
+    public var method: HTTPMethod { interface.method }
+}
+
+/// One `name=value` pair of a page query.
+struct QueryPair: Sendable {
+    /// The pair as it goes into a URL: the original text, with bytes illegal in a query percent-encoded.
+    var urlText: String
+    /// The decoded name.
+    var name: String
+    /// The decoded value, typed for JSON.
+    var jsonValue: JSONValue
+
+    /// The non-empty `&`-separated pairs of a raw query, in order.
+    static func split(_ query: String?) -> [QueryPair] {
+        guard let query, !query.isEmpty else { return [] }
+        return query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
+    }
+
+    init(raw: Substring) {
+        urlText = FormEncoding.sanitizeQueryText(raw)
+        let rawName: Substring
+        let rawValue: Substring
+        if let equals = raw.firstIndex(of: "=") {
+            rawName = raw[..<equals]
+            rawValue = raw[raw.index(after: equals)...]
+        } else {
+            rawName = raw
+            rawValue = ""
+        }
+        name = FormEncoding.decode(rawName)
+        jsonValue = Self.typed(FormEncoding.decode(rawValue))
+    }
+
+    /// A value captured from a `{name}` path segment (percent-decoded as a path, `+` kept).
+    init(capturedName: String, value raw: String) {
+        let value = FormEncoding.decode(Substring(raw), plusIsSpace: false)
+        name = capturedName
+        urlText = FormEncoding.encode(name: capturedName, value: value)
+        jsonValue = Self.typed(value)
+    }
+
+    /// A canonical integer of at most 15 digits becomes a number; everything else stays a string.
+    static func typed(_ value: String) -> JSONValue {
+        isCanonicalInteger(value) ? .number(value) : .string(value)
+    }
+
+    static func isCanonicalInteger(_ value: String) -> Bool {
+        var digits = Substring(value)
+        if digits.first == "-" { digits = digits.dropFirst() }
+        guard !digits.isEmpty, digits.utf8.count <= 15, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return false
+        }
+        if digits.first == "0" { return digits.count == 1 && value.first != "-" }
+        return true
+    }
+}
+
+/// `application/x-www-form-urlencoded`, and the byte-level query rules.
+enum FormEncoding {
+    /// Bytes that pass through a query untouched (RFC 3986 `query` minus `#`; `%` handled separately).
+    static func isQuerySafe(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        default: "-._~!$&'()*+,;=:@/?".utf8.contains(byte)
+        }
+    }
+
+    static func isHex(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): true
+        default: false
+        }
+    }
+
+    static let hexDigits = Array("0123456789ABCDEF".utf8)
+
+    /// The text unchanged where it is legal in a query; any other byte percent-encoded.
+    static func sanitizeQueryText(_ text: Substring) -> String {
+        let bytes = Array(text.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, isHex(bytes[index + 1]), isHex(bytes[index + 2]) {
+                out += bytes[index...index + 2]
+                index += 3
+                continue
+            }
+            if isQuerySafe(byte) {
+                out.append(byte)
+            } else {
+                out += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]]
+            }
+            index += 1
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Form-decodes `text`: `+` is a space (unless `plusIsSpace` is false), `%XX` a byte. A malformed `%`
+    /// stays literal; bytes that are not valid UTF-8 leave the text as written.
+    static func decode(_ text: Substring, plusIsSpace: Bool = true) -> String {
+        let bytes = Array(text.utf8)
+        guard bytes.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) else {
+            return String(text)
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, isHex(bytes[index + 1]), isHex(bytes[index + 2]) {
+                out.append(hexValue(bytes[index + 1]) << 4 | hexValue(bytes[index + 2]))
+                index += 3
+                continue
+            }
+            out.append(plusIsSpace && byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
+            index += 1
+        }
+        return String(validating: out, as: UTF8.self) ?? String(text)
+    }
+
+    static func hexValue(_ byte: UInt8) -> UInt8 {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        default: byte - UInt8(ascii: "A") + 10
+        }
+    }
+
+    /// Form-encodes one component: unreserved bytes pass, space is `+`, everything else `%XX`.
+    static func encodeComponent(_ text: String) -> String {
+        var out: [UInt8] = []
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "*"):
+                out.append(byte)
+            case UInt8(ascii: " "):
+                out.append(UInt8(ascii: "+"))
+            default:
+                out += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func encode(name: String, value: String) -> String {
+        "\(encodeComponent(name))=\(encodeComponent(value))"
+    }
+
+    /// A flat object as `a=1&b=x`: strings as text, numbers as written, booleans `true`/`false`, null empty.
+    /// Validation guarantees no nested values reach here; should one, it is sent as its JSON text.
+    static func encode(_ object: JSONObject) -> String {
+        object.members.map { member in
+            let value: String
+            switch member.value {
+            case .string(let text): value = text
+            case .number(let literal): value = literal
+            case .bool(let flag): value = flag ? "true" : "false"
+            case .null: value = ""
+            case .array, .object: value = member.value.jsonText
+            }
+            return encode(name: member.name, value: value)
+        }.joined(separator: "&")
+    }
+}

@@ -1,0 +1,429 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// One thing wrong (or worth a warning) in a config, located by its JSON path.
+public struct ConfigProblem: Sendable, Hashable, CustomStringConvertible {
+    /// Where, e.g. `data.config[1].interfaces[0].method`.
+    public var path: String
+    /// What is wrong, naming the offending value.
+    public var message: String
+
+    public init(path: String, message: String) {
+        self.path = path
+        self.message = message
+    }
+
+    public var description: String { path.isEmpty ? message : "\(path): \(message)" }
+}
+
+/// A config that could not be loaded: every problem found, not just the first.
+public struct ConfigError: Error, Sendable, CustomStringConvertible {
+    /// What was being loaded (a file path or a URL).
+    public var source: String
+    /// Every problem, in document order. Never empty.
+    public var problems: [ConfigProblem]
+    /// Warnings found along the way.
+    public var warnings: [ConfigProblem]
+
+    public var description: String {
+        "invalid config \(source): " + problems.map(\.description).joined(separator: "; ")
+    }
+}
+
+/// A validated config together with the warnings it produced.
+public struct LoadedConfig: Sendable {
+    public var config: PrefetchConfig
+    /// Unknown keys and other things that do not stop the config from loading.
+    public var warnings: [ConfigProblem]
+}
+
+/// Reads and validates prefetch configs.
+///
+/// Validation reports every problem at once, each with its JSON path. Unknown keys are warnings, never
+/// failures, so configs written for newer builds still load in older ones.
+public enum ConfigLoader {
+    /// The largest config accepted, in bytes (16 MiB). A 10,000-page config is well under 8 MiB.
+    public static let maximumBytes = 16 * 1024 * 1024
+
+    /// Reads `path` and validates it.
+    public static func load(path: String) throws(ConfigError) -> LoadedConfig {
+        let bytes: [UInt8]
+        do {
+            bytes = try readFile(path)
+        } catch {
+            throw ConfigError(source: path, problems: [ConfigProblem(path: "", message: error.message)], warnings: [])
+        }
+        return try parse(bytes, source: path)
+    }
+
+    /// Validates config text already in memory.
+    public static func parse(_ bytes: [UInt8], source: String) throws(ConfigError) -> LoadedConfig {
+        if bytes.count > maximumBytes {
+            throw ConfigError(
+                source: source,
+                problems: [ConfigProblem(path: "", message: "the config is \(bytes.count) bytes; the limit is \(maximumBytes) bytes")],
+                warnings: []
+            )
+        }
+        let root: JSONValue
+        do {
+            root = try JSONParser.parse(bytes)
+        } catch {
+            throw ConfigError(source: source, problems: [ConfigProblem(path: "", message: "not valid JSON: \(error)")], warnings: [])
+        }
+        var validator = Validator()
+        let config = validator.validateEnvelope(root)
+        if let config, validator.problems.isEmpty {
+            return LoadedConfig(config: config, warnings: validator.warnings)
+        }
+        throw ConfigError(source: source, problems: validator.problems, warnings: validator.warnings)
+    }
+
+    struct ReadError: Error { var message: String }
+
+    static func readFile(_ path: String) throws(ReadError) -> [UInt8] {
+        let attributes: [FileAttributeKey: Any]
+        do {
+            attributes = try FileManager.default.attributesOfItem(atPath: path)
+        } catch {
+            throw ReadError(message: "cannot read the config file \(path): no such file or not readable")
+        }
+        if let type = attributes[.type] as? FileAttributeType, type == .typeDirectory {
+            throw ReadError(message: "the config path \(path) is a directory")
+        }
+        if let size = (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map(Int.init), size > maximumBytes {
+            throw ReadError(message: "the config file \(path) is \(size) bytes; the limit is \(maximumBytes) bytes")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ReadError(message: "cannot read the config file \(path)")
+        }
+        return Array(data)
+    }
+}
+
+/// Walks the JSON tree collecting problems and warnings.
+struct Validator {
+    var problems: [ConfigProblem] = []
+    var warnings: [ConfigProblem] = []
+
+    static let envelopeKeys: Set<String> = ["code", "data", "msg", "message"]
+    static let dataKeys: Set<String> = ["name", "version", "config"]
+    static let pageKeys: Set<String> = ["url", "interfaces"]
+    static let interfaceKeys: Set<String> = [
+        "api", "method", "urlParam", "bodyParam", "body", "name", "ttl", "timeout", "headers", "params", "bodyType", "credentials",
+    ]
+    /// Headers a config may not set: the transport owns them, or they carry the page's credentials.
+    static let forbiddenHeaders: Set<String> = [
+        "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
+        "proxy-authorization", "proxy-connection", "cookie", "content-type", "expect",
+    ]
+
+    mutating func problem(_ path: String, _ message: String) { problems.append(ConfigProblem(path: path, message: message)) }
+    mutating func warning(_ path: String, _ message: String) { warnings.append(ConfigProblem(path: path, message: message)) }
+
+    mutating func object(_ value: JSONValue?, _ path: String, required: Bool = true) -> JSONObject? {
+        switch value {
+        case .object(let object): return object
+        case nil: if required { problem(path, "is missing") }; return nil
+        case .some(let other): problem(path, "must be an object, got \(other.kindName)"); return nil
+        }
+    }
+
+    mutating func string(_ value: JSONValue?, _ path: String, required: Bool = true) -> String? {
+        switch value {
+        case .string(let text): return text
+        case nil: if required { problem(path, "is missing") }; return nil
+        case .some(let other): problem(path, "must be a string, got \(other.kindName)"); return nil
+        }
+    }
+
+    mutating func bool(_ value: JSONValue?, _ path: String) -> Bool {
+        switch value {
+        case .bool(let flag): return flag
+        case nil: return false
+        case .some(let other): problem(path, "must be true or false, got \(other.kindName)"); return false
+        }
+    }
+
+    mutating func integer(_ value: JSONValue?, _ path: String, default fallback: Int, range: ClosedRange<Int>, unit: String) -> Int {
+        switch value {
+        case nil: return fallback
+        case .number(let literal):
+            guard let number = Int(literal) else {
+                problem(path, "must be a whole number of \(unit), got \(literal)")
+                return fallback
+            }
+            guard range.contains(number) else {
+                problem(path, "must be between \(range.lowerBound) and \(range.upperBound) \(unit), got \(number)")
+                return fallback
+            }
+            return number
+        case .some(let other):
+            problem(path, "must be a number of \(unit), got \(other.kindName)")
+            return fallback
+        }
+    }
+
+    mutating func unknownKeys(_ object: JSONObject, known: Set<String>, _ path: String) {
+        for name in object.names where !known.contains(name) {
+            warning(path.isEmpty ? name : "\(path).\(name)", "unknown key, ignored")
+        }
+    }
+
+    mutating func validateEnvelope(_ root: JSONValue) -> PrefetchConfig? {
+        guard case .object(let envelope) = root else {
+            problem("", "the config must be a JSON object with \"code\" and \"data\", got \(root.kindName)")
+            return nil
+        }
+        unknownKeys(envelope, known: Self.envelopeKeys, "")
+        switch envelope["code"] {
+        case .number("200"): break
+        case nil: problem("code", "is missing (expected 200)")
+        case .number(let code): problem("code", "is \(code), not 200: the config server reported an error")
+        case .some(let other): problem("code", "must be the number 200, got \(other.kindName)")
+        }
+        guard let data = object(envelope["data"], "data") else { return nil }
+        unknownKeys(data, known: Self.dataKeys, "data")
+        let name = string(data["name"], "data.name") ?? ""
+        var version = ""
+        switch data["version"] {
+        case .string(let text) where !text.isEmpty: version = text
+        case .number(let literal): version = literal
+        case nil: problem("data.version", "is missing")
+        case .some(let other): problem("data.version", "must be a non-empty string, got \(other.kindName == "a string" ? "an empty string" : other.kindName)")
+        }
+        var pages: [PageEntry] = []
+        switch data["config"] {
+        case .array(let entries):
+            if entries.isEmpty { warning("data.config", "is empty: no page will be prefetched") }
+            var seen: [String: Int] = [:]
+            for (index, entry) in entries.enumerated() {
+                let path = "data.config[\(index)]"
+                guard let page = validatePage(entry, index: index, path: path) else { continue }
+                let key = page.pattern.map { Self.patternKey(origin: page.parsedURL.origin, $0) } ?? PageMatcher.exactKey(page.parsedURL)
+                if let first = seen[key] {
+                    problem("\(path).url", "\"\(page.url)\" duplicates data.config[\(first)].url (\"\(pages.first { $0.index == first }!.url)\")")
+                    continue
+                }
+                seen[key] = index
+                pages.append(page)
+            }
+        case nil: problem("data.config", "is missing")
+        case .some(let other): problem("data.config", "must be an array of pages, got \(other.kindName)")
+        }
+        guard problems.isEmpty else { return nil }
+        return PrefetchConfig(name: name, version: version, pages: pages)
+    }
+
+    /// Patterns that differ only in capture names are the same page shape.
+    static func patternKey(origin: String, _ pattern: PathPattern) -> String {
+        origin + "/" + pattern.segments.map { segment -> String in
+            switch segment {
+            case .literal(let text): text
+            case .wildcard: "{}"
+            case .capture(_, let prefix, let suffix): "\(prefix){}\(suffix)"
+            }
+        }.joined(separator: "/")
+    }
+
+    mutating func validatePage(_ value: JSONValue, index: Int, path: String) -> PageEntry? {
+        guard let page = object(value, path) else { return nil }
+        unknownKeys(page, known: Self.pageKeys, path)
+        var parsed: HTTPURL?
+        var pattern: PathPattern?
+        let url = string(page["url"], "\(path).url")
+        if let url {
+            do {
+                let candidate = try HTTPURL(parsing: url)
+                if candidate.query != nil {
+                    problem("\(path).url", "\"\(url)\" must not have a query: the page's query feeds the requests")
+                } else if candidate.fragment != nil {
+                    problem("\(path).url", "\"\(url)\" must not have a #fragment")
+                } else {
+                    parsed = candidate
+                    pattern = try PathPattern.parse(candidate.path)
+                }
+            } catch {
+                problem("\(path).url", "\"\(url)\" \(error.message)")
+                parsed = nil
+            }
+        }
+        var interfaces: [Interface] = []
+        switch page["interfaces"] {
+        case .array(let items):
+            if items.isEmpty { warning("\(path).interfaces", "is empty: nothing will be prefetched for this page") }
+            var usedNames: Set<String> = []
+            var pending: [(Interface, explicit: Bool, path: String)] = []
+            for (position, item) in items.enumerated() {
+                let itemPath = "\(path).interfaces[\(position)]"
+                if let (interface, explicit) = validateInterface(item, path: itemPath) {
+                    pending.append((interface, explicit, itemPath))
+                }
+            }
+            // Explicit names first, so a derived name never takes one the author chose.
+            for entry in pending where entry.explicit {
+                if !usedNames.insert(entry.0.name).inserted {
+                    problem("\(entry.path).name", "\"\(entry.0.name)\" is used by another interface of this page")
+                }
+            }
+            var apiMethods: Set<String> = []
+            for var entry in pending {
+                if !entry.explicit {
+                    var candidate = entry.0.name
+                    var suffix = 2
+                    while usedNames.contains(candidate) {
+                        candidate = "\(entry.0.name)-\(suffix)"
+                        suffix += 1
+                    }
+                    usedNames.insert(candidate)
+                    entry.0.name = candidate
+                }
+                if !apiMethods.insert("\(entry.0.method.rawValue) \(entry.0.api)").inserted {
+                    warning(entry.path, "another interface of this page has the same method and api; select it by name in data requests")
+                }
+                interfaces.append(entry.0)
+            }
+        case nil: problem("\(path).interfaces", "is missing")
+        case .some(let other): problem("\(path).interfaces", "must be an array, got \(other.kindName)")
+        }
+        guard let url, let parsed else { return nil }
+        return PageEntry(url: url, parsedURL: parsed, pattern: pattern, interfaces: interfaces, index: index)
+    }
+
+    mutating func validateInterface(_ value: JSONValue, path: String) -> (Interface, explicit: Bool)? {
+        guard let item = object(value, path) else { return nil }
+        unknownKeys(item, known: Self.interfaceKeys, path)
+        let problemCount = problems.count
+
+        let api = string(item["api"], "\(path).api")
+        var apiURL: HTTPURL?
+        if let api {
+            do { apiURL = try HTTPURL(parsing: api) } catch { problem("\(path).api", "\"\(api)\" is not an absolute http(s) URL: \(error.message)") }
+        }
+        var method: HTTPMethod?
+        if let text = string(item["method"], "\(path).method") {
+            method = HTTPMethod(rawValue: text.uppercased())
+            if method == nil {
+                let supported = HTTPMethod.allCases.map(\.rawValue).joined(separator: ", ")
+                problem("\(path).method", "\(JSONValue.string(text).jsonText) is not a supported method (\(supported))")
+            }
+        }
+        let urlParam = bool(item["urlParam"], "\(path).urlParam")
+        let bodyParam = bool(item["bodyParam"], "\(path).bodyParam")
+        let body = object(item["body"], "\(path).body", required: false) ?? JSONObject()
+
+        var bodyType = BodyType.json
+        if let text = string(item["bodyType"], "\(path).bodyType", required: false) {
+            if let type = BodyType(rawValue: text) { bodyType = type } else { problem("\(path).bodyType", "\"\(text)\" is not json or form") }
+        }
+        if bodyType == .form || method == .GET || method == .DELETE {
+            let why = bodyType == .form ? "a form body" : "a \(method!.rawValue) request (its body goes into the query string)"
+            for member in body.members {
+                switch member.value {
+                case .object, .array: problem("\(path).body.\(member.name)", "must be a string, number, boolean or null in \(why), got \(member.value.kindName)")
+                default: break
+                }
+            }
+        }
+        if bodyType == .form && method.map({ !$0.carriesBody }) == true {
+            warning("\(path).bodyType", "has no effect on a \(method!.rawValue) request")
+        }
+
+        var credentials = CredentialsMode.sameSite
+        if let text = string(item["credentials"], "\(path).credentials", required: false) {
+            if let mode = CredentialsMode(rawValue: text) {
+                credentials = mode
+            } else {
+                problem("\(path).credentials", "\"\(text)\" is not same-site, omit or include")
+            }
+        }
+        let ttl = integer(item["ttl"], "\(path).ttl", default: Interface.Defaults.ttlSeconds, range: 1...86_400, unit: "seconds")
+        let timeout = integer(item["timeout"], "\(path).timeout", default: Interface.Defaults.timeoutMilliseconds, range: 1...60_000, unit: "milliseconds")
+
+        var headers: [(name: String, value: String)] = []
+        if let object = object(item["headers"], "\(path).headers", required: false) {
+            for member in object.members {
+                let headerPath = "\(path).headers.\(member.name)"
+                guard case .string(let value) = member.value else {
+                    problem(headerPath, "must be a string, got \(member.value.kindName)")
+                    continue
+                }
+                if member.name.isEmpty || !member.name.utf8.allSatisfy(Self.isTokenByte) {
+                    problem(headerPath, "is not a valid header name")
+                } else if Self.forbiddenHeaders.contains(member.name.lowercased()) {
+                    problem(headerPath, "may not be set by the config (the service or the page owns it)")
+                }
+                if value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) {
+                    problem(headerPath, "has a control character in its value")
+                }
+                headers.append((member.name, value))
+            }
+        }
+
+        var params: Set<String>?
+        switch item["params"] {
+        case nil: break
+        case .array(let names):
+            var set: Set<String> = []
+            for (position, name) in names.enumerated() {
+                if case .string(let text) = name { set.insert(text) } else { problem("\(path).params[\(position)]", "must be a string, got \(name.kindName)") }
+            }
+            params = set
+        case .some(let other): problem("\(path).params", "must be an array of parameter names, got \(other.kindName)")
+        }
+
+        var name: String
+        var explicit = false
+        if let given = string(item["name"], "\(path).name", required: false) {
+            name = given
+            explicit = true
+            if !Self.isValidName(given) {
+                problem("\(path).name", "\"\(given)\" must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+            }
+        } else {
+            name = apiURL.map { Self.derivedName(from: $0) } ?? "interface"
+        }
+
+        guard problems.count == problemCount, let api, let apiURL, let method else { return nil }
+        let interface = Interface(
+            name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam, body: body,
+            hasBody: item["body"] != nil, ttlSeconds: ttl, timeoutMilliseconds: timeout, headers: headers, params: params,
+            bodyType: bodyType, credentials: credentials
+        )
+        return (interface, explicit)
+    }
+
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
+    static func isValidName(_ name: String) -> Bool {
+        guard let first = name.unicodeScalars.first, name.utf8.count <= 64 else { return false }
+        let allowed = { (scalar: Unicode.Scalar) -> Bool in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "." || scalar == "_" || scalar == "-")
+        }
+        return allowed(first) && first != "." && first != "-" && first != "_" && name.unicodeScalars.allSatisfy(allowed)
+    }
+
+    /// The last two path segments of the api, the extension dropped: `/topic/v1/ding/sinkList.json` is
+    /// `ding.sinkList`. Characters outside the name alphabet become `_`.
+    static func derivedName(from api: HTTPURL) -> String {
+        var segments = api.path.split(separator: "/").map(String.init)
+        if let last = segments.last, let dot = last.lastIndex(of: "."), dot != last.startIndex {
+            segments[segments.count - 1] = String(last[..<dot])
+        }
+        let joined = segments.suffix(2).joined(separator: ".")
+        var name = String(String.UnicodeScalarView(joined.unicodeScalars.map { scalar in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "." || scalar == "_" || scalar == "-") ? scalar : "_"
+        }))
+        while let first = name.first, first == "." || first == "-" || first == "_" { name.removeFirst() }
+        if name.isEmpty { name = "root" }
+        return String(name.prefix(64))
+    }
+}

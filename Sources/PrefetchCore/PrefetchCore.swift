@@ -1,1 +1,0 @@
-// The PrefetchCore target: config protocol, page matching and request composition.

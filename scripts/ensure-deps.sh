@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the system packages the build and the tests need, when they are missing.
+# Usage: scripts/ensure-deps.sh [build|test]
+set -euo pipefail
+want=(libcurl4-openssl-dev pkg-config)
+if [ "${1:-build}" = "test" ]; then
+  want+=(curl)
+fi
+missing=()
+for package in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
