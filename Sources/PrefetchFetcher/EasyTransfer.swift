@@ -185,8 +185,10 @@ final class EasyTransfer {
     }
 
     fileprivate func appendHeaderLine(_ bytes: UnsafeRawBufferPointer) {
-        var line = Substring(String(decoding: bytes, as: UTF8.self))
-        while let last = line.last, last == "\r" || last == "\n" { line.removeLast() }
+        // Trim the line ending on bytes: as a String, "\r\n" is one Character.
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == UInt8(ascii: "\r") || bytes[end - 1] == UInt8(ascii: "\n") { end -= 1 }
+        let line = Substring(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[..<end]), as: UTF8.self))
         if line.isEmpty { return }
         if line.hasPrefix("HTTP/") {
             // A new status line: an interim (1xx) response's headers are not the final response's.

@@ -82,8 +82,8 @@ final class TransferLoop {
             return mailbox.submissions
         }
         for ticket in leftovers {
-            ticket.finish(.failure(shutdownError(for: ticket)))
             release()
+            ticket.finish(.failure(shutdownError(for: ticket)))
         }
     }
 
@@ -99,16 +99,16 @@ final class TransferLoop {
             }
             let remaining = ContinuousClock.now.duration(to: ticket.deadline)
             guard remaining > .zero else {
-                ticket.finish(.failure(queuedTimeoutError(for: ticket)))
                 release()
+                ticket.finish(.failure(queuedTimeoutError(for: ticket)))
                 continue
             }
             let transfer: EasyTransfer
             do {
                 transfer = try EasyTransfer(ticket: ticket, configuration: configuration, timeout: remaining)
             } catch {
-                ticket.finish(.failure(error))
                 release()
+                ticket.finish(.failure(error))
                 continue
             }
             let key = UInt(bitPattern: transfer.handle)
@@ -119,10 +119,10 @@ final class TransferLoop {
                 active[key] = nil
                 activeByTicket[ObjectIdentifier(ticket)] = nil
                 let reason = String(cString: curl_multi_strerror(added))
+                release()
                 ticket.finish(
                     .failure(FetchError(code: .other, message: "\(reason) (host: \(hostOf(ticket.request.url)))"))
                 )
-                release()
             }
         }
     }
@@ -136,8 +136,8 @@ final class TransferLoop {
                 return true
             }
             if ticket.deadline <= now {
-                ticket.finish(.failure(queuedTimeoutError(for: ticket)))
                 release()
+                ticket.finish(.failure(queuedTimeoutError(for: ticket)))
                 return true
             }
             return false
@@ -172,8 +172,8 @@ final class TransferLoop {
                     metadata: ["code": "\(error.code.rawValue)", "host": "\(hostOf(transfer.ticket.request.url))"]
                 )
             }
-            transfer.ticket.finish(result)
             release()
+            transfer.ticket.finish(result)
         }
     }
 
@@ -192,19 +192,20 @@ final class TransferLoop {
     private func abortAll() {
         for transfer in active.values {
             curl_multi_remove_handle(multi, transfer.handle)
-            transfer.ticket.finish(.failure(shutdownError(for: transfer.ticket)))
             release()
+            transfer.ticket.finish(.failure(shutdownError(for: transfer.ticket)))
         }
         active.removeAll()
         activeByTicket.removeAll()
         for ticket in queued {
-            ticket.finish(.failure(shutdownError(for: ticket)))
             release()
+            ticket.finish(.failure(shutdownError(for: ticket)))
         }
         queued.removeAll()
     }
 
-    /// One ticket fewer in flight.
+    /// One ticket fewer in flight. Called before the ticket's result is delivered, so a caller that sees its
+    /// result also sees the count without it.
     private func release() {
         fetcher.inFlightCount.subtract(1, ordering: .relaxed)
     }
