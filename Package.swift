@@ -128,7 +128,14 @@ let package = Package(
         ),
         .testTarget(
             name: "PrefetchFetcherTests",
-            dependencies: ["PrefetchFetcher", "PrefetchTestUpstream", "prefetch-upstream"],
+            dependencies: [
+                "PrefetchFetcher",
+                "PrefetchTestUpstream",
+                "prefetch-upstream",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

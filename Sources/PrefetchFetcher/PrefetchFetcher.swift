@@ -1,1 +1,181 @@
-// The PrefetchFetcher target; its implementation lands in its own change.
+// The fetcher: upstream HTTP through libcurl's multi interface.
+//
+// Design
+// - One `Fetcher` owns one libcurl multi handle, and therefore one connection cache (keep-alive reuse, HTTP/2
+//   multiplexing over TLS) and one DNS cache shared by every transfer.
+// - The multi handle and every easy handle live on ONE dedicated loop thread, started by `run()`. That thread is
+//   the only one that touches curl handles; it blocks in `curl_multi_poll`, which is why it is a plain thread and
+//   not part of the cooperative pool. 1,000 transfers in flight still use this single thread.
+// - `fetch` creates a `Ticket`, installs a continuation on it and posts it to a `Mutex`-protected mailbox, then
+//   wakes the loop with `curl_multi_wakeup` (thread-safe by libcurl's contract). The loop admits tickets up to
+//   `maxTransfers`, keeps the rest queued (their timeout keeps running), and finishes each ticket exactly once.
+// - Cancelling the caller finishes its ticket with `.cancelled` immediately and posts a removal to the loop,
+//   which removes the easy handle from the multi handle.
+// - Lifecycle is the `FetcherPhase` state machine: fetches submitted before `run()` wait in the mailbox; graceful
+//   shutdown stops admissions and lets in-flight transfers finish (each bounded by its own timeout); task
+//   cancellation of `run()` fails everything in flight with `.shutdown`. Afterwards every fetch fails with
+//   `.shutdown`.
+// - Callbacks receive an unretained pointer to the loop-confined `EasyTransfer`; the loop keeps that object alive
+//   in its table until the handle has been removed from the multi handle.
+import CCurl
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// `curl_global_init`, run exactly once per process (Swift initialises globals lazily and atomically).
+let curlGlobalInitialisation: CURLcode = curl_global_init(prefetch_global_all())
+
+/// The multi handle as seen from other threads: only `curl_multi_wakeup`, which libcurl documents as callable
+/// from any thread, is used through it.
+struct MultiWakeup: @unchecked Sendable {
+    let multi: UnsafeMutableRawPointer
+
+    func wake() {
+        _ = curl_multi_wakeup(multi)
+    }
+}
+
+/// What callers hand to the loop thread; guarded by the fetcher's mutex.
+struct Mailbox {
+    var phase = FetcherPhase()
+    var submissions: [Ticket] = []
+    var cancellations: [Ticket] = []
+    /// Set while the loop thread owns a live multi handle; wakeups are sent under the lock so the handle cannot
+    /// be cleaned up concurrently.
+    var wakeup: MultiWakeup?
+}
+
+/// An HTTP client for composed upstream requests, driven by libcurl's multi interface on one loop thread.
+///
+/// Run it as a `Service` (its `run()` drives the loop); `fetch` may be called from any task, before or while it
+/// runs.
+public final class Fetcher: Service, Sendable {
+    let configuration: FetcherConfiguration
+    let logger: Logger
+    let mailbox = Mutex(Mailbox())
+    let inFlightCount = Atomic<Int>(0)
+
+    /// Creates a fetcher. Nothing is started until `run()`.
+    public init(configuration: FetcherConfiguration = .init(), logger: Logger) {
+        _ = curlGlobalInitialisation
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Transfers submitted and not yet finished (queued or in progress), for a gauge.
+    public var inFlight: Int {
+        inFlightCount.load(ordering: .relaxed)
+    }
+
+    /// Drives the loop thread until graceful shutdown or cancellation.
+    ///
+    /// On graceful shutdown new fetches are refused with `.shutdown` while in-flight ones finish (each bounded by
+    /// its own timeout); then `run()` returns. On task cancellation everything in flight fails with `.shutdown`
+    /// at once. Throws if called a second time.
+    public func run() async throws {
+        let started = mailbox.withLock { $0.phase.start() }
+        guard started else {
+            throw FetchError(code: .other, message: "Fetcher.run() was called more than once")
+        }
+        logger.debug(
+            "fetcher starting",
+            metadata: [
+                "max_transfers": "\(configuration.maxTransfers)",
+                "max_connections_per_host": "\(configuration.maxConnectionsPerHost)",
+            ]
+        )
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                    let thread = Thread { [self] in
+                        TransferLoop(fetcher: self).run()
+                        done.resume()
+                    }
+                    thread.name = "prefetch-curl"
+                    thread.start()
+                }
+            } onGracefulShutdown: {
+                self.requestStop(abort: false)
+            }
+        } onCancel: {
+            self.requestStop(abort: true)
+        }
+        logger.debug("fetcher stopped")
+    }
+
+    /// Fetches one request.
+    ///
+    /// Requests submitted before `run()` starts are queued until it does. Cancelling the calling task removes the
+    /// transfer and throws `.cancelled`; after shutdown this throws `.shutdown`.
+    public func fetch(_ request: FetchRequest) async throws(FetchError) -> FetchResponse {
+        let ticket = Ticket(request: request)
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: Ticket.Continuation) in
+                if ticket.install(continuation) {
+                    submit(ticket)
+                }
+            }
+        } onCancel: {
+            let error = FetchError(code: .cancelled, message: "fetch cancelled by caller (host: \(hostOf(request.url)))")
+            if ticket.finish(.failure(error)) {
+                cancel(ticket)
+            }
+        }
+        return try result.get()
+    }
+
+    private func submit(_ ticket: Ticket) {
+        let accepted = mailbox.withLock { mailbox in
+            guard mailbox.phase.acceptsSubmissions else { return false }
+            mailbox.submissions.append(ticket)
+            inFlightCount.add(1, ordering: .relaxed)
+            mailbox.wakeup?.wake()
+            return true
+        }
+        if !accepted {
+            ticket.finish(
+                .failure(
+                    FetchError(
+                        code: .shutdown,
+                        message: "fetcher is shut down (host: \(hostOf(ticket.request.url)))"
+                    )
+                )
+            )
+        }
+    }
+
+    private func cancel(_ ticket: Ticket) {
+        mailbox.withLock { mailbox in
+            guard mailbox.phase.state != .stopped else { return }
+            mailbox.cancellations.append(ticket)
+            mailbox.wakeup?.wake()
+        }
+    }
+
+    private func requestStop(abort: Bool) {
+        mailbox.withLock { mailbox in
+            if abort {
+                mailbox.phase.requestAbort()
+            } else {
+                mailbox.phase.requestDrain()
+            }
+            mailbox.wakeup?.wake()
+        }
+    }
+}
+
+/// The host part of a URL, for error messages (no path or query, which may carry user data).
+func hostOf(_ url: String) -> String {
+    var rest = Substring(url)
+    if let scheme = rest.range(of: "://") {
+        rest = rest[scheme.upperBound...]
+    }
+    if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) {
+        rest = rest[..<end]
+    }
+    if let at = rest.lastIndex(of: "@") {
+        rest = rest[rest.index(after: at)...]
+    }
+    return String(rest)
+}

@@ -1,0 +1,286 @@
+import CCurl
+
+/// One admitted transfer: a configured easy handle and the response being collected.
+///
+/// Confined to the loop thread. libcurl's callbacks get an unretained pointer to it; the loop's table keeps it
+/// alive until the handle has been removed from the multi handle. Deinit frees the handle, then the lists it used.
+final class EasyTransfer {
+    let ticket: Ticket
+    let handle: UnsafeMutableRawPointer
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var connectToList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer: UnsafeMutablePointer<CChar>
+    private let maxResponseBytes: Int
+
+    fileprivate var responseHeaders: [HTTPHeader] = []
+    fileprivate var body: [UInt8] = []
+    fileprivate var exceededLimit = false
+
+    init(ticket: Ticket, configuration: FetcherConfiguration, timeout: Duration) throws(FetchError) {
+        let request = ticket.request
+        guard let handle = curl_easy_init() else {
+            throw FetchError(code: .other, message: "curl_easy_init failed (host: \(hostOf(request.url)))")
+        }
+        self.ticket = ticket
+        self.handle = handle
+        self.maxResponseBytes = max(0, request.maxResponseBytes)
+        let errorSize = prefetch_error_size()
+        errorBuffer = .allocate(capacity: errorSize)
+        errorBuffer.initialize(repeating: 0, count: errorSize)
+
+        var failure: CURLcode = CURLE_OK
+        func check(_ code: CURLcode) {
+            if failure == CURLE_OK, code != CURLE_OK { failure = code }
+        }
+        let userdata = Unmanaged.passUnretained(self).toOpaque()
+
+        check(prefetch_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer))
+        check(prefetch_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
+        check(prefetch_easy_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
+        check(prefetch_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
+        check(prefetch_easy_setopt_string(handle, CURLOPT_URL, request.url))
+        // A URL libcurl rejects is the caller's input error, reported as such.
+        if failure != CURLE_OK {
+            let code = failure
+            let message = String(cString: curl_easy_strerror(code))
+            curl_easy_cleanup(handle)
+            errorBuffer.deallocate()
+            throw FetchError(code: mapCurlCode(code, exceededLimit: false), message: "\(message) (host: \(hostOf(request.url)))")
+        }
+        check(prefetch_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(clamping: timeout.wholeMillisecondsRoundedUp)))
+        check(
+            prefetch_easy_setopt_long(
+                handle,
+                CURLOPT_HTTP_VERSION,
+                configuration.enableHTTP2 ? prefetch_http_version_2tls() : prefetch_http_version_1_1()
+            )
+        )
+        if configuration.enableHTTP2, request.url.lowercased().hasPrefix("https:") {
+            // Wait for a connection that may multiplex rather than opening a parallel one per request.
+            check(prefetch_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1))
+        }
+        if let caBundlePath = configuration.caBundlePath {
+            check(prefetch_easy_setopt_string(handle, CURLOPT_CAINFO, caBundlePath))
+        }
+        check(
+            prefetch_easy_setopt_long(
+                handle,
+                CURLOPT_DNS_CACHE_TIMEOUT,
+                Int(configuration.dnsCacheTimeout.components.seconds)
+            )
+        )
+        check(prefetch_easy_setopt_string(handle, CURLOPT_USERAGENT, configuration.userAgent))
+        check(prefetch_easy_setopt_off_t(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(maxResponseBytes)))
+
+        // Method and body. Bodies are copied into libcurl, so the request may go away.
+        let method = request.method
+        if let requestBody = request.body {
+            check(prefetch_easy_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(requestBody.count)))
+            if requestBody.isEmpty {
+                check(prefetch_easy_setopt_string(handle, CURLOPT_COPYPOSTFIELDS, ""))
+            } else {
+                requestBody.withUnsafeBytes { bytes in
+                    check(
+                        prefetch_easy_setopt_pointer(
+                            handle,
+                            CURLOPT_COPYPOSTFIELDS,
+                            UnsafeMutableRawPointer(mutating: bytes.baseAddress)
+                        )
+                    )
+                }
+            }
+            if method != "POST" {
+                check(prefetch_easy_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method))
+            }
+        } else if method == "POST" {
+            check(prefetch_easy_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, 0))
+            check(prefetch_easy_setopt_string(handle, CURLOPT_COPYPOSTFIELDS, ""))
+        } else if method == "HEAD" {
+            check(prefetch_easy_setopt_long(handle, CURLOPT_NOBODY, 1))
+        } else if method != "GET" {
+            check(prefetch_easy_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method))
+        }
+
+        // Headers in the caller's order. libcurl's own defaults that the caller did not ask for (Accept, the
+        // form Content-Type of a body, Expect: 100-continue) are suppressed so the upstream sees the request as
+        // composed.
+        let names = Set(request.headers.map { $0.name.lowercased() })
+        var lines: [String] = request.headers.map { header in
+            header.value.isEmpty ? "\(header.name);" : "\(header.name): \(header.value)"
+        }
+        if !names.contains("accept") { lines.append("Accept:") }
+        if request.body != nil || method == "POST" {
+            if !names.contains("content-type") { lines.append("Content-Type:") }
+            if !names.contains("expect") { lines.append("Expect:") }
+        }
+        for line in lines {
+            headerList = curl_slist_append(headerList, line)
+        }
+        check(prefetch_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
+        if !request.connectTo.isEmpty {
+            for entry in request.connectTo {
+                connectToList = curl_slist_append(connectToList, entry)
+            }
+            check(prefetch_easy_setopt_slist(handle, CURLOPT_CONNECT_TO, connectToList))
+        }
+
+        check(prefetch_easy_setopt_write_function(handle, receiveBody))
+        check(prefetch_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, userdata))
+        check(prefetch_easy_setopt_header_function(handle, receiveHeader))
+        check(prefetch_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, userdata))
+
+        if failure != CURLE_OK {
+            throw FetchError(
+                code: .other,
+                message: "\(String(cString: curl_easy_strerror(failure))) while configuring (host: \(hostOf(request.url)))"
+            )
+        }
+    }
+
+    deinit {
+        curl_easy_cleanup(handle)
+        curl_slist_free_all(headerList)
+        curl_slist_free_all(connectToList)
+        errorBuffer.deallocate()
+    }
+
+    /// The outcome once libcurl reports the transfer done with `code`.
+    func result(code: CURLcode) -> Result<FetchResponse, FetchError> {
+        let elapsed = ticket.submitted.duration(to: .now)
+        guard code == CURLE_OK else {
+            let detail = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
+            let errorCode = mapCurlCode(code, exceededLimit: exceededLimit)
+            let message: String
+            if errorCode == .tooLarge {
+                message = "response body exceeds \(maxResponseBytes) bytes (host: \(hostOf(ticket.request.url)))"
+            } else if errorCode == .timeout {
+                message = "\(detail); timeout \(ticket.request.timeout) (host: \(hostOf(ticket.request.url)))"
+            } else {
+                message = "\(detail) (host: \(hostOf(ticket.request.url)))"
+            }
+            return .failure(FetchError(code: errorCode, message: message))
+        }
+        var status = 0
+        _ = prefetch_easy_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        var version = 0
+        _ = prefetch_easy_getinfo_long(handle, CURLINFO_HTTP_VERSION, &version)
+        return .success(
+            FetchResponse(
+                status: status,
+                headers: responseHeaders,
+                body: body,
+                httpVersion: httpVersionName(version),
+                elapsed: elapsed
+            )
+        )
+    }
+
+    fileprivate func appendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard body.count + bytes.count <= maxResponseBytes else {
+            exceededLimit = true
+            return false
+        }
+        body.append(contentsOf: bytes)
+        return true
+    }
+
+    fileprivate func appendHeaderLine(_ bytes: UnsafeRawBufferPointer) {
+        // Trim the line ending on bytes: as a String, "\r\n" is one Character.
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == UInt8(ascii: "\r") || bytes[end - 1] == UInt8(ascii: "\n") { end -= 1 }
+        let line = Substring(String(decoding: UnsafeRawBufferPointer(rebasing: bytes[..<end]), as: UTF8.self))
+        if line.isEmpty { return }
+        if line.hasPrefix("HTTP/") {
+            // A new status line: an interim (1xx) response's headers are not the final response's.
+            responseHeaders.removeAll()
+            return
+        }
+        if let first = line.first, first == " " || first == "\t" {
+            // Obsolete line folding: continues the previous header's value.
+            if !responseHeaders.isEmpty {
+                let continuation = line.trimmingWhitespace()
+                responseHeaders[responseHeaders.count - 1].value += " " + continuation
+            }
+            return
+        }
+        guard let colon = line.firstIndex(of: ":") else { return }
+        let name = String(line[..<colon])
+        let value = String(line[line.index(after: colon)...].trimmingWhitespace())
+        responseHeaders.append(HTTPHeader(name: name, value: value))
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingWhitespace() -> Substring {
+        var result = self
+        while let first = result.first, first == " " || first == "\t" { result.removeFirst() }
+        while let last = result.last, last == " " || last == "\t" { result.removeLast() }
+        return result
+    }
+}
+
+private func receiveBody(
+    _ data: UnsafeMutablePointer<CChar>?,
+    _ size: Int,
+    _ count: Int,
+    _ userdata: UnsafeMutableRawPointer?
+) -> Int {
+    guard let userdata else { return 0 }
+    let transfer = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    let length = size * count
+    // Returning less than `length` makes libcurl stop with CURLE_WRITE_ERROR, mapped to .tooLarge.
+    return transfer.appendBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+}
+
+private func receiveHeader(
+    _ data: UnsafeMutablePointer<CChar>?,
+    _ size: Int,
+    _ count: Int,
+    _ userdata: UnsafeMutableRawPointer?
+) -> Int {
+    guard let userdata else { return 0 }
+    let transfer = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    let length = size * count
+    transfer.appendHeaderLine(UnsafeRawBufferPointer(start: data, count: length))
+    return length
+}
+
+func httpVersionName(_ version: Int) -> String {
+    switch version {
+    case CURL_HTTP_VERSION_1_0: "1.0"
+    case CURL_HTTP_VERSION_1_1: "1.1"
+    case CURL_HTTP_VERSION_2_0: "2"
+    case CURL_HTTP_VERSION_3: "3"
+    default: "unknown"
+    }
+}
+
+/// The bounded category of a libcurl failure. `exceededLimit` tells a write error caused by the size cap apart.
+func mapCurlCode(_ code: CURLcode, exceededLimit: Bool) -> FetchErrorCode {
+    switch code {
+    case CURLE_OPERATION_TIMEDOUT:
+        return .timeout
+    case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+        return .dns
+    case CURLE_COULDNT_CONNECT:
+        return .connect
+    case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+        CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED,
+        CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+        CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CLIENTCERT, CURLE_USE_SSL_FAILED:
+        return .tls
+    case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE:
+        return .reset
+    case CURLE_FILESIZE_EXCEEDED:
+        return .tooLarge
+    case CURLE_WRITE_ERROR:
+        return exceededLimit ? .tooLarge : .other
+    case CURLE_WEIRD_SERVER_REPLY, CURLE_UNSUPPORTED_PROTOCOL, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_HTTP3,
+        CURLE_URL_MALFORMAT, CURLE_BAD_CONTENT_ENCODING:
+        return .protocol
+    case CURLE_ABORTED_BY_CALLBACK:
+        return .cancelled
+    default:
+        return .other
+    }
+}

@@ -1,0 +1,159 @@
+/// One HTTP header as a name/value pair. Order and repetition are significant wherever a list of them appears.
+public struct HTTPHeader: Sendable, Hashable {
+    /// The header name, as sent or received (not case-normalised).
+    public var name: String
+    /// The header value, without surrounding whitespace.
+    public var value: String
+
+    /// Creates a header from its name and value.
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A fully composed upstream request. The fetcher sends it as given: no re-encoding of the URL, headers in order.
+public struct FetchRequest: Sendable {
+    /// The HTTP method, e.g. "GET" or "POST".
+    public var method: String
+    /// An absolute http(s) URL, sent exactly as given.
+    public var url: String
+    /// Request headers, sent in order, exactly.
+    public var headers: [HTTPHeader]
+    /// The request body; `nil` sends no body.
+    public var body: [UInt8]?
+    /// The whole budget of the fetch, counted from submission: queueing behind connection limits, connecting and
+    /// transferring all count against it.
+    public var timeout: Duration
+    /// The largest response body accepted; a larger one fails the fetch with `.tooLarge` and returns no body.
+    public var maxResponseBytes: Int
+    /// `CURLOPT_CONNECT_TO` entries ("HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT") that redirect the connection
+    /// without changing the URL, the Host header or TLS name checks.
+    public var connectTo: [String]
+
+    /// Creates a request; only the method and URL are required.
+    public init(
+        method: String = "GET",
+        url: String,
+        headers: [HTTPHeader] = [],
+        body: [UInt8]? = nil,
+        timeout: Duration = .milliseconds(3000),
+        maxResponseBytes: Int = 2 * 1024 * 1024,
+        connectTo: [String] = []
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+        self.maxResponseBytes = maxResponseBytes
+        self.connectTo = connectTo
+    }
+}
+
+/// The final upstream response, exactly as received (redirects are not followed, content encodings not decoded).
+public struct FetchResponse: Sendable {
+    /// The HTTP status code of the final response.
+    public var status: Int
+    /// Every header of the final response in order, repeated ones (Set-Cookie) kept; no status line.
+    public var headers: [HTTPHeader]
+    /// The body bytes as the upstream sent them.
+    public var body: [UInt8]
+    /// The protocol version used: "1.0", "1.1", "2" or "3".
+    public var httpVersion: String
+    /// Time from submission to completion.
+    public var elapsed: Duration
+
+    /// Creates a response value.
+    public init(status: Int, headers: [HTTPHeader], body: [UInt8], httpVersion: String, elapsed: Duration) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.httpVersion = httpVersion
+        self.elapsed = elapsed
+    }
+}
+
+/// Why a fetch failed. A small, stable set: safe to use as a metric label.
+public enum FetchErrorCode: String, Sendable, CaseIterable {
+    /// The request's timeout elapsed (including time spent queued).
+    case timeout
+    /// The host name could not be resolved.
+    case dns
+    /// No connection could be established (refused, unreachable).
+    case connect
+    /// TLS handshake or certificate verification failed.
+    case tls
+    /// The connection broke mid-exchange: reset, nothing received, or a body shorter than announced.
+    case reset
+    /// The response body exceeded `maxResponseBytes`.
+    case tooLarge = "too_large"
+    /// The upstream did not speak valid HTTP, or the URL's protocol is not http(s).
+    case `protocol`
+    /// The calling task was cancelled.
+    case cancelled
+    /// The fetcher is shutting down or has stopped.
+    case shutdown
+    /// Anything else.
+    case other
+}
+
+/// A failed fetch: a bounded `code` plus a human message (libcurl's own message and the URL's host).
+public struct FetchError: Error, Sendable, CustomStringConvertible {
+    /// The failure category.
+    public var code: FetchErrorCode
+    /// A human-readable explanation naming the offending host.
+    public var message: String
+
+    /// Creates an error.
+    public init(code: FetchErrorCode, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// "code: message".
+    public var description: String { "\(code.rawValue): \(message)" }
+}
+
+/// Tuning for a `Fetcher`. TLS verification cannot be turned off.
+public struct FetcherConfiguration: Sendable {
+    /// Maximum transfers in flight at once (and maximum open connections); further fetches wait in a queue.
+    public var maxTransfers: Int
+    /// Maximum connections to one host.
+    public var maxConnectionsPerHost: Int
+    /// Negotiate HTTP/2 over TLS (ALPN) and multiplex requests over one connection where offered.
+    public var enableHTTP2: Bool
+    /// An extra CA bundle file used to verify upstream certificates.
+    public var caBundlePath: String?
+    /// How long resolved host names are cached (shared by all transfers).
+    public var dnsCacheTimeout: Duration
+    /// The User-Agent sent when a request has none of its own.
+    public var userAgent: String
+
+    /// Creates a configuration; every parameter has a production default.
+    public init(
+        maxTransfers: Int = 512,
+        maxConnectionsPerHost: Int = 64,
+        enableHTTP2: Bool = true,
+        caBundlePath: String? = nil,
+        dnsCacheTimeout: Duration = .seconds(60),
+        userAgent: String = "prefetch/1"
+    ) {
+        self.maxTransfers = maxTransfers
+        self.maxConnectionsPerHost = maxConnectionsPerHost
+        self.enableHTTP2 = enableHTTP2
+        self.caBundlePath = caBundlePath
+        self.dnsCacheTimeout = dnsCacheTimeout
+        self.userAgent = userAgent
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded up so that a positive budget never becomes zero.
+    var wholeMillisecondsRoundedUp: Int64 {
+        let (seconds, attoseconds) = components
+        let millis = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        let remainder = attoseconds % 1_000_000_000_000_000
+        return remainder > 0 ? millis + 1 : millis
+    }
+}

@@ -1,0 +1,223 @@
+import CCurl
+import Logging
+import Synchronization
+
+/// The loop thread's world: the multi handle, the admitted transfers and the admission queue.
+///
+/// Confined to the loop thread: created, used and destroyed there, never shared.
+final class TransferLoop {
+    private let fetcher: Fetcher
+    private let configuration: FetcherConfiguration
+    private let multi: UnsafeMutableRawPointer
+    /// Admitted transfers by easy handle address; keeps each `EasyTransfer` alive while curl may call back into it.
+    private var active: [UInt: EasyTransfer] = [:]
+    /// Admitted transfers by ticket, to serve cancellations.
+    private var activeByTicket: [ObjectIdentifier: UInt] = [:]
+    /// Tickets waiting for a free transfer slot, oldest first.
+    private var queued: [Ticket] = []
+
+    init(fetcher: Fetcher) {
+        self.fetcher = fetcher
+        self.configuration = fetcher.configuration
+        guard let multi = curl_multi_init() else {
+            fatalError("curl_multi_init failed: out of memory")
+        }
+        self.multi = multi
+        let maxTransfers = max(1, configuration.maxTransfers)
+        _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxTransfers)
+        _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxTransfers)
+        _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, configuration.maxConnectionsPerHost))
+        _ = prefetch_multi_setopt_long(
+            multi,
+            CURLMOPT_PIPELINING,
+            configuration.enableHTTP2 ? prefetch_pipe_multiplex() : prefetch_pipe_nothing()
+        )
+    }
+
+    deinit {
+        curl_multi_cleanup(multi)
+    }
+
+    func run() {
+        fetcher.mailbox.withLock { $0.wakeup = MultiWakeup(multi: multi) }
+        while true {
+            let (submissions, cancellations, phase) = fetcher.mailbox.withLock { mailbox in
+                defer {
+                    mailbox.submissions.removeAll(keepingCapacity: true)
+                    mailbox.cancellations.removeAll(keepingCapacity: true)
+                }
+                return (mailbox.submissions, mailbox.cancellations, mailbox.phase)
+            }
+            for ticket in submissions {
+                if ticket.isFinished {
+                    release()
+                } else {
+                    queued.append(ticket)
+                }
+            }
+            for ticket in cancellations {
+                remove(ticket)
+            }
+            if phase.loopMustAbort {
+                abortAll()
+                break
+            }
+            expireQueued()
+            admit()
+
+            var running: Int32 = 0
+            _ = curl_multi_perform(multi, &running)
+            collectFinished()
+            admit()
+
+            if phase.loopMayExitWhenIdle && active.isEmpty && queued.isEmpty {
+                break
+            }
+            _ = curl_multi_poll(multi, nil, 0, pollTimeoutMilliseconds(), nil)
+        }
+        let leftovers = fetcher.mailbox.withLock { mailbox in
+            mailbox.phase.loopExited()
+            mailbox.wakeup = nil
+            defer { mailbox.submissions.removeAll() }
+            return mailbox.submissions
+        }
+        for ticket in leftovers {
+            release()
+            ticket.finish(.failure(shutdownError(for: ticket)))
+        }
+    }
+
+    // MARK: admission
+
+    private func admit() {
+        let limit = max(1, configuration.maxTransfers)
+        while active.count < limit, !queued.isEmpty {
+            let ticket = queued.removeFirst()
+            if ticket.isFinished {
+                release()
+                continue
+            }
+            let remaining = ContinuousClock.now.duration(to: ticket.deadline)
+            guard remaining > .zero else {
+                release()
+                ticket.finish(.failure(queuedTimeoutError(for: ticket)))
+                continue
+            }
+            let transfer: EasyTransfer
+            do {
+                transfer = try EasyTransfer(ticket: ticket, configuration: configuration, timeout: remaining)
+            } catch {
+                release()
+                ticket.finish(.failure(error))
+                continue
+            }
+            let key = UInt(bitPattern: transfer.handle)
+            active[key] = transfer
+            activeByTicket[ObjectIdentifier(ticket)] = key
+            let added = curl_multi_add_handle(multi, transfer.handle)
+            if added != CURLM_OK {
+                active[key] = nil
+                activeByTicket[ObjectIdentifier(ticket)] = nil
+                let reason = String(cString: curl_multi_strerror(added))
+                release()
+                ticket.finish(
+                    .failure(FetchError(code: .other, message: "\(reason) (host: \(hostOf(ticket.request.url)))"))
+                )
+            }
+        }
+    }
+
+    private func expireQueued() {
+        guard !queued.isEmpty else { return }
+        let now = ContinuousClock.now
+        queued.removeAll { ticket in
+            if ticket.isFinished {
+                release()
+                return true
+            }
+            if ticket.deadline <= now {
+                release()
+                ticket.finish(.failure(queuedTimeoutError(for: ticket)))
+                return true
+            }
+            return false
+        }
+    }
+
+    /// Longest sleep in `curl_multi_poll`: curl shortens it for its own timers; queued deadlines shorten it here.
+    private func pollTimeoutMilliseconds() -> Int32 {
+        var timeout: Int64 = 1000
+        if let earliest = queued.lazy.map(\.deadline).min() {
+            let wait = ContinuousClock.now.duration(to: earliest)
+            timeout = min(timeout, max(0, wait.wholeMillisecondsRoundedUp))
+        }
+        return Int32(timeout)
+    }
+
+    // MARK: completion
+
+    private func collectFinished() {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
+            let code = prefetch_msg_result(message)
+            let key = UInt(bitPattern: handle)
+            guard let transfer = active.removeValue(forKey: key) else { continue }
+            activeByTicket[ObjectIdentifier(transfer.ticket)] = nil
+            curl_multi_remove_handle(multi, handle)
+            let result = transfer.result(code: code)
+            if case .failure(let error) = result {
+                fetcher.logger.debug(
+                    "fetch failed",
+                    metadata: ["code": "\(error.code.rawValue)", "host": "\(hostOf(transfer.ticket.request.url))"]
+                )
+            }
+            release()
+            transfer.ticket.finish(result)
+        }
+    }
+
+    private func remove(_ ticket: Ticket) {
+        if let key = activeByTicket.removeValue(forKey: ObjectIdentifier(ticket)),
+            let transfer = active.removeValue(forKey: key)
+        {
+            curl_multi_remove_handle(multi, transfer.handle)
+            release()
+        } else if let index = queued.firstIndex(where: { $0 === ticket }) {
+            queued.remove(at: index)
+            release()
+        }
+    }
+
+    private func abortAll() {
+        for transfer in active.values {
+            curl_multi_remove_handle(multi, transfer.handle)
+            release()
+            transfer.ticket.finish(.failure(shutdownError(for: transfer.ticket)))
+        }
+        active.removeAll()
+        activeByTicket.removeAll()
+        for ticket in queued {
+            release()
+            ticket.finish(.failure(shutdownError(for: ticket)))
+        }
+        queued.removeAll()
+    }
+
+    /// One ticket fewer in flight. Called before the ticket's result is delivered, so a caller that sees its
+    /// result also sees the count without it.
+    private func release() {
+        fetcher.inFlightCount.subtract(1, ordering: .relaxed)
+    }
+
+    private func shutdownError(for ticket: Ticket) -> FetchError {
+        FetchError(code: .shutdown, message: "fetcher shut down before the transfer finished (host: \(hostOf(ticket.request.url)))")
+    }
+
+    private func queuedTimeoutError(for ticket: Ticket) -> FetchError {
+        FetchError(
+            code: .timeout,
+            message: "timed out after \(ticket.request.timeout) waiting for a transfer slot (host: \(hostOf(ticket.request.url)))"
+        )
+    }
+}

@@ -1,0 +1,242 @@
+import NIOCore
+import NIOHTTP1
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Serves one connection: answers decoded requests one at a time with raw response bytes.
+final class UpstreamHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = ByteBuffer
+
+    private struct Request {
+        var head: HTTPRequestHead
+        var body: [UInt8]?
+    }
+
+    private let counters: UpstreamCounters
+    private var current: Request?
+    private var waiting: [Request] = []
+    private var busy = false
+    private var open = true
+
+    init(counters: UpstreamCounters) {
+        self.counters = counters
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            current = Request(head: head, body: nil)
+        case .body(var chunk):
+            let bytes = chunk.readBytes(length: chunk.readableBytes) ?? []
+            if var request = current {
+                request.body = (request.body ?? []) + bytes
+                current = request
+            }
+        case .end:
+            if let request = current {
+                waiting.append(request)
+                current = nil
+                startNext(context: context)
+            }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        open = false
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Malformed input from a client: drop the connection.
+        open = false
+        context.close(promise: nil)
+    }
+
+    private func startNext(context: ChannelHandlerContext) {
+        guard !busy, open, !waiting.isEmpty else { return }
+        busy = true
+        let request = waiting.removeFirst()
+        handle(request, context: context)
+    }
+
+    /// Called when the current response is fully written; serves the next request or closes.
+    private func finished(_ request: Request, context: ChannelHandlerContext) {
+        busy = false
+        if request.head.isKeepAlive {
+            startNext(context: context)
+        } else {
+            open = false
+            context.close(promise: nil)
+        }
+    }
+
+    private func handle(_ request: Request, context: ChannelHandlerContext) {
+        let uri = request.head.uri
+        let path: String
+        let query: String?
+        if let mark = uri.firstIndex(of: "?") {
+            path = String(uri[..<mark])
+            query = String(uri[uri.index(after: mark)...])
+        } else {
+            path = uri
+            query = nil
+        }
+        if path.hasPrefix("/__") {
+            control(path: path, query: query, request: request, context: context)
+            return
+        }
+        let hit = counters.recordHit(path: path)
+        let script = UpstreamScript(query: query)
+        if script.hang { return }
+        if script.delayMilliseconds > 0 {
+            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(script.delayMilliseconds))) {
+                self.respond(request, path: path, query: query, hit: hit, script: script, context: context)
+            }
+        } else {
+            respond(request, path: path, query: query, hit: hit, script: script, context: context)
+        }
+    }
+
+    private func control(path: String, query: String?, request: Request, context: ChannelHandlerContext) {
+        let json: String
+        var status = 200
+        switch (request.head.method, path) {
+        case (.GET, "/__hits"):
+            if let wanted = parseQuery(query).first(where: { $0.0 == "path" })?.1 {
+                json = "{\"path\":\(jsonString(wanted)),\"hits\":\(counters.hits(path: wanted))}"
+            } else {
+                let entries = counters.allHits().sorted { $0.key < $1.key }
+                    .map { "\(jsonString($0.key)):\($0.value)" }
+                json = "{\"hits\":{\(entries.joined(separator: ","))},\"connections\":\(counters.connections())}"
+            }
+        case (.GET, "/__connections"):
+            json = "{\"connections\":\(counters.connections())}"
+        case (.POST, "/__reset"):
+            counters.reset()
+            json = "{\"reset\":true}"
+        default:
+            status = 404
+            json = "{\"error\":\"unknown control endpoint\"}"
+        }
+        let head = responseHead(status: status, headers: [("Content-Type", "application/json")], contentLength: json.utf8.count)
+        write(head + Array(json.utf8), context: context).whenComplete { _ in
+            self.finished(request, context: context)
+        }
+    }
+
+    private func respond(
+        _ request: Request,
+        path: String,
+        query: String?,
+        hit: Int,
+        script: UpstreamScript,
+        context: ChannelHandlerContext
+    ) {
+        guard open else { return }
+        if script.garbage {
+            let garbage = Array("\u{1}\u{2}this is not HTTP at all\r\n\r\n".utf8)
+            write(garbage, context: context).whenComplete { _ in
+                self.open = false
+                context.close(promise: nil)
+            }
+            return
+        }
+
+        var headers: [(String, String)] = []
+        let body: [UInt8]
+        if let count = script.bytes {
+            body = patternBytes(count)
+            headers.append(("Content-Type", script.contentType ?? "application/octet-stream"))
+        } else {
+            body = Array(echo(request, path: path, query: query, hit: hit).utf8)
+            headers.append(("Content-Type", script.contentType ?? "application/json"))
+        }
+        if let cacheControl = script.cacheControl { headers.append(("Cache-Control", cacheControl)) }
+        for cookie in script.setCookies { headers.append(("Set-Cookie", cookie)) }
+
+        if let sent = script.resetAfter ?? script.shortAfter {
+            // Announce more than will arrive, send `sent` bytes, then break the connection.
+            let partial = Array(patternBytes(sent))
+            let head = responseHead(status: script.status, headers: headers, contentLength: sent + 1024)
+            let hardReset = script.resetAfter != nil
+            write(head + partial, context: context).whenComplete { _ in
+                self.open = false
+                if hardReset {
+                    context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(20)) {
+                        self.resetConnection(context: context)
+                    }
+                } else {
+                    context.close(promise: nil)
+                }
+            }
+            return
+        }
+
+        let head = responseHead(status: script.status, headers: headers, contentLength: body.count)
+        if let interval = script.dripMilliseconds {
+            write(head, context: context).whenComplete { _ in
+                self.drip(body[...], every: interval, request: request, context: context)
+            }
+        } else {
+            write(head + body, context: context).whenComplete { _ in
+                self.finished(request, context: context)
+            }
+        }
+    }
+
+    private func drip(_ rest: ArraySlice<UInt8>, every interval: Int, request: Request, context: ChannelHandlerContext) {
+        guard open else { return }
+        guard !rest.isEmpty else {
+            finished(request, context: context)
+            return
+        }
+        let chunk = rest.prefix(16)
+        write(Array(chunk), context: context).whenComplete { _ in
+            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(interval))) {
+                self.drip(rest.dropFirst(chunk.count), every: interval, request: request, context: context)
+            }
+        }
+    }
+
+    /// Closes with SO_LINGER 0, so the peer sees a TCP reset instead of an orderly close.
+    private func resetConnection(context: ChannelHandlerContext) {
+        guard let provider = context.channel as? any SocketOptionProvider else {
+            context.close(promise: nil)
+            return
+        }
+        provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).assumeIsolated().whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
+
+    private func echo(_ request: Request, path: String, query: String?, hit: Int) -> String {
+        let headers = request.head.headers.map { "[\(jsonString($0.name)),\(jsonString($0.value))]" }
+        let body = request.body.map { jsonString(String(decoding: $0, as: UTF8.self)) } ?? "null"
+        return "{\"method\":\(jsonString(request.head.method.rawValue)),"
+            + "\"path\":\(jsonString(path)),"
+            + "\"query\":\(query.map(jsonString) ?? "null"),"
+            + "\"headers\":[\(headers.joined(separator: ","))],"
+            + "\"body\":\(body),"
+            + "\"hit\":\(hit)}"
+    }
+
+    private func responseHead(status: Int, headers: [(String, String)], contentLength: Int) -> [UInt8] {
+        let reason = HTTPResponseStatus(statusCode: status).reasonPhrase
+        var text = "HTTP/1.1 \(status) \(reason)\r\n"
+        for (name, value) in headers {
+            text += "\(name): \(value)\r\n"
+        }
+        text += "Content-Length: \(contentLength)\r\n\r\n"
+        return Array(text.utf8)
+    }
+
+    private func write(_ bytes: [UInt8], context: ChannelHandlerContext) -> EventLoopFuture<Void>.Isolated {
+        let buffer = context.channel.allocator.buffer(bytes: bytes)
+        return context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated()
+    }
+}

@@ -1,0 +1,96 @@
+/// What one request asked the upstream to do, parsed from its query string.
+struct UpstreamScript: Equatable {
+    var status = 200
+    var delayMilliseconds = 0
+    var setCookies: [String] = []
+    var cacheControl: String?
+    var contentType: String?
+    var bytes: Int?
+    var dripMilliseconds: Int?
+    var resetAfter: Int?
+    var shortAfter: Int?
+    var garbage = false
+    var hang = false
+
+    init(query: String?) {
+        for (name, value) in parseQuery(query) {
+            switch name {
+            case "status": status = Int(value).map { min(max($0, 100), 999) } ?? status
+            case "delay": delayMilliseconds = max(0, Int(value) ?? 0)
+            case "setCookie": setCookies.append(value)
+            case "cacheControl": cacheControl = value
+            case "contentType": contentType = value
+            case "bytes": bytes = Int(value).map { max(0, $0) }
+            case "drip": dripMilliseconds = Int(value).map { max(0, $0) }
+            case "reset": resetAfter = Int(value).map { max(0, $0) }
+            case "short": shortAfter = Int(value).map { max(0, $0) }
+            case "garbage": garbage = value == "1" || value == "true"
+            case "hang": hang = value == "1" || value == "true"
+            default: break
+            }
+        }
+    }
+}
+
+/// Splits a raw query string into percent-decoded name/value pairs, in order.
+func parseQuery(_ query: String?) -> [(String, String)] {
+    guard let query, !query.isEmpty else { return [] }
+    return query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+        if let equals = pair.firstIndex(of: "=") {
+            return (percentDecoded(pair[..<equals]), percentDecoded(pair[pair.index(after: equals)...]))
+        }
+        return (percentDecoded(pair), "")
+    }
+}
+
+/// Percent-decodes `text`; malformed escapes are kept literally. `+` stays `+`.
+func percentDecoded(_ text: Substring) -> String {
+    var bytes: [UInt8] = []
+    let utf8 = Array(text.utf8)
+    var index = 0
+    while index < utf8.count {
+        if utf8[index] == UInt8(ascii: "%"), index + 2 < utf8.count,
+            let high = hexValue(utf8[index + 1]), let low = hexValue(utf8[index + 2])
+        {
+            bytes.append(high << 4 | low)
+            index += 3
+        } else {
+            bytes.append(utf8[index])
+            index += 1
+        }
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+private func hexValue(_ byte: UInt8) -> UInt8? {
+    switch byte {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+    default: nil
+    }
+}
+
+/// A JSON string literal for `text`.
+func jsonString(_ text: String) -> String {
+    var out = "\""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where scalar.value < 0x20:
+            let hex = String(scalar.value, radix: 16)
+            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out + "\""
+}
+
+/// A deterministic body of `count` bytes ("abc...z" repeated), so truncation is visible.
+func patternBytes(_ count: Int) -> [UInt8] {
+    (0..<count).map { UInt8(ascii: "a") + UInt8($0 % 26) }
+}
