@@ -119,6 +119,9 @@ public final class MemoryStore: ResponseStore {
         return snapshot
     }
 
+    /// Readers currently registered on flights, for tests.
+    var waitingReaders: Int { state.withLock { $0.waitingCount } }
+
     // MARK: Waiting
 
     /// Races the waiter's continuation against its deadline. Both sides settle the waiter under the lock, so
@@ -207,7 +210,7 @@ struct Effects: Sendable {
 }
 
 /// The outcome of the locked part of `read`.
-enum ReadStep: Sendable {
+enum ReadProgress: Sendable {
     case done(ReadOutcome)
     case waiting(WaiterID)
 }

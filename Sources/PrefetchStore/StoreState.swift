@@ -153,7 +153,7 @@ struct StoreState {
 
     mutating func read(
         _ key: StoreKey, now: ContinuousClock.Instant, canWait: Bool, effects: inout Effects
-    ) -> ReadStep {
+    ) -> ReadProgress {
         sweepIfDue(now: now, effects: &effects)
         guard let at = index[key] else {
             let outcome = ReadOutcome.absent(tombstones[key] ?? .notFound)
@@ -371,6 +371,9 @@ struct StoreState {
         unlink(at)
         link(at)
     }
+
+    /// Readers registered and not yet handed their outcome, for tests.
+    var waitingCount: Int { waiters.count }
 
     /// Keys from least to most recently used, for tests.
     var lruOrder: [StoreKey] {
