@@ -229,6 +229,31 @@ import Testing
         #expect(await store.read(key(), wait: .zero) == .absent(.consumed))
     }
 
+    @Test func noStoreResponseIsDeliveredExactlyOnceWhileDeadlinesRaceTheCompletion() async {
+        let store = makeStore()
+        for round in 0..<50 {
+            let k = key("/race/\(round)")
+            guard case .leader(let token) = await store.begin(k, policy: policy()) else { return }
+            let delivered = await withTaskGroup(of: Int.self) { group in
+                for reader in 0..<10 {
+                    group.addTask {
+                        let outcome = await store.read(k, wait: .microseconds(500 * (reader % 5)))
+                        return outcome.response == nil ? 0 : 1
+                    }
+                }
+                group.addTask {
+                    try? await Task.sleep(for: .microseconds(300 * (round % 7)))
+                    await store.complete(k, token: token, result: .success(response("r\(round)", noStore: true)))
+                    return 0
+                }
+                return await group.reduce(0, +)
+            }
+            let late = await store.read(k, wait: .zero).response == nil ? 0 : 1
+            #expect(delivered + late == 1, "round \(round): handed out \(delivered + late) times")
+        }
+        #expect(store.waitingReaders == 0)
+    }
+
     @Test func retainDropsEntriesOfRemovedInterfaces() async {
         let store = makeStore()
         await put(store, key("/a"), .success(response("a")), policy: policy("kept"))
