@@ -41,6 +41,13 @@
 // task racing a sleep against the continuation inside a task group; whichever settles the waiter first wins
 // under the store's lock, so a response is never both delivered and dropped.
 //
+// Metrics (swift-metrics, bounded dimensions only: `interface` is `StorePolicy.label`, `reason` one of
+// not-triggered, expired, consumed, evicted, failed, pending). Every read is counted exactly once:
+// `prefetch_store_hits_total{interface}` (ready on arrival), `prefetch_store_joins_total{interface}` (waited on
+// the flight and got its response) or `prefetch_store_misses_total{reason}`. Also
+// `prefetch_store_evictions_total`, `prefetch_store_expired_unused_total{interface}` (responses that ended unread:
+// wasted prefetches) and the gauges `prefetch_store_bytes` and `prefetch_store_entries`.
+//
 // `ResponseStore` is the seam for a shared (e.g. Redis) backend; `MemoryStore` is the in-process one.
 
 /// One response header as stored.
