@@ -140,7 +140,11 @@ let package = Package(
         ),
         .testTarget(
             name: "PrefetchStoreTests",
-            dependencies: ["PrefetchStore"],
+            dependencies: [
+                "PrefetchStore",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

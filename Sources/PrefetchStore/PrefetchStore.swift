@@ -1,1 +1,261 @@
-// The PrefetchStore target; its implementation lands in its own change.
+// PrefetchStore: the TTL response store behind the prefetch orchestrator.
+//
+// Design
+// ======
+//
+// A page open triggers fetches; the page's JS later asks for the same responses. The store sits in between:
+// the trigger side calls `begin` and, when it is told it leads, fetches and calls `complete`; the JS side calls
+// `read`, which never starts a fetch and waits (bounded) while a fetch is in flight.
+//
+// Single flight. At most one flight per key at a time, as with nginx `proxy_cache_lock` or Varnish's waiting
+// list: `begin` on a pending key answers `.joined`. A leader that never completes cannot block the key forever:
+// once the flight is older than `lockAge` the next `begin` takes the lead (nginx `proxy_cache_lock_age`), and the
+// old leader's token goes stale, so its late `complete` is ignored. A leader that gives up calls `abandon`; its
+// waiters keep waiting (until their own deadlines) for the next leader, so one caller's cancellation never
+// poisons the others (the lesson of Go's singleflight). Failures are shared with everyone waiting, then kept
+// only for `negativeTTL` (default 5 s) so a failing upstream is not hammered by repeated triggers; with
+// `negativeTTL == .zero` failures are shared but not cached at all, exactly like singleflight.
+//
+// Isolation. Responses fetched with credentials must never reach another user (RFC 9111 §3.5). The identity
+// (a SHA-256 of the forwarded credential headers) is part of `StoreKey`, and the only index of entries is a
+// dictionary keyed by the whole `StoreKey`: there is no lookup by URL, prefix or partial key anywhere, so an entry
+// can only ever be returned for its exact key. The store never sees raw credentials.
+//
+// Entries. Each key's entry is the value-type state machine `Entry`:
+//     pending --complete--> ready | failed
+//     ready | failed --TTL--> expired,   --budget / retain--> evicted
+//     ready (no-store) --first read--> consumed
+// A `Cache-Control: no-store` response is handed out exactly once: to the first of the readers waiting when it
+// completes (the others get `.absent(.consumed)`), or, if nobody waits, to the first later reader. Ended entries
+// leave a small tombstone (a 32-byte key digest and the reason, at most `MemoryStore.tombstoneCapacity`) so a
+// reader learns "expired" or "consumed" rather than "not triggered".
+//
+// Memory. `MemoryStore` accounts key strings, header names and values, bodies and a fixed
+// `MemoryStore.perEntryOverhead` per entry against a byte budget and never exceeds it: completed entries are
+// evicted least recently used first; pending entries are never evicted. A response that cannot fit even in an
+// empty store is not kept: the readers already waiting for it still get it (it is in memory anyway), and later
+// reads get `.failed` with code `too_large` for `negativeTTL`. Expired entries are reclaimed lazily when touched
+// and by a sweep that runs at most once a second, piggybacked on store calls (no background task).
+//
+// Waiting. Readers wait on continuations that `complete` resumes directly (no polling). The deadline is a child
+// task racing a sleep against the continuation inside a task group; whichever settles the waiter first wins
+// under the store's lock, so a response is never both delivered and dropped.
+//
+// Metrics (swift-metrics, bounded dimensions only: `interface` is `StorePolicy.label`, `reason` one of
+// not-triggered, expired, consumed, evicted, failed, pending). Every read is counted exactly once:
+// `prefetch_store_hits_total{interface}` (ready on arrival), `prefetch_store_joins_total{interface}` (waited on
+// the flight and got its response) or `prefetch_store_misses_total{reason}`. Also
+// `prefetch_store_evictions_total`, `prefetch_store_expired_unused_total{interface}` (responses that ended unread:
+// wasted prefetches) and the gauges `prefetch_store_bytes` and `prefetch_store_entries`.
+//
+// `ResponseStore` is the seam for a shared (e.g. Redis) backend; `MemoryStore` is the in-process one.
+
+/// One response header as stored.
+public struct StoredHeader: Sendable, Hashable {
+    /// The header name as received.
+    public var name: String
+    /// The header value as received.
+    public var value: String
+
+    /// Creates a header.
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// A response as the store keeps and hands it out.
+public struct StoredResponse: Sendable, Hashable {
+    /// The HTTP status code.
+    public var status: Int
+    /// The response headers, in order.
+    public var headers: [StoredHeader]
+    /// The response body.
+    public var body: [UInt8]
+    /// When the fetch finished, on the monotonic clock of this process (not a wall-clock time; not comparable
+    /// across processes).
+    public var fetchedAt: ContinuousClock.Instant
+    /// Upstream said `Cache-Control: no-store`: the store hands the response out once, then drops it.
+    public var noStore: Bool
+    /// How long the upstream fetch took.
+    public var elapsed: Duration
+
+    /// Creates a response.
+    public init(
+        status: Int,
+        headers: [StoredHeader] = [],
+        body: [UInt8] = [],
+        fetchedAt: ContinuousClock.Instant = .now,
+        noStore: Bool = false,
+        elapsed: Duration = .zero
+    ) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.fetchedAt = fetchedAt
+        self.noStore = noStore
+        self.elapsed = elapsed
+    }
+
+    /// The bytes this response counts against a store budget: header names and values plus the body.
+    public var accountedBytes: Int {
+        headers.reduce(body.count) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+    }
+}
+
+/// Why a fetch produced no response. `code` is drawn from a small fixed vocabulary, safe as a metric label.
+public struct StoreFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A bounded code such as `timeout`, `dns`, `connect`, `tls`, `reset`, `too_large`, `protocol`.
+    public var code: String
+    /// A human explanation naming the offending input.
+    public var message: String
+
+    /// Creates a failure. Callers must keep `code` to a bounded vocabulary.
+    public init(code: String, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// Code of the failure the store itself records when a response cannot fit even in an empty store.
+    public static let tooLargeCode = "too_large"
+    /// Code of the failure the store itself records when a response would fit, but in-flight entries (which are
+    /// never evicted) hold the room it needs.
+    public static let storeFullCode = "store_full"
+
+    /// A `description` of the form `code: message`.
+    public var description: String { "\(code): \(message)" }
+
+    /// The bytes this failure counts against a store budget.
+    var accountedBytes: Int { code.utf8.count + message.utf8.count }
+}
+
+/// Proof of leadership of one flight; only the leader's token completes it.
+public struct FlightToken: Sendable, Hashable, CustomStringConvertible {
+    /// The token's value; unique per store for the store's lifetime.
+    public let value: UInt64
+
+    /// Creates a token. Backends mint tokens; callers only pass them back.
+    public init(_ value: UInt64) {
+        self.value = value
+    }
+
+    /// `flight#<value>`.
+    public var description: String { "flight#\(value)" }
+}
+
+/// The answer to `ResponseStore.begin`.
+public enum BeginOutcome: Sendable, Hashable {
+    /// The caller leads: it must fetch and then call `complete` (or `abandon`) with this token.
+    case leader(FlightToken)
+    /// A flight for the key is already in progress; nothing to do.
+    case joined
+    /// A completed entry exists (a response, or a failure within its `negativeTTL`); nothing to do.
+    case fresh
+}
+
+/// Why `read` found nothing to hand out.
+public enum AbsentReason: String, Sendable, Hashable, CaseIterable {
+    /// Nothing was ever triggered for this key (or the store forgot it).
+    case notFound = "not-triggered"
+    /// The entry outlived its TTL (or the failure its negative TTL).
+    case expired
+    /// A no-store response was already handed out to another reader.
+    case consumed
+    /// The entry was evicted for room, or dropped because its interface left the configuration.
+    case evicted
+}
+
+/// The answer to `ResponseStore.read`.
+public enum ReadOutcome: Sendable, Hashable {
+    /// The response. `joined` is true when the reader waited on (or arrived during) the flight.
+    case ready(StoredResponse, joined: Bool)
+    /// The shared failure of the flight. `joined` as for `.ready`.
+    case failed(StoreFailure, joined: Bool)
+    /// Still in flight when the reader's deadline passed (or its task was cancelled).
+    case pending
+    /// Nothing to hand out, and why.
+    case absent(AbsentReason)
+}
+
+/// How long the store keeps what a flight produced, and under which interface it is counted.
+public struct StorePolicy: Sendable, Hashable {
+    /// How long a response is kept after it completes. Default 30 s.
+    public var ttl: Duration
+    /// How long a failure is kept (shared with later readers, and stopping `begin` from starting another fetch).
+    /// Default 5 s; `.zero` shares a failure only with the readers already waiting.
+    public var negativeTTL: Duration
+    /// The interface name from the configuration: a bounded value, used as a metric label and by `retain`.
+    public var label: String
+
+    /// Creates a policy.
+    public init(ttl: Duration = .seconds(30), negativeTTL: Duration = .seconds(5), label: String) {
+        self.ttl = ttl
+        self.negativeTTL = negativeTTL
+        self.label = label
+    }
+}
+
+/// A point-in-time view of a store's size and cumulative counters.
+public struct StoreSnapshot: Sendable, Hashable {
+    /// Entries held, including in-flight ones.
+    public var entries: Int
+    /// Bytes accounted against the budget.
+    public var bytes: Int
+    /// The byte budget.
+    public var budget: Int
+    /// Entries still in flight.
+    public var pending: Int
+    /// Reads that found a response ready on arrival.
+    public var hits: Int
+    /// Reads that waited on a flight and got its response.
+    public var joins: Int
+    /// Reads that got no response (failed, pending or absent). `hits + joins + misses` counts every read.
+    public var misses: Int
+    /// Completed entries evicted to make room.
+    public var evictions: Int
+    /// Responses that expired, were evicted or dropped without ever being read: wasted prefetches.
+    public var expiredUnused: Int
+
+    /// Creates a snapshot.
+    public init(
+        entries: Int = 0, bytes: Int = 0, budget: Int = 0, pending: Int = 0, hits: Int = 0, joins: Int = 0,
+        misses: Int = 0, evictions: Int = 0, expiredUnused: Int = 0
+    ) {
+        self.entries = entries
+        self.bytes = bytes
+        self.budget = budget
+        self.pending = pending
+        self.hits = hits
+        self.joins = joins
+        self.misses = misses
+        self.evictions = evictions
+        self.expiredUnused = expiredUnused
+    }
+}
+
+/// A response store with single flight per key and per-identity isolation.
+public protocol ResponseStore: Sendable {
+    /// Claims the single flight for `key`. `.leader` means the caller must fetch and then call `complete` (or
+    /// `abandon`); `.joined` that a flight is already under way; `.fresh` that a completed entry exists.
+    /// A flight older than the store's lock age may be taken over: the caller then leads and the old token is stale.
+    func begin(_ key: StoreKey, policy: StorePolicy) async -> BeginOutcome
+
+    /// Publishes the leader's result and wakes every waiter. A success is kept for `policy.ttl` (a no-store one
+    /// until its first read), a failure for `policy.negativeTTL`. A stale or unknown token is ignored.
+    func complete(_ key: StoreKey, token: FlightToken, result: Result<StoredResponse, StoreFailure>) async
+
+    /// The leader gives up without a result (e.g. its task was cancelled). Waiters keep waiting until their own
+    /// deadlines, and the next `begin` leads at once. A stale or unknown token is ignored.
+    func abandon(_ key: StoreKey, token: FlightToken) async
+
+    /// Reads the entry for exactly `key`, waiting up to `wait` while it is pending. Never starts a fetch.
+    /// Cancelling the reader only stops that reader (it gets `.pending`).
+    func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome
+
+    /// Drops every entry, in flight or not, whose policy label is not in `labels` (used when a configuration
+    /// update removes interfaces); their waiters get `.absent(.evicted)`. Returns how many entries were dropped.
+    func retain(labels: Set<String>) async -> Int
+
+    /// The store's current size and cumulative counters.
+    func snapshot() async -> StoreSnapshot
+}

@@ -1,0 +1,216 @@
+import CoreMetrics
+import Logging
+import Synchronization
+
+/// The in-process `ResponseStore`: entries in memory under a byte budget, with single flight per key.
+///
+/// All state sits behind one `Mutex` and every operation holds it only for bookkeeping; waiters are resumed,
+/// metrics recorded and logs written after it is released. See the design notes in `PrefetchStore.swift`.
+public final class MemoryStore: ResponseStore {
+    /// The fixed bytes accounted per entry on top of its key, headers and body: an estimate of the slot,
+    /// dictionary bucket, LRU links and bookkeeping that every entry costs.
+    public static let perEntryOverhead = 256
+
+    /// How many ended entries the store remembers (as a 32-byte key digest and a reason) to answer `read` with
+    /// `expired`, `consumed` or `evicted` rather than `not-triggered`. Oldest forgotten first; not budgeted
+    /// (at most about 64 KiB).
+    public static let tombstoneCapacity = 1024
+
+    /// The byte budget; accounted bytes never exceed it.
+    public let budgetBytes: Int
+    /// After this long a flight may be taken over by the next `begin`.
+    public let lockAge: Duration
+
+    private let state: Mutex<StoreState>
+    private let metrics: StoreMetrics
+    private let logger: Logger
+    private let clock = ContinuousClock()
+
+    /// Creates an empty store. A pending entry nobody waits for is forgotten once its flight is three lock ages
+    /// old. Metrics go to `metricsFactory` (the bootstrapped system by default).
+    public init(
+        budgetBytes: Int = 64 * 1024 * 1024,
+        lockAge: Duration = .seconds(10),
+        logger: Logger,
+        metricsFactory: any MetricsFactory = MetricsSystem.factory
+    ) {
+        precondition(budgetBytes > 0, "budgetBytes must be positive, got \(budgetBytes)")
+        precondition(lockAge >= .zero, "lockAge must not be negative, got \(lockAge)")
+        self.budgetBytes = budgetBytes
+        self.lockAge = lockAge
+        self.state = Mutex(StoreState(budget: budgetBytes, lockAge: lockAge, staleFlightAfter: lockAge * 3))
+        self.metrics = StoreMetrics(factory: metricsFactory)
+        self.logger = logger
+    }
+
+    /// See `ResponseStore.begin`.
+    public func begin(_ key: StoreKey, policy: StorePolicy) async -> BeginOutcome {
+        let now = clock.now
+        let (outcome, effects) = state.withLock { state in
+            var effects = Effects()
+            let outcome = state.begin(key, policy: policy, now: now, effects: &effects)
+            return (outcome, effects)
+        }
+        apply(effects)
+        return outcome
+    }
+
+    /// See `ResponseStore.complete`.
+    public func complete(_ key: StoreKey, token: FlightToken, result: Result<StoredResponse, StoreFailure>) async {
+        let now = clock.now
+        let effects = state.withLock { state in
+            var effects = Effects()
+            state.complete(key, token: token, result: result, now: now, effects: &effects)
+            return effects
+        }
+        apply(effects)
+    }
+
+    /// See `ResponseStore.abandon`.
+    public func abandon(_ key: StoreKey, token: FlightToken) async {
+        let now = clock.now
+        let effects = state.withLock { state in
+            var effects = Effects()
+            state.abandon(key, token: token, now: now, effects: &effects)
+            return effects
+        }
+        apply(effects)
+    }
+
+    /// See `ResponseStore.read`. A reader whose task is already cancelled does not wait.
+    public func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome {
+        let now = clock.now
+        let canWait = wait > .zero && !Task.isCancelled
+        let (step, effects) = state.withLock { state in
+            var effects = Effects()
+            let step = state.read(key, now: now, canWait: canWait, effects: &effects)
+            return (step, effects)
+        }
+        apply(effects)
+        switch step {
+        case .done(let outcome):
+            return outcome
+        case .waiting(let id):
+            return await waitForResult(of: id, upTo: wait)
+        }
+    }
+
+    /// See `ResponseStore.retain`.
+    public func retain(labels: Set<String>) async -> Int {
+        let now = clock.now
+        let (dropped, effects) = state.withLock { state in
+            var effects = Effects()
+            let dropped = state.retain(labels: labels, now: now, effects: &effects)
+            return (dropped, effects)
+        }
+        apply(effects)
+        return dropped
+    }
+
+    /// See `ResponseStore.snapshot`. Reclaims expired entries first so the numbers are current.
+    public func snapshot() async -> StoreSnapshot {
+        let now = clock.now
+        let (snapshot, effects) = state.withLock { state in
+            var effects = Effects()
+            state.sweep(now: now, effects: &effects)
+            return (state.snapshot(), effects)
+        }
+        apply(effects)
+        return snapshot
+    }
+
+    /// Readers currently registered on flights, for tests.
+    var waitingReaders: Int { state.withLock { $0.waitingCount } }
+
+    // MARK: Waiting
+
+    /// Races the waiter's continuation against its deadline. Both sides settle the waiter under the lock, so
+    /// exactly one outcome reaches the reader; the sleeping child is cancelled as soon as the result is in.
+    private func waitForResult(of id: WaiterID, upTo wait: Duration) async -> ReadOutcome {
+        await withTaskGroup(of: ReadOutcome?.self) { group in
+            group.addTask { await self.suspend(id) }
+            group.addTask {
+                do {
+                    try await Task.sleep(for: wait, clock: .continuous)
+                } catch {
+                    return nil
+                }
+                self.giveUp(id)
+                return nil
+            }
+            var outcome = ReadOutcome.pending
+            while let next = await group.next() {
+                if let next {
+                    outcome = next
+                    group.cancelAll()
+                    break
+                }
+            }
+            return outcome
+        }
+    }
+
+    private func suspend(_ id: WaiterID) async -> ReadOutcome {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<ReadOutcome, Never>) in
+                let settled = state.withLock { $0.attach(id, continuation) }
+                if let settled { continuation.resume(returning: settled) }
+            }
+        } onCancel: {
+            self.giveUp(id)
+        }
+    }
+
+    /// The waiter's deadline passed or its task was cancelled: it leaves the flight and gets `.pending`, unless
+    /// the flight already settled it.
+    private func giveUp(_ id: WaiterID) {
+        let now = clock.now
+        let effects = state.withLock { state in
+            var effects = Effects()
+            state.giveUp(id, now: now, effects: &effects)
+            return effects
+        }
+        apply(effects)
+    }
+
+    private func apply(_ effects: Effects) {
+        for (continuation, outcome) in effects.resumes {
+            continuation.resume(returning: outcome)
+        }
+        for event in effects.events {
+            metrics.record(event)
+        }
+        if let size = effects.size {
+            metrics.recordSize(bytes: size.bytes, entries: size.entries)
+        }
+        for note in effects.notes {
+            logger.log(level: note.level, "\(note.message)", metadata: note.metadata)
+        }
+    }
+}
+
+/// What a locked operation asks to happen once the lock is released.
+struct Effects: Sendable {
+    struct Note: Sendable {
+        var level: Logger.Level
+        var message: String
+        var metadata: Logger.Metadata
+    }
+
+    var resumes: [(CheckedContinuation<ReadOutcome, Never>, ReadOutcome)] = []
+    var events: [MetricEvent] = []
+    var size: (bytes: Int, entries: Int)?
+    var notes: [Note] = []
+
+    mutating func note(_ level: Logger.Level, _ message: String, key: StoreKey, _ extra: Logger.Metadata = [:]) {
+        var metadata: Logger.Metadata = ["store.key": "\(key)"]
+        metadata.merge(extra) { $1 }
+        notes.append(Note(level: level, message: message, metadata: metadata))
+    }
+}
+
+/// The outcome of the locked part of `read`.
+enum ReadProgress: Sendable {
+    case done(ReadOutcome)
+    case waiting(WaiterID)
+}

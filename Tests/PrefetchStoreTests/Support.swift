@@ -1,0 +1,64 @@
+import Logging
+import MetricsTestKit
+
+@testable import PrefetchStore
+
+let quietLogger = Logger(label: "prefetch.store.test") { _ in SwiftLogNoOpLogHandler() }
+
+func makeStore(
+    budget: Int = 1 << 20, lockAge: Duration = .seconds(10), metrics: TestMetrics = TestMetrics()
+) -> MemoryStore {
+    MemoryStore(budgetBytes: budget, lockAge: lockAge, logger: quietLogger, metricsFactory: metrics)
+}
+
+func key(_ path: String = "/a", identity: Identity = .anonymous, body: [UInt8]? = nil) -> StoreKey {
+    StoreKey(identity: identity, method: "GET", url: "https://api.test\(path)", body: body)
+}
+
+/// One instant for every test response, so equal content means equal responses.
+let fetchedAt = ContinuousClock.now
+
+func response(_ text: String, noStore: Bool = false) -> StoredResponse {
+    StoredResponse(status: 200, headers: [StoredHeader(name: "Content-Type", value: "text/plain")],
+                   body: Array(text.utf8), fetchedAt: fetchedAt, noStore: noStore)
+}
+
+func response(bytes: Int) -> StoredResponse {
+    StoredResponse(status: 200, body: [UInt8](repeating: 0x61, count: bytes), fetchedAt: fetchedAt)
+}
+
+func policy(_ label: String = "profile", ttl: Duration = .seconds(30), negativeTTL: Duration = .seconds(5)) -> StorePolicy {
+    StorePolicy(ttl: ttl, negativeTTL: negativeTTL, label: label)
+}
+
+/// Waits (bounded, 5 s) until `condition` holds; returns whether it did.
+func eventually(_ condition: () async -> Bool) async -> Bool {
+    for _ in 0..<500 {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return await condition()
+}
+
+/// Claims and completes a flight; returns the token used.
+@discardableResult
+func put(_ store: MemoryStore, _ key: StoreKey, _ result: Result<StoredResponse, StoreFailure>,
+           policy: StorePolicy = policy()) async -> FlightToken? {
+    guard case .leader(let token) = await store.begin(key, policy: policy) else { return nil }
+    await store.complete(key, token: token, result: result)
+    return token
+}
+
+extension ReadOutcome {
+    var response: StoredResponse? {
+        if case .ready(let response, _) = self { return response }
+        return nil
+    }
+
+    var isJoined: Bool {
+        switch self {
+        case .ready(_, let joined), .failed(_, let joined): joined
+        default: false
+        }
+    }
+}
