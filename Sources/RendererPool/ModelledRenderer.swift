@@ -101,6 +101,9 @@ public final class ModelledRenderer: Renderer {
         state.withLock { $0.destroyed = true }
     }
 
+    /// Whether the renderer is dead (killed, or found dead by a health check), without drawing a new death.
+    public var isDead: Bool { state.withLock { $0.dead } }
+
     /// Whether ``destroy()`` was called.
     public var isDestroyed: Bool { state.withLock { $0.destroyed } }
 }
