@@ -637,6 +637,11 @@ public actor RendererPool: Service {
         }
     }
 
+    /// The jittered lifetime of every live renderer, by renderer id.
+    func lifetimes() -> [String: Duration] {
+        entries.mapValues(\.life.lifetime)
+    }
+
     private func publish() {
         var counts = (idle: 0, leased: 0, warming: 0)
         for entry in entries.values {
