@@ -277,26 +277,61 @@ private func hasExited(_ pid: pid_t) -> Bool {
     #endif
 }
 
-/// Whether something accepts TCP connections on 127.0.0.1:`port` right now. Non-blocking: a connect to the
-/// loopback either completes or is refused at once; one still in progress counts as not yet open.
-func loopbackPortIsOpen(_ port: Int) -> Bool {
-    #if canImport(Glibc) || canImport(Musl)
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-    #else
-    let fd = socket(AF_INET, SOCK_STREAM, 0)
-    #endif
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
-    let rc = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
+/// Checks, without ever blocking, whether something accepts TCP connections on 127.0.0.1:`port`.
+///
+/// A non-blocking connect usually reports "in progress" even on the loopback, so the probe keeps that socket
+/// and asks again on the next ``check()`` (callers poll every few milliseconds).
+struct PortProbe: ~Copyable {
+    let port: Int
+    private var pending: Int32 = -1
+
+    init(port: Int) {
+        self.port = port
     }
-    return rc == 0
+
+    deinit {
+        if pending >= 0 { close(pending) }
+    }
+
+    /// `true` once a connection to the port has been accepted.
+    mutating func check() -> Bool {
+        if pending >= 0 {
+            var poller = pollfd(fd: pending, events: Int16(POLLOUT), revents: 0)
+            guard poll(&poller, 1, 0) == 1 else { return false }
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            let rc = getsockopt(pending, SOL_SOCKET, SO_ERROR, &error, &length)
+            close(pending)
+            pending = -1
+            return rc == 0 && error == 0
+        }
+        #if canImport(Glibc) || canImport(Musl)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+        if fd >= 0 { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
+        #endif
+        guard fd >= 0 else { return false }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = in_addr_t(UInt32(0x7F00_0001).bigEndian)
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        if rc == 0 {
+            close(fd)
+            return true
+        }
+        if errno == EINPROGRESS {
+            pending = fd
+        } else {
+            close(fd)
+        }
+        return false
+    }
 }
 
 /// Creates ``ProcessRenderer``s: launches the profile's command in the pool's ``ProcessHost`` and waits until
@@ -382,11 +417,12 @@ public final class ProcessRenderer: Renderer {
     func waitReady(count: Int) async throws(RendererError) {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: link.spec.readyTimeout)
+        var probe = link.spec.readyPort.map { PortProbe(port: $0) }
         while true {
             if let failure = link.failure { throw RendererError(.createFailed, failure) }
             if link.pid != nil {
                 let lineReady = link.spec.readyLine == nil || link.readyLines >= count
-                let portReady = link.spec.readyPort.map(loopbackPortIsOpen) ?? true
+                let portReady = probe?.check() ?? true
                 if lineReady && portReady { return }
                 if !link.isAlive { throw RendererError(.died, "renderer process \(id) exited before it was ready") }
             } else if link.isReaped {

@@ -35,6 +35,7 @@ func eventually(within seconds: Double = 10, _ condition: () async -> Bool) asyn
 }
 
 /// Runs `body` while `pool.run()` runs in a child task; cancels the run afterwards and waits for it to end.
+@discardableResult
 func withRunningPool<T: Sendable>(
     _ pool: RendererPool, _ body: () async throws -> T
 ) async throws -> T {
