@@ -23,23 +23,25 @@ struct PoolMetrics: Sendable {
     let destroyed: Counter
     let reclaimed: Counter
 
-    init(profile: String) {
+    init(profile: String, factory: any MetricsFactory) {
         func acquires(_ result: String) -> Counter {
-            Counter(label: "renderer_pool_acquires_total", dimensions: [("profile", profile), ("result", result)])
+            Counter(
+                label: "renderer_pool_acquires_total", dimensions: [("profile", profile), ("result", result)],
+                factory: factory)
         }
         let dims = [("profile", profile)]
         warm = acquires("warm")
         cold = acquires("cold")
         timeout = acquires("timeout")
         failed = acquires("failed")
-        wait = Timer(label: "renderer_pool_acquire_wait", dimensions: dims)
-        pending = Gauge(label: "renderer_pool_pending_acquires", dimensions: dims)
-        idle = Gauge(label: "renderer_pool_idle", dimensions: dims)
-        leased = Gauge(label: "renderer_pool_leased", dimensions: dims)
-        warming = Gauge(label: "renderer_pool_warming", dimensions: dims)
-        created = Counter(label: "renderer_pool_created_total", dimensions: dims)
-        destroyed = Counter(label: "renderer_pool_destroyed_total", dimensions: dims)
-        reclaimed = Counter(label: "renderer_pool_reclaimed_total", dimensions: dims)
+        wait = Timer(label: "renderer_pool_acquire_wait", dimensions: dims, factory: factory)
+        pending = Gauge(label: "renderer_pool_pending_acquires", dimensions: dims, factory: factory)
+        idle = Gauge(label: "renderer_pool_idle", dimensions: dims, factory: factory)
+        leased = Gauge(label: "renderer_pool_leased", dimensions: dims, factory: factory)
+        warming = Gauge(label: "renderer_pool_warming", dimensions: dims, factory: factory)
+        created = Counter(label: "renderer_pool_created_total", dimensions: dims, factory: factory)
+        destroyed = Counter(label: "renderer_pool_destroyed_total", dimensions: dims, factory: factory)
+        reclaimed = Counter(label: "renderer_pool_reclaimed_total", dimensions: dims, factory: factory)
     }
 }
 

@@ -120,13 +120,15 @@ public actor RendererPool: Service {
     ///   - seed: makes modelled failures, deaths and lifetime jitter reproducible.
     ///   - tick: how often `run()` does its housekeeping (lease reclaim, lifetime, idle shrink, refill).
     ///   - healthCheckInterval: how often `run()` health checks idle renderers.
+    ///   - metricsFactory: where metrics go; the bootstrapped `MetricsSystem.factory` when nil.
     public init(
         name: String,
         profile: RendererProfile,
         logger: Logger,
         seed: UInt64? = nil,
         tick: Duration = .milliseconds(100),
-        healthCheckInterval: Duration = .seconds(1)
+        healthCheckInterval: Duration = .seconds(1),
+        metricsFactory: (any MetricsFactory)? = nil
     ) {
         var logger = logger
         logger[metadataKey: "profile"] = "\(name)"
@@ -142,7 +144,7 @@ public actor RendererPool: Service {
         }
         self.init(
             name: name, profile: profile, factory: factory, host: host, logger: logger, seed: seed, tick: tick,
-            healthCheckInterval: healthCheckInterval)
+            healthCheckInterval: healthCheckInterval, metricsFactory: metricsFactory)
     }
 
     /// A pool creating renderers with a caller-supplied factory (the profile's `kind` settings are ignored).
@@ -153,25 +155,26 @@ public actor RendererPool: Service {
         logger: Logger,
         seed: UInt64? = nil,
         tick: Duration = .milliseconds(100),
-        healthCheckInterval: Duration = .seconds(1)
+        healthCheckInterval: Duration = .seconds(1),
+        metricsFactory: (any MetricsFactory)? = nil
     ) {
         var logger = logger
         logger[metadataKey: "profile"] = "\(name)"
         self.init(
             name: name, profile: profile, factory: factory, host: nil, logger: logger, seed: seed, tick: tick,
-            healthCheckInterval: healthCheckInterval)
+            healthCheckInterval: healthCheckInterval, metricsFactory: metricsFactory)
     }
 
     private init(
         name: String, profile: RendererProfile, factory: any RendererFactory, host: ProcessHost?, logger: Logger,
-        seed: UInt64?, tick: Duration, healthCheckInterval: Duration
+        seed: UInt64?, tick: Duration, healthCheckInterval: Duration, metricsFactory: (any MetricsFactory)?
     ) {
         self.name = name
         self.profile = profile
         self.factory = factory
         self.host = host
         self.logger = logger
-        self.metrics = PoolMetrics(profile: name)
+        self.metrics = PoolMetrics(profile: name, factory: metricsFactory ?? MetricsSystem.factory)
         self.random = SharedRandom(seed: seed)
         self.tick = tick
         self.healthCheckInterval = healthCheckInterval

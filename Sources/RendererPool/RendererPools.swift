@@ -1,4 +1,5 @@
 import Logging
+import Metrics
 import ServiceLifecycle
 
 /// The named renderer profiles of a deployment, one ``RendererPool`` each, run together as one ``Service``.
@@ -7,13 +8,14 @@ public final class RendererPools: Service, Sendable {
     public let pools: [String: RendererPool]
 
     /// Validates every profile (paths reported under `path`, e.g. `renderers.main.maxSize`) and creates one
-    /// pool per profile. Throws ``PoolError`` `invalidProfile` listing every problem; creates no renderer.
+    /// pool per profile (metrics to `metricsFactory`, or the bootstrapped `MetricsSystem.factory` when nil). Throws ``PoolError`` `invalidProfile` listing every problem; creates no renderer.
     public init(
         profiles: [String: RendererProfile],
         logger: Logger,
         path: String = "renderers",
         seed: UInt64? = nil,
-        tick: Duration = .milliseconds(100)
+        tick: Duration = .milliseconds(100),
+        metricsFactory: (any MetricsFactory)? = nil
     ) throws(PoolError) {
         let problems = profiles.keys.sorted().flatMap { profiles[$0]!.problems(path: "\(path).\($0)") }
         if !problems.isEmpty {
@@ -23,7 +25,7 @@ public final class RendererPools: Service, Sendable {
         for (index, name) in profiles.keys.sorted().enumerated() {
             pools[name] = RendererPool(
                 name: name, profile: profiles[name]!, logger: logger, seed: seed.map { $0 &+ UInt64(index) * 7919 },
-                tick: tick)
+                tick: tick, metricsFactory: metricsFactory)
         }
         self.pools = pools
     }
