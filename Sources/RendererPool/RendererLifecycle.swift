@@ -27,8 +27,26 @@ public struct RendererLifecycle: Sendable, Equatable {
 
     /// Why a renderer was retired; bounded, safe as a log field.
     public enum RetireReason: String, Sendable, Equatable {
-        case createFailed, unhealthy, releasedUnhealthy, resetFailed, maxUses, lifetime, idle, reclaimed
-        case cleared, shutdown
+        /// Creation failed; nothing to destroy.
+        case createFailed
+        /// Found dead by a health check.
+        case unhealthy
+        /// The lease holder released it as unhealthy.
+        case releasedUnhealthy
+        /// Its reset failed.
+        case resetFailed
+        /// It served `maxUses` leases.
+        case maxUses
+        /// It outlived its (jittered) `maxLifetime`.
+        case lifetime
+        /// It stayed idle past `idleTimeout` with more than `minIdle` idle.
+        case idle
+        /// Its lease was not released within `leaseTimeout`.
+        case reclaimed
+        /// ``RendererPool/clear()`` (memory warning).
+        case cleared
+        /// The pool is shutting down.
+        case shutdown
     }
 
     /// The current state.

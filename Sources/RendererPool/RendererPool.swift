@@ -185,6 +185,9 @@ public actor RendererPool: Service {
     /// Leases a healthy renderer: a warm one at once, else a new one while under `maxSize`, else the first
     /// one freed up for this acquirer in FIFO order. `page` is told to the renderer (it is never a metric).
     ///
+    /// `acquireTimeout` bounds the time spent queued; a cold start this acquirer performs itself is bounded by
+    /// the creation (`createMs`, or `readyTimeoutMs` for a process), as a half-created renderer is not given up.
+    ///
     /// Throws ``PoolError`` `timeout` after `acquireTimeout`, `createFailed` when creating a renderer for this
     /// acquire failed three times, `shutdown` once the pool is shutting down, `cancelled` when the task is.
     public func acquire(page: String?) async throws(PoolError) -> Lease {
@@ -281,9 +284,9 @@ public actor RendererPool: Service {
 
     /// Memory warning: destroys every idle renderer, then creates new ones up to `minIdle` (one at a time).
     public func clear() async {
-        let victims = idle
-        idle.removeAll()
         let now = clock.now
+        let victims = idle.filter { entries[$0]?.life.state == .idle }
+        idle.removeAll()
         for id in victims { _ = entries[id]?.life.retire(.cleared, at: now) }
         publish()
         logger.info("renderer pool cleared", metadata: ["destroying": "\(victims.count)"])

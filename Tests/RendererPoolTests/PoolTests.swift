@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import Synchronization
 import Testing
@@ -282,5 +283,25 @@ import Testing
         #expect(snapshot.createFailures > 0)
         #expect(snapshot.warmHits > 0)
         #expect(snapshot.acquireWaitMs.samples > 0)
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct PoolsTests {
+    @Test func profilesDecodeFromJSONAndPoolsServeByName() async throws {
+        let json = #"{"main": {"minIdle": 0, "createMs": 1}, "third": {"maxSize": 1, "createMs": 1}}"#
+        let profiles = try JSONDecoder().decode([String: RendererProfile].self, from: Data(json.utf8))
+        let pools = try RendererPools(profiles: profiles, logger: testLogger)
+        let lease = try await pools.acquire(profile: "third", page: "https://partner.example/")
+        #expect(lease.profile == "third")
+        await #expect(throws: PoolError(.unknownProfile, #"no renderer profile named "none""#)) {
+            try await pools.acquire(profile: "none", page: nil)
+        }
+        let snapshots = await pools.snapshot()
+        #expect(snapshots["third"]?.leased == 1)
+        #expect(snapshots["main"]?.live == 0)
+        #expect(await pools.release(lease))
+        #expect(await pools.pool(named: "third")?.snapshot().idle == 1)
+        await pools.clear()
+        #expect(await pools.pool(named: "third")?.snapshot().destroyed == 1)
     }
 }
