@@ -149,7 +149,13 @@ let package = Package(
         ),
         .testTarget(
             name: "RendererPoolTests",
-            dependencies: ["RendererPool"],
+            dependencies: [
+                "RendererPool",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            exclude: ["Fixtures"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,307 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import RendererPool
+
+@Suite(.timeLimit(.minutes(1))) struct PoolTests {
+    @Test func acquireBeforeRunColdStartsThenReusesWarm() async throws {
+        let pool = RendererPool(name: "main", profile: modelledProfile(), logger: testLogger, seed: 1)
+        let first = try await pool.acquire(page: "https://app.example/a")
+        #expect(!first.warm)
+        #expect(first.uses == 1)
+        #expect(await pool.release(id: first.id))
+        let second = try await pool.acquire(page: nil)
+        #expect(second.warm)
+        #expect(second.rendererID == first.rendererID)
+        #expect(second.uses == 2)
+        let snapshot = await pool.snapshot()
+        #expect(snapshot.coldStarts == 1)
+        #expect(snapshot.warmHits == 1)
+        #expect(snapshot.leased == 1)
+        #expect(snapshot.acquireWaitMs.samples == 2)
+        #expect(snapshot.memoryMB == 80)
+    }
+
+    @Test func resetClearsThePreviousPageBeforeReuse() async throws {
+        let pool = RendererPool(name: "main", profile: modelledProfile(maxSize: 1), logger: testLogger)
+        let first = try await pool.acquire(page: "https://app.example/secret")
+        #expect(await first.renderer.openedPages() == ["https://app.example/secret"])
+        await pool.release(id: first.id)
+        let second = try await pool.acquire(page: "https://app.example/next")
+        #expect(second.rendererID == first.rendererID)
+        #expect(await second.renderer.openedPages() == ["https://app.example/next"])
+    }
+
+    @Test func releaseUnhealthyDestroysTheRenderer() async throws {
+        let pool = RendererPool(name: "main", profile: modelledProfile(maxSize: 1), logger: testLogger)
+        let first = try await pool.acquire(page: nil)
+        #expect(await pool.release(id: first.id, healthy: false))
+        #expect(first.modelled.isDestroyed)
+        #expect(await pool.release(id: first.id) == false)
+        let second = try await pool.acquire(page: nil)
+        #expect(second.rendererID != first.rendererID)
+        #expect(!second.warm)
+        #expect(await pool.snapshot().destroyed == 1)
+    }
+
+    @Test func aDeadIdleRendererIsNeverHandedOut() async throws {
+        let pool = RendererPool(name: "main", profile: modelledProfile(maxSize: 1), logger: testLogger)
+        let first = try await pool.acquire(page: nil)
+        await pool.release(id: first.id)
+        first.modelled.kill()
+        let second = try await pool.acquire(page: nil)
+        #expect(second.rendererID != first.rendererID)
+        #expect(!second.modelled.isDead)
+        #expect(first.modelled.isDestroyed)
+    }
+
+    @Test func aRendererThatDiesDuringItsLeaseIsNotReused() async throws {
+        let pool = RendererPool(name: "main", profile: modelledProfile(maxSize: 1), logger: testLogger)
+        let first = try await pool.acquire(page: nil)
+        first.modelled.kill()
+        // The shell did not notice; the reset fails and the renderer is destroyed instead of reused.
+        await pool.release(id: first.id, healthy: true)
+        #expect(first.modelled.isDestroyed)
+        let second = try await pool.acquire(page: nil)
+        #expect(second.rendererID != first.rendererID)
+    }
+
+    @Test func exhaustedPoolTimesOut() async throws {
+        let pool = RendererPool(
+            name: "main", profile: modelledProfile(maxSize: 1, acquireTimeout: 100), logger: testLogger)
+        let held = try await pool.acquire(page: nil)
+        await #expect(throws: PoolError(.timeout, "renderer pool main: no renderer within 100 ms (maxSize 1)")) {
+            try await pool.acquire(page: nil)
+        }
+        let snapshot = await pool.snapshot()
+        #expect(snapshot.timeouts == 1)
+        #expect(snapshot.pending == 0)
+        #expect(snapshot.live == 1)
+        await pool.release(id: held.id)
+        _ = try await pool.acquire(page: nil)
+    }
+
+    @Test func waitersAreServedFirstComeFirstServed() async throws {
+        let pool = RendererPool(name: "main", profile: modelledProfile(maxSize: 1), logger: testLogger)
+        let held = try await pool.acquire(page: nil)
+        let order = Recorder<Int>()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for waiter in 1...4 {
+                group.addTask {
+                    let lease = try await pool.acquire(page: nil)
+                    order.add(waiter)
+                    try await Task.sleep(for: .milliseconds(5))
+                    await pool.release(id: lease.id)
+                }
+                // Start the next waiter only once this one is queued.
+                #expect(await eventually { await pool.snapshot().pending == waiter })
+            }
+            await pool.release(id: held.id)
+            try await group.waitForAll()
+        }
+        #expect(order.values == [1, 2, 3, 4])
+        #expect(await pool.snapshot().created == 1)
+    }
+
+    @Test func maxUsesRecyclesTheRenderer() async throws {
+        let profile = modelledProfile(maxSize: 1) { $0.maxUses = 2 }
+        let pool = RendererPool(name: "main", profile: profile, logger: testLogger)
+        var ids: [String] = []
+        for _ in 0..<3 {
+            let lease = try await pool.acquire(page: nil)
+            ids.append(lease.rendererID)
+            await pool.release(id: lease.id)
+        }
+        #expect(ids[0] == ids[1])
+        #expect(ids[2] != ids[1])
+        #expect(await pool.snapshot().destroyed == 1)
+    }
+
+    @Test func lifetimeRecyclesAtReleaseAndWhileIdle() async throws {
+        let profile = modelledProfile(maxSize: 2) {
+            $0.maxLifetime = 0.2
+            $0.lifetimeJitter = 0
+        }
+        let pool = RendererPool(name: "main", profile: profile, logger: testLogger)
+        let old = try await pool.acquire(page: nil)
+        let idleOne = try await pool.acquire(page: nil)
+        await pool.release(id: idleOne.id)
+        try await Task.sleep(for: .milliseconds(300))
+        await pool.release(id: old.id)
+        #expect(old.modelled.isDestroyed)
+        #expect(await pool.snapshot().idle == 1)
+        await pool.housekeeping()
+        #expect(idleOne.modelled.isDestroyed)
+        let snapshot = await pool.snapshot()
+        #expect(snapshot.idle == 0)
+        #expect(snapshot.destroyed == 2)
+    }
+
+    @Test func lifetimeJitterSpreadsExpiry() async throws {
+        let profile = modelledProfile(maxSize: 8) {
+            $0.maxLifetime = 100
+            $0.lifetimeJitter = 0.5
+        }
+        let pool = RendererPool(name: "main", profile: profile, logger: testLogger, seed: 42)
+        var leases: [Lease] = []
+        for _ in 0..<8 { leases.append(try await pool.acquire(page: nil)) }
+        let lifetimes = Set(await pool.lifetimes().values)
+        #expect(lifetimes.count == 8)
+        #expect(lifetimes.allSatisfy { $0 > .seconds(50) && $0 <= .seconds(100) })
+    }
+
+    @Test func idleRenderersShrinkBackToMinIdle() async throws {
+        let profile = modelledProfile(minIdle: 1, maxSize: 4) { $0.idleTimeout = 0.2 }
+        let pool = RendererPool(name: "main", profile: profile, logger: testLogger)
+        var leases: [Lease] = []
+        for _ in 0..<3 { leases.append(try await pool.acquire(page: nil)) }
+        for lease in leases { await pool.release(id: lease.id) }
+        #expect(await pool.snapshot().idle == 3)
+        await pool.housekeeping()
+        #expect(await pool.snapshot().idle == 3)
+        try await Task.sleep(for: .milliseconds(300))
+        await pool.housekeeping()
+        let snapshot = await pool.snapshot()
+        #expect(snapshot.idle == 1)
+        #expect(snapshot.destroyed == 2)
+    }
+
+    @Test func aLeaseNeverReleasedIsReclaimed() async throws {
+        let profile = modelledProfile(maxSize: 1) { $0.leaseTimeout = 0.2 }
+        let pool = RendererPool(name: "main", profile: profile, logger: testLogger)
+        let forgotten = try await pool.acquire(page: nil)
+        await pool.housekeeping()
+        #expect(await pool.snapshot().leased == 1)
+        try await Task.sleep(for: .milliseconds(300))
+        await pool.housekeeping()
+        let snapshot = await pool.snapshot()
+        #expect(snapshot.reclaimed == 1)
+        #expect(snapshot.leased == 0)
+        #expect(forgotten.modelled.isDestroyed)
+        #expect(await pool.release(id: forgotten.id) == false)
+        let next = try await pool.acquire(page: nil)
+        #expect(next.rendererID != forgotten.rendererID)
+    }
+
+    @Test func clearDestroysIdleRenderersAndRefills() async throws {
+        let pool = RendererPool(name: "main", profile: modelledProfile(minIdle: 2, maxSize: 3), logger: testLogger)
+        await pool.clear()
+        var snapshot = await pool.snapshot()
+        #expect(snapshot.idle == 2)
+        #expect(snapshot.created == 2)
+        let held = try await pool.acquire(page: nil)
+        #expect(held.warm)
+        await pool.clear()
+        snapshot = await pool.snapshot()
+        #expect(snapshot.destroyed == 1)
+        #expect(snapshot.leased == 1)
+        #expect(snapshot.idle == 2)
+        #expect(snapshot.created == 4)
+    }
+
+    @Test func runKeepsMinIdleWarmAndDestroysEverythingWhenItEnds() async throws {
+        let pool = RendererPool(
+            name: "main", profile: modelledProfile(minIdle: 2, maxSize: 4, createMs: 20), logger: testLogger,
+            tick: .milliseconds(20))
+        let leased = try await withRunningPool(pool) {
+            #expect(await eventually { await pool.snapshot().idle == 2 })
+            let lease = try await pool.acquire(page: nil)
+            #expect(lease.warm)
+            #expect(await eventually { await pool.snapshot().idle == 2 })
+            let snapshot = await pool.snapshot()
+            #expect(snapshot.leased == 1)
+            #expect(snapshot.created == 3)
+            return lease
+        }
+        let snapshot = await pool.snapshot()
+        #expect(snapshot.live == 0)
+        #expect(snapshot.destroyed == 3)
+        #expect(leased.modelled.isDestroyed)
+        await #expect(throws: PoolError.self) { try await pool.acquire(page: nil) }
+    }
+
+    @Test func invariantsHoldUnderConcurrencyWithFailuresAndDeaths() async throws {
+        let profile = modelledProfile(minIdle: 1, maxSize: 3, createMs: 2, acquireTimeout: 10_000) {
+            $0.failureRate = 0.15
+            $0.deathRate = 0.1
+            $0.maxUses = 4
+        }
+        let pool = RendererPool(
+            name: "main", profile: profile, logger: testLogger, seed: 7, tick: .milliseconds(5),
+            healthCheckInterval: .milliseconds(5))
+        let inUse = InUse()
+        let violations = Recorder<String>()
+        let outcomes = Recorder<Bool>()
+        try await withRunningPool(pool) {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for _ in 0..<400 {
+                        let live = await pool.snapshot().live
+                        if live > 3 { violations.add("live \(live) > maxSize") }
+                        try? await Task.sleep(for: .milliseconds(2))
+                    }
+                }
+                for worker in 0..<12 {
+                    group.addTask {
+                        var random = SeededRandom(seed: UInt64(worker))
+                        for round in 0..<15 {
+                            let lease: Lease
+                            do throws(PoolError) {
+                                lease = try await pool.acquire(page: "page-\(worker)-\(round)")
+                            } catch {
+                                // Three creation failures in a row can happen at this failure rate.
+                                if error.code != .createFailed { violations.add("acquire: \(error)") }
+                                outcomes.add(false)
+                                continue
+                            }
+                            outcomes.add(true)
+                            if lease.modelled.isDead { violations.add("dead renderer \(lease.rendererID) handed out") }
+                            if lease.modelled.isDestroyed { violations.add("destroyed \(lease.rendererID) handed out") }
+                            let pages = await lease.renderer.openedPages()
+                            if pages != ["page-\(worker)-\(round)"] { violations.add("unclean state \(pages)") }
+                            let fresh = inUse.insert(lease.rendererID)
+                            if !fresh { violations.add("\(lease.rendererID) leased twice") }
+                            let live = await pool.snapshot().live
+                            if live > 3 { violations.add("live \(live) > maxSize") }
+                            try? await Task.sleep(for: .milliseconds(Int.random(in: 0...3, using: &random)))
+                            if Int.random(in: 0..<10, using: &random) == 0 { lease.modelled.kill() }
+                            inUse.remove(lease.rendererID)
+                            let healthy = Int.random(in: 0..<8, using: &random) != 0
+                            await pool.release(id: lease.id, healthy: healthy)
+                        }
+                    }
+                }
+            }
+        }
+        #expect(violations.values == [])
+        #expect(outcomes.values.filter { $0 }.count > 150)
+        let snapshot = await pool.snapshot()
+        #expect(snapshot.live == 0)
+        #expect(snapshot.destroyed == snapshot.created)
+        #expect(snapshot.createFailures > 0)
+        #expect(snapshot.warmHits > 0)
+        #expect(snapshot.acquireWaitMs.samples > 0)
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct PoolsTests {
+    @Test func profilesDecodeFromJSONAndPoolsServeByName() async throws {
+        let json = #"{"main": {"minIdle": 0, "createMs": 1}, "third": {"maxSize": 1, "createMs": 1}}"#
+        let profiles = try JSONDecoder().decode([String: RendererProfile].self, from: Data(json.utf8))
+        let pools = try RendererPools(profiles: profiles, logger: testLogger)
+        let lease = try await pools.acquire(profile: "third", page: "https://partner.example/")
+        #expect(lease.profile == "third")
+        await #expect(throws: PoolError(.unknownProfile, #"no renderer profile named "none""#)) {
+            try await pools.acquire(profile: "none", page: nil)
+        }
+        let snapshots = await pools.snapshot()
+        #expect(snapshots["third"]?.leased == 1)
+        #expect(snapshots["main"]?.live == 0)
+        #expect(await pools.release(lease))
+        #expect(await pools.pool(named: "third")?.snapshot().idle == 1)
+        await pools.clear()
+        #expect(await pools.pool(named: "third")?.snapshot().destroyed == 1)
+    }
+}
