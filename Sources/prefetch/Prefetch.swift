@@ -1,9 +1,13 @@
 import ArgumentParser
+import Logging
+import Metrics
 import PrefetchCore
+import PrefetchService
+import Prometheus
+import ServiceLifecycle
+import UnixSignals
 
-#if canImport(Glibc)
-import Glibc
-#endif
+import Foundation
 
 /// The `prefetch` command line. Each subcommand parses its arguments and calls into the libraries.
 @main
@@ -11,7 +15,7 @@ struct Prefetch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "prefetch",
         abstract: "Prefetch orchestrator: fetches an H5 page's API data while the page is still loading.",
-        subcommands: [Plan.self, Validate.self]
+        subcommands: [Serve.self, Plan.self, Fetch.self, Validate.self]
     )
 }
 
@@ -49,7 +53,13 @@ enum Environment {
     }
 }
 
+/// Unbuffered output: lines appear at once even when stdout is a pipe.
 enum Console {
+    static func out(_ line: String) {
+        let text = Array((line + "\n").utf8)
+        _ = text.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    }
+
     static func error(_ line: String) {
         let text = Array((line + "\n").utf8)
         _ = text.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
@@ -104,5 +114,145 @@ extension Prefetch {
             print("interfaces: \(loaded.config.interfaceCount)")
             if !loaded.warnings.isEmpty { print("warnings: \(loaded.warnings.count)") }
         }
+    }
+}
+
+/// Parses `--header 'Name: value'` options.
+func parseHeaders(_ raw: [String]) throws -> [(name: String, value: String)] {
+    try raw.map { line in
+        guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
+            throw ValidationError("--header \"\(line)\" must look like 'Name: value'")
+        }
+        let value = line[line.index(after: colon)...].drop { $0 == " " }
+        return (String(line[..<colon]), String(value))
+    }
+}
+
+extension Prefetch {
+    struct Serve: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run the prefetch service (HTTP API) until SIGTERM or SIGINT.",
+            discussion: """
+                Every option has an environment variable: PREFETCH_CONFIG, PREFETCH_HOST, PREFETCH_PORT, \
+                PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS (comma-separated), PREFETCH_LOG_LEVEL. \
+                Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
+                """
+        )
+
+        @OptionGroup var config: ConfigOptions
+
+        @Option(help: "Address to listen on (default 127.0.0.1, env PREFETCH_HOST).")
+        var host: String?
+
+        @Option(help: "Port to listen on, 0 for any free port (default 8080, env PREFETCH_PORT).")
+        var port: Int?
+
+        @Option(name: .customLong("store-bytes"), help: "Byte budget of the response store (default 67108864, env PREFETCH_STORE_BYTES).")
+        var storeBytes: Int?
+
+        @Option(name: .customLong("cors-origin"), help: "An extra origin allowed to read data cross-origin; repeatable; * for any.")
+        var corsOrigins: [String] = []
+
+        @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
+        var logLevel: String?
+
+        func settings() throws -> ServiceSettings {
+            var settings = ServiceSettings()
+            settings.configPath = config.path
+            settings.host = host ?? Environment.value("PREFETCH_HOST") ?? settings.host
+            if let port = try port ?? Environment.integer("PREFETCH_PORT") {
+                guard (0...65535).contains(port) else { throw ValidationError("port \(port) is not between 0 and 65535") }
+                settings.port = port
+            }
+            if let bytes = try storeBytes ?? Environment.integer("PREFETCH_STORE_BYTES") {
+                guard bytes >= 1024 * 1024 else { throw ValidationError("--store-bytes \(bytes) is below the minimum of 1048576") }
+                settings.storeBytes = bytes
+            }
+            settings.corsOrigins = corsOrigins + (Environment.value("PREFETCH_CORS_ORIGINS")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } ?? [])
+            return settings
+        }
+
+        func run() async throws {
+            let settings = try settings()
+            let levelText = logLevel ?? Environment.value("PREFETCH_LOG_LEVEL") ?? "info"
+            guard let level = Logger.Level(rawValue: levelText) else {
+                throw ValidationError("log level \"\(levelText)\" is not one of trace, debug, info, notice, warning, error, critical")
+            }
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+            let registry = PrometheusCollectorRegistry()
+            MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+            let logger = Logger(label: "prefetch")
+            let loaded = try config.load()
+            let app = buildApplication(settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger) { port in
+                Console.out("prefetch listening on http://\(settings.host):\(port) (config \(settings.configPath), version \(loaded.config.version))")
+            }
+            let group = ServiceGroup(
+                configuration: .init(
+                    services: [app],
+                    gracefulShutdownSignals: [.sigterm, .sigint],
+                    logger: logger
+                )
+            )
+            try await withThrowingTaskGroup { tasks in
+                tasks.addTask { try await group.run() }
+                tasks.addTask {
+                    // Past the grace period, in-flight work is cancelled rather than holding shutdown forever.
+                    try await gracefulShutdown()
+                    try await Task.sleep(for: settings.shutdownGrace)
+                    await group.triggerGracefulShutdown()
+                    throw CancellationError()
+                }
+                try await tasks.next()
+                tasks.cancelAll()
+            }
+        }
+    }
+
+    struct Fetch: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run a page's plan for real and print a line per interface as it completes.",
+            discussion: "Exit codes: 0 all requests answered; 1 some failed; 2 invalid config or page URL; 3 no config matches."
+        )
+
+        @Argument(help: "The page URL being opened, with its query.")
+        var page: String
+
+        @OptionGroup var config: ConfigOptions
+
+        @Option(name: .customLong("header"), help: "A request header of the user, e.g. 'Cookie: sid=1'; repeatable.")
+        var headers: [String] = []
+
+        func run() async throws {
+            let loaded = try config.load()
+            let headers = try parseHeaders(headers)
+            let plan: PrefetchCore.Plan
+            do {
+                plan = try PrefetchCore.Plan.make(page: page, config: loaded.config)
+            } catch {
+                Console.error("error: \(error)")
+                throw ExitCode(error.code == "no-config" ? 3 : 2)
+            }
+            let start = ContinuousClock.now
+            let results = try await fetchPage(plan, headers: headers, settings: ServiceSettings(), logger: Logger(label: "prefetch")) { result in
+                Console.out(result.line)
+            }
+            let failed = results.filter { $0.error != nil }.count
+            let bytes = results.reduce(0) { $0 + $1.bytes }
+            let elapsed = ContinuousClock.now - start
+            print("\(results.count) requests, \(results.count - failed) answered, \(failed) failed, \(bytes) bytes in \((elapsed / .milliseconds(1)).rounded()) ms")
+            if failed > 0 { throw ExitCode(1) }
+        }
+    }
+}
+
+extension Environment {
+    static func integer(_ name: String) throws -> Int? {
+        guard let text = value(name) else { return nil }
+        guard let number = Int(text) else { throw ValidationError("\(name)=\(text) is not a whole number") }
+        return number
     }
 }

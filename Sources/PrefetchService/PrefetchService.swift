@@ -1,1 +1,0 @@
-// The PrefetchService target; its implementation lands in its own change.

@@ -1,0 +1,56 @@
+import CoreMetrics
+import Synchronization
+
+/// The orchestrator's own metrics. Every dimension is bounded: interface names come from the config, outcomes
+/// and reasons from fixed sets; raw URLs and user values never become labels.
+///
+/// - `prefetch_triggers_total{result}`: `accepted`, `no-config`, `invalid`, `not-ready`.
+/// - `prefetch_fetches_total{interface, outcome}`: `ok` (2xx-4xx), `upstream_5xx`, or a fetch error code
+///   (`timeout`, `dns`, `connect`, `tls`, `reset`, `too_large`, `protocol`, `cancelled`, `shutdown`, `other`).
+/// - `prefetch_upstream_duration_seconds{interface}`: upstream latency, a histogram.
+/// - `prefetch_flights_total{interface, role}`: `leader` (fetched), `joined` (a flight was running), `fresh`.
+/// - `prefetch_data_total{result}`: data requests by `hit`, `joined`, `pending`, `failed` or miss reason.
+/// - `prefetch_transfers_in_flight`: upstream transfers queued or running.
+/// - `prefetch_tickets`: tickets held.
+/// The store adds its own (`prefetch_store_*`: hits, joins, misses by reason, expired-unused waste, bytes,
+/// entries).
+final class ServiceMetrics: Sendable {
+    let factory: any MetricsFactory
+    private let counters = Mutex<[String: Counter]>([:])
+    private let timers = Mutex<[String: Timer]>([:])
+    let inFlight: Gauge
+    let tickets: Gauge
+
+    init(factory: any MetricsFactory) {
+        self.factory = factory
+        self.inFlight = Gauge(label: "prefetch_transfers_in_flight", factory: factory)
+        self.tickets = Gauge(label: "prefetch_tickets", factory: factory)
+    }
+
+    /// The counter for `label` with `dimensions`, created once and cached.
+    func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
+        let key = label + dimensions.map { "|\($0.0)=\($0.1)" }.joined()
+        return counters.withLock { cache in
+            if let existing = cache[key] { return existing }
+            let made = Counter(label: label, dimensions: dimensions, factory: factory)
+            cache[key] = made
+            return made
+        }
+    }
+
+    func trigger(_ result: String) { counter("prefetch_triggers_total", [("result", result)]).increment() }
+    func flight(_ interface: String, role: String) { counter("prefetch_flights_total", [("interface", interface), ("role", role)]).increment() }
+    func fetch(_ interface: String, outcome: String) { counter("prefetch_fetches_total", [("interface", interface), ("outcome", outcome)]).increment() }
+    func data(_ result: String) { counter("prefetch_data_total", [("result", result)]).increment() }
+
+    func upstreamDuration(_ interface: String, _ duration: Duration) {
+        let timer = timers.withLock { cache in
+            if let existing = cache[interface] { return existing }
+            let made = Timer(label: "prefetch_upstream_duration_seconds", dimensions: [("interface", interface)], factory: factory)
+            cache[interface] = made
+            return made
+        }
+        let (seconds, attoseconds) = duration.components
+        timer.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,39 @@
+import PrefetchFetcher
+
+/// Everything `serve` can be told, with production defaults. Tests build the same application with test
+/// values (port 0, small budgets).
+public struct ServiceSettings: Sendable {
+    /// Address to listen on. Default `127.0.0.1`; a container sets `0.0.0.0`.
+    public var host: String = "127.0.0.1"
+    /// Port to listen on; `0` picks a free one. Default 8080.
+    public var port: Int = 8080
+    /// Path of the prefetch config.
+    public var configPath: String = "configs/prefetch.json"
+    /// Byte budget of the in-memory response store. Default 64 MiB.
+    public var storeBytes: Int = 64 * 1024 * 1024
+    /// Request headers that carry a user's credentials: forwarded upstream per the credentials rule and hashed
+    /// into the identity that keys stored responses.
+    public var credentialHeaders: [String] = ["Cookie", "Authorization"]
+    /// Extra origins allowed to read the data endpoints cross-origin, besides the origins of the config's pages.
+    /// `*` allows any origin.
+    public var corsOrigins: [String] = []
+    /// The longest `wait` honoured on any endpoint. Default 10 s.
+    public var maximumWait: Duration = .seconds(10)
+    /// How long a failed fetch is remembered (and shared) before the next trigger fetches again. Default 5 s.
+    public var negativeTTL: Duration = .seconds(5)
+    /// After this age an unfinished flight may be taken over by another trigger. Default 10 s.
+    public var lockAge: Duration = .seconds(10)
+    /// The largest request body accepted by the API. Default 64 KiB.
+    public var maximumRequestBody: Int = 64 * 1024
+    /// How many tickets are remembered at most; the oldest go first. Default 100,000.
+    public var ticketCapacity: Int = 100_000
+    /// The largest upstream response kept. Default 2 MiB.
+    public var maximumResponseBytes: Int = 2 * 1024 * 1024
+    /// The upstream transport.
+    public var fetcher = FetcherConfiguration()
+    /// How long graceful shutdown may take before in-flight work is cancelled. Default 10 s.
+    public var shutdownGrace: Duration = .seconds(10)
+
+    /// The defaults.
+    public init() {}
+}

@@ -1,0 +1,57 @@
+import PrefetchCore
+
+/// Where a browser would send the page's credentials: the rule behind `credentials: same-site`.
+///
+/// An api host is on the page's site when it is the page host itself, the page host's parent domain, or a
+/// subdomain of that parent: for a page on `m.example.com` the site is `example.com`, so `api.example.com`,
+/// `example.com` and `m.example.com` get the page's `Cookie` and `Authorization`; `example.org` and
+/// `m.example.com.evil.net` do not. The parent is the host minus its first label, used only when what remains
+/// still has two labels and does not look like a public suffix (`co.uk`, `com.cn`, ... : a second-level label
+/// of at most three letters from a short list under a two-letter country code), so a page on `example.co.uk` keeps
+/// `example.co.uk` as its site.
+///
+/// Limits, documented in the README: without the full Public Suffix List the rule can be more permissive than
+/// a browser for hosts under multi-label suffixes not in the list (for instance a shared hosting domain such as
+/// `*.github.io`), so a config author serving pages from such a domain should set `credentials: omit` or
+/// `include` explicitly. IP-address hosts are only same-site with the identical address. An https page never
+/// sends credentials to an http api (a browser would keep `Secure` cookies back).
+public enum SiteRule {
+    static let suffixSecondLevels: Set<String> = ["co", "com", "net", "org", "gov", "edu", "ac", "ne", "or", "go", "gv", "mil", "nic", "ltd", "plc", "sch"]
+
+    /// Whether `mode` lets the page's credentials go to `api` when the page is `page`.
+    public static func allowsCredentials(_ mode: CredentialsMode, page: HTTPURL, api: HTTPURL) -> Bool {
+        switch mode {
+        case .omit: return false
+        case .include: return true
+        case .sameSite: return isSameSite(page: page, api: api)
+        }
+    }
+
+    /// Whether `api` is on the site of `page` (see the type's documentation).
+    public static func isSameSite(page: HTTPURL, api: HTTPURL) -> Bool {
+        if page.scheme == "https" && api.scheme != "https" { return false }
+        let pageHost = page.host
+        let apiHost = api.host
+        if pageHost == apiHost { return true }
+        if isIPAddress(pageHost) || isIPAddress(apiHost) { return false }
+        let site = siteDomain(of: pageHost)
+        return apiHost == site || apiHost.hasSuffix("." + site)
+    }
+
+    /// The page host's registrable-ish site domain.
+    public static func siteDomain(of host: String) -> String {
+        let labels = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count >= 3 else { return host }
+        let parent = labels.dropFirst()
+        if parent.count == 2, parent.last!.count == 2, suffixSecondLevels.contains(String(parent.first!)) {
+            return host
+        }
+        return parent.joined(separator: ".")
+    }
+
+    static func isIPAddress(_ host: String) -> Bool {
+        if host.hasPrefix("[") { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }
+    }
+}
