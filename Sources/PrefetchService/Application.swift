@@ -7,6 +7,7 @@ import PrefetchCore
 import PrefetchFetcher
 import PrefetchStore
 import Prometheus
+import RendererPool
 import Synchronization
 
 /// The loaded prefetch config, swapped atomically; readers get an immutable value.
@@ -34,13 +35,14 @@ public final class ConfigHolder: Sendable {
 ///   - registry: where metrics are collected; `GET /metrics` renders it.
 ///   - logger: the service logger.
 ///   - onServerRunning: called with the bound port once the server listens.
+/// - Throws: ``PoolError`` when a renderer profile is invalid.
 public func buildApplication(
     settings: ServiceSettings,
     config: ConfigHolder,
     registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
-) -> some ApplicationProtocol {
+) throws -> some ApplicationProtocol {
     let factory = PrometheusMetricsFactory(registry: registry)
     let metrics = ServiceMetrics(factory: factory)
     let store = MemoryStore(budgetBytes: settings.storeBytes, lockAge: settings.lockAge, logger: logger, metricsFactory: factory)
@@ -72,12 +74,15 @@ public func buildApplication(
     router.get("/openapi.yaml") { _, _ in
         Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: OpenAPIDocument.bytes)))
     }
-    PrefetchAPI(orchestrator: orchestrator, cors: CORSPolicy(extra: settings.corsOrigins, currentConfig: currentConfig)).addRoutes(to: router)
+    let prefetchAPI = PrefetchAPI(orchestrator: orchestrator, cors: CORSPolicy(extra: settings.corsOrigins, currentConfig: currentConfig))
+    prefetchAPI.addRoutes(to: router)
+    let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
+    RendererAPI(pools: pools, prefetch: prefetchAPI).addRoutes(to: router)
 
     return Application(
         router: router,
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
-        services: [fetcher, orchestrator.runner],
+        services: [fetcher, orchestrator.runner, pools],
         onServerRunning: { channel in
             await onServerRunning(channel.localAddress?.port ?? settings.port)
         },

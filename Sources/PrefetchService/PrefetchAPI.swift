@@ -50,7 +50,8 @@ struct PrefetchAPI: Sendable {
 
     // MARK: Handlers
 
-    func trigger(_ request: Request) async throws(APIError) -> Response {
+    /// The request body as a JSON object (at most `maximumRequestBody` bytes).
+    func jsonBody(_ request: Request, allowEmpty: Bool = false) async throws(APIError) -> JSONObject {
         var request = request
         let buffer: ByteBuffer
         do {
@@ -60,6 +61,7 @@ struct PrefetchAPI: Sendable {
         } catch {
             throw APIError.badRequest("bad-body", "the request body could not be read")
         }
+        if allowEmpty && buffer.readableBytes == 0 { return JSONObject() }
         let value: JSONValue
         do {
             value = try JSONParser.parse(Array(buffer.readableBytesView))
@@ -67,11 +69,13 @@ struct PrefetchAPI: Sendable {
             throw APIError.badRequest("bad-json", "the request body is not valid JSON: \(error)")
         }
         guard case .object(let object) = value else {
-            throw APIError.badRequest("bad-json", "the request body must be a JSON object with \"url\", got \(value.kindName)")
+            throw APIError.badRequest("bad-json", "the request body must be a JSON object, got \(value.kindName)")
         }
-        guard case .string(let page)? = object["url"] else {
-            throw APIError.badRequest("missing-url", object["url"] == nil ? "\"url\" (the page URL) is required" : "\"url\" must be a string")
-        }
+        return object
+    }
+
+    /// The user's headers: the body's `headers` object, or the request's own headers when it has none.
+    func credentialHeaders(_ object: JSONObject, request: Request) throws(APIError) -> [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = []
         switch object["headers"] {
         case nil:
@@ -89,19 +93,32 @@ struct PrefetchAPI: Sendable {
         case .some(let other):
             throw APIError.badRequest("bad-headers", "\"headers\" must be an object of strings, got \(other.kindName)")
         }
+        return headers
+    }
+
+    func trigger(_ request: Request) async throws(APIError) -> Response {
+        let object = try await jsonBody(request)
+        guard case .string(let page)? = object["url"] else {
+            throw APIError.badRequest("missing-url", object["url"] == nil ? "\"url\" (the page URL) is required" : "\"url\" must be a string")
+        }
+        let headers = try credentialHeaders(object, request: request)
         let ticket = try await orchestrator.trigger(page: page, headers: headers)
+        return jsonResponse(.accepted, ticketJSON(ticket))
+    }
+
+    /// The answer to a trigger: the ticket and what each request is doing.
+    func ticketJSON(_ ticket: Ticket) -> JSONValue {
         let requests = zip(ticket.requests, ticket.timings.withLock { $0 }).map { request, timing in
             JSON.object([
                 ("name", .string(request.name)), ("api", .string(request.api)), ("method", .string(request.method.rawValue)),
-                ("url", .string(request.url)), ("state", .string(timing.origin == "leader" || timing.origin == "joined" ? "pending" : "stored")),
+                ("url", .string(request.url)), ("state", .string(timing.origin == "fresh" ? "stored" : "pending")),
                 ("flight", .string(timing.origin)),
             ])
         }
-        let body = JSON.object([
+        return JSON.object([
             ("ticket", .string(ticket.id)), ("page", .string(ticket.page)), ("matched", .string(ticket.matched)),
             ("version", .string(ticket.version)), ("requests", .array(requests)),
         ])
-        return jsonResponse(.accepted, body)
     }
 
     func ticket(_ context: BasicRequestContext) throws(APIError) -> Ticket {

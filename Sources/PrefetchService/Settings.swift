@@ -1,4 +1,5 @@
 import PrefetchFetcher
+import RendererPool
 
 /// Everything `serve` can be told, with production defaults. Tests build the same application with test
 /// values (port 0, small budgets).
@@ -31,6 +32,8 @@ public struct ServiceSettings: Sendable {
     public var maximumResponseBytes: Int = 2 * 1024 * 1024
     /// The upstream transport.
     public var fetcher = FetcherConfiguration()
+    /// The renderer pool's named profiles (`main` for first-party pages, `plain` for third-party ones).
+    public var renderers: [String: RendererProfile] = RendererSettings.defaultProfiles
     /// How long graceful shutdown may take before in-flight work is cancelled. Default 10 s.
     public var shutdownGrace: Duration = .seconds(10)
 

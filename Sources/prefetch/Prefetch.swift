@@ -134,7 +134,7 @@ extension Prefetch {
             abstract: "Run the prefetch service (HTTP API) until SIGTERM or SIGINT.",
             discussion: """
                 Every option has an environment variable: PREFETCH_CONFIG, PREFETCH_HOST, PREFETCH_PORT, \
-                PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS (comma-separated), PREFETCH_LOG_LEVEL. \
+                PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS (comma-separated), PREFETCH_RENDERERS, PREFETCH_LOG_LEVEL. \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
                 """
         )
@@ -153,6 +153,9 @@ extension Prefetch {
         @Option(name: .customLong("cors-origin"), help: "An extra origin allowed to read data cross-origin; repeatable; * for any.")
         var corsOrigins: [String] = []
 
+        @Option(help: "Renderer profiles file (default: $PREFETCH_RENDERERS, or configs/renderers.json when it exists, else built-in main and plain).")
+        var renderers: String?
+
         @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
         var logLevel: String?
 
@@ -167,6 +170,14 @@ extension Prefetch {
             if let bytes = try storeBytes ?? Environment.integer("PREFETCH_STORE_BYTES") {
                 guard bytes >= 1024 * 1024 else { throw ValidationError("--store-bytes \(bytes) is below the minimum of 1048576") }
                 settings.storeBytes = bytes
+            }
+            if let path = renderers ?? Environment.value("PREFETCH_RENDERERS") ?? (FileManager.default.fileExists(atPath: "configs/renderers.json") ? "configs/renderers.json" : nil) {
+                do {
+                    settings.renderers = try RendererSettings.load(path: path)
+                } catch {
+                    Console.error("error: \(error)")
+                    throw ExitCode(2)
+                }
             }
             settings.corsOrigins = corsOrigins + (Environment.value("PREFETCH_CORS_ORIGINS")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } ?? [])
             return settings
@@ -187,7 +198,7 @@ extension Prefetch {
             MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
             let logger = Logger(label: "prefetch")
             let loaded = try config.load()
-            let app = buildApplication(settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger) { port in
+            let app = try buildApplication(settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger) { port in
                 Console.out("prefetch listening on http://\(settings.host):\(port) (config \(settings.configPath), version \(loaded.config.version))")
             }
             let group = ServiceGroup(
