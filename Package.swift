@@ -170,7 +170,10 @@ let package = Package(
             name: "PrefetchServiceTests",
             dependencies: [
                 "PrefetchService",
+                "PrefetchCore",
+                "RendererPool",
                 "PrefetchTestUpstream",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: swiftSettings

@@ -1,0 +1,175 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import PrefetchCore
+import PrefetchService
+import RendererPool
+import Testing
+
+/// The renderer pool through the HTTP API: `/v1/renderers/*` and `/v1/open`.
+@Suite struct RendererAPITests {
+    static let pageConfig = #"""
+        {"code":200,"data":{"name":"t","version":"1","config":[
+          {"url":"https://m.example.test/page","interfaces":[{"name":"info","api":"http://127.0.0.1:9/info","method":"GET","timeout":200}]}]}}
+        """#
+
+    func settings(main: RendererProfile, plain: RendererProfile? = nil) -> ServiceSettings {
+        var settings = ServiceSettings()
+        settings.port = 0
+        var profiles = ["main": main]
+        if let plain { profiles["plain"] = plain }
+        settings.renderers = profiles
+        return settings
+    }
+
+    func profile(minIdle: Int, maxSize: Int, createMs: Double = 20, acquireTimeout: Double = 300) -> RendererProfile {
+        var profile = RendererProfile()
+        profile.minIdle = minIdle
+        profile.maxSize = maxSize
+        profile.createMs = createMs
+        profile.acquireTimeout = acquireTimeout
+        return profile
+    }
+
+    func withApp(_ settings: ServiceSettings, _ test: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        let config = try ConfigLoader.parse(Array(Self.pageConfig.utf8), source: "test").config
+        let app = try buildApplication(settings: settings, config: ConfigHolder(config), logger: Logger(label: "test"))
+        try await app.test(.live, test)
+    }
+
+    func json(_ buffer: ByteBuffer) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any])
+    }
+
+    func post(_ client: some TestClientProtocol, _ path: String, _ body: String) async throws -> TestResponse {
+        try await client.execute(uri: path, method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: body))
+    }
+
+    /// Polls the pool state until `predicate` holds (bounded), returning the last state.
+    func waitForState(_ client: some TestClientProtocol, profile: String, _ predicate: ([String: Any]) -> Bool) async throws -> [String: Any] {
+        var state: [String: Any] = [:]
+        for _ in 0..<100 {
+            let response = try await client.execute(uri: "/v1/renderers", method: .get)
+            state = (try json(response.body)["profiles"] as? [String: Any])?[profile] as? [String: Any] ?? [:]
+            if predicate(state) { return state }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return state
+    }
+
+    @Test func theMainProfileIsKeptWarmAndAcquireIsAWarmHit() async throws {
+        try await withApp(settings(main: profile(minIdle: 2, maxSize: 3))) { client in
+            let warm = try await waitForState(client, profile: "main") { ($0["idle"] as? Int) == 2 }
+            #expect(warm["idle"] as? Int == 2)
+            let response = try await post(client, "/v1/renderers/acquire", #"{"profile":"main","page":"https://m.example.test/page"}"#)
+            #expect(response.status == .ok)
+            let lease = try json(response.body)
+            #expect(lease["warm"] as? Bool == true)
+            #expect(lease["uses"] as? Int == 1)
+            let id = try #require(lease["id"] as? String)
+            let after = try await waitForState(client, profile: "main") { ($0["leased"] as? Int) == 1 }
+            #expect(after["warmHits"] as? Int == 1)
+
+            let release = try await post(client, "/v1/renderers/\(id)/release", #"{"healthy":true}"#)
+            #expect(release.status == .ok)
+            let again = try await post(client, "/v1/renderers/\(id)/release", #"{"healthy":true}"#)
+            #expect(again.status == .notFound)
+
+            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            #expect(metrics.contains(#"renderer_pool_acquires_total{profile="main",result="warm"} 1"#))
+        }
+    }
+
+    @Test func anExhaustedPoolAnswers503AfterItsAcquireTimeout() async throws {
+        try await withApp(settings(main: profile(minIdle: 0, maxSize: 1, acquireTimeout: 200))) { client in
+            let first = try await post(client, "/v1/renderers/acquire", #"{"profile":"main"}"#)
+            #expect(first.status == .ok)
+            #expect(try json(first.body)["warm"] as? Bool == false)
+            let second = try await post(client, "/v1/renderers/acquire", #"{"profile":"main"}"#)
+            #expect(second.status == .serviceUnavailable)
+            #expect(try json(second.body)["error"] as? String == "timeout")
+            let state = try await waitForState(client, profile: "main") { ($0["timeouts"] as? Int) == 1 }
+            #expect(state["timeouts"] as? Int == 1)
+            #expect(state["coldStarts"] as? Int == 1)
+        }
+    }
+
+    @Test func badInputGetsAClearError() async throws {
+        try await withApp(settings(main: profile(minIdle: 0, maxSize: 1))) { client in
+            let unknown = try await post(client, "/v1/renderers/acquire", #"{"profile":"nope"}"#)
+            #expect(unknown.status == .notFound)
+            #expect(try json(unknown.body)["error"] as? String == "unknown-profile")
+            let wrongType = try await post(client, "/v1/renderers/acquire", #"{"profile":7}"#)
+            #expect(wrongType.status == .badRequest)
+            let broken = try await post(client, "/v1/renderers/acquire", #"{"profile":"#)
+            #expect(broken.status == .badRequest)
+            #expect(try json(broken.body)["error"] as? String == "bad-json")
+            let badHealthy = try await post(client, "/v1/renderers/x/release", #"{"healthy":"yes"}"#)
+            #expect(badHealthy.status == .badRequest)
+        }
+    }
+
+    @Test func openTriggersThePrefetchAndLeasesTheProfileForThePage() async throws {
+        try await withApp(settings(main: profile(minIdle: 1, maxSize: 2), plain: profile(minIdle: 1, maxSize: 2))) { client in
+            _ = try await waitForState(client, profile: "plain") { ($0["idle"] as? Int) == 1 }
+            let known = try json(try await post(client, "/v1/open", #"{"url":"https://m.example.test/page?id=1"}"#).body)
+            let ticket = try #require(known["prefetch"] as? [String: Any])
+            #expect((ticket["ticket"] as? String)?.count == 22)
+            #expect((known["renderer"] as? [String: Any])?["profile"] as? String == "main")
+
+            let other = try json(try await post(client, "/v1/open", #"{"url":"https://elsewhere.example.test/x"}"#).body)
+            #expect(other["prefetch"] is NSNull)
+            #expect((other["prefetchError"] as? [String: Any])?["error"] as? String == "no-config")
+            #expect((other["renderer"] as? [String: Any])?["profile"] as? String == "plain")
+
+            let invalid = try await post(client, "/v1/open", #"{"url":"not a url"}"#)
+            #expect(invalid.status == .badRequest)
+        }
+    }
+
+    @Test func invalidProfilesAreRefusedWithTheirPath() {
+        var bad = RendererProfile()
+        bad.minIdle = 3
+        bad.maxSize = 1
+        var settings = ServiceSettings()
+        settings.renderers = ["main": bad]
+        #expect(throws: PoolError.self) {
+            _ = try buildApplication(settings: settings, config: ConfigHolder(nil), logger: Logger(label: "test"))
+        }
+    }
+
+    @Test func theRenderersFileIsValidatedWithPaths() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("renderers-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("renderers.json").path
+        try #"{"renderers":{"main":{"minIdle":5,"maxSize":2}}}"#.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: RendererSettings.LoadError.self) { try RendererSettings.load(path: path) }
+        do {
+            _ = try RendererSettings.load(path: path)
+        } catch {
+            #expect(error.problems.contains { $0.hasPrefix("renderers.main.maxSize") })
+        }
+        let sample = try RendererSettings.load(path: repositoryRoot + "/configs/renderers.json")
+        #expect(Set(sample.keys) == ["main", "plain"])
+    }
+
+    @Test func theServedOpenAPIDocumentIsTheRepositoryFile() async throws {
+        try await withApp(settings(main: profile(minIdle: 0, maxSize: 1))) { client in
+            let served = try await client.execute(uri: "/openapi.yaml", method: .get)
+            let file = try Data(contentsOf: URL(fileURLWithPath: repositoryRoot + "/openapi.yaml"))
+            #expect(served.status == .ok)
+            #expect(Array(served.body.readableBytesView) == Array(file))
+        }
+    }
+}
+
+/// The repository root, found from this file's location.
+let repositoryRoot: String = {
+    var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+    parts.removeLast(3)
+    return parts.joined(separator: "/")
+}()
