@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-deps.sh test
+scripts/lint.sh
 swift build --build-tests
 swift test --skip-build "$@"

@@ -15,7 +15,7 @@ struct Prefetch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "prefetch",
         abstract: "Prefetch orchestrator: fetches an H5 page's API data while the page is still loading.",
-        subcommands: [Serve.self, Plan.self, Fetch.self, Validate.self]
+        subcommands: [Serve.self, Plan.self, Fetch.self, Validate.self, HealthCheck.self]
     )
 }
 
@@ -265,5 +265,24 @@ extension Environment {
         guard let text = value(name) else { return nil }
         guard let number = Int(text) else { throw ValidationError("\(name)=\(text) is not a whole number") }
         return number
+    }
+}
+
+extension Prefetch {
+    struct HealthCheck: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "healthcheck",
+            abstract: "Ask a running service whether it is alive (for container health checks).",
+            discussion: "Exit codes: 0 healthy; 1 not answering 200."
+        )
+
+        @Option(help: "The health URL.")
+        var url = "http://127.0.0.1:8080/healthz"
+
+        func run() async throws {
+            let healthy = await checkHealth(url: url, logger: Logger(label: "prefetch"))
+            Console.out(healthy ? "healthy" : "unhealthy: \(url) did not answer 200")
+            if !healthy { throw ExitCode(1) }
+        }
     }
 }
