@@ -65,7 +65,7 @@ struct TestPKI {
             error: .string(limit: 16 * 1024)
         )
         guard result.terminationStatus.isSuccess else {
-            throw PKIError(message: "openssl \(arguments.first ?? "") failed: \(result.standardError ?? "")")
+            throw PKIError(message: "openssl \(arguments.first ?? "") failed: \(result.standardError)")
         }
     }
 }
