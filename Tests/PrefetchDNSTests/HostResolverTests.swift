@@ -93,6 +93,23 @@ import Testing
         }
     }
 
+    @Test func ipv6AnswersArePinnedInBrackets() async throws {
+        try await withUpstream { stub in
+            try await withFetcher { fetcher in
+                let body = #"{"host":"api.prefetch.test","ips":["2001:DB8::10","192.0.2.10"],"ttl":60}"#
+                try await withResolver(DNSSettings(httpdns: stubEndpoint(stub, json: body)), fetcher: fetcher) { resolver in
+                    resolver.prefetch(hosts: ["api.prefetch.test"])
+                    #expect(await eventually { resolver.answer(for: "api.prefetch.test") != nil })
+                    #expect(resolver.answer(for: "api.prefetch.test")?.addresses == ["2001:db8::10", "192.0.2.10"])
+                    #expect(
+                        resolver.connectTo(url: "https://api.prefetch.test/v1/items")
+                            == ["api.prefetch.test:443:[2001:db8::10]:443"]
+                    )
+                }
+            }
+        }
+    }
+
     @Test func shortTTLAnswersAreRefreshedAheadOfExpiry() async throws {
         try await withUpstream { stub in
             try await withFetcher { fetcher in
