@@ -9,10 +9,50 @@
 // - Waiting (`delay`, `drip`) is scheduled on the event loop, never slept.
 // - Hit and connection counts live behind a `Mutex` in `UpstreamCounters`, shared by all event loops and
 //   readable in-process (`hits(path:)`) or over HTTP (`/__hits`, `/__connections`, `POST /__reset`).
+// - Optional TLS (`UpstreamTLS`): an `SNIHandler` first reads the server name the client presented in its
+//   ClientHello, then installs the NIOSSL server handler and the HTTP handlers for that connection. Every
+//   scripted request is recorded with its Host header and that server name (`requests()`, `/__requests`), so
+//   tests can prove which name a client presented while connecting to an address.
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
+import NIOTLS
 import Synchronization
+
+/// TLS for the test upstream: a PEM certificate (leaf first, optionally followed by intermediates) and its key.
+public struct UpstreamTLS: Sendable {
+    /// Path of the PEM certificate chain presented to every client, whatever name it asks for.
+    public var certificatePath: String
+    /// Path of the PEM private key of the leaf certificate.
+    public var privateKeyPath: String
+
+    /// Creates TLS settings from PEM file paths.
+    public init(certificatePath: String, privateKeyPath: String) {
+        self.certificatePath = certificatePath
+        self.privateKeyPath = privateKeyPath
+    }
+}
+
+/// One scripted request as the upstream saw it.
+public struct SeenRequest: Sendable, Equatable {
+    /// The request path, without the query.
+    public var path: String
+    /// The Host header, or nil when the request had none.
+    public var host: String?
+    /// The TLS server name (SNI) the connection presented; nil on plain connections or when none was sent.
+    public var serverName: String?
+    /// Whether the request arrived over TLS.
+    public var tls: Bool
+
+    /// Creates a record.
+    public init(path: String, host: String?, serverName: String?, tls: Bool) {
+        self.path = path
+        self.host = host
+        self.serverName = serverName
+        self.tls = tls
+    }
+}
 
 /// A running scriptable upstream server bound on a local address.
 ///
@@ -37,8 +77,24 @@ public final class TestUpstream: Sendable {
         self.counters = counters
     }
 
-    /// Starts a server on `host:port` (port 0 picks a free port) served by `threads` event loops.
-    public static func start(host: String = "127.0.0.1", port: Int = 0, threads: Int = 1) async throws -> TestUpstream {
+    /// Starts a server on `host:port` (port 0 picks a free port) served by `threads` event loops; with `tls` it
+    /// speaks HTTPS only, presenting that certificate to every client.
+    public static func start(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        threads: Int = 1,
+        tls: UpstreamTLS? = nil
+    ) async throws -> TestUpstream {
+        let sslContext: NIOSSLContext?
+        if let tls {
+            let configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: try NIOSSLCertificate.fromPEMFile(tls.certificatePath).map { .certificate($0) },
+                privateKey: .privateKey(try NIOSSLPrivateKey(file: tls.privateKeyPath, format: .pem))
+            )
+            sslContext = try NIOSSLContext(configuration: configuration)
+        } else {
+            sslContext = nil
+        }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
         let counters = UpstreamCounters()
         do {
@@ -48,11 +104,23 @@ public final class TestUpstream: Sendable {
                 .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
                     counters.connectionOpened()
+                    guard let sslContext else {
+                        return channel.eventLoop.makeCompletedFuture {
+                            try addHTTPHandlers(to: channel, counters: counters, serverName: nil, tls: false)
+                        }
+                    }
                     return channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(
-                            ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes))
-                        )
-                        try channel.pipeline.syncOperations.addHandler(UpstreamHandler(counters: counters))
+                        // The SNI handler removes itself once the callback's future completes, then hands the
+                        // buffered ClientHello to the TLS handler installed here.
+                        let sni = SNIHandler { result in
+                            channel.eventLoop.makeCompletedFuture {
+                                let serverName: String?
+                                if case .hostname(let name) = result { serverName = name } else { serverName = nil }
+                                try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                                try addHTTPHandlers(to: channel, counters: counters, serverName: serverName, tls: true)
+                            }
+                        }
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(sni))
                     }
                 }
                 .bind(host: host, port: port)
@@ -70,6 +138,11 @@ public final class TestUpstream: Sendable {
     /// How many scripted (non-control) requests for `path` arrived since start or the last reset.
     public func hits(path: String) -> Int {
         counters.hits(path: path)
+    }
+
+    /// Every scripted request since start or the last reset, in arrival order (at most the latest 10,000).
+    public func requests() -> [SeenRequest] {
+        counters.requests()
     }
 
     /// How many TCP connections were accepted since start or the last reset.
@@ -97,12 +170,32 @@ public struct UpstreamError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Hit counts per path and the number of accepted connections, shared by every connection.
+/// Installs the HTTP decoder and the scripted handler on `channel` (after TLS, when there is TLS).
+private func addHTTPHandlers(to channel: any Channel, counters: UpstreamCounters, serverName: String?, tls: Bool) throws {
+    try channel.pipeline.syncOperations.addHandler(
+        ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes))
+    )
+    try channel.pipeline.syncOperations.addHandler(
+        UpstreamHandler(counters: counters, connection: ConnectionInfo(serverName: serverName, tls: tls))
+    )
+}
+
+/// What is known about a connection before its first request.
+struct ConnectionInfo {
+    var serverName: String?
+    var tls: Bool
+}
+
+/// Hit counts per path, the requests seen and the number of accepted connections, shared by every connection.
 final class UpstreamCounters: Sendable {
     private struct State {
         var hits: [String: Int] = [:]
+        var requests: [SeenRequest] = []
         var connections = 0
     }
+
+    /// Bounds the request log of a long-running upstream (benchmarks send millions of requests).
+    private static let requestLogLimit = 10_000
 
     private let state = Mutex(State())
 
@@ -111,12 +204,20 @@ final class UpstreamCounters: Sendable {
     }
 
     /// Records one hit and returns its ordinal (1 for the first).
-    func recordHit(path: String) -> Int {
+    func recordHit(_ request: SeenRequest) -> Int {
         state.withLock { state in
-            let next = state.hits[path, default: 0] + 1
-            state.hits[path] = next
+            let next = state.hits[request.path, default: 0] + 1
+            state.hits[request.path] = next
+            if state.requests.count >= Self.requestLogLimit {
+                state.requests.removeFirst(state.requests.count - Self.requestLogLimit + 1)
+            }
+            state.requests.append(request)
             return next
         }
+    }
+
+    func requests() -> [SeenRequest] {
+        state.withLock { $0.requests }
     }
 
     func hits(path: String) -> Int {

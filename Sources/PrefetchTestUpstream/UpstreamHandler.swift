@@ -18,13 +18,15 @@ final class UpstreamHandler: ChannelInboundHandler {
     }
 
     private let counters: UpstreamCounters
+    private let connection: ConnectionInfo
     private var current: Request?
     private var waiting: [Request] = []
     private var busy = false
     private var open = true
 
-    init(counters: UpstreamCounters) {
+    init(counters: UpstreamCounters, connection: ConnectionInfo) {
         self.counters = counters
+        self.connection = connection
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -90,7 +92,14 @@ final class UpstreamHandler: ChannelInboundHandler {
             control(path: path, query: query, request: request, context: context)
             return
         }
-        let hit = counters.recordHit(path: path)
+        let hit = counters.recordHit(
+            SeenRequest(
+                path: path,
+                host: request.head.headers.first(name: "host"),
+                serverName: connection.serverName,
+                tls: connection.tls
+            )
+        )
         let script = UpstreamScript(query: query)
         if script.hang { return }
         if script.delayMilliseconds > 0 {
@@ -114,6 +123,12 @@ final class UpstreamHandler: ChannelInboundHandler {
                     .map { "\(jsonString($0.key)):\($0.value)" }
                 json = "{\"hits\":{\(entries.joined(separator: ","))},\"connections\":\(counters.connections())}"
             }
+        case (.GET, "/__requests"):
+            let entries = counters.requests().map { seen in
+                "{\"path\":\(jsonString(seen.path)),\"host\":\(seen.host.map(jsonString) ?? "null"),"
+                    + "\"sni\":\(seen.serverName.map(jsonString) ?? "null"),\"tls\":\(seen.tls)}"
+            }
+            json = "{\"requests\":[\(entries.joined(separator: ","))]}"
         case (.GET, "/__connections"):
             json = "{\"connections\":\(counters.connections())}"
         case (.POST, "/__reset"):
@@ -149,7 +164,10 @@ final class UpstreamHandler: ChannelInboundHandler {
 
         var headers: [(String, String)] = []
         let body: [UInt8]
-        if let count = script.bytes {
+        if let literal = script.body {
+            body = Array(literal.utf8)
+            headers.append(("Content-Type", script.contentType ?? "application/json"))
+        } else if let count = script.bytes {
             body = patternBytes(count)
             headers.append(("Content-Type", script.contentType ?? "application/octet-stream"))
         } else {

@@ -6,6 +6,7 @@ struct UpstreamScript: Equatable {
     var cacheControl: String?
     var contentType: String?
     var bytes: Int?
+    var body: String?
     var dripMilliseconds: Int?
     var resetAfter: Int?
     var shortAfter: Int?
@@ -21,6 +22,7 @@ struct UpstreamScript: Equatable {
             case "cacheControl": cacheControl = value
             case "contentType": contentType = value
             case "bytes": bytes = Int(value).map { max(0, $0) }
+            case "body": body = value
             case "drip": dripMilliseconds = Int(value).map { max(0, $0) }
             case "reset": resetAfter = Int(value).map { max(0, $0) }
             case "short": shortAfter = Int(value).map { max(0, $0) }

@@ -1,5 +1,6 @@
 // The scriptable test upstream as a process: prints one `listening on HOST:PORT` line once bound, then serves
-// until SIGTERM or SIGINT.
+// until SIGTERM or SIGINT. With --tls-cert/--tls-key it serves HTTPS and records each connection's SNI name
+// (readable at GET /__requests).
 import ArgumentParser
 import Dispatch
 import PrefetchTestUpstream
@@ -26,8 +27,21 @@ struct PrefetchUpstreamCommand: AsyncParsableCommand {
     @Option(help: "Number of event loop threads.")
     var threads: Int = 1
 
+    @Option(help: "PEM certificate chain: serve HTTPS only (requires --tls-key).")
+    var tlsCert: String?
+
+    @Option(help: "PEM private key of the --tls-cert certificate.")
+    var tlsKey: String?
+
+    func validate() throws {
+        if (tlsCert == nil) != (tlsKey == nil) {
+            throw ValidationError("--tls-cert and --tls-key must be given together")
+        }
+    }
+
     func run() async throws {
-        let upstream = try await TestUpstream.start(host: host, port: port, threads: threads)
+        let tls = tlsCert.flatMap { cert in tlsKey.map { UpstreamTLS(certificatePath: cert, privateKeyPath: $0) } }
+        let upstream = try await TestUpstream.start(host: host, port: port, threads: threads, tls: tls)
         let line = "listening on \(upstream.host):\(upstream.port)\n"
         // Unbuffered write: a parent process waits for this exact line.
         _ = Array(line.utf8).withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }

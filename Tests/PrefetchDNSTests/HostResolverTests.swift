@@ -1,0 +1,199 @@
+import Foundation
+import Logging
+import MetricsTestKit
+import PrefetchDNS
+import PrefetchFetcher
+import PrefetchTestUpstream
+import Testing
+
+/// The resolver's sources, fallbacks, TTL handling and non-blocking lookups.
+@Suite struct HostResolverTests {
+    @Test func httpdnsThatIsDownFallsBackToTheSystemResolver() async throws {
+        let port = try await closedPort()
+        try await withFetcher { fetcher in
+            let metrics = TestMetrics()
+            let settings = DNSSettings(httpdns: "http://127.0.0.1:\(port)/dns")
+            try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
+                resolver.prefetch(hosts: ["localhost"])
+                #expect(await eventually { resolver.answer(for: "localhost") != nil })
+                let answer = try #require(resolver.answer(for: "localhost"))
+                #expect(answer.source == .system)
+                #expect(answer.addresses.allSatisfy { $0 == "127.0.0.1" || $0 == "::1" })
+                #expect(lookups(metrics, "httpdns", "fallback") >= 1)
+                #expect(lookups(metrics, "httpdns", "error") >= 1)
+                #expect(lookups(metrics, "httpdns", "ok") == 0)
+                #expect(lookups(metrics, "system", "ok") >= 1)
+                let entries = resolver.connectTo(host: "localhost", port: 8080)
+                #expect(entries.count == 1)
+                #expect(entries.first?.hasPrefix("localhost:8080:") == true)
+                #expect(entries.first?.hasSuffix(":8080") == true)
+            }
+        }
+    }
+
+    @Test(arguments: [
+        #"{"host":"localhost","ips":["evil.example"],"ttl":60}"#,
+        #"{"host":"localhost","ips":["127.0.0.1"],"ttl":60"#,
+        #"<html>hijacked</html>"#,
+    ])
+    func invalidHTTPDNSAnswerFallsBackToTheSystemResolver(_ body: String) async throws {
+        try await withUpstream { stub in
+            try await withFetcher { fetcher in
+                let metrics = TestMetrics()
+                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body))
+                try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
+                    resolver.prefetch(hosts: ["localhost"])
+                    #expect(await eventually { resolver.answer(for: "localhost") != nil })
+                    #expect(resolver.answer(for: "localhost")?.source == .system)
+                    #expect(resolver.answer(for: "localhost")?.addresses.contains("evil.example") == false)
+                    #expect(stub.hits(path: "/dns") >= 1)
+                    #expect(lookups(metrics, "httpdns", "error") >= 1)
+                    #expect(lookups(metrics, "httpdns", "fallback") >= 1)
+                }
+            }
+        }
+    }
+
+    @Test func slowHTTPDNSTimesOutAndFallsBack() async throws {
+        try await withUpstream { stub in
+            try await withFetcher { fetcher in
+                let metrics = TestMetrics()
+                let body = #"{"host":"localhost","ips":["127.0.0.9"],"ttl":60}"#
+                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body, delayMs: 3000), timeoutMs: 200)
+                try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
+                    resolver.prefetch(hosts: ["localhost"])
+                    #expect(await eventually { resolver.answer(for: "localhost") != nil })
+                    #expect(resolver.answer(for: "localhost")?.source == .system)
+                    #expect(lookups(metrics, "httpdns", "timeout") >= 1)
+                    #expect(lookups(metrics, "httpdns", "fallback") >= 1)
+                }
+            }
+        }
+    }
+
+    @Test func lookupsNeverBlockWhileAnHTTPDNSAnswerIsSlow() async throws {
+        try await withUpstream { stub in
+            try await withFetcher { fetcher in
+                let body = #"{"host":"api.prefetch.test","ips":["127.0.0.1"],"ttl":60}"#
+                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body, delayMs: 1500), timeoutMs: 5000)
+                try await withResolver(settings, fetcher: fetcher) { resolver in
+                    resolver.prefetch(hosts: ["api.prefetch.test"])
+                    #expect(await eventually { resolver.lookupsInFlight == 1 })
+                    // While the lookup is pending, request-time lookups answer at once, with nothing pinned.
+                    var answered = 0
+                    for _ in 0..<10_000 where resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty {
+                        answered += 1
+                    }
+                    #expect(answered == 10_000)
+                    #expect(resolver.lookupsInFlight == 1)
+                    #expect(await eventually { !resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty })
+                    #expect(resolver.connectTo(host: "API.prefetch.test", port: 443) == ["api.prefetch.test:443:127.0.0.1:443"])
+                }
+            }
+        }
+    }
+
+    @Test func ipv6AnswersArePinnedInBrackets() async throws {
+        try await withUpstream { stub in
+            try await withFetcher { fetcher in
+                let body = #"{"host":"api.prefetch.test","ips":["2001:DB8::10","192.0.2.10"],"ttl":60}"#
+                try await withResolver(DNSSettings(httpdns: stubEndpoint(stub, json: body)), fetcher: fetcher) { resolver in
+                    resolver.prefetch(hosts: ["api.prefetch.test"])
+                    #expect(await eventually { resolver.answer(for: "api.prefetch.test") != nil })
+                    #expect(resolver.answer(for: "api.prefetch.test")?.addresses == ["2001:db8::10", "192.0.2.10"])
+                    #expect(
+                        resolver.connectTo(url: "https://api.prefetch.test/v1/items")
+                            == ["api.prefetch.test:443:[2001:db8::10]:443"]
+                    )
+                }
+            }
+        }
+    }
+
+    @Test func shortTTLAnswersAreRefreshedAheadOfExpiry() async throws {
+        try await withUpstream { stub in
+            try await withFetcher { fetcher in
+                let metrics = TestMetrics()
+                let body = #"{"host":"api.prefetch.test","ips":["127.0.0.1"],"ttl":1}"#
+                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body), minTTL: 1, refreshAhead: 0.5)
+                try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
+                    resolver.prefetch(hosts: ["api.prefetch.test"])
+                    #expect(await eventually { resolver.answer(for: "api.prefetch.test") != nil })
+                    let first = try #require(resolver.answer(for: "api.prefetch.test"))
+                    // Sample for 3 s (three lifetimes): the host always has an answer.
+                    var gaps = 0
+                    let end = ContinuousClock.now.advanced(by: .seconds(3))
+                    while ContinuousClock.now < end {
+                        if resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty { gaps += 1 }
+                        try await Task.sleep(for: .milliseconds(25))
+                    }
+                    #expect(gaps == 0)
+                    let refreshed = try #require(resolver.answer(for: "api.prefetch.test"))
+                    #expect(refreshed.resolvedAt > first.resolvedAt)
+                    // About one lookup every 0.5 s: several refreshes, and no spinning.
+                    let count = lookups(metrics, "httpdns", "ok")
+                    #expect(count >= 4)
+                    #expect(count <= 20)
+                    #expect(stub.hits(path: "/dns") == Int(count))
+                }
+            }
+        }
+    }
+
+    @Test func answersExpireWhenNotRefreshed() async throws {
+        try await withUpstream { stub in
+            try await withFetcher { fetcher in
+                let body = #"{"host":"api.prefetch.test","ips":["127.0.0.1"],"ttl":1}"#
+                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body), minTTL: 1)
+                let resolver = try HostResolver(settings: settings, fetcher: fetcher, logger: Logger(label: "test"))
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await resolver.run() }
+                    resolver.prefetch(hosts: ["api.prefetch.test"])
+                    #expect(await eventually { resolver.answer(for: "api.prefetch.test") != nil })
+                    group.cancelAll()
+                    try await group.waitForAll()
+                }
+                // run() has returned: nothing refreshes the 1 s answer, so it stops being served.
+                let answer = try #require(resolver.answer(for: "api.prefetch.test"))
+                #expect(await eventually(within: 3) { resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty })
+                #expect(resolver.answer(for: "api.prefetch.test") == nil)
+                #expect(ContinuousClock.now >= answer.expiresAt)
+            }
+        }
+    }
+
+    @Test func prefetchReplacesTheWatchedSetAndSkipsIPLiterals() async throws {
+        let metrics = TestMetrics()
+        try await withResolver(DNSSettings(), metrics: metrics) { resolver in
+            resolver.prefetch(hosts: ["LOCALHOST.", "127.0.0.1", "[::1]", ""])
+            #expect(await eventually { resolver.answer(for: "localhost") != nil })
+            #expect(resolver.connectTo(url: "http://127.0.0.1:8080/").isEmpty)
+            #expect(resolver.connectTo(url: "http://localhost:8080/x").count == 1)
+            #expect(await eventually { (try? metrics.expectGauge("prefetch_dns_cached_hosts"))?.lastValue == 1 })
+            resolver.prefetch(hosts: [String]())
+            #expect(resolver.answer(for: "localhost") == nil)
+            #expect(resolver.connectTo(url: "http://localhost:8080/x").isEmpty)
+            #expect(lookups(metrics, "system", "ok") == 1)
+        }
+    }
+
+    @Test func unresolvableNameIsCountedAndNotPinned() async throws {
+        let metrics = TestMetrics()
+        let settings = DNSSettings(systemTimeoutMs: 2000)
+        try await withResolver(settings, metrics: metrics) { resolver in
+            resolver.prefetch(hosts: ["no-such-host.invalid"])
+            #expect(
+                await eventually {
+                    lookups(metrics, "system", "error") + lookups(metrics, "system", "timeout") >= 1
+                }
+            )
+            #expect(resolver.connectTo(host: "no-such-host.invalid", port: 443).isEmpty)
+        }
+    }
+
+    @Test func httpdnsWithoutAFetcherIsRejected() {
+        #expect(throws: DNSError.self) {
+            _ = try HostResolver(settings: DNSSettings(httpdns: "http://127.0.0.1:1/dns"), logger: Logger(label: "test"))
+        }
+    }
+}

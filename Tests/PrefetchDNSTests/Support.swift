@@ -1,0 +1,166 @@
+import Foundation
+import Logging
+import MetricsTestKit
+import PrefetchDNS
+import PrefetchFetcher
+import PrefetchTestUpstream
+import Subprocess
+import Testing
+
+/// A throwaway PKI made with the openssl CLI: a test CA and server certificates for the test names.
+struct TestPKI {
+    let directory: URL
+    var caPath: String { directory.appendingPathComponent("ca.pem").path }
+
+    func tls(for name: String) -> UpstreamTLS {
+        UpstreamTLS(
+            certificatePath: directory.appendingPathComponent("\(name).pem").path,
+            privateKeyPath: directory.appendingPathComponent("\(name).key").path
+        )
+    }
+
+    /// Creates the CA and one certificate (SAN DNS:<name>) per name in a fresh temporary directory.
+    static func make(names: [String] = ["api.prefetch.test", "other.prefetch.test"]) async throws -> TestPKI {
+        let directory = FileManager.default.temporaryDirectory
+            .appendingPathComponent("prefetch-dns-pki-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        func path(_ file: String) -> String { directory.appendingPathComponent(file).path }
+        try await openssl([
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=Prefetch Test CA",
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        ])
+        for (index, name) in names.enumerated() {
+            let extensions = path("\(name).ext")
+            try Data(
+                """
+                subjectAltName=DNS:\(name)
+                basicConstraints=CA:FALSE
+                keyUsage=critical,digitalSignature
+                extendedKeyUsage=serverAuth
+
+                """.utf8
+            ).write(to: URL(fileURLWithPath: extensions))
+            try await openssl([
+                "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", path("\(name).key"), "-out", path("\(name).csr"), "-subj", "/CN=\(name)",
+            ])
+            try await openssl([
+                "x509", "-req", "-in", path("\(name).csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                "-set_serial", "\(1000 + index)", "-days", "2", "-out", path("\(name).pem"), "-extfile", extensions,
+            ])
+        }
+        return TestPKI(directory: directory)
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private static func openssl(_ arguments: [String]) async throws {
+        let result = try await Subprocess.run(
+            .name("openssl"),
+            arguments: Arguments(arguments),
+            output: .discarded,
+            error: .string(limit: 16 * 1024)
+        )
+        guard result.terminationStatus.isSuccess else {
+            throw PKIError(message: "openssl \(arguments.first ?? "") failed: \(result.standardError)")
+        }
+    }
+}
+
+struct PKIError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}
+
+/// Runs `body` with a fresh PKI, removed afterwards.
+func withPKI<T: Sendable>(_ body: (TestPKI) async throws -> T) async throws -> T {
+    let pki = try await TestPKI.make()
+    defer { pki.remove() }
+    return try await body(pki)
+}
+
+/// Runs `body` with a running fetcher; the fetcher's `run()` is cancelled afterwards.
+func withFetcher<T: Sendable>(
+    _ configuration: FetcherConfiguration = .init(),
+    _ body: @Sendable (Fetcher) async throws -> T
+) async throws -> T {
+    let fetcher = Fetcher(configuration: configuration, logger: Logger(label: "prefetch.dns.test.fetcher"))
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await fetcher.run() }
+        defer { group.cancelAll() }
+        return try await body(fetcher)
+    }
+}
+
+/// Runs `body` with a fresh upstream on 127.0.0.1 (TLS when given), always shut down afterwards.
+func withUpstream<T: Sendable>(tls: UpstreamTLS? = nil, _ body: @Sendable (TestUpstream) async throws -> T) async throws -> T {
+    let upstream = try await TestUpstream.start(tls: tls)
+    do {
+        let result = try await body(upstream)
+        try await upstream.shutdown()
+        return result
+    } catch {
+        try? await upstream.shutdown()
+        throw error
+    }
+}
+
+/// Runs `body` with a running resolver; its `run()` is cancelled afterwards.
+func withResolver<T: Sendable>(
+    _ settings: DNSSettings,
+    fetcher: Fetcher? = nil,
+    metrics: TestMetrics = TestMetrics(),
+    _ body: @Sendable (HostResolver) async throws -> T
+) async throws -> T {
+    let resolver = try HostResolver(
+        settings: settings,
+        fetcher: fetcher,
+        logger: Logger(label: "prefetch.dns.test"),
+        metricsFactory: metrics
+    )
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { try await resolver.run() }
+        defer { group.cancelAll() }
+        return try await body(resolver)
+    }
+}
+
+/// An HTTPDNS endpoint on `upstream` that answers `json` to every query (and `delay` ms late).
+func stubEndpoint(_ upstream: TestUpstream, json: String, delayMs: Int = 0) -> String {
+    var allowed = CharacterSet.alphanumerics
+    allowed.insert(charactersIn: "-._~")
+    let encoded = json.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
+    return "http://127.0.0.1:\(upstream.port)/dns?delay=\(delayMs)&body=\(encoded)"
+}
+
+/// A TCP port on 127.0.0.1 with nothing listening (bound, then closed).
+func closedPort() async throws -> Int {
+    let upstream = try await TestUpstream.start()
+    let port = upstream.port
+    try await upstream.shutdown()
+    return port
+}
+
+/// Polls `condition` every 20 ms for at most `seconds`; returns whether it became true.
+func eventually(within seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int(seconds * 1000)))
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return condition()
+}
+
+/// The value of `prefetch_dns_lookups_total{source, outcome}` (0 when never incremented).
+func lookups(_ metrics: TestMetrics, _ source: String, _ outcome: String) -> Int64 {
+    (try? metrics.expectCounter("prefetch_dns_lookups_total", [("source", source), ("outcome", outcome)]))?
+        .totalValue ?? 0
+}
+
+/// The header values named `name` (case-insensitive), in order.
+func headerValues(_ response: FetchResponse, _ name: String) -> [String] {
+    response.headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
+}
