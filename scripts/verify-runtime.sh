@@ -31,7 +31,8 @@ mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 
 echo "== runtime packages, exactly the Dockerfile's"
-packages=$(sed -n 's/.*apt-get install -y --no-install-recommends \(libcurl4.*\) \\$/\1/p' Dockerfile)
+# The runtime stage is the one starting at the last FROM.
+packages=$(awk '/^FROM /{stage++} {print stage "\t" $0}' Dockerfile | awk -F'\t' -v last="$(grep -c '^FROM ' Dockerfile)" '$1==last{print $2}' | sed -n 's/.*apt-get install -y --no-install-recommends \(.*\) \\$/\1/p')
 [ -n "$packages" ] || { echo "could not read the runtime packages from the Dockerfile" >&2; exit 1; }
 chroot "$root" /bin/sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $packages >/dev/null"
 chroot "$root" /bin/sh -c "id prefetch >/dev/null 2>&1 || useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin prefetch"
