@@ -94,6 +94,7 @@ let package = Package(
             name: "PrefetchService",
             dependencies: [
                 "PrefetchCore",
+                "PrefetchDNS",
                 "PrefetchFetcher",
                 "PrefetchStore",
                 "RendererPool",
@@ -121,6 +122,8 @@ let package = Package(
             name: "prefetch",
             dependencies: [
                 "PrefetchCore",
+                "PrefetchDNS",
+                "PrefetchFetcher",
                 "PrefetchService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

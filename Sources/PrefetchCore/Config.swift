@@ -26,6 +26,11 @@ public struct PrefetchConfig: Sendable {
         Set(pages.flatMap { $0.interfaces.map(\.name) })
     }
 
+    /// The host of every api, for resolving them ahead of time.
+    public var apiHosts: Set<String> {
+        Set(pages.flatMap { $0.interfaces.map(\.apiURL.host) })
+    }
+
     /// The number of interfaces across all pages.
     public var interfaceCount: Int { pages.reduce(0) { $0 + $1.interfaces.count } }
 }

@@ -123,7 +123,9 @@ public struct FetcherConfiguration: Sendable {
     public var maxConnectionsPerHost: Int
     /// Negotiate HTTP/2 over TLS (ALPN) and multiplex requests over one connection where offered.
     public var enableHTTP2: Bool
-    /// An extra CA bundle file used to verify upstream certificates.
+    /// A CA bundle file (PEM) used to verify upstream certificates (CURLOPT_CAINFO), for private upstreams.
+    /// It replaces libcurl's default bundle file; Debian's libcurl also keeps its built-in CA directory
+    /// (`/etc/ssl/certs`), so public CAs stay trusted there. Verification itself is never switched off.
     public var caBundlePath: String?
     /// How long resolved host names are cached (shared by all transfers).
     public var dnsCacheTimeout: Duration

@@ -4,6 +4,7 @@ import Logging
 import Metrics
 import NIOCore
 import PrefetchCore
+import PrefetchDNS
 import PrefetchFetcher
 import PrefetchStore
 import Prometheus
@@ -35,7 +36,7 @@ public final class ConfigHolder: Sendable {
 ///   - registry: where metrics are collected; `GET /metrics` renders it.
 ///   - logger: the service logger.
 ///   - onServerRunning: called with the bound port once the server listens.
-/// - Throws: ``PoolError`` when a renderer profile is invalid.
+/// - Throws: ``PoolError`` when a renderer profile is invalid, ``DNSError`` when the DNS settings are.
 public func buildApplication(
     settings: ServiceSettings,
     config: ConfigHolder,
@@ -47,8 +48,10 @@ public func buildApplication(
     let metrics = ServiceMetrics(factory: factory)
     let store = MemoryStore(budgetBytes: settings.storeBytes, lockAge: settings.lockAge, logger: logger, metricsFactory: factory)
     let fetcher = Fetcher(configuration: settings.fetcher, logger: logger)
+    let resolver = try HostResolver(settings: settings.dns, fetcher: fetcher, logger: logger, metricsFactory: factory)
+    if let loaded = config.current { resolver.prefetch(hosts: loaded.apiHosts) }
     let currentConfig: @Sendable () -> PrefetchConfig? = { config.current }
-    let orchestrator = Orchestrator(settings: settings, store: store, fetcher: fetcher, metrics: metrics, logger: logger, currentConfig: currentConfig)
+    let orchestrator = Orchestrator(settings: settings, store: store, fetcher: fetcher, resolver: resolver, metrics: metrics, logger: logger, currentConfig: currentConfig)
 
     let router = Router(context: BasicRequestContext.self)
     router.add(middleware: MetricsMiddleware())
@@ -82,7 +85,7 @@ public func buildApplication(
     return Application(
         router: router,
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
-        services: [fetcher, orchestrator.runner, pools],
+        services: [fetcher, resolver, orchestrator.runner, pools],
         onServerRunning: { channel in
             await onServerRunning(channel.localAddress?.port ?? settings.port)
         },

@@ -2,6 +2,7 @@ import CoreMetrics
 import HTTPTypes
 import Logging
 import PrefetchCore
+import PrefetchDNS
 import PrefetchFetcher
 import PrefetchStore
 import ServiceLifecycle
@@ -20,6 +21,10 @@ import Synchronization
 /// - Identity: the store key carries the identity of the credentials actually sent upstream. A request
 ///   that sends none (credentials `omit`, or an api off the page's site) is fetched anonymously and may be
 ///   shared; a request that sends credentials is keyed by them and never reaches another identity.
+/// - DNS: api hosts are resolved ahead of time by the ``HostResolver`` (system resolver or HTTPDNS) and
+///   each transfer is pinned to the cached address with CURLOPT_CONNECT_TO, so the URL, Host, SNI,
+///   certificate checks and cookie domains keep the host name; a host without a fresh answer resolves
+///   through libcurl as usual.
 /// - Upstream status: responses below 500 are stored and replayed as received. A 5xx, like a transport
 ///   failure, is stored as a failure (`upstream_5xx`) for the negative TTL only: the page then makes its own
 ///   request, and the next trigger fetches again.
@@ -27,6 +32,7 @@ final class Orchestrator: Sendable {
     let settings: ServiceSettings
     let store: any ResponseStore
     let fetcher: Fetcher
+    let resolver: HostResolver
     let runner: FetchRunner
     let tickets: TicketRegistry
     let metrics: ServiceMetrics
@@ -38,6 +44,7 @@ final class Orchestrator: Sendable {
         settings: ServiceSettings,
         store: any ResponseStore,
         fetcher: Fetcher,
+        resolver: HostResolver,
         metrics: ServiceMetrics,
         logger: Logger,
         currentConfig: @escaping @Sendable () -> PrefetchConfig?
@@ -45,6 +52,7 @@ final class Orchestrator: Sendable {
         self.settings = settings
         self.store = store
         self.fetcher = fetcher
+        self.resolver = resolver
         self.runner = FetchRunner(logger: logger)
         self.tickets = TicketRegistry(capacity: settings.ticketCapacity)
         self.metrics = metrics
@@ -110,7 +118,8 @@ final class Orchestrator: Sendable {
                 role = "leader"
                 let fetch = FetchRequest(
                     method: interface.method.rawValue, url: planned.url, headers: sendHeaders, body: planned.body.map { Array($0.utf8) },
-                    timeout: timeout, maxResponseBytes: settings.maximumResponseBytes
+                    timeout: timeout, maxResponseBytes: settings.maximumResponseBytes,
+                    connectTo: resolver.connectTo(url: planned.url)
                 )
                 jobs.append((index, fetch, key, token))
             case .joined: role = "joined"
@@ -170,6 +179,10 @@ final class Orchestrator: Sendable {
             metrics.fetch(label, outcome: "ok")
             logger.info("fetch completed", metadata: ["interface": "\(label)", "status": "\(response.status)", "bytes": "\(response.body.count)", "ms": "\(response.elapsed.milliseconds)"])
         } catch {
+            if error.code == .connect && !request.connectTo.isEmpty, let host = try? HTTPURL(parsing: request.url).host {
+                // The pinned address refused: give the host back to libcurl's own resolution until the next lookup.
+                resolver.invalidate(host: host)
+            }
             if error.code == .cancelled {
                 await store.abandon(key, token: token)
             } else {

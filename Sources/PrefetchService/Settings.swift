@@ -1,3 +1,4 @@
+import PrefetchDNS
 import PrefetchFetcher
 import RendererPool
 
@@ -30,7 +31,9 @@ public struct ServiceSettings: Sendable {
     public var ticketCapacity: Int = 100_000
     /// The largest upstream response kept. Default 2 MiB.
     public var maximumResponseBytes: Int = 2 * 1024 * 1024
-    /// The upstream transport.
+    /// DNS prefetch and the optional HTTPDNS resolver for api hosts.
+    public var dns = DNSSettings()
+    /// The upstream transport (its `caBundlePath` adds a CA bundle for private upstreams).
     public var fetcher = FetcherConfiguration()
     /// The renderer pool's named profiles (`main` for first-party pages, `plain` for third-party ones).
     public var renderers: [String: RendererProfile] = RendererSettings.defaultProfiles

@@ -2,6 +2,8 @@ import ArgumentParser
 import Logging
 import Metrics
 import PrefetchCore
+import PrefetchDNS
+import PrefetchFetcher
 import PrefetchService
 import Prometheus
 import ServiceLifecycle
@@ -134,7 +136,7 @@ extension Prefetch {
             abstract: "Run the prefetch service (HTTP API) until SIGTERM or SIGINT.",
             discussion: """
                 Every option has an environment variable: PREFETCH_CONFIG, PREFETCH_HOST, PREFETCH_PORT, \
-                PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS (comma-separated), PREFETCH_RENDERERS, PREFETCH_LOG_LEVEL. \
+                PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, PREFETCH_LOG_LEVEL. \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
                 """
         )
@@ -155,6 +157,12 @@ extension Prefetch {
 
         @Option(help: "Renderer profiles file (default: $PREFETCH_RENDERERS, or configs/renderers.json when it exists, else built-in main and plain).")
         var renderers: String?
+
+        @Option(name: .customLong("httpdns"), help: "HTTPDNS endpoint (GET <url>?host=NAME answering {\"host\",\"ips\",\"ttl\"}); default off, env PREFETCH_HTTPDNS.")
+        var httpdns: String?
+
+        @Option(name: .customLong("ca-bundle"), help: "Extra CA bundle (PEM) for private upstreams; TLS verification is never off (env PREFETCH_CA_BUNDLE).")
+        var caBundle: String?
 
         @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
         var logLevel: String?
@@ -178,6 +186,16 @@ extension Prefetch {
                     Console.error("error: \(error)")
                     throw ExitCode(2)
                 }
+            }
+            settings.dns.httpdns = httpdns ?? Environment.value("PREFETCH_HTTPDNS")
+            do {
+                try settings.dns.validate()
+            } catch {
+                throw ValidationError("\(error)")
+            }
+            if let bundle = caBundle ?? Environment.value("PREFETCH_CA_BUNDLE") {
+                guard FileManager.default.isReadableFile(atPath: bundle) else { throw ValidationError("--ca-bundle \(bundle) is not a readable file") }
+                settings.fetcher.caBundlePath = bundle
             }
             settings.corsOrigins = corsOrigins + (Environment.value("PREFETCH_CORS_ORIGINS")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } ?? [])
             return settings
