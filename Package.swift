@@ -169,9 +169,15 @@ let package = Package(
         .testTarget(
             name: "PrefetchServiceTests",
             dependencies: [
+                "PrefetchCore",
                 "PrefetchService",
                 "PrefetchTestUpstream",
+                "prefetch",
+                "prefetch-upstream",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
         ),
