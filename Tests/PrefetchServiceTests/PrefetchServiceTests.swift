@@ -1,3 +1,15 @@
+// End-to-end tests of the prefetch service over real sockets.
+//
+// Design
+// - Every test runs the very application `prefetch serve` builds (`buildApplication`) on 127.0.0.1 with a free
+//   port through HummingbirdTesting's `.live` setup, so its services (the libcurl fetcher, the fetch runner) run
+//   too, against an in-process `TestUpstream` whose JSON echo shows exactly what arrived upstream and whose hit
+//   counters show how many fetches happened.
+// - Configs are written per test with the upstream's port in the api URLs. Pages on 127.0.0.1 are same-site with
+//   the api (credentials go upstream); pages on `m.example.test` are not (credentials stay back unless `include`).
+// - Process-level behaviour (signals and graceful shutdown, `prefetch fetch`, `prefetch plan`) is in
+//   `CommandTests.swift`, running the built executables found next to the test bundle.
+// - Waits are bounded (a few seconds at most) and no test asserts a wall-clock duration.
 import Foundation
 import HTTPTypes
 import PrefetchService
@@ -168,6 +180,7 @@ struct PrefetchServiceTests {
             let config = configText(pages: [
                 pageEntry(page, [#"{"name": "me", "api": "\#(base)/ident/me", "method": "GET"}"#]),
                 pageEntry(onlyAlice, [#"{"name": "only", "api": "\#(base)/ident/only", "method": "GET"}"#]),
+                pageEntry("https://m.example.test/shared", [#"{"name": "shared", "api": "\#(base)/ident/shared", "method": "GET"}"#]),
             ])
             try await withService(config: config) { service in
                 let alice = try await service.ticket(page, credentials: ["Cookie": "sid=alice"])
@@ -213,6 +226,20 @@ struct PrefetchServiceTests {
                 #expect(hers.status == 200)
                 #expect(Echo(hers).values("Cookie") == ["sid=alice"])
                 #expect(upstream.hits(path: "/ident/only") == 1)
+
+                // An api off the page's site gets no credentials, so its response is anonymous and shared: one fetch
+                // for both users, readable by anyone with the page URL.
+                let sharedPage = "https://m.example.test/shared"
+                let first = try await service.ticket(sharedPage, credentials: ["Cookie": "sid=alice"])
+                let firstReply = try await service.get("/v1/prefetch/\(first)/data?name=shared&wait=5000")
+                #expect(firstReply.status == 200)
+                #expect(Echo(firstReply).values("Cookie").isEmpty)
+                let second = try await service.trigger(sharedPage, credentials: ["Cookie": "sid=bob"])
+                #expect((second.json["requests"] as? [[String: Any]])?.first?["flight"] as? String == "fresh")
+                let carol = try await service.get("/v1/data?page=\(q(sharedPage))&name=shared", headers: ["Cookie": "sid=carol"])
+                #expect(carol.status == 200)
+                #expect(Echo(carol).hit == 1)
+                #expect(upstream.hits(path: "/ident/shared") == 1)
             }
         }
     }
@@ -261,14 +288,14 @@ struct PrefetchServiceTests {
             let base = upstream.base
             let page = "\(base)/pages/once"
             let config = configText(pages: [
-                pageEntry(page, [#"{"name": "once", "api": "\#(base)/once?cacheControl=no-store&setCookie=t%3D1", "method": "GET"}"#])
+                pageEntry(page, [#"{"name": "once", "api": "\#(base)/once?cacheControl=no-store&setCookie=t%3D1&setCookie=u%3D2", "method": "GET"}"#])
             ])
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
                 let first = try await service.get("/v1/prefetch/\(ticket)/data?name=once&wait=5000")
                 #expect(first.status == 200)
                 #expect(first.header("Cache-Control") == "no-store")
-                #expect(first.header("Set-Cookie") == "t=1")
+                #expect(first.headers[values: .setCookie] == ["t=1", "u=2"])
                 #expect(first.header("Content-Type") == "application/json")
                 #expect(Echo(first).path == "/once")
 
@@ -325,6 +352,7 @@ struct PrefetchServiceTests {
                     #"{"name": "reset", "api": "\#(base)/fault/reset?reset=10", "method": "GET"}"#,
                     #"{"name": "down", "api": "\#(base)/fault/down?status=503", "method": "GET"}"#,
                     #"{"name": "fine", "api": "\#(base)/fault/fine", "method": "GET"}"#,
+                    #"{"name": "gone", "api": "\#(base)/fault/gone?status=404", "method": "GET"}"#,
                 ])
             ])
             try await withService(config: config) { service in
@@ -338,12 +366,18 @@ struct PrefetchServiceTests {
                 let fine = try await service.get("/v1/prefetch/\(ticket)/data?name=fine&wait=5000")
                 #expect(fine.status == 200)
                 #expect(Echo(fine).path == "/fault/fine")
+                // Statuses below 500 are the upstream's answer, replayed as received.
+                let gone = try await service.get("/v1/prefetch/\(ticket)/data?name=gone&wait=5000")
+                #expect(gone.status == 404)
+                #expect(["hit", "joined"].contains(gone.header("X-Prefetch")))
+                #expect(gone.header("X-Prefetch-Reason") == nil)
+                #expect(Echo(gone).path == "/fault/gone")
 
                 let results = try await service.get("/v1/prefetch/\(ticket)?wait=5000")
                 let items = results.json["results"] as? [[String: Any]] ?? []
-                #expect(items.map { $0["state"] as? String } == ["failed", "failed", "failed", "ready"])
-                #expect(items.map { $0["error"] as? String } == ["timeout", "reset", "upstream_5xx", nil])
-                #expect(items[2]["status"] as? Int == 503)
+                #expect(items.map { $0["state"] as? String } == ["failed", "failed", "failed", "ready", "ready"])
+                #expect(items.map { $0["error"] as? String } == ["timeout", "reset", "upstream_5xx", nil, nil])
+                #expect(items.map { $0["status"] as? Int } == [nil, nil, 503, 200, 404])
             }
         }
     }
