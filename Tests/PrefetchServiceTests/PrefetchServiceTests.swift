@@ -424,7 +424,7 @@ struct PrefetchServiceTests {
                 // Look-up errors on the data endpoints.
                 expectError(try await service.get("/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA?wait=0"), 404, "unknown-ticket", reason: true, "unknown ticket")
                 expectError(try await service.get("/v1/prefetch/nonsense/data?name=e.get"), 404, "unknown-ticket", reason: true, "junk ticket")
-                expectError(try await service.get("/v1/data?page=\(q("\(base)/pages/unknown"))&name=x"), 404, "no-config", reason: false, "data without config")
+                expectError(try await service.get("/v1/data?page=\(q("\(base)/pages/unknown"))&name=x"), 404, "no-config", reason: true, "data without config")
                 expectError(try await service.get("/v1/data?name=e.get"), 400, "missing-page", reason: false, "no page")
                 expectError(try await service.get("/v1/plan"), 400, "missing-url", reason: false, "plan without url")
 
