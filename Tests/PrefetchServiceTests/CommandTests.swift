@@ -70,6 +70,16 @@ struct CommandTests {
         }
     }
 
+    @Test func serveRefusesAnInvalidConfigWithExitCode2() async throws {
+        let config = try TempConfig(#"{"code": 200, "data": {"name": "x", "version": "1", "config": [{"url": "https://m.example.test/p", "interfaces": [{"api": "ftp://x", "method": "GET"}]}]}}"#)
+        defer { config.remove() }
+        let run = try await runExecutable("prefetch", ["serve", "--config", config.path, "--port", "0"])
+        #expect(run.status == 2, "\(run.stderr)")
+        #expect(run.stderr.contains("invalid config"), "\(run.stderr)")
+        #expect(run.stderr.contains("data.config[0].interfaces[0].api"), "\(run.stderr)")
+        #expect(!run.stdout.contains("listening"))
+    }
+
     @Test func fetchPrintsOneLinePerInterfaceAndASummary() async throws {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/cli"

@@ -271,8 +271,15 @@ final class ChildProcess: Sendable {
         let process = Process()
         process.executableURL = url
         process.arguments = arguments
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
+        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
+        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
+        defer {
+            // The child has its own copies; the parent's would only leak.
+            try? out.close()
+            try? err.close()
+        }
+        process.standardOutput = out
+        process.standardError = err
         process.standardInput = FileHandle.nullDevice
         try process.run()
         self.process = process
