@@ -203,12 +203,17 @@ let package = Package(
         .testTarget(
             name: "PrefetchServiceTests",
             dependencies: [
+                "PrefetchCore",
                 "PrefetchService",
                 "PrefetchCore",
                 "RendererPool",
                 "PrefetchTestUpstream",
-                .product(name: "Logging", package: "swift-log"),
+                "prefetch",
+                "prefetch-upstream",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
         ),

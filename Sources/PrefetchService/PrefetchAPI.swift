@@ -206,7 +206,13 @@ struct PrefetchAPI: Sendable {
         guard let page = request.uri.queryParameters.get("page") else {
             throw APIError.badRequest("missing-page", "the query parameter page (the page URL) is required")
         }
-        let plan = try orchestrator.plan(page: page)
+        let plan: Plan
+        do {
+            plan = try orchestrator.plan(page: page)
+        } catch where error.code == "no-config" {
+            // For a page asking for its data, a page without a config entry is a miss like any other.
+            throw APIError.miss(error.status, error.code, error.message)
+        }
         let index = try select(plan.requests.map { ($0.name, $0.interface.api, $0.method) }, request: request)!
         let credentials = orchestrator.credentials(in: request.headers.map { ($0.name.rawName, $0.value) })
         let (key, _) = orchestrator.keyAndHeaders(for: plan.requests[index], page: plan.pageURL, credentials: credentials)

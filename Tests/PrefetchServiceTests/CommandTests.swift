@@ -1,0 +1,168 @@
+import Foundation
+import HTTPTypes
+import PrefetchTestUpstream
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `prefetch` executable as an operator runs it: `serve` (signals, graceful shutdown), `fetch` and `plan`.
+@Suite("prefetch commands", .timeLimit(.minutes(1)))
+struct CommandTests {
+    /// A `prefetch serve` process listening on a free port.
+    struct Server {
+        let child: ChildProcess
+        let port: Int
+
+        /// Starts `prefetch serve --config <path> --port 0` and waits (at most 20 s) for its listening line.
+        static func start(configPath: String) async throws -> Server {
+            let child = try ChildProcess("prefetch", ["serve", "--config", configPath, "--port", "0", "--log-level", "info"])
+            var port: Int?
+            _ = await eventually(within: 20) {
+                port = listeningPort(in: child.stdout)
+                return port != nil || !child.process.isRunning
+            }
+            guard let port else {
+                let output = child.stdout + child.stderr
+                await child.stop()
+                throw CommandTestError(message: "prefetch serve did not report its port: \(output)")
+            }
+            return Server(child: child, port: port)
+        }
+
+        static func listeningPort(in output: String) -> Int? {
+            let prefix = "prefetch listening on http://127.0.0.1:"
+            guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return nil }
+            return Int(line.dropFirst(prefix.count).prefix { $0.isNumber })
+        }
+    }
+
+    @Test(arguments: [SIGTERM, SIGINT])
+    func serveFinishesInFlightFetchesOnShutdownSignal(signal: Int32) async throws {
+        try await withUpstream { upstream in
+            let page = "\(upstream.base)/pages/drain"
+            let config = try TempConfig(
+                configText(pages: [pageEntry(page, [#"{"name": "slow", "api": "\#(upstream.base)/drain/slow?delay=1000", "method": "GET"}"#])])
+            )
+            defer { config.remove() }
+            let server = try await Server.start(configPath: config.path)
+            do {
+                let ready = try await oneRequest(port: server.port, .get, "/readyz")
+                #expect(ready.status == 200)
+                let trigger = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)"}"#)
+                #expect(trigger.status == 202, "\(trigger.text)")
+                server.child.signal(signal)
+
+                let status = await server.child.exitStatus(within: 15)
+                let log = server.child.stderr
+                #expect(status == 0, "exit status; log:\n\(log)")
+                let completed = log.split(separator: "\n").filter { $0.contains("fetch completed") }
+                #expect(completed.count == 1, "log:\n\(log)")
+                #expect(completed.first?.contains("interface=slow") == true, "log:\n\(log)")
+                #expect(!log.contains("fetch failed"), "log:\n\(log)")
+                #expect(upstream.hits(path: "/drain/slow") == 1)
+            } catch {
+                await server.child.stop()
+                throw error
+            }
+            await server.child.stop()
+        }
+    }
+
+    @Test func serveRefusesAnInvalidConfigWithExitCode2() async throws {
+        let config = try TempConfig(#"{"code": 200, "data": {"name": "x", "version": "1", "config": [{"url": "https://m.example.test/p", "interfaces": [{"api": "ftp://x", "method": "GET"}]}]}}"#)
+        defer { config.remove() }
+        let run = try await runExecutable("prefetch", ["serve", "--config", config.path, "--port", "0"])
+        #expect(run.status == 2, "\(run.stderr)")
+        #expect(run.stderr.contains("invalid config"), "\(run.stderr)")
+        #expect(run.stderr.contains("data.config[0].interfaces[0].api"), "\(run.stderr)")
+        #expect(!run.stdout.contains("listening"))
+    }
+
+    @Test func fetchPrintsOneLinePerInterfaceAndASummary() async throws {
+        try await withUpstream { upstream in
+            let page = "\(upstream.base)/pages/cli"
+            let config = try TempConfig(
+                configText(pages: [
+                    pageEntry(page, [
+                        #"{"name": "one", "api": "\#(upstream.base)/cli/one", "method": "GET", "urlParam": true}"#,
+                        #"{"name": "two", "api": "\#(upstream.base)/cli/two?bytes=7", "method": "POST", "body": {"a": 1}}"#,
+                    ])
+                ])
+            )
+            defer { config.remove() }
+            let run = try await runExecutable("prefetch", ["fetch", "--config", config.path, page + "?id=5"])
+            #expect(run.status == 0, "\(run.stdout)\n\(run.stderr)")
+            let lines = run.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.count == 3, "\(run.stdout)")
+            let one = lines.first { $0.hasPrefix("one  ") }
+            #expect(one?.contains("GET \(upstream.base)/cli/one?id=5  200  ") == true, "\(run.stdout)")
+            let two = lines.first { $0.hasPrefix("two  ") }
+            #expect(two?.contains("POST \(upstream.base)/cli/two?bytes=7  200  7 bytes") == true, "\(run.stdout)")
+            #expect(lines.last?.hasPrefix("2 requests, 2 answered, 0 failed, ") == true, "\(run.stdout)")
+            #expect(upstream.hits(path: "/cli/one") == 1)
+            #expect(upstream.hits(path: "/cli/two") == 1)
+        }
+    }
+
+    @Test func fetchExitsOneWhenAnInterfaceFails() async throws {
+        // A port that was just closed: connections to it are refused.
+        let closed = try await TestUpstream.start()
+        let closedPort = closed.port
+        try await closed.shutdown()
+        try await withUpstream { upstream in
+            let page = "\(upstream.base)/pages/cli-fail"
+            let config = try TempConfig(
+                configText(pages: [
+                    pageEntry(page, [
+                        #"{"name": "fine", "api": "\#(upstream.base)/cli/fine", "method": "GET"}"#,
+                        #"{"name": "dead", "api": "http://127.0.0.1:\#(closedPort)/cli/dead", "method": "GET", "timeout": 2000}"#,
+                    ])
+                ])
+            )
+            defer { config.remove() }
+            let run = try await runExecutable("prefetch", ["fetch", "--config", config.path, page])
+            #expect(run.status == 1, "\(run.stdout)\n\(run.stderr)")
+            let lines = run.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.count == 3, "\(run.stdout)")
+            #expect(lines.first { $0.hasPrefix("fine  ") }?.contains("  200  ") == true, "\(run.stdout)")
+            #expect(lines.first { $0.hasPrefix("dead  ") }?.contains("  failed connect  ") == true, "\(run.stdout)")
+            #expect(lines.last?.hasPrefix("2 requests, 1 answered, 1 failed, ") == true, "\(run.stdout)")
+        }
+    }
+
+    @Test func planEndpointEqualsThePlanCommand() async throws {
+        let page = "https://m.example.test/help/new"
+        let config = configText(pages: [
+            pageEntry(page, [
+                #"{"api": "https://m.example.test/xx.json", "method": "GET", "urlParam": true}"#,
+                #"{"api": "https://api.example.test/topic/v1/ding/sinkList.json", "method": "POST", "urlParam": true, "bodyParam": true, "body": {"cityId": 123456, "visitRecord": {}}, "headers": {"X-Client": "h5"}}"#,
+                #"{"api": "https://m.example.test/form", "method": "PUT", "bodyParam": true, "bodyType": "form", "params": ["id"]}"#,
+            ]),
+            pageEntry("https://m.example.test/item/{id}.html", [#"{"api": "https://m.example.test/item.json", "method": "GET", "urlParam": true}"#]),
+        ])
+        let file = try TempConfig(config)
+        defer { file.remove() }
+        try await withService(config: config) { service in
+            for url in [page + "?id=163&itemId=126&q=%E4%B8%AD+x", page, "https://m.example.test/item/77.html?from=feed"] {
+                let http = try await service.get("/v1/plan?url=\(q(url))")
+                #expect(http.status == 200, "\(http.text)")
+                let cli = try await runExecutable("prefetch", ["plan", "--json", "--config", file.path, url])
+                #expect(cli.status == 0, "\(cli.stderr)")
+                #expect(http.text == cli.stdout.trimmingCharacters(in: .newlines), "\(url)")
+                #expect(!http.text.isEmpty)
+            }
+            let missing = try await service.get("/v1/plan?url=\(q("https://m.example.test/none"))")
+            #expect(missing.status == 404)
+            #expect(missing.errorCode == "no-config")
+            let cli = try await runExecutable("prefetch", ["plan", "--json", "--config", file.path, "https://m.example.test/none"])
+            #expect(cli.status == 3)
+        }
+    }
+}
+
+struct CommandTestError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}

@@ -1,0 +1,319 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import PrefetchCore
+import PrefetchService
+import PrefetchTestUpstream
+import Prometheus
+import Testing
+
+// MARK: Upstream
+
+/// Runs `body` with a fresh in-process upstream on 127.0.0.1, always shut down afterwards.
+func withUpstream<T: Sendable>(_ body: @Sendable (TestUpstream) async throws -> T) async throws -> T {
+    let upstream = try await TestUpstream.start()
+    do {
+        let result = try await body(upstream)
+        try await upstream.shutdown()
+        return result
+    } catch {
+        try? await upstream.shutdown()
+        throw error
+    }
+}
+
+extension TestUpstream {
+    /// `http://127.0.0.1:PORT`.
+    var base: String { "http://\(host):\(port)" }
+}
+
+// MARK: Config
+
+/// A config envelope around page entries written as JSON text.
+func configText(version: String = "7", pages: [String]) -> String {
+    #"{"code": 200, "data": {"name": "prefetchConfig", "version": "\#(version)", "config": [\#(pages.joined(separator: ","))]}}"#
+}
+
+/// One page entry: its URL and interfaces written as JSON objects.
+func pageEntry(_ url: String, _ interfaces: [String]) -> String {
+    #"{"url": "\#(url)", "interfaces": [\#(interfaces.joined(separator: ","))]}"#
+}
+
+/// A config file in a fresh temporary directory, removed by `remove()`.
+struct TempConfig {
+    let directory: URL
+    let path: String
+
+    init(_ text: String) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-service-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        path = directory.appendingPathComponent("prefetch.json").path
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+// MARK: The service in-process
+
+/// An HTTP answer, read whole.
+struct Reply: Sendable {
+    var status: Int
+    var headers: HTTPFields
+    var body: [UInt8]
+
+    init(_ response: TestResponse) {
+        status = response.status.code
+        headers = response.headers
+        var buffer = response.body
+        body = buffer.readBytes(length: buffer.readableBytes) ?? []
+    }
+
+    init(_ response: TestClient.Response) {
+        status = response.head.status.code
+        headers = response.head.headerFields
+        var buffer = response.body ?? ByteBuffer()
+        body = buffer.readBytes(length: buffer.readableBytes) ?? []
+    }
+
+    var text: String { String(decoding: body, as: UTF8.self) }
+
+    /// The value of the header `name` (case-insensitive), if present.
+    func header(_ name: String) -> String? {
+        HTTPField.Name(name).flatMap { headers[$0] }
+    }
+
+    /// The body parsed as a JSON object (empty when it is not one).
+    var json: [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:]
+    }
+
+    /// The `error` code of a JSON error body.
+    var errorCode: String? { json["error"] as? String }
+}
+
+/// The upstream's JSON echo of the request it received.
+struct Echo {
+    var method: String
+    var path: String
+    var query: String?
+    var headers: [[String]]
+    var body: String?
+    var hit: Int
+
+    init(_ reply: Reply) {
+        let object = reply.json
+        method = object["method"] as? String ?? ""
+        path = object["path"] as? String ?? ""
+        query = object["query"] as? String
+        headers = object["headers"] as? [[String]] ?? []
+        body = object["body"] as? String
+        hit = object["hit"] as? Int ?? 0
+    }
+
+    /// Every value of the header `name` as the upstream received it.
+    func values(_ name: String) -> [String] {
+        headers.filter { $0.first?.lowercased() == name.lowercased() }.compactMap { $0.last }
+    }
+}
+
+/// A running service (the application `prefetch serve` runs) with a client connected to it.
+struct LiveService: Sendable {
+    let client: any TestClientProtocol
+    let registry: PrometheusCollectorRegistry
+    let port: Int
+
+    /// Sends one request on the shared test connection.
+    func request(
+        _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil
+    ) async throws -> Reply {
+        var fields = HTTPFields()
+        for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+        if body != nil, fields[.contentType] == nil { fields[.contentType] = "application/json" }
+        let response = try await client.executeRequest(uri: uri, method: method, headers: fields, body: body.map { ByteBuffer(string: $0) })
+        return Reply(response)
+    }
+
+    func get(_ uri: String, headers: [String: String] = [:]) async throws -> Reply {
+        try await request(.get, uri, headers: headers)
+    }
+
+    /// `POST /v1/prefetch` with `{"url": page}` plus `headers` as the JSON `headers` member when given.
+    func trigger(_ page: String, credentials: [String: String]? = nil, requestHeaders: [String: String] = [:]) async throws -> Reply {
+        var object: [String: Any] = ["url": page]
+        if let credentials { object["headers"] = credentials }
+        let data = try JSONSerialization.data(withJSONObject: object)
+        return try await request(.post, "/v1/prefetch", headers: requestHeaders, body: String(decoding: data, as: UTF8.self))
+    }
+
+    /// Triggers `page` and returns the ticket id, failing the test unless the answer is 202.
+    func ticket(_ page: String, credentials: [String: String]? = nil) async throws -> String {
+        let reply = try await trigger(page, credentials: credentials)
+        #expect(reply.status == 202, "trigger of \(page): \(reply.text)")
+        return try #require(reply.json["ticket"] as? String, "no ticket in \(reply.text)")
+    }
+
+    /// Sends one request on a connection of its own (for concurrent requests).
+    func separateRequest(_ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil) async throws -> Reply {
+        try await oneRequest(port: port, method, uri, headers: headers, body: body)
+    }
+}
+
+/// Sends one request to 127.0.0.1:`port` on a connection of its own.
+func oneRequest(
+    port: Int, _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil
+) async throws -> Reply {
+    try await TestClient.withClient(host: "127.0.0.1", port: port) { client in
+        var fields = HTTPFields()
+        for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+        if body != nil, fields[.contentType] == nil { fields[.contentType] = "application/json" }
+        let request = TestClient.Request(uri, method: method, authority: "127.0.0.1", headers: fields, body: body.map { ByteBuffer(string: $0) })
+        return Reply(try await client.execute(request))
+    }
+}
+
+/// Settings for a test service: a free port on 127.0.0.1 and waits bounded to a few seconds.
+func testSettings() -> ServiceSettings {
+    var settings = ServiceSettings()
+    settings.host = "127.0.0.1"
+    settings.port = 0
+    settings.maximumWait = .seconds(5)
+    return settings
+}
+
+/// Runs `body` against the real application on a live socket (its services, fetcher included, running);
+/// the application is shut down gracefully afterwards, even when `body` throws.
+func withService<T: Sendable>(
+    config: String,
+    settings: ServiceSettings = testSettings(),
+    _ body: @Sendable (LiveService) async throws -> T
+) async throws -> T {
+    let loaded = try ConfigLoader.parse(Array(config.utf8), source: "test config")
+    var logger = Logger(label: "prefetch.service.test")
+    logger.logLevel = .warning
+    let registry = PrometheusCollectorRegistry()
+    let app = buildApplication(settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger)
+    return try await app.test(.live) { client in
+        let port = try #require(client.port)
+        return try await body(LiveService(client: client, registry: registry, port: port))
+    }
+}
+
+/// Percent-encodes `text` as one query value.
+func q(_ text: String) -> String {
+    var allowed = CharacterSet.alphanumerics
+    allowed.insert(charactersIn: "-._~")
+    return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+}
+
+/// Polls `condition` every 25 ms for at most `seconds`; returns whether it became true.
+func eventually(within seconds: Double = 5, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int(seconds * 1000)))
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(25))
+    }
+    return try await condition()
+}
+
+// MARK: Processes
+
+/// Where the package's executables are: next to the test bundle in the build products directory.
+func builtExecutable(_ name: String) -> URL? {
+    var directories: [URL] = []
+    if let selfPath = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+        directories.append(URL(fileURLWithPath: selfPath).deletingLastPathComponent())
+    }
+    directories.append(Bundle.main.bundleURL.deletingLastPathComponent())
+    directories.append(Bundle.main.bundleURL)
+    if let first = CommandLine.arguments.first {
+        directories.append(URL(fileURLWithPath: first).deletingLastPathComponent())
+    }
+    for directory in directories {
+        var candidate = directory
+        // Walk up out of a bundle directory (e.g. x.xctest/Contents/MacOS) if needed.
+        for _ in 0..<4 {
+            let url = candidate.appendingPathComponent(name)
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                FileManager.default.isExecutableFile(atPath: url.path)
+            {
+                return url
+            }
+            candidate = candidate.deletingLastPathComponent()
+        }
+    }
+    return nil
+}
+
+/// A child process whose stdout and stderr go to files (read without blocking any thread), killed by `stop`
+/// if it is still running.
+final class ChildProcess: Sendable {
+    let process: Process
+    let directory: URL
+    let stdoutPath: String
+    let stderrPath: String
+
+    /// Starts the package executable `name` with `arguments`.
+    init(_ name: String, _ arguments: [String]) throws {
+        let url = try #require(builtExecutable(name), "\(name) executable not found next to the test bundle")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-child-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        stdoutPath = directory.appendingPathComponent("stdout").path
+        stderrPath = directory.appendingPathComponent("stderr").path
+        FileManager.default.createFile(atPath: stdoutPath, contents: nil)
+        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        let process = Process()
+        process.executableURL = url
+        process.arguments = arguments
+        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
+        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
+        defer {
+            // The child has its own copies; the parent's would only leak.
+            try? out.close()
+            try? err.close()
+        }
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+    }
+
+    var stdout: String { (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? "" }
+    var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+
+    func signal(_ number: Int32) {
+        if process.isRunning { kill(process.processIdentifier, number) }
+    }
+
+    /// Waits at most `seconds` for the process to exit; its exit status, or nil if it is still running.
+    func exitStatus(within seconds: Double = 10) async -> Int32? {
+        _ = await eventually(within: seconds) { !process.isRunning }
+        if process.isRunning { return nil }
+        return process.terminationReason == .exit ? process.terminationStatus : 128 + process.terminationStatus
+    }
+
+    /// Kills the process if it still runs, and removes its output files.
+    func stop() async {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            _ = await eventually(within: 5) { !process.isRunning }
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Runs a package executable to completion (at most 30 s) and returns its exit status and output.
+func runExecutable(_ name: String, _ arguments: [String]) async throws -> (status: Int32?, stdout: String, stderr: String) {
+    let child = try ChildProcess(name, arguments)
+    let status = await child.exitStatus(within: 30)
+    let result = (status, child.stdout, child.stderr)
+    await child.stop()
+    return result
+}
