@@ -110,7 +110,8 @@ struct URLSourceTests {
                 let updater = try ConfigUpdater(
                     settings: testSettings(source: server.url("/cfg"), fallbackURL: server.url("/cdn")),
                     fetcher: fetcher, logger: testLogger, metricsFactory: metrics)
-                #expect(await updater.loadInitial().version == "1")
+                let loaded = await updater.loadInitial()
+                #expect(loaded.version == "1")
 
                 // Five different kinds of abnormal answers; the first four never reach the fallback.
                 let faults: [(ConfigServer.Answer, ConfigCheckErrorCode, String)] = [
@@ -204,7 +205,8 @@ struct URLSourceTests {
 
                 // Going back to an older version is a change too: versions are compared, not ordered.
                 server.serve("/cfg", configBody(version: 5))
-                #expect(await checkNow(updater).outcome == .applied)
+                let recheck = await checkNow(updater)
+                #expect(recheck.outcome == .applied)
                 #expect(log.versions == ["5", "6", "5"])
             }
         }
@@ -311,7 +313,8 @@ struct URLSourceTests {
                     let first = try ConfigUpdater(
                         settings: testSettings(source: server.url("/cfg"), stateDirectory: directory),
                         fetcher: fetcher, logger: testLogger)
-                    #expect(await first.loadInitial().version == "7")
+                    let loaded = await first.loadInitial()
+                    #expect(loaded.version == "7")
                     return server.url("/cfg")
                 }
             }
@@ -364,7 +367,8 @@ struct URLSourceTests {
 
                     // The first good answer makes it ready.
                     server.serve("/cfg", configBody(version: 2))
-                    #expect(await checkNow(updater).outcome == .applied)
+                    let recheck = await checkNow(updater)
+                    #expect(recheck.outcome == .applied)
                     #expect(updater.status().ready)
                     #expect(updater.status().notReadyReason == nil)
                 }

@@ -4,6 +4,7 @@ import Logging
 import PrefetchCore
 import PrefetchFetcher
 import Synchronization
+import Testing
 
 /// How many pages the test config of `version` has: readers use it to tell a torn config from a whole one.
 func pageCount(forVersion version: Int) -> Int {
@@ -101,6 +102,18 @@ func eventually(within seconds: Int = 10, _ condition: () -> Bool) async -> Bool
         try? await Task.sleep(for: .milliseconds(20))
     }
     return condition()
+}
+
+/// Records an issue unless `condition` becomes true within `seconds`.
+///
+/// Use this rather than `#expect(await eventually { ... })`: with Swift 6.3.1, an `#expect` around an `await` of a
+/// closure-taking call inside another closure can make a later call run the wrong closure.
+func expectEventually(
+    _ comment: Comment? = nil, within seconds: Int = 10, sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () -> Bool
+) async {
+    let happened = await eventually(within: seconds, condition)
+    #expect(happened, comment, sourceLocation: sourceLocation)
 }
 
 /// Collects what `onApply` receives.
