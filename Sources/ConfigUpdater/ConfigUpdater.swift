@@ -25,8 +25,8 @@
 //   `<stateDirectory>/last-good-config.json` (temp file, fsync, rename, fsync of the directory), then `onApply`
 //   runs. An invalid config is never applied: the error is logged, counted and kept for `status()`.
 // - Order at startup. `current` is nil until the first check finishes. The service runs the `Fetcher` and this
-//   updater in one ServiceGroup; `run()` does the initial load first (file watch snapshot, then `loadInitial()`),
-//   then the interval, file-watch and SIGHUP loops until graceful shutdown. Anyone may `await loadInitial()`
+//   updater in one ServiceGroup; `run()` first traps SIGHUP and takes the file-watch snapshot, then does the
+//   initial load (`loadInitial()`), then runs the interval, file-watch and SIGHUP loops until graceful shutdown. Anyone may `await loadInitial()`
 //   (e.g. a readiness probe or the HTTP server before it starts listening) once the fetcher's `run()` is
 //   running: concurrent calls join the same check. Without any config the updater stays not-ready with a reason
 //   and keeps checking; it never throws for a bad source.
@@ -102,7 +102,7 @@ public final class ConfigUpdater: Service, Sendable {
             ))
     }
 
-    /// The config being served, or `nil` before the first successful load. Cheap (one uncontended lock); safe
+    /// The config being served, or `nil` before the first successful load. Cheap (one short lock, no copying); safe
     /// from any thread or task. The value never changes under the caller: a later swap publishes a new value.
     public var current: PrefetchConfig? {
         box.withLock { $0 }
@@ -180,11 +180,15 @@ public final class ConfigUpdater: Service, Sendable {
     }
 
     /// Runs the initial load, then checks every `interval`, on SIGHUP (when `checksOnHangup`) and on changes of a
-    /// file source, until graceful shutdown or cancellation. Never throws for a bad source.
+    /// file source, until graceful shutdown or cancellation. Never throws for a bad source. Call it once.
+    ///
+    /// The SIGHUP handler is installed before the initial load, so a SIGHUP never takes its default action (exit)
+    /// while `run()` is running; one that arrives during the initial load is answered after it.
     public func run() async throws {
         let watchedPath: String? = if case .file(let path) = primary { path } else { nil }
         // Snapshot before the initial load, so a change made during it is noticed at the first poll.
         let initialSignature: FileSignature? = if let watchedPath { await files.signature(of: watchedPath) } else { nil }
+        let hangups: UnixSignalsSequence? = settings.checksOnHangup ? await UnixSignalsSequence(trapping: .sighup) : nil
         let initial = await loadInitial()
         if !initial.ready {
             logger.error(
@@ -197,8 +201,8 @@ public final class ConfigUpdater: Service, Sendable {
                 if let watchedPath {
                     group.addTask { await self.watchLoop(path: watchedPath, signature: initialSignature) }
                 }
-                if self.settings.checksOnHangup {
-                    group.addTask { await self.hangupLoop() }
+                if let hangups {
+                    group.addTask { await self.hangupLoop(hangups) }
                 }
                 await group.waitForAll()
             }
@@ -233,18 +237,11 @@ public final class ConfigUpdater: Service, Sendable {
         }
     }
 
-    private func hangupLoop() async {
-        let signals = await UnixSignalsSequence(trapping: .sighup)
-        state.withLock { $0.hangupTrapped = true }
+    private func hangupLoop(_ signals: UnixSignalsSequence) async {
         for await _ in signals {
             logger.info("SIGHUP: checking the prefetch config")
             _ = await refresh(trigger: .signal)
         }
-    }
-
-    /// Whether `run()` has installed its SIGHUP handler (a SIGHUP before that would take the default action).
-    var isTrappingHangup: Bool {
-        state.withLock { $0.hangupTrapped }
     }
 }
 
@@ -268,7 +265,6 @@ struct UpdaterState {
     var lastError: ConfigCheckError?
     var lastErrorAt: Date?
     var notLoadedReason: String?
-    var hangupTrapped = false
 }
 
 extension ConfigUpdater {

@@ -148,7 +148,7 @@ struct RunTests {
                 try await whileRunning(updater) {
                     await expectEventually { updater.current?.version == "1" }
                     server.serve("/cfg", configBody(version: 2))
-                    // The updater installs its handler asynchronously after the initial load: repeat until it hears.
+                    // run() traps SIGHUP before its initial load; repeating only guards against a lost signal.
                     var heard = false
                     var attempts = 0
                     while !heard && attempts < 20 {
