@@ -6,6 +6,7 @@
 //   PrefetchCore     config protocol, validation, page matching, request composition (no networking)
 //   CCurl            the C world: libcurl through pkg-config, with typed shims (only PrefetchFetcher imports it)
 //   PrefetchFetcher  libcurl multi interface driven from one loop thread; async fetch API
+//   ConfigUpdater    keeps the prefetch config current: polling, fatigue window, fallback source, last-good copy
 //   PrefetchStore    TTL response store with single flight and identity isolation
 //   RendererPool     warm renderer pool (modelled and process renderers)
 //   PrefetchService  the Hummingbird HTTP API, metrics and the long-running services
@@ -87,6 +88,18 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Subprocess", package: "swift-subprocess"),
                 .product(name: "SystemPackage", package: "swift-system"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "ConfigUpdater",
+            dependencies: [
+                "PrefetchCore",
+                "PrefetchFetcher",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -198,6 +211,23 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             exclude: ["Fixtures"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ConfigUpdaterTests",
+            dependencies: [
+                "ConfigUpdater",
+                "PrefetchCore",
+                "PrefetchFetcher",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

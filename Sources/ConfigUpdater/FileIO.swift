@@ -1,0 +1,133 @@
+import Dispatch
+import Foundation
+import PrefetchCore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What identifies one version of a file on disk: a change of any part means the file changed.
+struct FileSignature: Sendable, Hashable {
+    var device: UInt64
+    var inode: UInt64
+    var size: Int64
+    var modifiedSeconds: Int64
+    var modifiedNanoseconds: Int64
+}
+
+/// Blocking file work (stat, read, fsync) on a private serial queue, so the cooperative pool never blocks.
+struct BlockingFileIO: Sendable {
+    private let queue = DispatchQueue(label: "prefetch.config-updater.file-io")
+
+    private func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: body()) }
+        }
+    }
+
+    /// The file's signature, or `nil` when it cannot be stat'ed (missing, unreadable directory).
+    func signature(of path: String) async -> FileSignature? {
+        await run { Self.statSignature(path) }
+    }
+
+    /// The whole file, at most `ConfigLoader.maximumBytes`.
+    func readContents(_ path: String) async -> Result<[UInt8], ConfigCheckError> {
+        await run { Self.readFile(path) }
+    }
+
+    /// Writes `bytes` to `path` atomically: a temporary file in the same directory, fsync, rename, fsync of the
+    /// directory. Creates the directory when missing. Returns a message on failure.
+    func writeAtomically(_ bytes: [UInt8], to path: String, directory: String) async -> String? {
+        await run { Self.atomicWrite(bytes, to: path, directory: directory) }
+    }
+
+    static func statSignature(_ path: String) -> FileSignature? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        #if canImport(Darwin)
+        let modified = info.st_mtimespec
+        #else
+        let modified = info.st_mtim
+        #endif
+        return FileSignature(
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+            modifiedSeconds: Int64(modified.tv_sec), modifiedNanoseconds: Int64(modified.tv_nsec))
+    }
+
+    static func readFile(_ path: String) -> Result<[UInt8], ConfigCheckError> {
+        func failure(_ what: String) -> Result<[UInt8], ConfigCheckError> {
+            .failure(ConfigCheckError(code: .unreadable, source: path, message: "\(path): \(what)"))
+        }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return failure("cannot open: \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return failure("cannot stat: \(String(cString: strerror(errno)))") }
+        if (info.st_mode & S_IFMT) == S_IFDIR { return failure("is a directory") }
+        if Int(info.st_size) > ConfigLoader.maximumBytes {
+            return failure("is \(info.st_size) bytes; the limit is \(ConfigLoader.maximumBytes) bytes")
+        }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return failure("cannot read: \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+            // A file growing while read is still bounded.
+            if bytes.count > ConfigLoader.maximumBytes {
+                return failure("is more than \(ConfigLoader.maximumBytes) bytes")
+            }
+        }
+        return .success(bytes)
+    }
+
+    static func atomicWrite(_ bytes: [UInt8], to path: String, directory: String) -> String? {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            return "cannot create the state directory \(directory): \(error.localizedDescription)"
+        }
+        let temporary = "\(path).tmp-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return "cannot create \(temporary): \(String(cString: strerror(errno)))" }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { buffer in
+                write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+            }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let message = "cannot write \(temporary): \(String(cString: strerror(errno)))"
+                close(descriptor)
+                unlink(temporary)
+                return message
+            }
+            written += count
+        }
+        if fsync(descriptor) != 0 {
+            let message = "cannot fsync \(temporary): \(String(cString: strerror(errno)))"
+            close(descriptor)
+            unlink(temporary)
+            return message
+        }
+        close(descriptor)
+        if rename(temporary, path) != 0 {
+            let message = "cannot rename \(temporary) to \(path): \(String(cString: strerror(errno)))"
+            unlink(temporary)
+            return message
+        }
+        // The rename is durable only once the directory entry is.
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+        return nil
+    }
+}
