@@ -235,7 +235,6 @@ let package = Package(
             dependencies: [
                 "PrefetchCore",
                 "PrefetchService",
-                "PrefetchCore",
                 "RendererPool",
                 "PrefetchTestUpstream",
                 "prefetch",

@@ -197,7 +197,7 @@ func withService<T: Sendable>(
     var logger = Logger(label: "prefetch.service.test")
     logger.logLevel = .warning
     let registry = PrometheusCollectorRegistry()
-    let app = buildApplication(settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger)
+    let app = try buildApplication(settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger)
     return try await app.test(.live) { client in
         let port = try #require(client.port)
         return try await body(LiveService(client: client, registry: registry, port: port))
