@@ -39,8 +39,10 @@
 // operation falls back to a per-replica `MemoryStore`: `begin` leads (or joins) in the fallback, `complete` writes
 // there (also a Redis-led flight that completes during the outage), `read` answers from the local tier or the
 // fallback. So during an outage each replica fetches for itself and serves its own results; nothing is lost and
-// isolation holds. While down, callers fail fast (no network) and one attempt per backoff period (100 ms doubling to
-// 2 s) reconnects; the subscriber probes the same way, so recovery needs no traffic.
+// isolation holds. After Redis returns, a key Redis knows nothing about is still answered from the fallback while
+// the outage's result for it lives (its TTL), so a page opened during the outage still finds its data. While down,
+// callers fail fast (no network) and one attempt per backoff period (100 ms doubling to 2 s) reconnects; the
+// subscriber probes the same way, so recovery needs no traffic.
 // `prefetch_store_redis_reconnects_total` counts recoveries. Nothing throws; nothing waits longer than the timeouts.
 //
 // Metrics: the memory store's read counters under the same names (hits, joins by interface; misses by reason),
@@ -105,6 +107,11 @@ public final class RedisStore: ResponseStore, Service {
     private let waiters: LocalWaiters
     private let local: Mutex<LocalTier>
     private let flights = Mutex(FlightBook())
+    private let waitingCount = Atomic<Int>(0)
+    /// Digests with a result in the fallback store, and until when it may still be there: after Redis returns,
+    /// reads Redis knows nothing about are answered from the fallback for these, so an outage's results stay
+    /// readable for their TTL.
+    private let fallbackResults = Mutex<[String: ContinuousClock.Instant]>([:])
     private let fallback: MemoryStore
     private let metrics: RedisStoreMetrics
     private let logger: Logger
@@ -217,6 +224,7 @@ public final class RedisStore: ResponseStore, Service {
         switch flight.mode {
         case .fallback(let fallbackToken):
             await fallback.complete(key, token: fallbackToken, result: result)
+            noteFallbackResult(keys.digest, policy: flight.policy)
             waiters.notify(keys.digest)
         case .redis(let lockValue):
             let policy = flight.policy
@@ -261,6 +269,7 @@ public final class RedisStore: ResponseStore, Service {
                     metadata: ["store.key": "\(key)", "redis.error": "\(error)"])
                 if case .leader(let fallbackToken) = await fallback.begin(key, policy: policy) {
                     await fallback.complete(key, token: fallbackToken, result: result)
+                    noteFallbackResult(keys.digest, policy: policy)
                 }
                 waiters.notify(keys.digest, payload: kept ? nil : encoded)
             }
@@ -370,8 +379,8 @@ public final class RedisStore: ResponseStore, Service {
             misses: totals.misses + memory.misses, evictions: memory.evictions, expiredUnused: memory.expiredUnused)
     }
 
-    /// Readers of this replica currently waiting on flights, for tests.
-    var waitingReaders: Int { waiters.count }
+    /// Readers of this replica that found a flight pending and are waiting on it, for tests.
+    var waitingReaders: Int { waitingCount.load(ordering: .relaxed) }
 
     // MARK: Reading
 
@@ -398,6 +407,7 @@ public final class RedisStore: ResponseStore, Service {
         let registration = canWait ? waiters.register(keys.digest) : nil
         defer { if let registration { waiters.unregister(registration) } }
         var arrivedDuringFlight = false
+        defer { if arrivedDuringFlight { waitingCount.subtract(1, ordering: .relaxed) } }
         while true {
             let sentAt = clock.now
             switch await probe(keys) {
@@ -411,11 +421,14 @@ public final class RedisStore: ResponseStore, Service {
                 return .counted(.ready(response, joined: arrivedDuringFlight), label: label)
             case .value(.failure(let failure, let label), _):
                 return .counted(.failed(failure, joined: arrivedDuringFlight), label: label)
+            case .absent(.notFound) where !arrivedDuringFlight && hasFallbackResult(keys.digest):
+                return .countedByFallback(await fallback.read(key, wait: .zero))
             case .absent(let reason):
                 // A flight this reader joined was abandoned (or its unkept result was missed): wait for the next
                 // leader, as the memory store does.
                 if !(arrivedDuringFlight && reason == .notFound) { return .counted(.absent(reason), label: nil) }
             case .pending:
+                if !arrivedDuringFlight { waitingCount.add(1, ordering: .relaxed) }
                 arrivedDuringFlight = true
             case .unavailable:
                 let remaining = max(.zero, deadline - clock.now)
@@ -464,6 +477,25 @@ public final class RedisStore: ResponseStore, Service {
     }
 
     // MARK: Internals
+
+    private func noteFallbackResult(_ digest: String, policy: StorePolicy) {
+        let now = clock.now
+        let until = now + max(policy.ttl, policy.negativeTTL)
+        fallbackResults.withLock { results in
+            if results.count >= 4096 { results = results.filter { $0.value > now } }
+            results[digest] = until
+        }
+    }
+
+    private func hasFallbackResult(_ digest: String) -> Bool {
+        let now = clock.now
+        return fallbackResults.withLock { results in
+            guard let until = results[digest] else { return false }
+            if until > now { return true }
+            results[digest] = nil
+            return false
+        }
+    }
 
     private func record(_ token: FlightToken, _ flight: Flight) {
         let staleAfter = configuration.lockAge * 3

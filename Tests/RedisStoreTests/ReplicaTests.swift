@@ -268,6 +268,8 @@ import Testing
                 #expect(try metrics[1].expectCounter("prefetch_store_redis_reconnects_total").totalValue >= 1)
                 #expect(try metrics[1].expectGauge("prefetch_store_redis_up").lastValue == 1)
 
+                // The outage's result is still served by the replica that fetched it.
+                #expect(await a.read(key("/during"), wait: .zero).body == "during")
                 // Shared again: a flight on one replica is a hit on the other.
                 #expect(await put(b, key("/after"), .success(response("after"))))
                 #expect(await a.read(key("/after"), wait: .zero).body == "after")
