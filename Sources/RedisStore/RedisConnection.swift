@@ -118,8 +118,8 @@ final class RedisConnection {
         return Self.value(of: reply)
     }
 
-    /// Waits up to `timeoutMilliseconds` for incoming data, then takes every reply that arrived. Returns nil on
-    /// timeout with nothing buffered.
+    /// Waits up to `timeoutMilliseconds` for incoming data, then takes every reply that arrived; empty when
+    /// nothing arrived in time.
     func receive(timeoutMilliseconds: Int32) throws(RedisCallError) -> [RedisValue] {
         var values = try bufferedReplies()
         guard values.isEmpty else { return values }

@@ -430,6 +430,10 @@ public final class RedisStore: ResponseStore, Service {
             case .pending:
                 if !arrivedDuringFlight { waitingCount.add(1, ordering: .relaxed) }
                 arrivedDuringFlight = true
+            case .unavailable where arrivedDuringFlight && !hasFallbackResult(keys.digest):
+                // Redis went down under a flight this reader joined: its leader (if on this replica) completes into
+                // the fallback and announces it locally, so keep waiting.
+                break
             case .unavailable:
                 let remaining = max(.zero, deadline - clock.now)
                 return .countedByFallback(await fallback.read(key, wait: Task.isCancelled ? .zero : remaining))

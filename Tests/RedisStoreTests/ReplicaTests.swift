@@ -245,9 +245,15 @@ import Testing
             try await withReplicas(server, metrics: metrics) { replicas in
                 let (a, b) = (replicas[0], replicas[1])
                 #expect(await put(a, key("/before"), .success(response("before"))))
+                // A flight led in Redis whose leader completes only after Redis is gone.
+                let midFlight = try #require(await a.begin(key("/mid"), policy: policy()).token)
+                async let midWaiter = a.read(key("/mid"), wait: .seconds(30))
+                #expect(await eventually { a.waitingReaders == 1 })
 
                 await server.stop()
                 #expect(await eventually { a.isDegraded && b.isDegraded }, "both notice the outage")
+                await a.complete(key("/mid"), token: midFlight, result: .success(response("mid")))
+                #expect(await midWaiter.body == "mid", "the result is kept on this replica and reaches its waiter")
                 #expect(try metrics[0].expectGauge("prefetch_store_redis_up").lastValue == 0)
 
                 // Every call still answers, promptly; each replica fetches and serves for itself.

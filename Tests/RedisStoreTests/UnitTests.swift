@@ -68,6 +68,11 @@ import Testing
         #expect(EntryCodec.decode(EntryCodec.lock(label: "x", token: FlightToken(7))) == nil)
     }
 
+    @Test func scriptsAreAddressedByTheSHA1RedisComputes() {
+        #expect(LuaScript("").sha == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        #expect(LuaScript("return 1").sha == "e0e1f9fabfc9d4800c877a703b823ac0578ff8db")
+    }
+
     @Test func keyDigestCoversEveryFieldAndAnnouncementsParse() {
         let alice = Identity(headers: [("Cookie", "sid=alice")])
         let keys = [
