@@ -8,6 +8,8 @@
 //   PrefetchFetcher  libcurl multi interface driven from one loop thread; async fetch API
 //   ConfigUpdater    keeps the prefetch config current: polling, fatigue window, fallback source, last-good copy
 //   PrefetchStore    TTL response store with single flight and identity isolation
+//   CHiredis         the C world: hiredis through pkg-config, with typed shims (only RedisStore imports it)
+//   RedisStore       the shared ResponseStore backed by Redis, for several replicas behind a load balancer
 //   RendererPool     warm renderer pool (modelled and process renderers)
 //   PrefetchService  the Hummingbird HTTP API, metrics and the long-running services
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, applied per transfer via CONNECT_TO
@@ -77,6 +79,23 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .systemLibrary(
+            name: "CHiredis",
+            pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]
+        ),
+        .target(
+            name: "RedisStore",
+            dependencies: [
+                "CHiredis",
+                "PrefetchStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -199,6 +218,17 @@ let package = Package(
                 "PrefetchStore",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RedisStoreTests",
+            dependencies: [
+                "RedisStore",
+                "PrefetchStore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),

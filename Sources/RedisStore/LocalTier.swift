@@ -1,0 +1,82 @@
+import PrefetchStore
+
+/// The small in-process tier in front of Redis for hot ready responses, as a value type with no clock of its own.
+///
+/// Guarantees: an item is never served at or after the Redis expiry it was read with (measured from before the
+/// Redis call, so the local copy always ends first); no-store responses are never kept (each must come from Redis,
+/// which hands it out once); and an item lives at most `ttlCap`, which bounds how long a replica can keep serving an
+/// entry another replica dropped with `retain(labels:)`. Bounded by `maxEntries` and `maxBytes`, least recently
+/// used out first.
+struct LocalTier: Sendable {
+    struct Item: Sendable {
+        var response: StoredResponse
+        var label: String
+        var expiresAt: ContinuousClock.Instant
+        var bytes: Int
+        var lastUse: UInt64
+    }
+
+    /// Bytes counted per item on top of its response and key.
+    static let perItemOverhead = 128
+
+    let maxEntries: Int
+    let maxBytes: Int
+    let ttlCap: Duration
+    private(set) var items: [String: Item] = [:]
+    private(set) var bytes = 0
+    private var tick: UInt64 = 0
+
+    init(maxEntries: Int, maxBytes: Int, ttlCap: Duration) {
+        self.maxEntries = maxEntries
+        self.maxBytes = maxBytes
+        self.ttlCap = ttlCap
+    }
+
+    var isEnabled: Bool { maxEntries > 0 && maxBytes > 0 && ttlCap > .zero }
+
+    /// The item for `digest` unless it is due.
+    mutating func get(_ digest: String, now: ContinuousClock.Instant) -> Item? {
+        guard var item = items[digest] else { return nil }
+        guard now < item.expiresAt else {
+            remove(digest)
+            return nil
+        }
+        tick += 1
+        item.lastUse = tick
+        items[digest] = item
+        return item
+    }
+
+    /// Keeps a ready response until the earlier of `redisExpiresAt` and `now + ttlCap`. No-store responses and
+    /// responses larger than the whole tier are not kept.
+    mutating func put(
+        _ digest: String, response: StoredResponse, label: String, redisExpiresAt: ContinuousClock.Instant,
+        now: ContinuousClock.Instant
+    ) {
+        guard isEnabled, !response.noStore else { return }
+        let expiresAt = min(redisExpiresAt, now + ttlCap)
+        guard expiresAt > now else { return }
+        let size = Self.perItemOverhead + digest.utf8.count + label.utf8.count + response.accountedBytes
+        guard size <= maxBytes else { return }
+        remove(digest)
+        while items.count >= maxEntries || bytes + size > maxBytes {
+            guard let victim = items.min(by: { $0.value.lastUse < $1.value.lastUse })?.key else { break }
+            remove(victim)
+        }
+        tick += 1
+        items[digest] = Item(response: response, label: label, expiresAt: expiresAt, bytes: size, lastUse: tick)
+        bytes += size
+    }
+
+    mutating func remove(_ digest: String) {
+        guard let item = items.removeValue(forKey: digest) else { return }
+        bytes -= item.bytes
+    }
+
+    /// Drops every item whose label is not in `labels`.
+    mutating func retain(labels: Set<String>) {
+        for (digest, item) in items where !labels.contains(item.label) {
+            remove(digest)
+        }
+    }
+}

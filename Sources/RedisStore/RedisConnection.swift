@@ -1,0 +1,200 @@
+import CHiredis
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A reply from Redis, copied out of hiredis's reply tree.
+enum RedisValue: Sendable, Hashable {
+    case string([UInt8])
+    case integer(Int64)
+    case array([RedisValue])
+    case null
+    case status(String)
+    /// An error reply (e.g. a script error): the server answered, so this is not an outage.
+    case error(String)
+
+    var text: String? {
+        switch self {
+        case .string(let bytes): String(decoding: bytes, as: UTF8.self)
+        case .status(let text): text
+        default: nil
+        }
+    }
+}
+
+/// Why a call reached no answer from Redis.
+struct RedisCallError: Error, Sendable, Hashable, CustomStringConvertible {
+    enum Kind: Sendable, Hashable {
+        /// Redis is known to be down and the reconnect backoff has not passed: no attempt was made.
+        case unavailable
+        /// Connecting failed.
+        case connect
+        /// The connection broke (reset, closed, or timed out) during a command.
+        case io
+        /// The connection broke in a way that means the command never ran (the server had closed it), so
+        /// retrying once on a fresh connection is safe.
+        case closed
+    }
+
+    var kind: Kind
+    var message: String
+
+    var description: String { message }
+
+    static let unavailable = RedisCallError(kind: .unavailable, message: "Redis is down; waiting to reconnect")
+}
+
+/// One blocking hiredis connection. Not thread-safe: each connection is owned by exactly one worker and only ever
+/// used from that worker's serial queue (or the subscriber's own thread), never from the cooperative pool.
+final class RedisConnection {
+    private let context: UnsafeMutablePointer<redisContext>
+
+    private init(context: UnsafeMutablePointer<redisContext>) {
+        self.context = context
+    }
+
+    deinit {
+        redisFree(context)
+    }
+
+    /// Connects (bounded by `connectTimeout`), bounds every later read and write by `commandTimeout`, and selects
+    /// the endpoint's database.
+    static func open(
+        _ endpoint: RedisEndpoint, connectTimeout: Duration, commandTimeout: Duration
+    ) throws(RedisCallError) -> RedisConnection {
+        guard let context = prefetch_redis_connect(endpoint.host, Int32(endpoint.port), milliseconds(connectTimeout))
+        else { throw RedisCallError(kind: .connect, message: "cannot allocate a Redis connection") }
+        if prefetch_redis_error(context) != 0 {
+            let message = String(cString: prefetch_redis_error_message(context))
+            redisFree(context)
+            throw RedisCallError(kind: .connect, message: "cannot connect to \(endpoint): \(message)")
+        }
+        let connection = RedisConnection(context: context)
+        guard prefetch_redis_set_timeout(context, milliseconds(commandTimeout)) == REDIS_OK else {
+            throw RedisCallError(kind: .connect, message: "cannot set the command timeout on \(endpoint)")
+        }
+        if endpoint.database != 0 {
+            let reply = try connection.command(["SELECT", String(endpoint.database)])
+            if case .error(let message) = reply {
+                throw RedisCallError(kind: .connect, message: "cannot select database \(endpoint.database): \(message)")
+            }
+        }
+        return connection
+    }
+
+    /// Sends one command and waits (bounded by the command timeout) for its reply.
+    func command(_ arguments: [String]) throws(RedisCallError) -> RedisValue {
+        try command(arguments.map { Array($0.utf8) })
+    }
+
+    /// Sends one binary-safe command and waits (bounded by the command timeout) for its reply.
+    func command(_ arguments: [[UInt8]]) throws(RedisCallError) -> RedisValue {
+        // One contiguous buffer for every argument, plus a trailing byte so it is never empty.
+        var flat: [UInt8] = []
+        flat.reserveCapacity(arguments.reduce(1) { $0 + $1.count })
+        var offsets: [Int] = []
+        offsets.reserveCapacity(arguments.count)
+        for argument in arguments {
+            offsets.append(flat.count)
+            flat.append(contentsOf: argument)
+        }
+        flat.append(0)
+        let lengths = arguments.map(\.count)
+        let reply: UnsafeMutablePointer<redisReply>? = flat.withUnsafeBufferPointer { buffer in
+            let base = UnsafeRawPointer(buffer.baseAddress!)
+            var argv: [UnsafePointer<CChar>?] = offsets.map { (base + $0).assumingMemoryBound(to: CChar.self) }
+            return argv.withUnsafeMutableBufferPointer { argvBuffer in
+                lengths.withUnsafeBufferPointer { lengthBuffer in
+                    prefetch_redis_command_argv(
+                        context, Int32(arguments.count), argvBuffer.baseAddress, lengthBuffer.baseAddress)
+                }
+            }
+        }
+        guard let reply else { throw brokenError() }
+        defer { prefetch_redis_free_reply(reply) }
+        return Self.value(of: reply)
+    }
+
+    /// Waits up to `timeoutMilliseconds` for incoming data, then takes every reply that arrived; empty when
+    /// nothing arrived in time.
+    func receive(timeoutMilliseconds: Int32) throws(RedisCallError) -> [RedisValue] {
+        var values = try bufferedReplies()
+        guard values.isEmpty else { return values }
+        let ready = prefetch_redis_wait_readable(context, timeoutMilliseconds)
+        if ready == 0 { return [] }
+        if ready < 0 {
+            if errno == EINTR { return [] }
+            throw RedisCallError(kind: .io, message: "waiting on the Redis connection failed (errno \(errno))")
+        }
+        guard prefetch_redis_buffer_read(context) == REDIS_OK else { throw brokenError() }
+        values = try bufferedReplies()
+        return values
+    }
+
+    private func bufferedReplies() throws(RedisCallError) -> [RedisValue] {
+        var values: [RedisValue] = []
+        while true {
+            var reply: UnsafeMutablePointer<redisReply>?
+            guard prefetch_redis_buffered_reply(context, &reply) == REDIS_OK else { throw brokenError() }
+            guard let reply else { return values }
+            values.append(Self.value(of: reply))
+            prefetch_redis_free_reply(reply)
+        }
+    }
+
+    private func brokenError() -> RedisCallError {
+        let code = prefetch_redis_error(context)
+        let message = String(cString: prefetch_redis_error_message(context))
+        let savedErrno = errno
+        // EOF, a reset or a broken pipe mean the server dropped the connection before our command ran; a timeout
+        // means it may have run.
+        let closed = code == REDIS_ERR_EOF
+            || (code == REDIS_ERR_IO && (savedErrno == EPIPE || savedErrno == ECONNRESET))
+        return RedisCallError(kind: closed ? .closed : .io, message: "Redis connection broke: \(message)")
+    }
+
+    private static func value(of reply: UnsafeMutablePointer<redisReply>) -> RedisValue {
+        let node = reply.pointee
+        switch node.type {
+        case REDIS_REPLY_STRING:
+            return .string(bytes(node.str, node.len))
+        case REDIS_REPLY_STATUS:
+            return .status(String(decoding: bytes(node.str, node.len), as: UTF8.self))
+        case REDIS_REPLY_ERROR:
+            return .error(String(decoding: bytes(node.str, node.len), as: UTF8.self))
+        case REDIS_REPLY_INTEGER:
+            return .integer(Int64(node.integer))
+        case REDIS_REPLY_ARRAY:
+            var elements: [RedisValue] = []
+            elements.reserveCapacity(node.elements)
+            for index in 0..<node.elements {
+                if let element = prefetch_redis_reply_element(reply, index) {
+                    elements.append(value(of: element))
+                } else {
+                    elements.append(.null)
+                }
+            }
+            return .array(elements)
+        default:
+            return .null
+        }
+    }
+
+    private static func bytes(_ pointer: UnsafeMutablePointer<CChar>?, _ count: Int) -> [UInt8] {
+        guard let pointer, count > 0 else { return [] }
+        return pointer.withMemoryRebound(to: UInt8.self, capacity: count) {
+            Array(UnsafeBufferPointer(start: $0, count: count))
+        }
+    }
+}
+
+/// Whole milliseconds in `duration`, rounded up, at least 1 (Redis rejects a zero expiry).
+func milliseconds(_ duration: Duration) -> Int {
+    let (seconds, attoseconds) = duration.components
+    let perMillisecond: Int64 = 1_000_000_000_000_000
+    let rounded = attoseconds / perMillisecond + (attoseconds % perMillisecond > 0 ? 1 : 0)
+    return max(1, Int(seconds) * 1000 + Int(rounded))
+}

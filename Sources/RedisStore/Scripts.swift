@@ -1,0 +1,104 @@
+import Crypto
+
+/// A Lua script run atomically by Redis: sent by SHA-1 (`EVALSHA`), and in full only when the server does not have
+/// it cached yet (`NOSCRIPT`, e.g. after a restart).
+struct LuaScript: Sendable {
+    let source: String
+    let sha: String
+
+    init(_ source: String) {
+        self.source = source
+        self.sha = Insecure.SHA1.hash(data: Array(source.utf8)).map { byte in
+            let digits = Array("0123456789abcdef")
+            return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]])
+        }.joined()
+    }
+}
+
+/// The store's scripts. Keys per store key: `E` the value, `L` the leader lock, `T` the tombstone (why the value
+/// is gone: `expired`, `consumed` or `evicted`). Values start with a kind byte and a 2-byte label length (see
+/// `EntryCodec`).
+enum Scripts {
+    /// KEYS E L T; ARGV lockValue lockAgeMs. `fresh` while a value exists; otherwise takes the lock (`leader`,
+    /// clearing the previous generation's tombstone) unless another flight holds it (`joined`).
+    static let begin = LuaScript(
+        """
+        if redis.call('EXISTS', KEYS[1]) == 1 then return 'fresh' end
+        if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
+          redis.call('DEL', KEYS[3])
+          return 'leader'
+        end
+        return 'joined'
+        """)
+
+    /// KEYS E L T; ARGV lockValue value keepMs tombstoneMs channel message. Only the lock holder completes:
+    /// releases the lock, keeps the value for keepMs (0: not kept), leaves an `expired` tombstone that outlives it,
+    /// and announces the completion. Returns 1, or 0 for a stale or unknown lock.
+    static let complete = LuaScript(
+        """
+        if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+        redis.call('DEL', KEYS[2])
+        local keep = tonumber(ARGV[3])
+        if keep > 0 then
+          redis.call('SET', KEYS[1], ARGV[2], 'PX', keep)
+          redis.call('SET', KEYS[3], 'expired', 'PX', keep + tonumber(ARGV[4]))
+        end
+        redis.call('PUBLISH', ARGV[5], ARGV[6])
+        return 1
+        """)
+
+    /// KEYS L; ARGV lockValue. Releases the lock only if the caller still holds it.
+    static let abandon = LuaScript(
+        """
+        if redis.call('GET', KEYS[1]) == ARGV[1] then
+          redis.call('DEL', KEYS[1])
+          return 1
+        end
+        return 0
+        """)
+
+    /// KEYS E L T; ARGV tombstoneMs. {1, value, pttl} for a value (a no-store one is deleted in the same step and
+    /// leaves a `consumed` tombstone, so exactly one reader across all replicas gets it); {2} while a flight holds
+    /// the lock; {3, reason} otherwise.
+    static let read = LuaScript(
+        """
+        local v = redis.call('GET', KEYS[1])
+        if v then
+          if string.sub(v, 1, 1) == 'N' then
+            redis.call('DEL', KEYS[1])
+            redis.call('SET', KEYS[3], 'consumed', 'PX', ARGV[1])
+            return {1, v, -1}
+          end
+          return {1, v, redis.call('PTTL', KEYS[1])}
+        end
+        if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
+        local t = redis.call('GET', KEYS[3])
+        if t then return {3, t} end
+        return {3, 'not-triggered'}
+        """)
+
+    /// KEYS (target, tombstone) pairs; ARGV tombstoneMs channel digestLength keptLabel*. Deletes every value or
+    /// lock whose label is not kept, leaves an `evicted` tombstone, announces it, and returns the dropped digests.
+    static let retain = LuaScript(
+        """
+        local keep = {}
+        for i = 4, #ARGV do keep[ARGV[i]] = true end
+        local digestLength = tonumber(ARGV[3])
+        local dropped = {}
+        for i = 1, #KEYS, 2 do
+          local v = redis.call('GET', KEYS[i])
+          if v and #v >= 3 then
+            local n = string.byte(v, 2) * 256 + string.byte(v, 3)
+            local label = string.sub(v, 4, 3 + n)
+            if not keep[label] then
+              redis.call('DEL', KEYS[i])
+              redis.call('SET', KEYS[i + 1], 'evicted', 'PX', ARGV[1])
+              local digest = string.sub(KEYS[i], -digestLength)
+              redis.call('PUBLISH', ARGV[2], digest)
+              dropped[#dropped + 1] = digest
+            end
+          end
+        end
+        return dropped
+        """)
+}

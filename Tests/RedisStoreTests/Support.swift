@@ -1,0 +1,248 @@
+import Foundation
+import Logging
+import MetricsTestKit
+import PrefetchStore
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+@testable import RedisStore
+
+let quietLogger = Logger(label: "prefetch.redis.test") { _ in SwiftLogNoOpLogHandler() }
+
+/// A real `redis-server` on 127.0.0.1 and a free port, with no persistence. Always stop it (see `withRedis`).
+final class RedisServer: Sendable {
+    let port: Int
+    private let process = Mutex<Process?>(nil)
+    private let exited = Mutex<Set<Int32>>([])
+
+    var url: String { "redis://127.0.0.1:\(port)" }
+
+    private init(port: Int) {
+        self.port = port
+    }
+
+    static func start() async throws -> RedisServer {
+        let server = RedisServer(port: try freePort())
+        try await server.launch()
+        return server
+    }
+
+    /// Starts (again) on the same port and waits until it answers PING.
+    func launch() async throws {
+        let launched = Process()
+        launched.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
+        launched.arguments = [
+            "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
+        ]
+        launched.standardOutput = FileHandle.nullDevice
+        launched.standardError = FileHandle.nullDevice
+        launched.terminationHandler = { [self] finished in
+            _ = self.exited.withLock { $0.insert(finished.processIdentifier) }
+        }
+        try launched.run()
+        process.withLock { $0 = launched }
+        for _ in 0..<500 {
+            if await ping() { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        await stop()
+        throw RedisStoreError(code: "test", message: "redis-server on port \(port) never answered PING")
+    }
+
+    /// Kills the server (SIGKILL: it keeps no data, and a child may inherit a blocked SIGTERM) and waits until it
+    /// has exited.
+    func stop() async {
+        guard let running = process.withLock({ current -> Process? in
+            defer { current = nil }
+            return current
+        }) else { return }
+        let pid = running.processIdentifier
+        kill(pid, SIGKILL)
+        for _ in 0..<500 {
+            if exited.withLock({ $0.contains(pid) }) { return }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
+    private func ping() async -> Bool {
+        let cli = Process()
+        cli.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
+        cli.arguments = ["-h", "127.0.0.1", "-p", "\(port)", "ping"]
+        let pipe = Pipe()
+        cli.standardOutput = pipe
+        cli.standardError = FileHandle.nullDevice
+        guard (try? cli.run()) != nil else { return false }
+        for _ in 0..<200 where cli.isRunning {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        if cli.isRunning {
+            cli.terminate()
+            return false
+        }
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        return String(decoding: output, as: UTF8.self).contains("PONG")
+    }
+}
+
+/// A port nothing listens on right now: bind port 0 and read back what the kernel chose.
+func freePort() throws -> Int {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { throw RedisStoreError(code: "test", message: "socket failed") }
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = 0
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+            bind(descriptor, generic, length) == 0 && getsockname(descriptor, generic, &length) == 0
+        }
+    }
+    guard bound else { throw RedisStoreError(code: "test", message: "bind to port 0 failed") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+/// Runs `body` with a fresh redis-server and always stops it afterwards, whatever happens.
+func withRedis(_ body: (RedisServer) async throws -> Void) async throws {
+    let server = try await RedisServer.start()
+    do {
+        try await body(server)
+    } catch {
+        await server.stop()
+        throw error
+    }
+    await server.stop()
+}
+
+/// Settings for tests: short poll and lock times, a local tier with a short cap.
+func testConfiguration(
+    lockAge: Duration = .seconds(10), localTTL: Duration = .milliseconds(200), pollInterval: Duration = .milliseconds(100)
+) -> RedisStore.Configuration {
+    var configuration = RedisStore.Configuration()
+    configuration.pollInterval = pollInterval
+    configuration.lockAge = lockAge
+    configuration.localTTL = localTTL
+    configuration.connectTimeout = .milliseconds(300)
+    configuration.commandTimeout = .milliseconds(500)
+    return configuration
+}
+
+/// `count` stores ("replicas") sharing `server`, each run as a service (pub/sub subscriber) unless `runServices` is
+/// false; the services are cancelled when `body` returns or throws.
+func withReplicas(
+    _ server: RedisServer, count: Int = 2, configuration: RedisStore.Configuration = testConfiguration(),
+    metrics: [TestMetrics]? = nil, runServices: Bool = true, _ body: ([RedisStore]) async throws -> Void
+) async throws {
+    let stores = try (0..<count).map { index in
+        try RedisStore(
+            url: server.url, configuration: configuration, logger: quietLogger,
+            metricsFactory: metrics?[index] ?? TestMetrics())
+    }
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        if runServices {
+            for store in stores { group.addTask { try await store.run() } }
+        }
+        do {
+            try await body(stores)
+        } catch {
+            group.cancelAll()
+            throw error
+        }
+        group.cancelAll()
+    }
+}
+
+func key(_ path: String = "/a", identity: Identity = .anonymous, body: [UInt8]? = nil) -> StoreKey {
+    StoreKey(identity: identity, method: "GET", url: "https://api.test\(path)", body: body)
+}
+
+func response(_ text: String, noStore: Bool = false) -> StoredResponse {
+    StoredResponse(
+        status: 200, headers: [StoredHeader(name: "Content-Type", value: "text/plain")], body: Array(text.utf8),
+        noStore: noStore)
+}
+
+func policy(_ label: String = "profile", ttl: Duration = .seconds(30), negativeTTL: Duration = .seconds(5)) -> StorePolicy {
+    StorePolicy(ttl: ttl, negativeTTL: negativeTTL, label: label)
+}
+
+/// What a reader sees of a response, without the process-local `fetchedAt`.
+struct Content: Hashable, Sendable {
+    var status: Int
+    var headers: [StoredHeader]
+    var body: String
+    var noStore: Bool
+
+    init(_ response: StoredResponse) {
+        status = response.status
+        headers = response.headers
+        body = String(decoding: response.body, as: UTF8.self)
+        noStore = response.noStore
+    }
+}
+
+extension ReadOutcome {
+    var content: Content? {
+        if case .ready(let response, _) = self { return Content(response) }
+        return nil
+    }
+
+    var body: String? { content?.body }
+
+    var isJoined: Bool {
+        switch self {
+        case .ready(_, let joined), .failed(_, let joined): joined
+        default: false
+        }
+    }
+}
+
+extension BeginOutcome {
+    var token: FlightToken? {
+        if case .leader(let token) = self { return token }
+        return nil
+    }
+}
+
+/// Claims and completes a flight on `store`; returns whether it led.
+@discardableResult
+func put(_ store: RedisStore, _ key: StoreKey, _ result: Result<StoredResponse, StoreFailure>,
+         policy: StorePolicy = policy()) async -> Bool {
+    guard let token = await store.begin(key, policy: policy).token else { return false }
+    await store.complete(key, token: token, result: result)
+    return true
+}
+
+/// Waits (bounded, `seconds`) until `condition` holds; returns whether it did.
+func eventually(seconds: Int = 10, _ condition: () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return await condition()
+}
+
+/// Runs `operation`, recording an issue and returning nil if it has not finished within `seconds`.
+func bounded<T: Sendable>(
+    _ seconds: Int = 10, _ what: String, _ operation: @escaping @Sendable () async -> T
+) async -> T? {
+    await withTaskGroup(of: T?.self) { group in
+        group.addTask { await operation() }
+        group.addTask {
+            try? await Task.sleep(for: .seconds(seconds))
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        if first == nil { Issue.record("\(what) did not finish within \(seconds) s") }
+        return first
+    }
+}

@@ -1,0 +1,158 @@
+import PrefetchStore
+import Testing
+
+@testable import RedisStore
+
+@Suite struct EndpointTests {
+    @Test func parsesHostPortAndDatabase() throws {
+        let endpoint = try RedisEndpoint(url: "redis://127.0.0.1:6380/2")
+        #expect(endpoint == RedisEndpoint(host: "127.0.0.1", port: 6380, database: 2))
+        #expect(try RedisEndpoint(url: "redis://cache.internal") == RedisEndpoint(host: "cache.internal"))
+        #expect(try RedisEndpoint(url: "REDIS://[::1]:7000/") == RedisEndpoint(host: "::1", port: 7000))
+        #expect(endpoint.description == "redis://127.0.0.1:6380/2")
+    }
+
+    @Test(arguments: [
+        "http://127.0.0.1:6379", "redis://", "redis://:6379", "redis://host:port", "redis://host:0",
+        "redis://host:70000", "redis://host:6379/abc", "redis://host:6379/-1", "redis://host:6379?db=1",
+        "redis://ho st:6379", "redis://[::1", "127.0.0.1:6379",
+    ])
+    func invalidURLIsRejectedWithAnErrorNamingIt(url: String) {
+        #expect {
+            try RedisEndpoint(url: url)
+        } throws: { error in
+            guard let error = error as? RedisStoreError else { return false }
+            return error.code == "invalid_url" && error.message.contains("'\(url)'")
+        }
+    }
+
+    @Test func storeCreationRejectsAnInvalidURLWithoutRepeatingCredentials() {
+        do {
+            _ = try RedisStore(url: "redis://admin:hunter2@127.0.0.1:6379", logger: quietLogger)
+            Issue.record("a URL with credentials must be rejected")
+        } catch {
+            #expect(error.code == RedisStoreError.invalidURLCode)
+            #expect(error.message.contains("127.0.0.1:6379"))
+            #expect(!error.message.contains("hunter2"))
+        }
+    }
+}
+
+@Suite struct CodecTests {
+    @Test func responsesRoundTrip() throws {
+        let original = StoredResponse(
+            status: 203, headers: [StoredHeader(name: "A", value: "1"), StoredHeader(name: "Set-Cookie", value: "x=é")],
+            body: Array(0...255), fetchedAt: .now - .seconds(3), noStore: true, elapsed: .milliseconds(42))
+        let encoded = EntryCodec.encode(.response(original, label: "feed"))
+        #expect(encoded.first == UInt8(ascii: "N"), "scripts recognise no-store values by their first byte")
+        guard case .response(let decoded, let label) = try #require(EntryCodec.decode(encoded)) else {
+            Issue.record("decoded a response as something else")
+            return
+        }
+        #expect(label == "feed")
+        #expect(decoded.status == 203)
+        #expect(decoded.headers == original.headers)
+        #expect(decoded.body == original.body)
+        #expect(decoded.noStore)
+        #expect(decoded.elapsed == .milliseconds(42))
+        let age = ContinuousClock.now - decoded.fetchedAt
+        #expect(age >= .seconds(2) && age <= .seconds(5), "fetchedAt survives as an age, got \(age)")
+    }
+
+    @Test func failuresRoundTripAndGarbageIsRejected() {
+        let failure = StoreFailure(code: "timeout", message: "upstream api.test timed out")
+        let encoded = EntryCodec.encode(.failure(failure, label: "profile"))
+        #expect(EntryCodec.decode(encoded) == .failure(failure, label: "profile"))
+        #expect(EntryCodec.decode(Array(encoded.dropLast())) == nil)
+        #expect(EntryCodec.decode([]) == nil)
+        #expect(EntryCodec.decode(EntryCodec.lock(label: "x", token: FlightToken(7))) == nil)
+    }
+
+    @Test func scriptsAreAddressedByTheSHA1RedisComputes() {
+        #expect(LuaScript("").sha == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        #expect(LuaScript("return 1").sha == "e0e1f9fabfc9d4800c877a703b823ac0578ff8db")
+    }
+
+    @Test func keyDigestCoversEveryFieldAndAnnouncementsParse() {
+        let alice = Identity(headers: [("Cookie", "sid=alice")])
+        let keys = [
+            key("/a"), key("/b"), key("/a", identity: alice), key("/a", body: [1]),
+            StoreKey(identity: .anonymous, method: "POST", url: "https://api.test/a", body: nil),
+        ]
+        #expect(Set(keys.map(KeySpace.digest(of:))).count == keys.count)
+        let digest = KeySpace.digest(of: key())
+        #expect(digest.utf8.count == KeySpace.digestLength)
+        #expect(KeySpace.parseAnnouncement(KeySpace.announcement(digest, payload: nil))! == (digest, nil))
+        let parsed = KeySpace.parseAnnouncement(KeySpace.announcement(digest, payload: [1, 2]))
+        #expect(parsed?.payload == [1, 2])
+    }
+}
+
+@Suite struct LocalTierTests {
+    let now = ContinuousClock.now
+
+    @Test func itemEndsAtTheEarlierOfRedisExpiryAndTheCap() {
+        var tier = LocalTier(maxEntries: 4, maxBytes: 1 << 20, ttlCap: .seconds(1))
+        tier.put("a", response: response("a"), label: "l", redisExpiresAt: now + .milliseconds(300), now: now)
+        tier.put("b", response: response("b"), label: "l", redisExpiresAt: now + .seconds(60), now: now)
+        #expect(tier.get("a", now: now + .milliseconds(299)) != nil)
+        #expect(tier.get("a", now: now + .milliseconds(300)) == nil, "never past the Redis expiry")
+        #expect(tier.get("b", now: now + .milliseconds(999)) != nil)
+        #expect(tier.get("b", now: now + .seconds(1)) == nil, "never past the cap")
+        #expect(tier.bytes == 0)
+    }
+
+    @Test func noStoreIsNeverKeptAndBoundsHold() {
+        var tier = LocalTier(maxEntries: 2, maxBytes: 1 << 20, ttlCap: .seconds(1))
+        tier.put("n", response: response("n", noStore: true), label: "l", redisExpiresAt: now + .seconds(9), now: now)
+        #expect(tier.get("n", now: now) == nil)
+        for name in ["a", "b"] {
+            tier.put(name, response: response(name), label: "l", redisExpiresAt: now + .seconds(9), now: now)
+        }
+        _ = tier.get("a", now: now)
+        tier.put("c", response: response("c"), label: "l", redisExpiresAt: now + .seconds(9), now: now)
+        #expect(tier.items.count == 2)
+        #expect(tier.get("b", now: now) == nil, "least recently used goes first")
+        #expect(tier.get("a", now: now) != nil)
+
+        var small = LocalTier(maxEntries: 10, maxBytes: 400, ttlCap: .seconds(1))
+        for name in ["a", "b", "c", "d"] {
+            small.put(name, response: response(String(repeating: name, count: 100)), label: "l",
+                      redisExpiresAt: now + .seconds(9), now: now)
+            #expect(small.bytes <= 400)
+        }
+        small.retain(labels: [])
+        #expect(small.items.isEmpty && small.bytes == 0)
+    }
+}
+
+@Suite struct HealthTests {
+    @Test func backoffDoublesUpToTheCapAndResetsOnRecovery() {
+        let start = ContinuousClock.now
+        var health = RedisHealth(initialBackoff: .milliseconds(100), maxBackoff: .milliseconds(400))
+        var claimed = health.claimAttempt(now: start)
+        #expect(claimed, "up: everyone may call")
+        var transition = health.failed(now: start)
+        #expect(transition == .wentDown)
+        transition = health.failed(now: start)
+        #expect(transition == .none)
+        claimed = health.claimAttempt(now: start + .milliseconds(99))
+        #expect(!claimed)
+        claimed = health.claimAttempt(now: start + .milliseconds(100))
+        #expect(claimed)
+        claimed = health.claimAttempt(now: start + .milliseconds(100))
+        #expect(!claimed, "one attempt per backoff period")
+        #expect(health.backoff == .milliseconds(200))
+        claimed = health.claimAttempt(now: start + .milliseconds(300))
+        #expect(claimed)
+        claimed = health.claimAttempt(now: start + .milliseconds(700))
+        #expect(claimed)
+        #expect(health.backoff == .milliseconds(400), "capped")
+        transition = health.succeeded()
+        #expect(transition == .cameUp)
+        transition = health.succeeded()
+        #expect(transition == .none)
+        #expect(health.backoff == .milliseconds(100))
+        #expect(health.isUp)
+    }
+}
