@@ -2,9 +2,10 @@
 # Installs the system packages the build and the tests need, when they are missing.
 # Usage: scripts/ensure-deps.sh [build|test]
 set -euo pipefail
-want=(libcurl4-openssl-dev pkg-config)
+want=(libcurl4-openssl-dev libhiredis-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
-  want+=(curl)
+  # Real parts the tests start: redis-server, openssl (test CA and certificates), curl.
+  want+=(curl redis-server openssl)
 fi
 missing=()
 for package in "${want[@]}"; do

@@ -137,11 +137,11 @@ struct FetcherTests {
             try await withFetcher { fetcher in
                 let url = "http://127.0.0.1:\(upstream.port)/hang?hang=1"
                 let task = Task { await failureCode(fetcher, FetchRequest(url: url, timeout: .seconds(30))) }
-                #expect(await eventually { upstream.hits(path: "/hang") == 1 })
+                do { let settled = await eventually { upstream.hits(path: "/hang") == 1 }; #expect(settled) }
                 #expect(fetcher.inFlight == 1)
                 task.cancel()
                 #expect(await task.value == .cancelled)
-                #expect(await eventually { fetcher.inFlight == 0 })
+                do { let settled = await eventually { fetcher.inFlight == 0 }; #expect(settled) }
                 // The fetcher stays usable.
                 let after = try await fetcher.fetch(FetchRequest(url: "http://127.0.0.1:\(upstream.port)/ok"))
                 #expect(after.status == 200)
@@ -154,7 +154,7 @@ struct FetcherTests {
             try await withFetcher(FetcherConfiguration(maxTransfers: 1)) { fetcher in
                 let url = "http://127.0.0.1:\(upstream.port)/slow?delay=2000"
                 async let first = failureCode(fetcher, FetchRequest(url: url, timeout: .seconds(10)))
-                #expect(await eventually { upstream.hits(path: "/slow") == 1 })
+                do { let settled = await eventually { upstream.hits(path: "/slow") == 1 }; #expect(settled) }
                 let second = await failureCode(fetcher, FetchRequest(url: url, timeout: .milliseconds(200)))
                 #expect(second == .timeout)
                 let firstCode = await first
@@ -216,7 +216,7 @@ struct FetcherTests {
         try await withUpstream { upstream in
             let fetcher = Fetcher(logger: Logger(label: "prefetch.fetcher.test"))
             let early = Task { try await fetcher.fetch(FetchRequest(url: "http://127.0.0.1:\(upstream.port)/early")) }
-            #expect(await eventually { fetcher.inFlight == 1 })
+            do { let settled = await eventually { fetcher.inFlight == 1 }; #expect(settled) }
             #expect(upstream.hits(path: "/early") == 0)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await fetcher.run() }
@@ -235,7 +235,7 @@ struct FetcherTests {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await fetcher.run() }
                     async let inFlight = fetcher.fetch(FetchRequest(url: url, timeout: .seconds(10)))
-                    #expect(await eventually { upstream.hits(path: "/drain") == 1 })
+                    do { let settled = await eventually { upstream.hits(path: "/drain") == 1 }; #expect(settled) }
                     trigger.triggerGracefulShutdown()
                     let status = try await inFlight.status
                     #expect(status == 200)
@@ -258,7 +258,7 @@ struct FetcherTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await fetcher.run() }
                 async let pending = failureCode(fetcher, FetchRequest(url: url, timeout: .seconds(30)))
-                #expect(await eventually { upstream.hits(path: "/abort") == 1 })
+                do { let settled = await eventually { upstream.hits(path: "/abort") == 1 }; #expect(settled) }
                 group.cancelAll()
                 try await group.next()
                 let code = await pending

@@ -22,7 +22,7 @@ import Testing
         }
         let outcomes = await withTaskGroup(of: ReadOutcome.self) { group in
             for _ in 0..<100 { group.addTask { await store.read(key(), wait: .seconds(10)) } }
-            #expect(await eventually { store.waitingReaders == 100 })
+            do { let settled = await eventually { store.waitingReaders == 100 }; #expect(settled) }
             await store.complete(key(), token: token, result: .success(response("payload")))
             return await group.reduce(into: [ReadOutcome]()) { $0.append($1) }
         }
@@ -42,7 +42,7 @@ import Testing
         }
         let failure = StoreFailure(code: "connect", message: "connection to api.test:443 refused")
         async let waiter = store.read(key(), wait: .seconds(10))
-        #expect(await eventually { store.waitingReaders == 1 })
+        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
         await store.complete(key(), token: token, result: .failure(failure))
         #expect(await waiter == .failed(failure, joined: true))
         #expect(await store.read(key(), wait: .zero) == .failed(failure, joined: false))
@@ -64,10 +64,10 @@ import Testing
         let cancelled = Task { await store.read(key(), wait: .seconds(10)) }
         async let first = store.read(key(), wait: .seconds(10))
         async let second = store.read(key(), wait: .seconds(10))
-        #expect(await eventually { store.waitingReaders == 3 })
+        do { let settled = await eventually { store.waitingReaders == 3 }; #expect(settled) }
         cancelled.cancel()
         #expect(await cancelled.value == .pending)
-        #expect(await eventually { store.waitingReaders == 2 })
+        do { let settled = await eventually { store.waitingReaders == 2 }; #expect(settled) }
         #expect(await store.snapshot().pending == 1, "the flight is still in progress")
 
         await store.complete(key(), token: token, result: .success(response("ok")))
@@ -105,7 +105,7 @@ import Testing
         }
         #expect(await store.begin(key(), policy: policy()) == .joined)
         async let waiter = store.read(key(), wait: .seconds(10))
-        #expect(await eventually { store.waitingReaders == 1 })
+        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
         try? await Task.sleep(for: .milliseconds(300))
         guard case .leader(let second) = await store.begin(key(), policy: policy()) else {
             Issue.record("after lockAge a trigger must take over")
@@ -126,7 +126,7 @@ import Testing
             return
         }
         async let waiter = store.read(key(), wait: .seconds(10))
-        #expect(await eventually { store.waitingReaders == 1 })
+        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
         await store.abandon(key(), token: first)
         guard case .leader(let second) = await store.begin(key(), policy: policy()) else {
             Issue.record("after an abandon the next trigger leads without waiting for the lock age")
@@ -220,7 +220,7 @@ import Testing
         guard case .leader(let token) = await store.begin(key(), policy: policy()) else { return }
         let outcomes = await withTaskGroup(of: ReadOutcome.self) { group in
             for _ in 0..<20 { group.addTask { await store.read(key(), wait: .seconds(10)) } }
-            #expect(await eventually { store.waitingReaders == 20 })
+            do { let settled = await eventually { store.waitingReaders == 20 }; #expect(settled) }
             await store.complete(key(), token: token, result: .success(response("private", noStore: true)))
             return await group.reduce(into: [ReadOutcome]()) { $0.append($1) }
         }
@@ -260,7 +260,7 @@ import Testing
         await put(store, key("/b"), .success(response("b")), policy: policy("removed"))
         guard case .leader(let token) = await store.begin(key("/c"), policy: policy("gone")) else { return }
         async let waiter = store.read(key("/c"), wait: .seconds(10))
-        #expect(await eventually { store.waitingReaders == 1 })
+        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
 
         #expect(await store.retain(labels: ["kept"]) == 2)
         #expect(await waiter == .absent(.evicted))
@@ -342,7 +342,7 @@ import Testing
         await put(store, key("/small"), .success(response("small")))
         guard case .leader(let token) = await store.begin(key("/huge"), policy: policy()) else { return }
         async let waiter = store.read(key("/huge"), wait: .seconds(10))
-        #expect(await eventually { store.waitingReaders == 1 })
+        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
         await store.complete(key("/huge"), token: token, result: .success(response(bytes: 10_000)))
         #expect(await waiter == .ready(response(bytes: 10_000), joined: true))
         guard case .failed(let failure, joined: false) = await store.read(key("/huge"), wait: .zero) else {

@@ -14,7 +14,7 @@ import Testing
 
         guard case .leader(let token) = await store.begin(key("/b"), policy: policy("feed")) else { return }
         async let waiter = store.read(key("/b"), wait: .seconds(10))
-        #expect(await eventually { store.waitingReaders == 1 })
+        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
         await store.complete(key("/b"), token: token, result: .success(response("b")))
         _ = await waiter
 

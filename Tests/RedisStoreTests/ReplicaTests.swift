@@ -54,7 +54,7 @@ import Testing
                         return await group.reduce(into: [ReadOutcome]()) { $0.append($1) }
                     }
                 }
-                #expect(await eventually { a.waitingReaders + b.waitingReaders == 100 })
+                do { let settled = await eventually { a.waitingReaders + b.waitingReaders == 100 }; #expect(settled) }
                 await a.complete(key(), token: token, result: .success(response("payload")))
                 // Far less than the readers' own wait: they must have been woken, not timed out.
                 let outcomes = await bounded(20, "waking the readers") {
@@ -77,7 +77,7 @@ import Testing
                 let (a, b) = (replicas[0], replicas[1])
                 let token = try #require(await a.begin(key(), policy: policy()).token)
                 async let waiter = b.read(key(), wait: .seconds(30))
-                #expect(await eventually { b.waitingReaders == 1 })
+                do { let settled = await eventually { b.waitingReaders == 1 }; #expect(settled) }
                 await a.complete(key(), token: token, result: .success(response("polled")))
                 let outcome = await waiter
                 #expect(outcome.body == "polled")
@@ -126,7 +126,7 @@ import Testing
                         let store = replicas[index % 2]
                         group.addTask { await store.read(key("/private"), wait: .seconds(30)) }
                     }
-                    #expect(await eventually { a.waitingReaders + b.waitingReaders == 20 })
+                    do { let settled = await eventually { a.waitingReaders + b.waitingReaders == 20 }; #expect(settled) }
                     await a.complete(key("/private"), token: token, result: .success(response("private", noStore: true)))
                     return await group.reduce(into: [ReadOutcome]()) { $0.append($1) }
                 }
@@ -161,7 +161,7 @@ import Testing
                 let failure = StoreFailure(code: "connect", message: "connection to api.test:443 refused")
                 let token = try #require(await a.begin(key(), policy: failing).token)
                 async let waiter = b.read(key(), wait: .seconds(30))
-                #expect(await eventually { b.waitingReaders == 1 })
+                do { let settled = await eventually { b.waitingReaders == 1 }; #expect(settled) }
                 await a.complete(key(), token: token, result: .failure(failure))
                 #expect(await waiter == .failed(failure, joined: true))
                 #expect(await b.read(key(), wait: .zero) == .failed(failure, joined: false))
@@ -174,7 +174,7 @@ import Testing
                 let zero = policy(negativeTTL: .zero)
                 let second = try #require(await a.begin(key("/z"), policy: zero).token)
                 async let zeroWaiter = b.read(key("/z"), wait: .seconds(30))
-                #expect(await eventually { b.waitingReaders == 1 })
+                do { let settled = await eventually { b.waitingReaders == 1 }; #expect(settled) }
                 await a.complete(key("/z"), token: second, result: .failure(failure))
                 #expect(await zeroWaiter == .failed(failure, joined: true))
                 #expect(await a.begin(key("/z"), policy: zero).token != nil, "nothing was cached")
@@ -189,7 +189,7 @@ import Testing
                 let first = try #require(await a.begin(key(), policy: policy()).token)
                 #expect(await b.begin(key(), policy: policy()) == .joined)
                 async let waiter = b.read(key(), wait: .seconds(30))
-                #expect(await eventually { b.waitingReaders == 1 })
+                do { let settled = await eventually { b.waitingReaders == 1 }; #expect(settled) }
                 try await Task.sleep(for: .milliseconds(700))
                 let second = try #require(await b.begin(key(), policy: policy()).token, "the lock age passed")
                 await a.complete(key(), token: first, result: .success(response("stale")))
@@ -209,7 +209,7 @@ import Testing
                 let (a, b) = (replicas[0], replicas[1])
                 let first = try #require(await a.begin(key(), policy: policy()).token)
                 async let waiter = b.read(key(), wait: .seconds(30))
-                #expect(await eventually { b.waitingReaders == 1 })
+                do { let settled = await eventually { b.waitingReaders == 1 }; #expect(settled) }
                 await a.abandon(key(), token: first)
                 let second = try #require(await b.begin(key(), policy: policy()).token, "no lock age to wait for")
                 await b.complete(key(), token: second, result: .success(response("second")))
@@ -226,7 +226,7 @@ import Testing
                 #expect(await put(a, key("/b"), .success(response("b")), policy: policy("removed")))
                 let token = try #require(await a.begin(key("/c"), policy: policy("gone")).token)
                 async let waiter = a.read(key("/c"), wait: .seconds(30))
-                #expect(await eventually { a.waitingReaders == 1 })
+                do { let settled = await eventually { a.waitingReaders == 1 }; #expect(settled) }
 
                 #expect(await b.retain(labels: ["kept"]) == 2)
                 #expect(await waiter == .absent(.evicted))
@@ -248,10 +248,10 @@ import Testing
                 // A flight led in Redis whose leader completes only after Redis is gone.
                 let midFlight = try #require(await a.begin(key("/mid"), policy: policy()).token)
                 async let midWaiter = a.read(key("/mid"), wait: .seconds(30))
-                #expect(await eventually { a.waitingReaders == 1 })
+                do { let settled = await eventually { a.waitingReaders == 1 }; #expect(settled) }
 
                 await server.stop()
-                #expect(await eventually { a.isDegraded && b.isDegraded }, "both notice the outage")
+                do { let settled = await eventually { a.isDegraded && b.isDegraded }; #expect(settled, "both notice the outage") }
                 await a.complete(key("/mid"), token: midFlight, result: .success(response("mid")))
                 #expect(await midWaiter.body == "mid", "the result is kept on this replica and reaches its waiter")
                 #expect(try metrics[0].expectGauge("prefetch_store_redis_up").lastValue == 0)
@@ -269,7 +269,7 @@ import Testing
                 #expect(await bounded(10, "snapshot during outage") { await b.snapshot() } != nil)
 
                 try await server.launch()
-                #expect(await eventually(seconds: 15) { !a.isDegraded && !b.isDegraded }, "both reconnect by themselves")
+                do { let settled = await eventually(seconds: 15) { !a.isDegraded && !b.isDegraded }; #expect(settled, "both reconnect by themselves") }
                 #expect(a.reconnects >= 1 && b.reconnects >= 1)
                 #expect(try metrics[1].expectCounter("prefetch_store_redis_reconnects_total").totalValue >= 1)
                 #expect(try metrics[1].expectGauge("prefetch_store_redis_up").lastValue == 1)

@@ -43,7 +43,7 @@ import Testing
         let held = try await pool.acquire(page: nil)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { _ = try await pool.acquire(page: nil) }
-            #expect(await eventually { await pool.snapshot().pending == 1 })
+            do { let settled = await eventually { await pool.snapshot().pending == 1 }; #expect(settled) }
             #expect(try metrics.expectGauge("renderer_pool_pending_acquires", [("profile", "web")]).lastValue == 1)
             await pool.release(id: held.id)
             try await group.waitForAll()

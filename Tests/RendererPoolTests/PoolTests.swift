@@ -96,7 +96,7 @@ import Testing
                     await pool.release(id: lease.id)
                 }
                 // Start the next waiter only once this one is queued.
-                #expect(await eventually { await pool.snapshot().pending == waiter })
+                do { let settled = await eventually { await pool.snapshot().pending == waiter }; #expect(settled) }
             }
             await pool.release(id: held.id)
             try await group.waitForAll()
@@ -206,10 +206,10 @@ import Testing
             name: "main", profile: modelledProfile(minIdle: 2, maxSize: 4, createMs: 20), logger: testLogger,
             tick: .milliseconds(20))
         let leased = try await withRunningPool(pool) {
-            #expect(await eventually { await pool.snapshot().idle == 2 })
+            do { let settled = await eventually { await pool.snapshot().idle == 2 }; #expect(settled) }
             let lease = try await pool.acquire(page: nil)
             #expect(lease.warm)
-            #expect(await eventually { await pool.snapshot().idle == 2 })
+            do { let settled = await eventually { await pool.snapshot().idle == 2 }; #expect(settled) }
             let snapshot = await pool.snapshot()
             #expect(snapshot.leased == 1)
             #expect(snapshot.created == 3)

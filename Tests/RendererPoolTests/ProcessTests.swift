@@ -60,7 +60,7 @@ extension Lease {
         let profile = processProfile(minIdle: 1, maxSize: 1) { $0.resetLine = "reset" }
         let pool = RendererPool(name: "proc", profile: profile, logger: testLogger, tick: .milliseconds(20))
         let pid = try await withRunningPool(pool) {
-            #expect(await eventually { await pool.snapshot().idle == 1 })
+            do { let settled = await eventually { await pool.snapshot().idle == 1 }; #expect(settled) }
             let first = try await pool.acquire(page: "https://app.example/a")
             #expect(first.warm)
             #expect(processExists(first.pid))
@@ -82,18 +82,18 @@ extension Lease {
             name: "proc", profile: processProfile(minIdle: 1, maxSize: 1), logger: testLogger,
             tick: .milliseconds(20), healthCheckInterval: .seconds(60))
         try await withRunningPool(pool) {
-            #expect(await eventually { await pool.snapshot().idle == 1 })
+            do { let settled = await eventually { await pool.snapshot().idle == 1 }; #expect(settled) }
             let first = try await pool.acquire(page: nil)
             let victim = first.pid
             await pool.release(id: first.id)
             #expect(await pool.snapshot().idle == 1)
             kill(victim, SIGKILL)
-            #expect(await eventually { processHasDied(victim) })
+            do { let settled = await eventually { processHasDied(victim) }; #expect(settled) }
             let second = try await pool.acquire(page: nil)
             #expect(second.pid != victim)
             #expect(!processHasDied(second.pid))
             #expect(await second.renderer.isHealthy())
-            #expect(await eventually { !processExists(victim) })
+            do { let settled = await eventually { !processExists(victim) }; #expect(settled) }
             await pool.release(id: second.id)
         }
     }
@@ -106,7 +106,7 @@ extension Lease {
         var pids: [Int32] = []
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            #expect(await eventually { await pool.snapshot().idle == 2 })
+            do { let settled = await eventually { await pool.snapshot().idle == 2 }; #expect(settled) }
             let leases = [
                 try await pools.acquire(profile: "web", page: nil),
                 try await pools.acquire(profile: "web", page: nil),
@@ -153,7 +153,7 @@ extension Lease {
             }
             #expect(await pool.snapshot().live == 0)
             // The script's own child (`sleep 31.77`) went down with its process group.
-            #expect(await eventually { processIDs(withArgument: "31.77").isEmpty })
+            do { let settled = await eventually { processIDs(withArgument: "31.77").isEmpty }; #expect(settled) }
         }
     }
 
