@@ -125,10 +125,12 @@ let package = Package(
         .target(
             name: "PrefetchService",
             dependencies: [
+                "ConfigUpdater",
                 "PrefetchCore",
                 "PrefetchDNS",
                 "PrefetchFetcher",
                 "PrefetchStore",
+                "RedisStore",
                 "RendererPool",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -153,6 +155,7 @@ let package = Package(
         .executableTarget(
             name: "prefetch",
             dependencies: [
+                "ConfigUpdater",
                 "PrefetchCore",
                 "PrefetchDNS",
                 "PrefetchFetcher",

@@ -34,7 +34,7 @@ final class Orchestrator: Sendable {
     let fetcher: Fetcher
     let resolver: HostResolver
     let runner: FetchRunner
-    let tickets: TicketRegistry
+    let tickets: any TicketRegistry
     let metrics: ServiceMetrics
     let logger: Logger
     let currentConfig: @Sendable () -> PrefetchConfig?
@@ -45,6 +45,7 @@ final class Orchestrator: Sendable {
         store: any ResponseStore,
         fetcher: Fetcher,
         resolver: HostResolver,
+        tickets: any TicketRegistry,
         metrics: ServiceMetrics,
         logger: Logger,
         currentConfig: @escaping @Sendable () -> PrefetchConfig?
@@ -54,7 +55,7 @@ final class Orchestrator: Sendable {
         self.fetcher = fetcher
         self.resolver = resolver
         self.runner = FetchRunner(logger: logger)
-        self.tickets = TicketRegistry(capacity: settings.ticketCapacity)
+        self.tickets = tickets
         self.metrics = metrics
         self.logger = logger
         self.currentConfig = currentConfig
@@ -132,7 +133,7 @@ final class Orchestrator: Sendable {
             id: Ticket.newID(), page: page, matched: plan.matched, version: plan.version,
             identity: Identity(headers: credentials, credentialHeaderNames: Array(credentialNames)), requests: requests, timings: timings
         )
-        tickets.insert(ticket)
+        await tickets.insert(ticket)
         metrics.tickets.record(tickets.count)
         metrics.trigger("accepted")
         for (index, request, key, token) in jobs {

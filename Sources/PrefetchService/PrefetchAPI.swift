@@ -121,9 +121,9 @@ struct PrefetchAPI: Sendable {
         ])
     }
 
-    func ticket(_ context: BasicRequestContext) throws(APIError) -> Ticket {
+    func ticket(_ context: BasicRequestContext) async throws(APIError) -> Ticket {
         let id = context.parameters.get("ticket") ?? ""
-        guard Ticket.isWellFormed(id), let ticket = orchestrator.tickets.ticket(id) else {
+        guard Ticket.isWellFormed(id), let ticket = await orchestrator.tickets.ticket(id) else {
             throw APIError.miss(.notFound, "unknown-ticket", "the ticket \(JSON.quote(id, limit: 40)) is unknown or expired")
         }
         return ticket
@@ -140,7 +140,7 @@ struct PrefetchAPI: Sendable {
     }
 
     func results(_ request: Request, context: BasicRequestContext) async throws(APIError) -> Response {
-        let ticket = try ticket(context)
+        let ticket = try await ticket(context)
         try checkIdentity(request, ticket: ticket)
         let wait = orchestrator.clampWait(try waitParameter(request), default: .zero)
         let outcomes = await withTaskGroup(of: (Int, ReadOutcome).self) { group in
@@ -196,7 +196,7 @@ struct PrefetchAPI: Sendable {
     }
 
     func ticketData(_ request: Request, context: BasicRequestContext) async throws(APIError) -> Response {
-        let ticket = try ticket(context)
+        let ticket = try await ticket(context)
         try checkIdentity(request, ticket: ticket)
         let item = try select(ticket.requests.map { ($0.name, $0.api, $0.method) }, request: request).map { ticket.requests[$0] }!
         return try await replay(item.key, request: request, defaultWait: item.timeout)

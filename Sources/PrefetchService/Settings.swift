@@ -1,3 +1,4 @@
+import ConfigUpdater
 import PrefetchDNS
 import PrefetchFetcher
 import RendererPool
@@ -9,8 +10,14 @@ public struct ServiceSettings: Sendable {
     public var host: String = "127.0.0.1"
     /// Port to listen on; `0` picks a free one. Default 8080.
     public var port: Int = 8080
-    /// Path of the prefetch config.
+    /// Path of the prefetch config (as given to `serve`, for messages).
     public var configPath: String = "configs/prefetch.json"
+    /// Where the config comes from and how it is followed (file or URL, fallback URL, interval, fatigue
+    /// window, state directory for the last-good copy). `nil`: a fixed config given to `buildApplication`.
+    public var configSource: ConfigSourceSettings?
+    /// `redis://host:port[/db]`: share stored responses, single flights and tickets with other replicas
+    /// through Redis. `nil`: the in-memory store (the default).
+    public var storeURL: String?
     /// Byte budget of the in-memory response store. Default 64 MiB.
     public var storeBytes: Int = 64 * 1024 * 1024
     /// Request headers that carry a user's credentials: forwarded upstream per the credentials rule and hashed

@@ -51,10 +51,50 @@ final class Ticket: Sendable {
         self.identity = identity
         self.createdAt = now
         self.createdWallClock = Date()
-        let longest = requests.map { $0.policy.ttl + $0.timeout }.max() ?? .seconds(30)
-        self.expiresAt = now + longest
+        self.expiresAt = now + Self.lifetime(of: requests)
         self.requests = requests
         self.timings = Mutex(timings)
+    }
+
+    /// A ticket read back from a shared store (triggered on another replica): its timings are not known here.
+    init(record: TicketRecord) {
+        let now = ContinuousClock.now
+        let remaining = Duration.milliseconds(max(0, record.expiresAtMs - Int64(Date().timeIntervalSince1970 * 1000)))
+        self.id = record.id
+        self.page = record.page
+        self.matched = record.matched
+        self.version = record.version
+        self.identity = Identity(digest: record.identity)
+        self.createdAt = now
+        self.createdWallClock = Date(timeIntervalSince1970: Double(record.createdAtMs) / 1000)
+        self.expiresAt = now + remaining
+        self.requests = record.requests.map {
+            TicketRequest(
+                name: $0.name, api: $0.api, method: HTTPMethod(rawValue: $0.method) ?? .GET, url: $0.url,
+                key: StoreKey(identity: Identity(digest: $0.identity), method: $0.method, url: $0.url, bodyDigest: $0.bodyDigest),
+                policy: StorePolicy(ttl: .milliseconds($0.ttlMs), negativeTTL: .milliseconds($0.negativeTTLMs), label: $0.name),
+                timeout: .milliseconds($0.timeoutMs))
+        }
+        self.timings = Mutex(record.requests.map { _ in RequestTiming(origin: "remote", startedAt: now, finishedAt: nil) })
+    }
+
+    /// How long a ticket stays valid: as long as the longest-lived response it points at.
+    static func lifetime(of requests: [TicketRequest]) -> Duration {
+        requests.map { $0.policy.ttl + $0.timeout }.max() ?? .seconds(30)
+    }
+
+    /// What is shared with other replicas.
+    var record: TicketRecord {
+        let created = Int64(createdWallClock.timeIntervalSince1970 * 1000)
+        return TicketRecord(
+            id: id, page: page, matched: matched, version: version, identity: identity.digest, createdAtMs: created,
+            expiresAtMs: created + Self.lifetime(of: requests).milliseconds,
+            requests: requests.map {
+                TicketRecord.Request(
+                    name: $0.name, api: $0.api, method: $0.method.rawValue, url: $0.url, identity: $0.key.identity.digest,
+                    bodyDigest: $0.key.bodyDigest, ttlMs: $0.policy.ttl.milliseconds, negativeTTLMs: $0.policy.negativeTTL.milliseconds,
+                    timeoutMs: $0.timeout.milliseconds)
+            })
     }
 
     func record(_ index: Int, _ update: (inout RequestTiming) -> Void) {
@@ -83,8 +123,85 @@ final class Ticket: Sendable {
     }
 }
 
+/// A ticket as shared between replicas (JSON in the shared store).
+struct TicketRecord: Codable, Sendable {
+    struct Request: Codable, Sendable {
+        var name: String
+        var api: String
+        var method: String
+        var url: String
+        var identity: String
+        var bodyDigest: String?
+        var ttlMs: Int64
+        var negativeTTLMs: Int64
+        var timeoutMs: Int64
+    }
+
+    var id: String
+    var page: String
+    var matched: String
+    var version: String
+    var identity: String
+    var createdAtMs: Int64
+    var expiresAtMs: Int64
+    var requests: [Request]
+
+    /// The store label tickets are kept under (never an interface name: those cannot start with `_`).
+    static let storeLabel = "_ticket"
+
+    /// The store key of ticket `id`: a key no composed request can have.
+    static func key(_ id: String) -> StoreKey {
+        StoreKey(identity: .anonymous, method: "TICKET", url: "ticket:" + id, body: nil)
+    }
+}
+
+/// Where tickets live: in this process, or shared by every replica.
+protocol TicketRegistry: Sendable {
+    /// Remembers a new ticket.
+    func insert(_ ticket: Ticket) async
+    /// The ticket with `id`, if it is known and unexpired.
+    func ticket(_ id: String) async -> Ticket?
+    /// The most recent tickets triggered on this replica, newest first.
+    func recent(_ limit: Int) -> [Ticket]
+    /// Tickets held by this replica.
+    var count: Int { get }
+}
+
+/// Tickets shared through the response store (Redis), so a page's data request may land on any replica.
+/// Tickets triggered here are also kept locally, with their timings; others are read back from the store.
+struct SharedTicketRegistry: TicketRegistry {
+    let store: any ResponseStore
+    let local: LocalTicketRegistry
+
+    init(store: any ResponseStore, capacity: Int) {
+        self.store = store
+        self.local = LocalTicketRegistry(capacity: capacity)
+    }
+
+    func insert(_ ticket: Ticket) async {
+        local.remember(ticket)
+        let key = TicketRecord.key(ticket.id)
+        let policy = StorePolicy(ttl: Ticket.lifetime(of: ticket.requests), negativeTTL: .zero, label: TicketRecord.storeLabel)
+        guard case .leader(let token) = await store.begin(key, policy: policy), let body = try? JSONEncoder().encode(ticket.record) else { return }
+        await store.complete(key, token: token, result: .success(StoredResponse(status: 200, body: Array(body))))
+    }
+
+    func ticket(_ id: String) async -> Ticket? {
+        if let ticket = local.ticket(id) { return ticket }
+        guard case .ready(let response, _) = await store.read(TicketRecord.key(id), wait: .zero),
+            let record = try? JSONDecoder().decode(TicketRecord.self, from: Data(response.body)),
+            record.id == id
+        else { return nil }
+        let ticket = Ticket(record: record)
+        return ticket.expiresAt > .now ? ticket : nil
+    }
+
+    func recent(_ limit: Int) -> [Ticket] { local.recent(limit) }
+    var count: Int { local.count }
+}
+
 /// The tickets currently valid, bounded in number; expired ones are dropped as new ones arrive.
-final class TicketRegistry: Sendable {
+final class LocalTicketRegistry: TicketRegistry, Sendable {
     private struct State {
         var tickets: [String: Ticket] = [:]
         /// Insertion order, for expiry and the capacity bound (tickets of one process expire in roughly that order).
@@ -99,7 +216,12 @@ final class TicketRegistry: Sendable {
         self.capacity = max(1, capacity)
     }
 
-    func insert(_ ticket: Ticket) {
+    func insert(_ ticket: Ticket) async {
+        remember(ticket)
+    }
+
+    /// Adds `ticket`, dropping expired tickets and, past the capacity, the oldest.
+    func remember(_ ticket: Ticket) {
         state.withLock { state in
             state.tickets[ticket.id] = ticket
             state.order.append(ticket.id)

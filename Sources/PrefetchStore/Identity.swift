@@ -47,7 +47,8 @@ public struct Identity: Hashable, Sendable, CustomStringConvertible {
         self.digest = hexString(hasher.finalize())
     }
 
-    init(digest: String) {
+    /// An identity from a digest computed earlier (a key read back from a shared store).
+    public init(digest: String) {
         self.digest = digest
     }
 
@@ -95,6 +96,14 @@ public struct StoreKey: Hashable, Sendable, CustomStringConvertible {
         } else {
             self.bodyDigest = nil
         }
+    }
+
+    /// Recreates a key from its parts (a key read back from a shared store).
+    public init(identity: Identity, method: String, url: String, bodyDigest: String?) {
+        self.identity = identity
+        self.method = method.uppercased()
+        self.url = url
+        self.bodyDigest = bodyDigest
     }
 
     /// Method, URL without its query string (which may carry tokens), identity and body digest prefix.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import Metrics
+import ConfigUpdater
 import PrefetchCore
 import PrefetchDNS
 import PrefetchFetcher
@@ -136,7 +137,9 @@ extension Prefetch {
             abstract: "Run the prefetch service (HTTP API) until SIGTERM or SIGINT.",
             discussion: """
                 Every option has an environment variable: PREFETCH_CONFIG, PREFETCH_HOST, PREFETCH_PORT, \
-                PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, PREFETCH_LOG_LEVEL. \
+                PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, \\
+                PREFETCH_CONFIG_FALLBACK, PREFETCH_CONFIG_INTERVAL, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_LOG_LEVEL. \\
+                --config may be a file or an http(s) URL; the service follows it (interval, SIGHUP, POST /v1/config/refresh). \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
                 """
         )
@@ -158,6 +161,18 @@ extension Prefetch {
         @Option(help: "Renderer profiles file (default: $PREFETCH_RENDERERS, or configs/renderers.json when it exists, else built-in main and plain).")
         var renderers: String?
 
+        @Option(name: .customLong("config-fallback"), help: "CDN copy of a URL config, used after repeated abnormal answers (env PREFETCH_CONFIG_FALLBACK).")
+        var configFallback: String?
+
+        @Option(name: .customLong("config-interval"), help: "Seconds between config checks (default 60, env PREFETCH_CONFIG_INTERVAL).")
+        var configInterval: Int?
+
+        @Option(name: .customLong("state-dir"), help: "Directory for the last-good config copy (env PREFETCH_STATE_DIR; default none).")
+        var stateDirectory: String?
+
+        @Option(help: "Response store: memory (default) or redis://host:port[/db] shared by replicas (env PREFETCH_STORE).")
+        var store: String?
+
         @Option(name: .customLong("httpdns"), help: "HTTPDNS endpoint (GET <url>?host=NAME answering {\"host\",\"ips\",\"ttl\"}); default off, env PREFETCH_HTTPDNS.")
         var httpdns: String?
 
@@ -170,6 +185,19 @@ extension Prefetch {
         func settings() throws -> ServiceSettings {
             var settings = ServiceSettings()
             settings.configPath = config.path
+            var source = ConfigSourceSettings(source: config.path)
+            source.fallbackURL = configFallback ?? Environment.value("PREFETCH_CONFIG_FALLBACK")
+            if let seconds = try configInterval ?? Environment.integer("PREFETCH_CONFIG_INTERVAL") {
+                guard seconds >= 1 else { throw ValidationError("--config-interval \(seconds) must be at least 1 second") }
+                source.interval = .seconds(seconds)
+            }
+            source.stateDirectory = stateDirectory ?? Environment.value("PREFETCH_STATE_DIR")
+            settings.configSource = source
+            let storeChoice = store ?? Environment.value("PREFETCH_STORE") ?? "memory"
+            if storeChoice != "memory" {
+                guard storeChoice.hasPrefix("redis://") else { throw ValidationError("--store \"\(storeChoice)\" must be memory or redis://host:port[/db]") }
+                settings.storeURL = storeChoice
+            }
             settings.host = host ?? Environment.value("PREFETCH_HOST") ?? settings.host
             if let port = try port ?? Environment.integer("PREFETCH_PORT") {
                 guard (0...65535).contains(port) else { throw ValidationError("port \(port) is not between 0 and 65535") }
@@ -215,9 +243,14 @@ extension Prefetch {
             let registry = PrometheusCollectorRegistry()
             MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
             let logger = Logger(label: "prefetch")
-            let loaded = try config.load()
-            let app = try buildApplication(settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger) { port in
-                Console.out("prefetch listening on http://\(settings.host):\(port) (config \(settings.configPath), version \(loaded.config.version))")
+            if let source = settings.configSource, !source.source.contains("://") {
+                // A local file that does not validate is an operator's mistake: refuse to start (exit 2, every
+                // problem listed) unless a last-good copy can serve meanwhile.
+                let hasLastGood = source.lastGoodPath.map { FileManager.default.fileExists(atPath: $0) } ?? false
+                if !hasLastGood { _ = try config.load() }
+            }
+            let app = try buildApplication(settings: settings, registry: registry, logger: logger) { port in
+                Console.out("prefetch listening on http://\(settings.host):\(port) (config \(settings.configPath))")
             }
             let group = ServiceGroup(
                 configuration: .init(
