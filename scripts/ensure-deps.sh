@@ -4,7 +4,8 @@
 set -euo pipefail
 want=(libcurl4-openssl-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
-  want+=(curl)
+  # chromium and python3's websocket-client drive the real-browser tests (scripts/webshell-browser.py).
+  want+=(curl chromium)
 fi
 missing=()
 for package in "${want[@]}"; do
@@ -17,4 +18,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ "${1:-build}" = "test" ] && ! python3 -c 'import websocket' 2>/dev/null; then
+  echo "installing: websocket-client (PyPI)" >&2
+  python3 -m pip install --quiet --disable-pip-version-check websocket-client
 fi

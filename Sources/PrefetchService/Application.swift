@@ -78,6 +78,7 @@ public func buildApplication(
     prefetchAPI.addRoutes(to: router)
     let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
     RendererAPI(pools: pools, prefetch: prefetchAPI).addRoutes(to: router)
+    WebShell(prefetch: prefetchAPI, renderers: RendererAPI(pools: pools, prefetch: prefetchAPI), config: config, configPath: settings.configPath).addRoutes(to: router)
 
     return Application(
         router: router,
