@@ -29,7 +29,6 @@ struct WebShell: Sendable {
             router.get(RouterPath(path)) { request, _ in WebFiles.response(file, request: request) }
         }
         router.get("/demo") { _, _ in Response(status: .found, headers: [.location: "/demo/shell.html"]) }
-        router.get("/demo/") { _, _ in Response(status: .found, headers: [.location: "/demo/shell.html"]) }
         router.get("/v1/debug/opens") { request, _ in
             await prefetch.respond { () async throws(APIError) in try opens(request) }
         }
