@@ -4,8 +4,9 @@
 set -euo pipefail
 want=(libcurl4-openssl-dev libhiredis-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
-  # Real parts the tests start: redis-server, openssl (test CA and certificates), curl.
-  want+=(curl redis-server openssl)
+  # Real parts the tests start: redis-server, openssl (test CA and certificates), curl, and chromium
+  # (with python3's websocket-client) for the real-browser tests (scripts/webshell-browser.py).
+  want+=(curl redis-server openssl chromium)
 fi
 missing=()
 for package in "${want[@]}"; do
@@ -18,4 +19,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ "${1:-build}" = "test" ] && ! python3 -c 'import websocket' 2>/dev/null; then
+  echo "installing: websocket-client (PyPI)" >&2
+  python3 -m pip install --quiet --disable-pip-version-check websocket-client
 fi

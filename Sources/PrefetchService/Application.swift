@@ -134,6 +134,7 @@ public func buildApplication(
     let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
     RendererAPI(pools: pools, prefetch: prefetchAPI).addRoutes(to: router)
     services.append(pools)
+    WebShell(prefetch: prefetchAPI, renderers: RendererAPI(pools: pools, prefetch: prefetchAPI), currentConfig: currentConfig, configPath: settings.configSource?.source ?? settings.configPath).addRoutes(to: router)
 
     // Shutdown runs in reverse: the server stops first, then the pools, the fetch runner (draining in-flight
     // fetches), the config updater, the store, the resolver and last the fetcher they all use.

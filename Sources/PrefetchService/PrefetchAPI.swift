@@ -197,9 +197,11 @@ struct PrefetchAPI: Sendable {
 
     func ticketData(_ request: Request, context: BasicRequestContext) async throws(APIError) -> Response {
         let ticket = try await ticket(context)
-        try checkIdentity(request, ticket: ticket)
-        let item = try select(ticket.requests.map { ($0.name, $0.api, $0.method) }, request: request).map { ticket.requests[$0] }!
-        return try await replay(item.key, request: request, defaultWait: item.timeout)
+        let index = try select(ticket.requests.map { ($0.name, $0.api, $0.method) }, request: request)!
+        return try await ticket.recordingRead(index) { () async throws(APIError) in
+            try checkIdentity(request, ticket: ticket)
+            return try await replay(ticket.requests[index].key, request: request, defaultWait: ticket.requests[index].timeout)
+        }
     }
 
     func pageData(_ request: Request) async throws(APIError) -> Response {

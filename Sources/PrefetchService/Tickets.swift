@@ -41,6 +41,8 @@ final class Ticket: Sendable {
     let expiresAt: ContinuousClock.Instant
     let requests: [TicketRequest]
     let timings: Mutex<[RequestTiming]>
+    /// The page's reads of the data, for the debug view (see `recordingRead`, bounded).
+    let reads = Mutex<[TicketRead]>([])
 
     init(id: String, page: String, matched: String, version: String, identity: Identity, requests: [TicketRequest], timings: [RequestTiming]) {
         let now = ContinuousClock.now

@@ -59,7 +59,9 @@ public struct SeenRequest: Sendable, Equatable {
 /// Default answer: `200` JSON echo `{"method","path","query","headers","body","hit"}`. Query parameters script it:
 /// `status`, `delay` (ms), `setCookie` (repeatable), `cacheControl`, `contentType`, `bytes` (octet body of N
 /// bytes), `drip` (ms between small body chunks), `reset` (N body bytes then TCP reset), `short` (N body bytes of a
-/// larger announced length, then close), `garbage=1` (non-HTTP bytes), `hang=1` (never answer).
+/// larger announced length, then close), `garbage=1` (non-HTTP bytes), `hang=1` (never answer). Requests with an
+/// `Origin` header get `Access-Control-Allow-Origin: *`, and CORS preflights are answered, so pages in a browser
+/// can call it.
 public final class TestUpstream: Sendable {
     /// The bound port (the kernel's choice when started with port 0).
     public let port: Int

@@ -92,6 +92,10 @@ final class UpstreamHandler: ChannelInboundHandler {
             control(path: path, query: query, request: request, context: context)
             return
         }
+        if request.head.method == .OPTIONS, request.head.headers.contains(name: "Access-Control-Request-Method") {
+            preflight(request, context: context)
+            return
+        }
         let hit = counters.recordHit(
             SeenRequest(
                 path: path,
@@ -144,6 +148,21 @@ final class UpstreamHandler: ChannelInboundHandler {
         }
     }
 
+    /// Answers a CORS preflight: any origin, method and headers may call (not counted as a hit).
+    private func preflight(_ request: Request, context: ChannelHandlerContext) {
+        var headers = [
+            ("Access-Control-Allow-Origin", "*"),
+            ("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE"),
+            ("Access-Control-Max-Age", "600"),
+        ]
+        if let asked = request.head.headers.first(name: "Access-Control-Request-Headers") {
+            headers.append(("Access-Control-Allow-Headers", asked))
+        }
+        write(responseHead(status: 204, headers: headers, contentLength: 0), context: context).whenComplete { _ in
+            self.finished(request, context: context)
+        }
+    }
+
     private func respond(
         _ request: Request,
         path: String,
@@ -173,6 +192,10 @@ final class UpstreamHandler: ChannelInboundHandler {
         } else {
             body = Array(echo(request, path: path, query: query, hit: hit).utf8)
             headers.append(("Content-Type", script.contentType ?? "application/json"))
+        }
+        if request.head.headers.contains(name: "Origin") {
+            // Browsers read a cross-origin answer only with this: lets pages in a real browser call the upstream.
+            headers.append(("Access-Control-Allow-Origin", "*"))
         }
         if let cacheControl = script.cacheControl { headers.append(("Cache-Control", cacheControl)) }
         for cookie in script.setCookies { headers.append(("Set-Cookie", cookie)) }

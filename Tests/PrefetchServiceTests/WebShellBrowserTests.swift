@@ -1,0 +1,145 @@
+import Foundation
+import HummingbirdTesting
+import Logging
+import PrefetchCore
+import PrefetchService
+import PrefetchTestUpstream
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The web shell in a real browser: headless Chromium, driven by `scripts/webshell-browser.py`, loads the demo
+/// page from the running service against an upstream that answers after 300 ms.
+///
+/// The service runs in this process (the very app `prefetch serve` runs) so its config can name the demo page's
+/// real URL once the port is known. Runs when Chromium is installed, and always under CI (where a missing
+/// browser is a failure, not a skip).
+@Suite(.serialized, .enabled(if: WebShellBrowser.available, "needs chromium and python3 with websocket-client: scripts/ensure-deps.sh test"))
+struct WebShellBrowserTests {
+    @Test func prefetchedDataIsReadySoonerInARealBrowser() async throws {
+        try await WebShellBrowser.withService { base, data, _ in
+            let result = try await WebShellBrowser.harness(["compare", "--base", base, "--api", data, "--runs", "5"])
+            let runs = try #require(result["runs"] as? [[String: Any]])
+            func sources(_ mode: String) -> [String] {
+                runs.filter { $0["mode"] as? String == mode }.flatMap { ($0["results"] as? [[String: Any]] ?? []).map { $0["source"] as? String ?? "?" } }
+            }
+            // Without a ticket the page's own request is made (through the upstream's CORS) and succeeds.
+            #expect(!sources("plain").isEmpty && sources("plain").allSatisfy { $0 == "miss" })
+            let plainResults = runs.filter { $0["mode"] as? String == "plain" }.flatMap { $0["results"] as? [[String: Any]] ?? [] }
+            #expect(plainResults.allSatisfy { $0["reason"] as? String == "no-ticket" && $0["status"] as? Int == 200 })
+            #expect(!sources("prefetch").isEmpty && sources("prefetch").allSatisfy { $0 == "hit" || $0 == "joined" })
+
+            let median = try #require(result["medianDataReadyMs"] as? [String: Double])
+            let prefetched = try #require(median["prefetch"])
+            let plain = try #require(median["plain"])
+            print("browser: data ready at \(prefetched) ms with prefetch, \(plain) ms without (medians); saving \(plain - prefetched) ms")
+            #expect(prefetched < plain)
+        }
+    }
+
+    @Test func theDebugViewShowsARealPageOpen() async throws {
+        try await WebShellBrowser.withService { base, data, broken in
+            let result = try await WebShellBrowser.harness(["ui", "--base", base, "--api", data, "--api", broken])
+            let ticket = try #require(result["ticket"] as? String)
+            let domPath = try #require(result["dom"] as? String)
+            let dom = try String(contentsOfFile: domPath, encoding: .utf8)
+            #expect(dom.contains("ticket " + ticket.prefix(8)))
+            #expect(!dom.contains(ticket))
+            #expect(dom.contains("demo.data") && dom.contains("demo.broken"))
+            // The page read demo.data from the prefetch, and missed demo.broken because its fetch failed.
+            #expect(dom.contains("upstream_5xx"))
+            #expect(dom.contains(">hit @") || dom.contains(">joined @"))
+            let screenshot = try #require(result["screenshot"] as? String)
+            let size = (try FileManager.default.attributesOfItem(atPath: screenshot)[.size] as? NSNumber)?.intValue ?? 0
+            #expect(size > 10_000)
+        }
+    }
+}
+
+enum WebShellBrowser {
+    static let root: String = {
+        var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
+        parts.removeLast(3)
+        return parts.joined(separator: "/")
+    }()
+
+    static var available: Bool {
+        ProcessInfo.processInfo.environment["CI"] != nil || FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium")
+    }
+
+    /// Runs the service (config: the demo page with a 300 ms interface and a failing one) and an upstream; calls
+    /// `body` with the service base URL and the two interface URLs; stops both.
+    static func withService(_ body: @Sendable @escaping (String, String, String) async throws -> Void) async throws {
+        let upstream = try await TestUpstream.start()
+        let data = "http://127.0.0.1:\(upstream.port)/demo/data?delay=300"
+        let broken = "http://127.0.0.1:\(upstream.port)/demo/broken?status=503"
+        let holder = ConfigHolder(nil)
+        var settings = ServiceSettings()
+        settings.port = 0
+        settings.configPath = "webshell-browser-test"
+        do {
+            let app = try buildApplication(settings: settings, config: holder, logger: Logger(label: "webshell")) { port in
+                let config = """
+                    {"code":200,"data":{"name":"webshell-demo","version":"1","config":[
+                      {"url":"http://127.0.0.1:\(port)/demo/page.html","interfaces":[
+                        {"name":"demo.data","api":"\(data)","method":"GET","urlParam":true,"params":["run"]},
+                        {"name":"demo.broken","api":"\(broken)","method":"GET"}]}]}}
+                    """
+                holder.replace(try? ConfigLoader.parse(Array(config.utf8), source: "test").config)
+            }
+            try await app.test(.live) { client in
+                let port = try #require(client.port)
+                try await body("http://127.0.0.1:\(port)", data, broken)
+            }
+        } catch {
+            try? await upstream.shutdown()
+            throw error
+        }
+        try await upstream.shutdown()
+    }
+
+    /// Runs the browser harness (bounded to 3 minutes) and returns its result, the last line it prints.
+    static func harness(_ arguments: [String]) async throws -> [String: Any] {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("webshell-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let outURL = directory.appendingPathComponent("stdout")
+        let errURL = directory.appendingPathComponent("stderr")
+        FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", root + "/scripts/webshell-browser.py"] + arguments + ["--out", root + "/.build/test-output"]
+        process.currentDirectoryURL = URL(fileURLWithPath: root)
+        process.standardOutput = try FileHandle(forWritingTo: outURL)
+        process.standardError = try FileHandle(forWritingTo: errURL)
+        try process.run()
+        let deadline = ContinuousClock.now + .seconds(180)
+        while process.isRunning && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        if process.isRunning {
+            process.terminate()  // the harness stops chromium on SIGTERM
+            let killAt = ContinuousClock.now + .seconds(20)
+            while process.isRunning && ContinuousClock.now < killAt { try? await Task.sleep(for: .milliseconds(50)) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            Issue.record("the browser harness did not finish within 3 minutes")
+        }
+        let output = (try? String(contentsOf: outURL, encoding: .utf8)) ?? ""
+        let errors = (try? String(contentsOf: errURL, encoding: .utf8)) ?? ""
+        print(output.split(separator: "\n").dropLast().joined(separator: "\n"))
+        guard process.terminationStatus == 0, let last = output.split(separator: "\n").last,
+            let result = try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any]
+        else {
+            throw HarnessFailure(message: "webshell-browser.py \(arguments.first ?? "") exited \(process.terminationStatus): \(errors.suffix(2000))")
+        }
+        return result
+    }
+
+    struct HarnessFailure: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+}

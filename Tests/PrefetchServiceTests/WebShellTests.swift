@@ -1,0 +1,189 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import PrefetchCore
+import PrefetchService
+import PrefetchTestUpstream
+import RendererPool
+import Testing
+
+/// The page client, the demo pages, the debug view and its JSON endpoints, over HTTP.
+@Suite struct WebShellTests {
+    static let page = "https://m.example.test/page"
+
+    /// Runs the app with a page whose `info` interface answers after `delayMs` and whose `broken` one answers 503.
+    func withApp(delayMs: Int = 0, _ test: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+        let upstream = try await TestUpstream.start()
+        let config = """
+            {"code":200,"data":{"name":"webshell","version":"7","config":[
+              {"url":"\(Self.page)","interfaces":[
+                {"name":"info","api":"http://127.0.0.1:\(upstream.port)/info?delay=\(delayMs)","method":"GET"},
+                {"name":"broken","api":"http://127.0.0.1:\(upstream.port)/broken?status=503","method":"GET"}]}]}}
+            """
+        var settings = ServiceSettings()
+        settings.port = 0
+        settings.storeBytes = 2 * 1024 * 1024
+        settings.configPath = "configs/webshell-test.json"
+        var profile = RendererSettings.defaultProfiles["main"]!
+        profile.minIdle = 0
+        settings.renderers = ["main": profile]
+        do {
+            let loaded = try ConfigLoader.parse(Array(config.utf8), source: "test").config
+            let app = try buildApplication(settings: settings, config: ConfigHolder(loaded), logger: Logger(label: "test"))
+            try await app.test(.live, test)
+        } catch {
+            try? await upstream.shutdown()
+            throw error
+        }
+        try await upstream.shutdown()
+    }
+
+    func json(_ response: TestResponse) throws -> [String: Any] {
+        try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
+    }
+
+    func trigger(_ client: some TestClientProtocol) async throws -> String {
+        let response = try await client.execute(
+            uri: "/v1/prefetch", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: #"{"url":"\#(Self.page)?id=1"}"#))
+        #expect(response.status == .accepted)
+        return try #require(try json(response)["ticket"] as? String)
+    }
+
+    func data(_ client: some TestClientProtocol, ticket: String, name: String, wait: Int = 2000) async throws -> TestResponse {
+        try await client.execute(uri: "/v1/prefetch/\(ticket)/data?name=\(name)&wait=\(wait)", method: .get)
+    }
+
+    func opens(_ client: some TestClientProtocol, _ query: String = "") async throws -> [[String: Any]] {
+        let response = try await client.execute(uri: "/v1/debug/opens" + query, method: .get)
+        #expect(response.status == .ok)
+        return try #require(try json(response)["opens"] as? [[String: Any]])
+    }
+
+    @Test func theClientScriptIsServedCacheableAndRevalidates() async throws {
+        try await withApp { client in
+            let response = try await client.execute(uri: "/v1/client.js", method: .get)
+            #expect(response.status == .ok)
+            #expect(response.headers[.contentType]?.hasPrefix("application/javascript") == true)
+            #expect(response.headers[.cacheControl]?.contains("max-age") == true)
+            let script = String(buffer: response.body)
+            #expect(script.contains("PrefetchClient") && script.contains("credentials: 'omit'") && script.contains("AbortController"))
+            let etag = try #require(response.headers[.eTag])
+            let again = try await client.execute(uri: "/v1/client.js", method: .get, headers: [.ifNoneMatch: etag])
+            #expect(again.status == .notModified)
+            #expect(again.body.readableBytes == 0)
+        }
+    }
+
+    @Test func theDemoPagesAndTheDebugViewAreServedAsHTML() async throws {
+        try await withApp { client in
+            for (path, marker) in [("/demo/shell.html", "/v1/prefetch"), ("/demo/page.html", "PrefetchClient.get"), ("/ui", "/v1/debug/opens")] {
+                let response = try await client.execute(uri: path, method: .get)
+                #expect(response.status == .ok, "\(path)")
+                #expect(response.headers[.contentType] == "text/html; charset=utf-8", "\(path)")
+                #expect(String(buffer: response.body).contains(marker), "\(path)")
+            }
+            let demo = try await client.execute(uri: "/demo/", method: .get)
+            #expect(demo.status == .found)
+            #expect(demo.headers[.location] == "/demo/shell.html")
+        }
+    }
+
+    @Test func aPageOpenShowsItsFetchesAndThePagesReadsWithoutRevealingTheTicket() async throws {
+        try await withApp(delayMs: 150) { client in
+            let ticket = try await trigger(client)
+            let joined = try await data(client, ticket: ticket, name: "info")
+            #expect(joined.status == .ok)
+            let broken = try await data(client, ticket: ticket, name: "broken")
+            #expect(broken.status == .badGateway)
+            let hit = try await data(client, ticket: ticket, name: "info")
+            #expect(hit.headers[HTTPField.Name("X-Prefetch")!] == "hit")
+
+            let response = try await client.execute(uri: "/v1/debug/opens?limit=5", method: .get)
+            #expect(!String(buffer: response.body).contains(ticket))
+            let open = try #require(try json(response)["opens"] as? [[String: Any]]).first
+            #expect(open?["ticket"] as? String == String(ticket.prefix(8)) + "…")
+            #expect(open?["page"] as? String == Self.page + "?id=1")
+            #expect(open?["version"] as? String == "7")
+            let requests = try #require(open?["requests"] as? [[String: Any]])
+            #expect(requests.map { $0["name"] as? String } == ["info", "broken"])
+
+            let info = requests[0]
+            #expect(info["flight"] as? String == "leader")
+            #expect(info["status"] as? Int == 200)
+            #expect((info["bytes"] as? Int ?? 0) > 0)
+            let start = try #require(info["startMs"] as? Int)
+            let end = try #require(info["endMs"] as? Int)
+            #expect(end - start >= 150)
+            let reads = try #require(info["reads"] as? [[String: Any]])
+            #expect(reads.map { $0["served"] as? String } == ["joined", "hit"])
+            #expect(reads.allSatisfy { ($0["answeredMs"] as? Int ?? -1) >= ($0["askedMs"] as? Int ?? 0) })
+
+            let failed = requests[1]
+            #expect(failed["error"] as? String == "upstream_5xx")
+            #expect(failed["status"] as? Int == 503)
+            let missed = try #require(failed["reads"] as? [[String: Any]])
+            #expect(missed.count == 1)
+            #expect(missed.first?["served"] as? String == "miss")
+            #expect(missed.first?["reason"] as? String == "upstream_5xx")
+
+            // The shell holding the full ticket can select its own open.
+            let selected = try await opens(client, "?ticket=\(ticket)")
+            #expect(selected.count == 1)
+            #expect(try await opens(client, "?ticket=AAAAAAAAAAAAAAAAAAAAAA").isEmpty)
+        }
+    }
+
+    @Test func aReadWithAnotherUsersCredentialsIsRecordedAsAMiss() async throws {
+        try await withApp { client in
+            let response = try await client.execute(
+                uri: "/v1/prefetch", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: #"{"url":"\#(Self.page)","headers":{"Cookie":"sid=alice"}}"#))
+            let ticket = try #require(try json(response)["ticket"] as? String)
+            let other = try await client.execute(uri: "/v1/prefetch/\(ticket)/data?name=info&wait=2000", method: .get, headers: [.cookie: "sid=mallory"])
+            #expect(other.status == .forbidden)
+            let reads = try #require((try await opens(client)).first?["requests"] as? [[String: Any]])[0]["reads"] as? [[String: Any]]
+            #expect(reads?.first?["reason"] as? String == "identity-mismatch")
+        }
+    }
+
+    @Test func readsKeptPerTicketAreBounded() async throws {
+        try await withApp { client in
+            let ticket = try await trigger(client)
+            for _ in 0..<40 {
+                _ = try await data(client, ticket: ticket, name: "broken")
+            }
+            let requests = try #require((try await opens(client)).first?["requests"] as? [[String: Any]])
+            #expect((requests[1]["reads"] as? [[String: Any]])?.count == 32)
+        }
+    }
+
+    @Test func statusShowsTheStoreTheRenderersAndTheConfig() async throws {
+        try await withApp { client in
+            let ticket = try await trigger(client)
+            _ = try await data(client, ticket: ticket, name: "info")
+            let status = try json(try await client.execute(uri: "/v1/debug/status", method: .get))
+            let store = try #require(status["store"] as? [String: Any])
+            #expect(store["budget"] as? Int == 2 * 1024 * 1024)
+            #expect((store["entries"] as? Int ?? 0) >= 1)
+            #expect((store["bytes"] as? Int ?? 0) > 0)
+            let profiles = try #require((status["renderers"] as? [String: Any])?["profiles"] as? [String: Any])
+            #expect(profiles.keys.sorted() == ["main"])
+            let config = try #require(status["config"] as? [String: Any])
+            #expect(config["name"] as? String == "webshell")
+            #expect(config["version"] as? String == "7")
+            #expect(config["source"] as? String == "configs/webshell-test.json")
+            #expect(config["interfaces"] as? Int == 2)
+        }
+    }
+
+    @Test func aBadLimitIsRefused() async throws {
+        try await withApp { client in
+            let response = try await client.execute(uri: "/v1/debug/opens?limit=abc", method: .get)
+            #expect(response.status == .badRequest)
+            #expect(try json(response)["error"] as? String == "invalid-limit")
+        }
+    }
+}

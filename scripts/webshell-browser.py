@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Drives headless Chromium over the DevTools protocol against a running prefetch service.
+
+  compare  loads the demo page with and without prefetch (alternating, after one warm-up load each), reads the
+           page's own timing marks and prints the figures; the last stdout line is the result as JSON.
+  ui       makes one real page open (trigger, then navigate with the ticket), loads /ui, and writes a
+           screenshot (ui.png) and the DOM (ui.html) into --out; the last stdout line is JSON.
+
+The service must serve /demo/page.html and have a config entry for BASE/demo/page.html whose interfaces are the
+given --api URLs. Times are real (no virtual time). Chromium is always stopped; everything stays on 127.0.0.1.
+Needs the websocket-client package (scripts/ensure-deps.sh test installs it).
+"""
+import argparse
+import base64
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+import websocket  # websocket-client
+
+
+def _die_with_parent():
+    """Chromium gets SIGTERM if this harness dies, so no browser outlives a killed test."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class Browser:
+    """A headless Chromium with one page target, driven by CDP calls."""
+
+    def __init__(self, binary):
+        self.profile = tempfile.mkdtemp(prefix="prefetch-chromium-")
+        self.process = subprocess.Popen(
+            [binary, "--headless=new", "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+             "--user-data-dir=" + self.profile, "--no-first-run", "--no-default-browser-check", "--no-sandbox",
+             "--disable-gpu", "--disable-extensions", "--disable-background-networking",
+             "--disable-background-timer-throttling", "--disable-renderer-backgrounding", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self.socket = None
+        try:
+            port = self._devtools_port(deadline=time.monotonic() + 30)
+            targets = json.load(urllib.request.urlopen("http://127.0.0.1:%d/json/list" % port, timeout=10))
+            page = next(t for t in targets if t.get("type") == "page")
+            self.socket = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=15, suppress_origin=True)
+            self.next_id = 0
+            self.version = json.load(urllib.request.urlopen("http://127.0.0.1:%d/json/version" % port, timeout=10))["Browser"]
+        except BaseException:
+            self.close()
+            raise
+
+    def _devtools_port(self, deadline):
+        path = os.path.join(self.profile, "DevToolsActivePort")
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("chromium exited with %s before opening its DevTools port" % self.process.returncode)
+            try:
+                with open(path) as handle:
+                    first = handle.readline().strip()
+                if first:
+                    return int(first)
+            except (FileNotFoundError, ValueError):
+                pass
+            time.sleep(0.05)
+        raise RuntimeError("chromium did not open its DevTools port within 30 s")
+
+    def call(self, method, **params):
+        self.next_id += 1
+        self.socket.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.socket.recv())
+            if message.get("id") == self.next_id:
+                if "error" in message:
+                    raise RuntimeError("%s failed: %s" % (method, message["error"]))
+                return message.get("result", {})
+
+    def evaluate(self, expression):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result.get("result", {}).get("value")
+
+    def wait_for(self, expression, timeout=10.0):
+        """Polls until `expression` is truthy in the page; returns its value."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            time.sleep(0.02)
+        raise RuntimeError("timed out after %.0f s waiting for %s" % (timeout, expression))
+
+    def close(self):
+        if self.socket is not None:
+            try:
+                self.socket.close()
+            except Exception:
+                pass
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        shutil.rmtree(self.profile, ignore_errors=True)
+
+
+def page_url(base, apis, run, ticket=None):
+    query = [("api", api) for api in apis] + [("run", str(run))]
+    if ticket:
+        query.append(("prefetchTicket", ticket))
+    return base + "/demo/page.html?" + urllib.parse.urlencode(query)
+
+
+def trigger(base, page):
+    """POST /v1/prefetch as a shell does on tap; returns the ticket."""
+    request = urllib.request.Request(base + "/v1/prefetch", data=json.dumps({"url": page}).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.load(response)["ticket"]
+
+
+def load(browser, base, apis, run, prefetch):
+    """One page open; returns the page's marks (ms since navigation start)."""
+    browser.call("Page.navigate", url="about:blank")
+    page = page_url(base, apis, run)
+    target = page
+    if prefetch:
+        target = page_url(base, apis, run, ticket=trigger(base, page))
+    browser.call("Page.navigate", url=target)
+    text = browser.wait_for(
+        "location.href === %s && document.getElementById('marks') && document.getElementById('marks').textContent"
+        % json.dumps(target))
+    marks = json.loads(text)
+    if "error" in marks:
+        raise RuntimeError("the demo page failed: %s" % marks["error"])
+    marks["mode"] = "prefetch" if prefetch else "plain"
+    marks["url"] = target
+    return marks
+
+
+def compare(browser, args):
+    load(browser, args.base, args.api, 0, prefetch=False)  # warm-up: client.js cached, connections open
+    load(browser, args.base, args.api, 1, prefetch=True)
+    runs = []
+    for index in range(args.runs):
+        for prefetch in (index % 2 == 0, index % 2 != 0):
+            runs.append(load(browser, args.base, args.api, 10 + len(runs), prefetch=prefetch))
+    by_mode = {mode: [r for r in runs if r["mode"] == mode] for mode in ("prefetch", "plain")}
+    median = {mode: statistics.median(r["data-ready"] for r in rows) for mode, rows in by_mode.items()}
+    rendered = {mode: statistics.median(r["data-rendered"] for r in rows) for mode, rows in by_mode.items()}
+    # The page asks at `ask` ms; the upstream takes `delay` ms. Without prefetch the data is ready at
+    # ask + delay; with a prefetch started at tap time it is ready at max(ask, delay).
+    ask, delay = args.ask_ms, args.delay_ms
+    best = {"plain": ask + delay, "prefetch": max(ask, delay), "saving": ask + delay - max(ask, delay)}
+    saving = median["plain"] - median["prefetch"]
+    result = {"chromium": browser.version, "runsPerMode": args.runs, "medianDataReadyMs": median,
+              "medianDataRenderedMs": rendered, "savingMs": saving, "theoreticalBestMs": best,
+              "savingOfBest": round(saving / best["saving"], 2) if best["saving"] else None, "runs": runs}
+    print("data-ready, ms since navigation start (%s, %d runs each):" % (browser.version, args.runs))
+    for mode in ("plain", "prefetch"):
+        values = ", ".join(str(r["data-ready"]) for r in by_mode[mode])
+        print("  %-9s median %5.0f  (%s; sources %s)" % (
+            mode, median[mode], values, sorted({x["source"] for r in by_mode[mode] for x in r["results"]})))
+    print("  saving    median %5.0f ms; theoretical best %d ms (own request done at %d, prefetched data at %d)" % (
+        saving, best["saving"], best["plain"], best["prefetch"]))
+    return result
+
+
+def ui(browser, args):
+    page = page_url(args.base, args.api, 1)
+    ticket = trigger(args.base, page)
+    target = page_url(args.base, args.api, 1, ticket=ticket)
+    browser.call("Page.navigate", url=target)
+    marks = json.loads(browser.wait_for(
+        "location.href === %s && document.getElementById('marks').textContent" % json.dumps(target)))
+    browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1, mobile=False)
+    browser.call("Page.navigate", url=args.base + "/ui?limit=5")
+    browser.wait_for("document.body && document.body.getAttribute('data-loaded') === 'true'")
+    time.sleep(0.3)  # let layout settle before the picture
+    os.makedirs(args.out, exist_ok=True)
+    png = os.path.join(args.out, "ui.png")
+    dom = os.path.join(args.out, "ui.html")
+    with open(png, "wb") as handle:
+        handle.write(base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"]))
+    with open(dom, "w") as handle:
+        handle.write(browser.evaluate("document.documentElement.outerHTML"))
+    print("screenshot %s, DOM %s" % (png, dom))
+    return {"ticket": ticket, "marks": marks, "screenshot": png, "dom": dom, "chromium": browser.version}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["compare", "ui"])
+    parser.add_argument("--base", required=True, help="the service, e.g. http://127.0.0.1:8080")
+    parser.add_argument("--api", action="append", required=True, help="the demo page's interface (repeatable)")
+    parser.add_argument("--runs", type=int, default=5, help="loads per mode (compare)")
+    parser.add_argument("--ask-ms", type=int, default=200, help="when the demo page asks for its data")
+    parser.add_argument("--delay-ms", type=int, default=300, help="the upstream's answer time")
+    parser.add_argument("--out", default=".build/test-output", help="where the result (and ui's files) go")
+    parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
+    args = parser.parse_args()
+    # SIGTERM (a test that gave up) unwinds through the finally below, which stops chromium.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    browser = Browser(args.chromium)
+    try:
+        result = compare(browser, args) if args.command == "compare" else ui(browser, args)
+    finally:
+        browser.close()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "webshell-%s.json" % args.command), "w") as handle:
+        json.dump(result, handle, indent=1)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
