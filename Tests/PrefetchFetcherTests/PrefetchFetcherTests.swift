@@ -192,7 +192,9 @@ struct FetcherTests {
                 #expect(statuses.count == 1000)
                 #expect(statuses.allSatisfy { $0 == 200 })
                 #expect(upstream.hits(path: "/burst") == 1000)
-                #expect(peakThreads < 64)
+                // The whole test process is sampled while other suites run in parallel (their event loops,
+                // resolvers, renderer processes); a thread per transfer would put it above 1,000.
+                #expect(peakThreads < 256)
                 #expect(upstream.connections() <= 256)
                 #expect(fetcher.inFlight == 0)
             }

@@ -35,7 +35,9 @@ import Testing
 
     @Test func failureIsSharedThenGoneAfterNegativeTTL() async {
         let store = makeStore()
-        let failing = policy(negativeTTL: .milliseconds(200))
+        // Seconds, not milliseconds: on a loaded machine the checks between complete and the sleep must
+        // still fall inside the negative TTL.
+        let failing = policy(negativeTTL: .seconds(2))
         guard case .leader(let token) = await store.begin(key(), policy: failing) else {
             Issue.record("first begin must lead")
             return
@@ -48,7 +50,7 @@ import Testing
         #expect(await store.read(key(), wait: .zero) == .failed(failure, joined: false))
         #expect(await store.begin(key(), policy: failing) == .fresh, "a fresh failure stops another fetch")
 
-        try? await Task.sleep(for: .milliseconds(500))
+        try? await Task.sleep(for: .milliseconds(2500))
         #expect(await store.read(key(), wait: .zero) == .absent(.expired))
         if case .leader = await store.begin(key(), policy: failing) {} else {
             Issue.record("after negativeTTL a trigger must lead again")
