@@ -15,9 +15,10 @@ struct CommandTests {
         let child: ChildProcess
         let port: Int
 
-        /// Starts `prefetch serve --config <path> --port 0` and waits (at most 20 s) for its listening line.
-        static func start(configPath: String) async throws -> Server {
-            let child = try ChildProcess("prefetch", ["serve", "--config", configPath, "--port", "0", "--log-level", "info"])
+        /// Starts `prefetch serve --config <path> --port 0 [arguments]` and waits (at most 20 s) for its listening
+        /// line.
+        static func start(configPath: String, arguments: [String] = []) async throws -> Server {
+            let child = try ChildProcess("prefetch", ["serve", "--config", configPath, "--port", "0", "--log-level", "info"] + arguments)
             var port: Int?
             _ = await eventually(within: 20) {
                 port = listeningPort(in: child.stdout)

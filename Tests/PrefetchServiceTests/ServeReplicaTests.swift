@@ -1,0 +1,209 @@
+import Foundation
+import HTTPTypes
+import PrefetchTestUpstream
+import Synchronization
+import Testing
+
+/// Two `prefetch serve` processes sharing a real redis-server: what a load balancer in front of replicas needs.
+@Suite(.serialized) struct ServeReplicaTests {
+    /// A redis-server on a free port of 127.0.0.1, without persistence; `stop` kills it, `start` (re)launches it
+    /// on the same port.
+    final class Redis: Sendable {
+        let port: Int
+        private let process = Mutex<Process?>(nil)
+
+        init() throws {
+            port = try freeLocalPort()
+        }
+
+        func start() async throws {
+            let launched = Process()
+            launched.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
+            launched.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+            launched.standardOutput = FileHandle.nullDevice
+            launched.standardError = FileHandle.nullDevice
+            try launched.run()
+            process.withLock { $0 = launched }
+            let up = await eventually(within: 10) { await self.answers() }
+            if !up { throw CommandTestError(message: "redis-server on port \(port) did not start") }
+        }
+
+        func stop() async {
+            guard let running = process.withLock({ current -> Process? in
+                defer { current = nil }
+                return current
+            }) else { return }
+            kill(running.processIdentifier, SIGKILL)
+            _ = await eventually(within: 5) { !running.isRunning }
+        }
+
+        /// Whether something accepts connections on the port.
+        func answers() async -> Bool {
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            guard descriptor >= 0 else { return false }
+            defer { close(descriptor) }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            return withUnsafePointer(to: &address) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            }
+        }
+    }
+
+    /// Runs `body` with an upstream, a redis-server and two replicas on it; everything is stopped afterwards.
+    func withReplicas(
+        interfaces: @Sendable (TestUpstream) -> [String],
+        _ body: @Sendable (TestUpstream, Redis, CommandTests.Server, CommandTests.Server, String) async throws -> Void
+    ) async throws {
+        try await withUpstream { upstream in
+            let redis = try Redis()
+            try await redis.start()
+            let page = "\(upstream.base)/pages/replicated"
+            let config = try TempConfig(configText(pages: [pageEntry(page, interfaces(upstream))]))
+            var servers: [CommandTests.Server] = []
+            do {
+                for _ in 0..<2 {
+                    servers.append(try await CommandTests.Server.start(configPath: config.path, arguments: ["--store", "redis://127.0.0.1:\(redis.port)"]))
+                }
+                try await body(upstream, redis, servers[0], servers[1], page)
+            } catch {
+                for server in servers { await server.child.stop() }
+                await redis.stop()
+                config.remove()
+                throw error
+            }
+            for server in servers { await server.child.stop() }
+            await redis.stop()
+            config.remove()
+        }
+    }
+
+    func trigger(_ server: CommandTests.Server, _ page: String, cookie: String? = nil) async throws -> String {
+        var body: [String: Any] = ["url": page]
+        if let cookie { body["headers"] = ["Cookie": cookie] }
+        let text = String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self)
+        let reply = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: text)
+        #expect(reply.status == 202, "\(reply.text)")
+        return try #require(reply.json["ticket"] as? String)
+    }
+
+    @Test func aTicketFromOneReplicaIsServedByTheOther() async throws {
+        try await withReplicas(interfaces: { upstream in
+            [#"{"name": "info", "api": "\#(upstream.base)/r/info", "method": "GET", "urlParam": true}"#]
+        }) { upstream, _, first, second, page in
+            let ticket = try await trigger(first, page + "?id=7")
+            let data = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticket)/data?name=info&wait=5000")
+            #expect(data.status == 200, "\(data.text)")
+            #expect(["hit", "joined"].contains(data.header("X-Prefetch") ?? ""))
+            #expect(data.text.contains(#""query":"id=7""#))
+            let results = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticket)?wait=5000")
+            #expect(results.status == 200)
+            #expect(upstream.hits(path: "/r/info") == 1)
+        }
+    }
+
+    @Test func consumersOnBothReplicasCauseOneUpstreamFetch() async throws {
+        try await withReplicas(interfaces: { upstream in
+            [
+                #"{"name": "slow", "api": "\#(upstream.base)/r/slow?delay=300", "method": "GET"}"#,
+                #"{"name": "list", "api": "\#(upstream.base)/r/list", "method": "POST", "bodyParam": true}"#,
+            ]
+        }) { upstream, _, first, second, page in
+            let target = page + "?q=1"
+            let reads = try await withThrowingTaskGroup(of: Reply?.self) { group in
+                group.addTask {
+                    _ = try await trigger(first, target)
+                    return nil
+                }
+                group.addTask {
+                    _ = try await trigger(second, target)
+                    return nil
+                }
+                for index in 0..<100 {
+                    let port = index.isMultiple(of: 2) ? first.port : second.port
+                    let name = index.isMultiple(of: 3) ? "list" : "slow"
+                    group.addTask { try await oneRequest(port: port, .get, "/v1/data?page=\(q(target))&name=\(name)&wait=8000") }
+                }
+                var all: [Reply] = []
+                for try await reply in group { if let reply { all.append(reply) } }
+                return all
+            }
+            // A reader may arrive before either trigger; every other one gets the response.
+            let served = reads.filter { $0.status == 200 }
+            let early = reads.filter { $0.status == 404 && $0.header("X-Prefetch-Reason") == "not-triggered" }
+            #expect(reads.count == 100)
+            #expect(served.count + early.count == 100, "\(reads.map(\.status))")
+            #expect(served.count >= 50, "\(reads.map(\.status))")
+            #expect(upstream.hits(path: "/r/slow") == 1)
+            #expect(upstream.hits(path: "/r/list") == 1)
+        }
+    }
+
+    @Test func identitiesStayIsolatedAcrossReplicas() async throws {
+        try await withReplicas(interfaces: { upstream in
+            [#"{"name": "me", "api": "\#(upstream.base)/r/me", "method": "GET"}"#]
+        }) { upstream, _, first, second, page in
+            let ticketA = try await trigger(first, page, cookie: "sid=alice")
+            let ticketB = try await trigger(second, page, cookie: "sid=bob")
+            let a = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me&wait=5000")
+            let b = try await oneRequest(port: first.port, .get, "/v1/prefetch/\(ticketB)/data?name=me&wait=5000")
+            #expect(a.text.contains("sid=alice") && !a.text.contains("sid=bob"))
+            #expect(b.text.contains("sid=bob") && !b.text.contains("sid=alice"))
+            let stolen = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me", headers: ["Cookie": "sid=bob"])
+            #expect(stolen.status == 403)
+            let bobByPage = try await oneRequest(port: first.port, .get, "/v1/data?page=\(q(page))&name=me&wait=2000", headers: ["Cookie": "sid=bob"])
+            #expect(bobByPage.text.contains("sid=bob") && !bobByPage.text.contains("sid=alice"))
+            #expect(upstream.hits(path: "/r/me") == 2)
+        }
+    }
+
+    @Test func aRedisOutageKeepsBothAnsweringAndRecoversByItself() async throws {
+        try await withReplicas(interfaces: { upstream in
+            [#"{"name": "info", "api": "\#(upstream.base)/r/outage", "method": "GET", "urlParam": true}"#]
+        }) { _, redis, first, second, page in
+            await redis.stop()
+            for (index, server) in [first, second].enumerated() {
+                let ticket = try await trigger(server, page + "?during=\(index)")
+                let data = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)/data?name=info&wait=5000")
+                #expect(data.status == 200, "replica \(index) during the outage: \(data.text)")
+            }
+            let degraded = await eventually(within: 10) {
+                let ready = try? await oneRequest(port: first.port, .get, "/readyz")
+                return ready?.json["store"] as? String == "degraded"
+            }
+            #expect(degraded)
+            let health = try await oneRequest(port: second.port, .get, "/healthz")
+            #expect(health.status == 200)
+
+            try await redis.start()
+            for server in [first, second] {
+                let recovered = await eventually(within: 15) {
+                    let ready = try? await oneRequest(port: server.port, .get, "/readyz")
+                    return ready?.json["store"] as? String == "ok"
+                }
+                #expect(recovered)
+            }
+            let ticket = try await trigger(first, page + "?after=1")
+            let data = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticket)/data?name=info&wait=5000")
+            #expect(data.status == 200, "after recovery, across replicas: \(data.text)")
+        }
+    }
+}
+
+/// A port nothing listens on right now (bind port 0 and read back the kernel's choice).
+func freeLocalPort() throws -> Int {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { throw CommandTestError(message: "socket failed") }
+    defer { close(descriptor) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+    }
+    guard bound else { throw CommandTestError(message: "bind failed") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
