@@ -138,7 +138,7 @@ extension Prefetch {
             discussion: """
                 Every option has an environment variable: PREFETCH_CONFIG, PREFETCH_HOST, PREFETCH_PORT, \
                 PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, \\
-                PREFETCH_CONFIG_FALLBACK, PREFETCH_CONFIG_INTERVAL, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_LOG_LEVEL. \\
+                PREFETCH_CONFIG_FALLBACK, PREFETCH_CONFIG_INTERVAL, PREFETCH_CONFIG_FATIGUE, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_LOG_LEVEL. \\
                 --config may be a file or an http(s) URL; the service follows it (interval, SIGHUP, POST /v1/config/refresh). \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
                 """
@@ -167,6 +167,9 @@ extension Prefetch {
         @Option(name: .customLong("config-interval"), help: "Seconds between config checks (default 60, env PREFETCH_CONFIG_INTERVAL).")
         var configInterval: Int?
 
+        @Option(name: .customLong("config-fatigue"), help: "Minimum seconds between two checks of a URL config, whatever triggers them (default 30, env PREFETCH_CONFIG_FATIGUE).")
+        var configFatigue: Int?
+
         @Option(name: .customLong("state-dir"), help: "Directory for the last-good config copy (env PREFETCH_STATE_DIR; default none).")
         var stateDirectory: String?
 
@@ -190,6 +193,10 @@ extension Prefetch {
             if let seconds = try configInterval ?? Environment.integer("PREFETCH_CONFIG_INTERVAL") {
                 guard seconds >= 1 else { throw ValidationError("--config-interval \(seconds) must be at least 1 second") }
                 source.interval = .seconds(seconds)
+            }
+            if let seconds = try configFatigue ?? Environment.integer("PREFETCH_CONFIG_FATIGUE") {
+                guard seconds >= 0 else { throw ValidationError("--config-fatigue \(seconds) must not be negative") }
+                source.fatigueWindow = .seconds(seconds)
             }
             source.stateDirectory = stateDirectory ?? Environment.value("PREFETCH_STATE_DIR")
             settings.configSource = source
