@@ -166,8 +166,7 @@ extension Lease {
         #expect(await pool.snapshot().createFailures == 3)
     }
 
-    @Test(.enabled(if: access("/usr/bin/python3", X_OK) == 0))
-    func aProcessIsWarmOnceItsReadyPortOpens() async throws {
+    @Test func aProcessIsWarmOnceItsReadyPortOpens() async throws {
         let port = freeLoopbackPort()
         let server = """
             import socket, time
