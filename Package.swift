@@ -149,6 +149,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Subprocess", package: "swift-subprocess"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -267,6 +268,8 @@ let package = Package(
             name: "PrefetchServiceTests",
             dependencies: [
                 "PrefetchCore",
+                "PrefetchDNS",
+                "PrefetchFetcher",
                 "PrefetchService",
                 "RendererPool",
                 "PrefetchTestUpstream",
