@@ -18,7 +18,7 @@ cleanup() {
   done
   for pid in "${BENCH_PIDS[@]}"; do
     for _ in $(seq 1 50); do
-      kill -0 "$pid" 2>/dev/null || break
+      kill -0 "$pid" 2>/dev/null || continue 2
       sleep 0.1
     done
     kill -KILL "$pid" 2>/dev/null || true
@@ -69,6 +69,8 @@ build_release() {
 start() {
   local name="$1" pattern="$2"
   shift 2
+  # Emptied first: a restarted server must not be taken for ready on its predecessor's line.
+  : >"$WORK/$name.out"
   # From $WORK, so no configs/ of the caller's directory is picked up (renderers: the built-in profiles).
   (cd "$WORK" && exec "$@") >"$WORK/$name.out" 2>"$WORK/$name.err" &
   STARTED_PID=$!
@@ -88,8 +90,11 @@ start() {
 }
 
 # stop PID: SIGTERM, then wait for it to exit (at most 15 s).
+# The pid leaves the list cleaned up on exit, so a reused pid is never signalled.
 stop() {
-  local pid="$1"
+  local pid="$1" kept=() other
+  for other in "${BENCH_PIDS[@]}"; do [ "$other" = "$pid" ] || kept+=("$other"); done
+  BENCH_PIDS=("${kept[@]}")
   kill -TERM "$pid" 2>/dev/null || return 0
   for _ in $(seq 1 150); do
     kill -0 "$pid" 2>/dev/null || return 0
