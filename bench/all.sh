@@ -28,10 +28,10 @@ for name in "${names[@]}"; do
 done
 
 {
-  echo "Run of $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$REPO_DIR" rev-parse --short HEAD)"
-  echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')), $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr)"
-  echo "Swift: $(swift --version 2>/dev/null | head -1); Node $(node --version); $(nginx -v 2>&1); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2); $(hyperfine --version)"
-  echo "Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "- Run of $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$REPO_DIR" rev-parse --short HEAD)"
+  echo "- Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')), $(free -g | awk '/Mem:/ {print $2}') GiB, $(uname -sr)"
+  echo "- Swift: $(swift --version 2>/dev/null | head -1); Node $(node --version); $(nginx -v 2>&1); $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2); $(hyperfine --version)"
+  echo "- Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo
   for name in "${names[@]}"; do
     echo '```'
