@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Fan-out: pages of 8 interfaces against local upstreams that answer after 50 ms, CONCURRENCY page opens in
+# flight, every page distinct (nothing cached). Measures, from one Node load client (bench/clients/fanout-client.js):
+#   - time from trigger until all 8 results are settled, as overhead above the 50 ms upstream (p50, p99);
+#   - server-side settle overhead where the target reports it;
+#   - CPU seconds of the serving process per 1,000 upstream requests (utime+stime from /proc/PID/stat).
+# Targets: direct (the client calls the upstreams itself: the floor), the service (POST /v1/prefetch, then
+# GET /v1/prefetch/{ticket}?wait=10000), and a Node.js BFF (bench/peers/bff.js) with fetch and with node:http.
+#
+# Topology: 8 upstream processes, one per interface (a page's interfaces usually live on several backends).
+# A second service run puts all 8 interfaces on ONE upstream origin, where the fetcher's per-host connection
+# limit (64) applies.
+# Env: BENCH_CONCURRENCY (default 32), BENCH_PAGES (measured page opens per target, default 3000),
+# BENCH_WARMUP_PAGES (default 300).
+source "$(dirname "$0")/lib.sh"
+
+CONCURRENCY="${BENCH_CONCURRENCY:-32}"
+PAGES="${BENCH_PAGES:-3000}"
+WARMUP_PAGES="${BENCH_WARMUP_PAGES:-300}"
+DELAY=50
+CLIENT="$BENCH_DIR/clients/fanout-client.js"
+
+ensure_apt curl
+ensure_node
+build_release
+
+UPSTREAM_PORTS=()
+for k in 0 1 2 3 4 5 6 7; do
+  start "upstream$k" 'listening on ' "$UPSTREAM" --port 0 --threads 1
+  UPSTREAM_PORTS+=("${STARTED_LINE##*:}")
+done
+
+interfaces() { # ORIGINS: many|one
+  local k port sep=""
+  for k in 0 1 2 3 4 5 6 7; do
+    port="${UPSTREAM_PORTS[$k]}"
+    [ "$1" = one ] && port="${UPSTREAM_PORTS[0]}"
+    printf '%s{"name": "i%d", "api": "http://127.0.0.1:%s/i%d?delay=%d", "method": "GET", "urlParam": true}' "$sep" "$k" "$port" "$k" "$DELAY"
+    sep=", "
+  done
+}
+cat >"$WORK/config.json" <<EOF
+{"code": 200, "data": {"name": "bench-fanout", "version": "1", "config": [
+  {"url": "https://bench.example.com/fan/{n}", "interfaces": [$(interfaces many)]},
+  {"url": "https://bench.example.com/fan1/{n}", "interfaces": [$(interfaces one)]}
+]}}
+EOF
+BASES="$(for k in 0 1 2 3 4 5 6 7; do printf 'http://127.0.0.1:%s/i%d?delay=%d,' "${UPSTREAM_PORTS[$k]}" "$k" "$DELAY"; done)"
+BASES="${BASES%,}"
+
+# The plan sends what the BFF sends: /iK?delay=50&n=ID.
+"$PREFETCH" plan 'https://bench.example.com/fan/7' --config "$WORK/config.json" --json | grep -q "/i7?delay=$DELAY&n=7" \
+  || { echo "unexpected plan:"; "$PREFETCH" plan 'https://bench.example.com/fan/7' --config "$WORK/config.json"; exit 1; } >&2
+
+RUN=0
+RESULTS="$WORK/results.jsonl"
+: >"$RESULTS"
+client() { # LABEL MODE TARGET PIDS [PAGE_PREFIX]
+  RUN=$((RUN + 1))
+  log "fan-out: $1"
+  node "$CLIENT" "$2" "$3" "$CONCURRENCY" "$WARMUP_PAGES" "$PAGES" "$4" "$RUN" "$DELAY" "${5:-}" \
+    | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const o=JSON.parse(s);o.label=process.argv[1];console.log(JSON.stringify(o))})' "$1" \
+    >>"$RESULTS"
+}
+
+LOAD_BEFORE="$(load_line)"
+client "direct (client -> upstreams, floor)" direct "$BASES" ""
+
+start_service "$WORK/config.json"
+client "service (8 origins)" service "$SERVICE_URL" "server=$SERVICE_PID"
+client "service (1 origin)" service "$SERVICE_URL" "server=$SERVICE_PID" "https://bench.example.com/fan1/"
+stop "$SERVICE_PID"
+
+start_service "$WORK/config.json" --log-level warning
+client "service, log-level warning (8 origins)" service "$SERVICE_URL" "server=$SERVICE_PID"
+stop "$SERVICE_PID"
+
+start bff_fetch 'listening on ' node "$BENCH_DIR/peers/bff.js" "$BASES" fetch
+client "node bff, fetch/undici (8 origins)" bff "http://127.0.0.1:${STARTED_LINE##*:}" "server=$STARTED_PID"
+stop "$STARTED_PID"
+
+start bff_http 'listening on ' node "$BENCH_DIR/peers/bff.js" "$BASES" http
+client "node bff, node:http agent (8 origins)" bff "http://127.0.0.1:${STARTED_LINE##*:}" "server=$STARTED_PID"
+stop "$STARTED_PID"
+
+{
+  echo "## fanout"
+  echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "machine $(machine_line)"
+  echo "load_before $LOAD_BEFORE"
+  echo "load_after $(load_line)"
+  echo "concurrency $CONCURRENCY page opens, 8 interfaces each, upstream delay ${DELAY} ms, $PAGES measured pages per target after $WARMUP_PAGES warm-up"
+  node -e '
+    const rows = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse);
+    const f = (v) => (v === null || v === undefined ? "-" : v.toFixed(2));
+    const cpuPerK = (r) => (r.cpuSeconds.server === undefined ? null : (r.cpuSeconds.server / r.upstreamRequests) * 1000);
+    console.log(["target", "overhead p50", "overhead p99", "server settle p50", "server settle p99", "cpu s / 1k upstream req", "pages/s", "errors"].join(" | "));
+    for (const r of rows) {
+      const s = r.serverSettleOverheadMs;
+      console.log([r.label, f(r.overheadMs.p50), f(r.overheadMs.p99), s ? f(s.p50) : "-", s ? f(s.p99) : "-", f(cpuPerK(r)), r.pagesPerSecond, r.errors].join(" | "));
+    }
+    const by = (p) => rows.find((r) => r.label.startsWith(p));
+    const service = by("service (8 origins)");
+    const bffs = rows.filter((r) => r.label.startsWith("node bff"));
+    const best = bffs.reduce((a, b) => (cpuPerK(a) <= cpuPerK(b) ? a : b));
+    console.log(`ratio cpu service/best-bff ${(cpuPerK(service) / cpuPerK(best)).toFixed(2)}x (best bff: ${best.label}; target <= 0.5x)`);
+    console.log(`ratio overhead p99 service ${f(service.overheadMs.p99)} ms (target <= 1 ms); best bff ${f(Math.min(...bffs.map((b) => b.overheadMs.p99)))} ms; direct ${f(by("direct").overheadMs.p99)} ms`);
+    for (const r of rows) if (r.errors) console.log(`errors ${r.label}: ${r.errors} first: ${r.firstError}`);
+  ' "$RESULTS"
+} | report fanout

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Scale-out: two service instances sharing one Redis store (`prefetch serve --store redis://127.0.0.1:PORT`),
+# next to one instance with the in-memory store.
+#   1. single flight across instances: the same 200 pages triggered on both instances at once; the upstream must
+#      see each request once;
+#   2. cross-instance handoff: a response fetched through instance A, read through instance B with
+#      GET /v1/data?page=...&api=... under wrk (-t2 -c50), against the same read from a memory-store instance;
+#   3. fan-out through a Redis-backed instance (bench/clients/fanout-client.js, 8 interfaces, 50 ms upstream),
+#      against the memory store: overhead p50/p99 and CPU of the service plus redis-server per 1,000 requests.
+# The script stops with "not run" when this build has no --store option.
+# Env: BENCH_DURATION (wrk seconds, default 10), BENCH_CONCURRENCY (default 32), BENCH_PAGES (default 2000).
+source "$(dirname "$0")/lib.sh"
+
+DURATION="${BENCH_DURATION:-10}"
+CONCURRENCY="${BENCH_CONCURRENCY:-32}"
+PAGES="${BENCH_PAGES:-2000}"
+DELAY=50
+
+ensure_apt redis-server wrk curl
+ensure_node
+build_release
+
+if ! "$PREFETCH" serve --help 2>&1 | grep -q -- '--store '; then
+  {
+    echo "## scaleout"
+    echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "status not run: this build of prefetch serve has no --store option (the Redis store is not wired into the CLI yet)"
+  } | report scaleout
+  exit 0
+fi
+
+REDIS_PORT="$(free_port)"
+start redis 'Ready to accept connections' redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no
+REDIS_PID=$STARTED_PID
+REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
+
+UPSTREAM_PORTS=()
+for k in 0 1 2 3 4 5 6 7; do
+  start "upstream$k" 'listening on ' "$UPSTREAM" --port 0 --threads 1
+  UPSTREAM_PORTS+=("${STARTED_LINE##*:}")
+done
+interfaces="$(sep=""; for k in 0 1 2 3 4 5 6 7; do
+  printf '%s{"name": "i%d", "api": "http://127.0.0.1:%s/i%d?delay=%d", "method": "GET", "urlParam": true, "ttl": 3600}' "$sep" "$k" "${UPSTREAM_PORTS[$k]}" "$k" "$DELAY"
+  sep=", "; done)"
+cat >"$WORK/config.json" <<EOF
+{"code": 200, "data": {"name": "bench-scaleout", "version": "1", "config": [
+  {"url": "https://bench.example.com/fan/{n}", "interfaces": [$interfaces]}
+]}}
+EOF
+
+start service_a 'prefetch listening on ' "$PREFETCH" serve --config "$WORK/config.json" --port 0 --store "$REDIS_URL"
+A_PID=$STARTED_PID A_URL="$(grep -Eo 'http://127\.0\.0\.1:[0-9]+' <<<"$STARTED_LINE")"
+start service_b 'prefetch listening on ' "$PREFETCH" serve --config "$WORK/config.json" --port 0 --store "$REDIS_URL"
+B_PID=$STARTED_PID B_URL="$(grep -Eo 'http://127\.0\.0\.1:[0-9]+' <<<"$STARTED_LINE")"
+start service_m 'prefetch listening on ' "$PREFETCH" serve --config "$WORK/config.json" --port 0
+M_PID=$STARTED_PID M_URL="$(grep -Eo 'http://127\.0\.0\.1:[0-9]+' <<<"$STARTED_LINE")"
+
+hits() { # total scripted hits over the 8 upstreams
+  local total=0 k n
+  for k in 0 1 2 3 4 5 6 7; do
+    n="$(curl -sf "http://127.0.0.1:${UPSTREAM_PORTS[$k]}/__hits?path=/i$k" | node -p 'JSON.parse(require("fs").readFileSync(0)).hits')"
+    total=$((total + n))
+  done
+  echo "$total"
+}
+
+# 1. Single flight across instances.
+before="$(hits)"
+node -e '
+  const [a, b] = process.argv.slice(1);
+  const post = (base, n) => fetch(`${base}/v1/prefetch`, { method: "POST", body: JSON.stringify({ url: `https://bench.example.com/fan/${n}` }) }).then((r) => r.json());
+  (async () => {
+    const tickets = await Promise.all(Array.from({ length: 200 }, (_, n) => [post(a, 900000 + n), post(b, 900000 + n)]).flat());
+    await Promise.all(tickets.map((t, i) => fetch(`${i % 2 ? b : a}/v1/prefetch/${t.ticket}?wait=10000`).then((r) => r.text())));
+  })();
+' "$A_URL" "$B_URL"
+SINGLE_FLIGHT_HITS=$(($(hits) - before))
+
+# 2. Cross-instance handoff: fetched through A, read through B; the same read from the memory-store instance.
+PAGE="https://bench.example.com/fan/777"
+API="http://127.0.0.1:${UPSTREAM_PORTS[0]}/i0?delay=$DELAY"
+QUERY="page=$(node -p 'encodeURIComponent(process.argv[1])' "$PAGE")&api=$(node -p 'encodeURIComponent(process.argv[1])' "$API")"
+curl -sf -X POST "$A_URL/v1/prefetch" -d "{\"url\": \"$PAGE\"}" >/dev/null
+curl -sf -X POST "$M_URL/v1/prefetch" -d "{\"url\": \"$PAGE\"}" >/dev/null
+curl -sf -o /dev/null "$A_URL/v1/data?$QUERY&wait=5000"
+curl -sf -o /dev/null "$M_URL/v1/data?$QUERY&wait=5000"
+curl -sfi "$B_URL/v1/data?$QUERY" | grep -qi '^X-Prefetch: hit' || { echo "instance B did not serve A's response as a hit" >&2; exit 1; }
+
+wrk_run() { # URL -> "RPS P99_MS"
+  wrk -t2 -c50 -d3s "$1" >/dev/null
+  wrk -t2 -c50 -d"${DURATION}s" --latency "$1" | awk '
+    /Requests\/sec/ { rps = $2 }
+    $1 == "99%" { v = $2; if (v ~ /us$/) { sub(/us/, "", v); v /= 1000 } else if (v ~ /ms$/) { sub(/ms/, "", v) } else if (v ~ /s$/) { sub(/s/, "", v); v *= 1000 }; p99 = v }
+    /Non-2xx/ { bad = 1 }
+    END { if (bad) print "non-2xx"; else printf "%.0f %.2f\n", rps, p99 }'
+}
+read -r B_RPS B_P99 <<<"$(wrk_run "$B_URL/v1/data?$QUERY")"
+read -r M_RPS M_P99 <<<"$(wrk_run "$M_URL/v1/data?$QUERY")"
+
+# 3. Fan-out through a Redis-backed instance and through the memory store.
+node "$BENCH_DIR/clients/fanout-client.js" service "$A_URL" "$CONCURRENCY" 300 "$PAGES" "server=$A_PID,redis=$REDIS_PID" 11 "$DELAY" >"$WORK/fan-redis.json"
+node "$BENCH_DIR/clients/fanout-client.js" service "$M_URL" "$CONCURRENCY" 300 "$PAGES" "server=$M_PID" 12 "$DELAY" >"$WORK/fan-memory.json"
+
+{
+  echo "## scaleout"
+  echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "machine $(machine_line)"
+  echo "load_after $(load_line)"
+  echo "single flight: 200 pages x 8 interfaces triggered on both instances at once -> $SINGLE_FLIGHT_HITS upstream requests (ideal 1600)"
+  echo "cross-instance handoff (GET /v1/data on B, fetched through A; wrk -t2 -c50 -d${DURATION}s): $B_RPS req/s, p99 $B_P99 ms"
+  echo "same read, memory store, one instance: $M_RPS req/s, p99 $M_P99 ms"
+  node -e '
+    const [redis, memory] = process.argv.slice(1).map((p) => JSON.parse(require("fs").readFileSync(p, "utf8")));
+    const perK = (r, names) => (names.reduce((s, n) => s + r.cpuSeconds[n], 0) / r.upstreamRequests * 1000).toFixed(2);
+    console.log(`fan-out redis store: overhead p50 ${redis.overheadMs.p50} ms p99 ${redis.overheadMs.p99} ms, cpu s/1k upstream req service ${perK(redis, ["server"])} + redis ${perK(redis, ["redis"])}, errors ${redis.errors}`);
+    console.log(`fan-out memory store: overhead p50 ${memory.overheadMs.p50} ms p99 ${memory.overheadMs.p99} ms, cpu s/1k upstream req ${perK(memory, ["server"])}, errors ${memory.errors}`);
+  ' "$WORK/fan-redis.json" "$WORK/fan-memory.json"
+} | report scaleout
