@@ -153,9 +153,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // glibc allocator tuning for the serve process (the one C call Foundation's Glibc module lacks).
+        .target(name: "CMallocTuning"),
         .executableTarget(
             name: "prefetch",
             dependencies: [
+                "CMallocTuning",
                 "ConfigUpdater",
                 "PrefetchCore",
                 "PrefetchDNS",

@@ -320,6 +320,21 @@ public struct JSONParser {
 
 /// Compact JSON serialisation, the form bodies are sent in.
 enum JSONWriter {
+    /// Whether `text` has a character that must be escaped: the common case (none) is copied whole.
+    static func needsEscaping(_ text: String) -> Bool {
+        var utf8 = text.utf8.makeIterator()
+        while let byte = utf8.next() {
+            switch byte {
+            case 0x00...0x1F, 0x22, 0x5C, 0x7F: return true
+            case 0xE2:
+                // U+2028 and U+2029 (E2 80 A8/A9) are escaped so the output is also valid JavaScript.
+                if utf8.next() == 0x80, let third = utf8.next(), third == 0xA8 || third == 0xA9 { return true }
+            default: continue
+            }
+        }
+        return false
+    }
+
     static func write(_ value: JSONValue, into out: inout String) {
         switch value {
         case .null: out += "null"
@@ -347,6 +362,11 @@ enum JSONWriter {
 
     static func writeString(_ text: String, into out: inout String) {
         out += "\""
+        if !needsEscaping(text) {
+            out += text
+            out += "\""
+            return
+        }
         for scalar in text.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CMallocTuning
 import Logging
 import Metrics
 import ConfigUpdater
@@ -247,6 +248,10 @@ extension Prefetch {
                 handler.logLevel = level
                 return handler
             }
+            // Response bodies come and go by the megabyte; glibc's adaptive mmap threshold would otherwise move
+            // them onto the heap after the first large free and fragment it, so RSS would outgrow the store's
+            // budget (BENCHMARKS.md, memory). 128 KiB keeps large bodies in their own mappings.
+            _ = prefetch_set_mmap_threshold(128 * 1024)
             let registry = PrometheusCollectorRegistry()
             MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
             let logger = Logger(label: "prefetch")
