@@ -28,9 +28,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-if ! command -v schemathesis >/dev/null 2>&1; then
+if ! python3 -c "import schemathesis" 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check "schemathesis>=4.3,<5"
 fi
+# Through the interpreter that has the package (no dependence on a console script being on PATH).
+schemathesis() {
+  python3 -c 'import sys; from schemathesis.cli import schemathesis; sys.argv[0] = "schemathesis"; schemathesis()' "$@"
+}
 
 bin=$(swift build --show-bin-path)
 for exe in prefetch prefetch-upstream; do

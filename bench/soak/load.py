@@ -204,11 +204,13 @@ async def sampler(args, load, start, deadline, samples):
 
 
 COLUMNS = ["t", "rss_kib", "fds", "threads", "store_bytes", "ops", "errors", "in_flight", "load1"]
-# Absolute slack per metric on top of the relative tolerance: small counts jitter by a few.
-SLACK = {"rss_kib": 8 * 1024, "fds": 16, "threads": 4, "store_bytes": 256 * 1024}
+# Absolute slack per metric on top of the relative tolerance: small counts jitter by a few, and the store's
+# bytes move by whole responses (up to 100 KB each here), so they get a tenth of the budget.
+SLACK = {"rss_kib": 8 * 1024, "fds": 16, "threads": 4}
 
 
-def judge(samples, tolerance):
+def judge(samples, tolerance, budget):
+    slack = dict(SLACK, store_bytes=max(256 * 1024, budget // 10))
     problems = []
     if len(samples) < 4:
         return [f"only {len(samples)} samples: run longer than 2 intervals"]
@@ -219,7 +221,7 @@ def judge(samples, tolerance):
     for key in ["rss_kib", "fds", "threads", "store_bytes"]:
         before = max(s[key] for s in first)
         after = max(s[key] for s in second)
-        limit = before * (1 + tolerance / 100) + SLACK[key]
+        limit = before * (1 + tolerance / 100) + slack[key]
         verdict = "flat" if after <= limit else "GROWING"
         print(f"{key}: first-half max {before}, second-half max {after}, limit {int(limit)}: {verdict}")
         if after > limit:
@@ -258,7 +260,7 @@ async def main():
 
     print(f"operations: {dict(load.kinds)}")
     print(f"statuses: {dict(sorted(load.statuses.items(), key=str))}; skipped (over {args.max_in_flight} in flight): {load.skipped}")
-    problems = judge(samples, args.tolerance)
+    problems = judge(samples, args.tolerance, args.budget)
     if load.unexpected:
         problems.append(f"{len(load.unexpected)}+ undocumented answers, first: {load.unexpected[:10]}")
     over = [s for s in samples if s["store_bytes"] > args.budget]
