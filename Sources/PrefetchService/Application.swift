@@ -97,6 +97,7 @@ public func buildApplication(
 
     let router = Router(context: BasicRequestContext.self)
     router.add(middleware: MetricsMiddleware())
+    router.add(middleware: UnmatchedRouteMiddleware())
     router.get("/healthz") { _, _ in
         jsonResponse(.ok, JSON.object([("status", .string("ok"))]))
     }
