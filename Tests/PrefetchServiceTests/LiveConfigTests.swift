@@ -118,3 +118,23 @@ import Testing
         #expect(health.status == 200)
     }
 }
+
+extension LiveConfigTests {
+    @Test(arguments: ["", "{\"code\": 200, \"data\": {\"na", "\u{01}\u{02}\u{FF}binary"])
+    func aConfigFileReplacedByGarbageKeepsTheRunningConfig(garbage: String) async throws {
+        let file = try TempConfig(Self.config(version: "1", api: "https://api.example.test/v1/feed"))
+        defer { file.remove() }
+        let server = try await CommandTests.Server.start(configPath: file.path)
+        defer { server.child.signal(SIGKILL) }
+        #expect(try await planVersion(server) == "1")
+
+        try Data(garbage.utf8).write(to: URL(fileURLWithPath: file.path))
+        let refresh = try await oneRequest(port: server.port, .post, "/v1/config/refresh", body: #"{"trigger": "foreground"}"#)
+        #expect(refresh.json["outcome"] as? String == "abnormal", "\(refresh.text)")
+        #expect(try await planVersion(server) == "1", "the running config keeps serving")
+        let status = try await oneRequest(port: server.port, .get, "/v1/config")
+        #expect((status.json["lastError"] as? String)?.contains(file.path) == true, "\(status.text)")
+        let trigger = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: #"{"url": "https://m.example.test/live"}"#)
+        #expect(trigger.status == 202)
+    }
+}
