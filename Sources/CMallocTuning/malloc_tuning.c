@@ -1,4 +1,5 @@
 #include "malloc_tuning.h"
+#include <stdlib.h> /* defines __GLIBC__ on glibc systems */
 
 #if defined(__GLIBC__)
 #include <malloc.h>
