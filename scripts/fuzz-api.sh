@@ -38,29 +38,7 @@ for exe in prefetch prefetch-upstream; do
   [ -x "$bin/$exe" ] || { echo "fuzz-api: $bin/$exe is missing; run swift build first" >&2; exit 2; }
 done
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Waits (at most 30 s) for a line matching $2 in file $1 and prints the port after "127.0.0.1:".
-wait_port() {
-  local file=$1 pattern=$2
-  for _ in $(seq 300); do
-    if grep -q "$pattern" "$file" 2>/dev/null; then
-      grep "$pattern" "$file" | head -1 | sed -E 's/.*127\.0\.0\.1:([0-9]+).*/\1/'
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "fuzz-api: no '$pattern' in $file:" >&2
-  cat "$file" >&2
-  return 1
-}
+. scripts/lib-processes.sh
 
 "$bin/prefetch-upstream" --port 0 >"$work/upstream.out" 2>&1 &
 pids+=($!)

@@ -30,32 +30,11 @@ swift build -c "$config" --product prefetch >&2
 swift build -c "$config" --product prefetch-upstream >&2
 bin=$(swift build -c "$config" --show-bin-path)
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-wait_port() {
-  local file=$1 pattern=$2
-  for _ in $(seq 600); do
-    if grep -q "$pattern" "$file" 2>/dev/null; then
-      grep "$pattern" "$file" | head -1 | sed -E 's/.*127\.0\.0\.1:([0-9]+).*/\1/'
-      return 0
-    fi
-    sleep 0.1
-  done
-  echo "soak: no '$pattern' in $file:" >&2
-  cat "$file" >&2
-  return 1
-}
+. scripts/lib-processes.sh
 
 "$bin/prefetch-upstream" --port 0 --threads 2 >"$work/upstream.out" 2>&1 &
 pids+=($!)
-upstream="http://127.0.0.1:$(wait_port "$work/upstream.out" "listening on")"
+upstream="http://127.0.0.1:$(wait_port "$work/upstream.out" "listening on" 600)"
 
 # `ok` and `post` forward only `i` (always healthy); `fault` forwards the whole page query, so each trigger
 # picks its fault (see FAULTS in bench/soak/load.py).
@@ -73,7 +52,7 @@ JSON
   --log-level error >"$work/serve.out" 2>"$work/serve.err" &
 serve_pid=$!
 pids+=("$serve_pid")
-port=$(wait_port "$work/serve.out" "prefetch listening on")
+port=$(wait_port "$work/serve.out" "prefetch listening on" 600)
 echo "soak: serve pid $serve_pid on 127.0.0.1:$port ($config build), upstream $upstream, store budget $store_bytes bytes" >&2
 echo "soak: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
