@@ -63,8 +63,9 @@ final class Orchestrator: Sendable {
     }
 
     /// The credential headers among `headers`, in order.
-    func credentials(in headers: [(name: String, value: String)]) -> [(name: String, value: String)] {
-        headers.filter { credentialNames.contains($0.name.lowercased()) }
+    func credentials(in headers: [(name: String, value: String)]) -> Credentials {
+        let picked = headers.filter { credentialNames.contains($0.name.lowercased()) }
+        return Credentials(headers: picked, identity: Identity(headers: picked, credentialHeaderNames: Array(credentialNames)))
     }
 
     /// The plan for `page` under the current config.
@@ -81,13 +82,13 @@ final class Orchestrator: Sendable {
     }
 
     /// What a planned request is keyed by, and the headers it is sent with, for a caller with `credentials`.
-    func keyAndHeaders(for request: PlannedRequest, page: HTTPURL, credentials: [(name: String, value: String)]) -> (StoreKey, [HTTPHeader]) {
-        let sendCredentials = !credentials.isEmpty && SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL)
+    func keyAndHeaders(for request: PlannedRequest, page: HTTPURL, credentials: Credentials) -> (StoreKey, [HTTPHeader]) {
+        let sendCredentials = !credentials.headers.isEmpty && SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL)
         var headers = request.headers.map { HTTPHeader(name: $0.name, value: $0.value) }
         var identity = Identity.anonymous
         if sendCredentials {
-            headers += credentials.map { HTTPHeader(name: $0.name, value: $0.value) }
-            identity = Identity(headers: credentials, credentialHeaderNames: Array(credentialNames))
+            headers += credentials.headers.map { HTTPHeader(name: $0.name, value: $0.value) }
+            identity = credentials.identity
         }
         let key = StoreKey(identity: identity, method: request.method.rawValue, url: request.url, body: request.body.map { Array($0.utf8) })
         return (key, headers)
@@ -131,7 +132,7 @@ final class Orchestrator: Sendable {
         }
         let ticket = Ticket(
             id: Ticket.newID(), page: page, matched: plan.matched, version: plan.version,
-            identity: Identity(headers: credentials, credentialHeaderNames: Array(credentialNames)), requests: requests, timings: timings
+            identity: credentials.identity, requests: requests, timings: timings
         )
         await tickets.insert(ticket)
         metrics.tickets.record(tickets.count)
@@ -209,6 +210,12 @@ final class Orchestrator: Sendable {
         guard let milliseconds else { return min(fallback, settings.maximumWait) }
         return min(.milliseconds(max(0, milliseconds)), settings.maximumWait)
     }
+}
+
+/// A caller's credential headers, in order, and their identity, hashed once per request.
+struct Credentials: Sendable {
+    var headers: [(name: String, value: String)]
+    var identity: Identity
 }
 
 /// Runs leader fetches as child tasks until graceful shutdown, then lets the running ones finish.

@@ -132,9 +132,8 @@ struct PrefetchAPI: Sendable {
     /// Refuses a ticket read whose caller presents credentials of another user.
     func checkIdentity(_ request: Request, ticket: Ticket) throws(APIError) {
         let presented = orchestrator.credentials(in: request.headers.map { ($0.name.rawName, $0.value) })
-        guard !presented.isEmpty else { return }
-        let identity = Identity(headers: presented, credentialHeaderNames: orchestrator.settings.credentialHeaders)
-        if identity != ticket.identity {
+        guard !presented.headers.isEmpty else { return }
+        if presented.identity != ticket.identity {
             throw APIError.miss(.forbidden, "identity-mismatch", "the credentials of this request are not those the ticket was triggered with")
         }
     }
