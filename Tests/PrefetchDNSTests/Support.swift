@@ -27,19 +27,6 @@ func withFetcher<T: Sendable>(
     }
 }
 
-/// Runs `body` with a fresh upstream on 127.0.0.1 (TLS when given), always shut down afterwards.
-func withUpstream<T: Sendable>(tls: UpstreamTLS? = nil, _ body: @Sendable (TestUpstream) async throws -> T) async throws -> T {
-    let upstream = try await TestUpstream.start(tls: tls)
-    do {
-        let result = try await body(upstream)
-        try await upstream.shutdown()
-        return result
-    } catch {
-        try? await upstream.shutdown()
-        throw error
-    }
-}
-
 /// Runs `body` with a running resolver; its `run()` is cancelled afterwards.
 func withResolver<T: Sendable>(
     _ settings: DNSSettings,

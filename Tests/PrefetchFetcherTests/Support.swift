@@ -22,19 +22,6 @@ func withFetcher<T: Sendable>(
     }
 }
 
-/// Runs `body` with a fresh in-process upstream on 127.0.0.1, always shut down afterwards.
-func withUpstream<T: Sendable>(_ body: @Sendable (TestUpstream) async throws -> T) async throws -> T {
-    let upstream = try await TestUpstream.start()
-    do {
-        let result = try await body(upstream)
-        try await upstream.shutdown()
-        return result
-    } catch {
-        try? await upstream.shutdown()
-        throw error
-    }
-}
-
 /// Runs a fetch expected to fail and returns its error code (nil if it succeeded).
 func failureCode(_ fetcher: Fetcher, _ request: FetchRequest) async -> FetchErrorCode? {
     do {

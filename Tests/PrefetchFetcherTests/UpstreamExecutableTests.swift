@@ -1,6 +1,7 @@
 import Foundation
 import PrefetchFetcher
 import Synchronization
+import PrefetchTestUpstream
 import Testing
 
 /// A `prefetch-upstream` child process, stopped with SIGTERM.
@@ -13,32 +14,9 @@ final class UpstreamProcess: Sendable {
         self.port = port
     }
 
-    /// The built executable: it sits next to the test bundle in the build products directory.
-    static func executableURL() -> URL? {
-        var directories: [URL] = []
-        if let selfPath = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            directories.append(URL(fileURLWithPath: selfPath).deletingLastPathComponent())
-        }
-        directories.append(Bundle.main.bundleURL.deletingLastPathComponent())
-        directories.append(Bundle.main.bundleURL)
-        if let first = CommandLine.arguments.first {
-            directories.append(URL(fileURLWithPath: first).deletingLastPathComponent())
-        }
-        for directory in directories {
-            var candidate = directory
-            // Walk up out of a bundle directory (e.g. x.xctest/Contents/MacOS) if needed.
-            for _ in 0..<4 {
-                let url = candidate.appendingPathComponent("prefetch-upstream")
-                if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-                candidate = candidate.deletingLastPathComponent()
-            }
-        }
-        return nil
-    }
-
     /// Starts the executable on port 0 and waits (at most 20 s) for its `listening on HOST:PORT` line.
     static func start() async throws -> UpstreamProcess {
-        let url = try #require(executableURL(), "prefetch-upstream executable not found next to the test bundle")
+        let url = try #require(builtExecutable("prefetch-upstream"), "prefetch-upstream executable not found next to the test bundle")
         let process = Process()
         process.executableURL = url
         process.arguments = ["--host", "127.0.0.1", "--port", "0"]

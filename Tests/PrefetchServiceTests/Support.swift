@@ -12,19 +12,6 @@ import Testing
 
 // MARK: Upstream
 
-/// Runs `body` with a fresh in-process upstream on 127.0.0.1, always shut down afterwards.
-func withUpstream<T: Sendable>(_ body: @Sendable (TestUpstream) async throws -> T) async throws -> T {
-    let upstream = try await TestUpstream.start()
-    do {
-        let result = try await body(upstream)
-        try await upstream.shutdown()
-        return result
-    } catch {
-        try? await upstream.shutdown()
-        throw error
-    }
-}
-
 extension TestUpstream {
     /// `http://127.0.0.1:PORT`.
     var base: String { "http://\(host):\(port)" }
@@ -222,34 +209,6 @@ func eventually(within seconds: Double = 5, _ condition: () async throws -> Bool
 }
 
 // MARK: Processes
-
-/// Where the package's executables are: next to the test bundle in the build products directory.
-func builtExecutable(_ name: String) -> URL? {
-    var directories: [URL] = []
-    if let selfPath = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-        directories.append(URL(fileURLWithPath: selfPath).deletingLastPathComponent())
-    }
-    directories.append(Bundle.main.bundleURL.deletingLastPathComponent())
-    directories.append(Bundle.main.bundleURL)
-    if let first = CommandLine.arguments.first {
-        directories.append(URL(fileURLWithPath: first).deletingLastPathComponent())
-    }
-    for directory in directories {
-        var candidate = directory
-        // Walk up out of a bundle directory (e.g. x.xctest/Contents/MacOS) if needed.
-        for _ in 0..<4 {
-            let url = candidate.appendingPathComponent(name)
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue,
-                FileManager.default.isExecutableFile(atPath: url.path)
-            {
-                return url
-            }
-            candidate = candidate.deletingLastPathComponent()
-        }
-    }
-    return nil
-}
 
 /// A child process whose stdout and stderr go to files (read without blocking any thread), killed by `stop`
 /// if it is still running.

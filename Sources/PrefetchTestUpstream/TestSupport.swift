@@ -1,0 +1,44 @@
+import Foundation
+
+/// Runs `body` with a fresh upstream on 127.0.0.1 (TLS when given), always shut down afterwards, also when
+/// `body` throws.
+public func withUpstream<T: Sendable>(tls: UpstreamTLS? = nil, _ body: @Sendable (TestUpstream) async throws -> T) async throws -> T {
+    let upstream = try await TestUpstream.start(tls: tls)
+    do {
+        let result = try await body(upstream)
+        try await upstream.shutdown()
+        return result
+    } catch {
+        try? await upstream.shutdown()
+        throw error
+    }
+}
+
+/// Where the package's executables (`prefetch`, `prefetch-upstream`) are when tests run: next to the test bundle
+/// in the build products directory.
+public func builtExecutable(_ name: String) -> URL? {
+    var directories: [URL] = []
+    if let selfPath = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+        directories.append(URL(fileURLWithPath: selfPath).deletingLastPathComponent())
+    }
+    directories.append(Bundle.main.bundleURL.deletingLastPathComponent())
+    directories.append(Bundle.main.bundleURL)
+    if let first = CommandLine.arguments.first {
+        directories.append(URL(fileURLWithPath: first).deletingLastPathComponent())
+    }
+    for directory in directories {
+        var candidate = directory
+        // Walk up out of a bundle directory (e.g. x.xctest/Contents/MacOS) if needed.
+        for _ in 0..<4 {
+            let url = candidate.appendingPathComponent(name)
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+                FileManager.default.isExecutableFile(atPath: url.path)
+            {
+                return url
+            }
+            candidate = candidate.deletingLastPathComponent()
+        }
+    }
+    return nil
+}
