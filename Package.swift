@@ -11,7 +11,8 @@
 //   CHiredis         the C world: hiredis through pkg-config, with typed shims (only RedisStore imports it)
 //   RedisStore       the shared ResponseStore backed by Redis, for several replicas behind a load balancer
 //   RendererPool     warm renderer pool (modelled and process renderers)
-//   PrefetchService  the Hummingbird HTTP API, metrics and the long-running services
+//   PrefetchEngine   the orchestrator: plans, triggers, tickets, who may read what, the fetch runner (no HTTP types)
+//   PrefetchService  the HTTP layer: the page and operator surfaces (Hummingbird routing, parsing, encoding)
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, applied per transfer via CONNECT_TO
 //   PrefetchTestUpstream  a scriptable upstream HTTP server for tests and benchmarks
 //   prefetch         the CLI: plan, validate, fetch, serve
@@ -123,8 +124,26 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "PrefetchEngine",
+            dependencies: [
+                "ConfigUpdater",
+                "PrefetchCore",
+                "PrefetchDNS",
+                "PrefetchFetcher",
+                "PrefetchStore",
+                "RendererPool",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "PrefetchService",
             dependencies: [
+                "PrefetchEngine",
+                .product(name: "Crypto", package: "swift-crypto"),
                 "ConfigUpdater",
                 "PrefetchCore",
                 "PrefetchDNS",
@@ -162,8 +181,10 @@ let package = Package(
                 "ConfigUpdater",
                 "PrefetchCore",
                 "PrefetchDNS",
+                "PrefetchEngine",
                 "PrefetchFetcher",
                 "PrefetchService",
+                "PrefetchStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -272,8 +293,10 @@ let package = Package(
             dependencies: [
                 "PrefetchCore",
                 "PrefetchDNS",
+                "PrefetchEngine",
                 "PrefetchFetcher",
                 "PrefetchService",
+                "PrefetchStore",
                 "RendererPool",
                 "PrefetchTestUpstream",
                 "prefetch",

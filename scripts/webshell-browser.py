@@ -3,8 +3,9 @@
 
   compare  loads the demo page with and without prefetch (alternating, after one warm-up load each), reads the
            page's own timing marks and prints the figures; the last stdout line is the result as JSON.
-  ui       makes one real page open (trigger, then navigate with the ticket), loads /ui, and writes a
-           screenshot (ui.png) and the DOM (ui.html) into --out; the last stdout line is JSON.
+  ui       makes one real page open (trigger, inject the read key, navigate), loads /ui from the operator
+           surface (--admin), and writes a screenshot (ui.png) and the DOM (ui.html) into --out; the last stdout
+           line is JSON.
 
 The service must serve /demo/page.html and have a config entry for BASE/demo/page.html whose interfaces are the
 given --api URLs. Times are real (no virtual time). Chromium is always stopped; everything stays on 127.0.0.1.
@@ -114,32 +115,40 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
-def page_url(base, apis, run, ticket=None):
+def page_url(base, apis, run):
     query = [("api", api) for api in apis] + [("run", str(run))]
-    if ticket:
-        query.append(("prefetchTicket", ticket))
     return base + "/demo/page.html?" + urllib.parse.urlencode(query)
 
 
 def trigger(base, page):
-    """POST /v1/prefetch as a shell does on tap; returns the ticket."""
+    """POST /v1/prefetch as a shell does on tap; returns the answer (ticket, readKey, ...)."""
     request = urllib.request.Request(base + "/v1/prefetch", data=json.dumps({"url": page}).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
     with urllib.request.urlopen(request, timeout=10) as response:
-        return json.load(response)["ticket"]
+        return json.load(response)
+
+
+def open_page(browser, target, read_key):
+    """Navigates as a shell does: the read key is injected at document start (the JS bridge), never in the URL."""
+    injected = None
+    if read_key:
+        injected = browser.call("Page.addScriptToEvaluateOnNewDocument",
+                                source="window.__PREFETCH_READ_KEY__ = %s;" % json.dumps(read_key))["identifier"]
+    browser.call("Page.navigate", url=target)
+    return injected
 
 
 def load(browser, base, apis, run, prefetch):
     """One page open; returns the page's marks (ms since navigation start)."""
     browser.call("Page.navigate", url="about:blank")
-    page = page_url(base, apis, run)
-    target = page
-    if prefetch:
-        target = page_url(base, apis, run, ticket=trigger(base, page))
-    browser.call("Page.navigate", url=target)
+    target = page_url(base, apis, run)
+    read_key = trigger(base, target)["readKey"] if prefetch else None
+    injected = open_page(browser, target, read_key)
     text = browser.wait_for(
         "location.href === %s && document.getElementById('marks') && document.getElementById('marks').textContent"
         % json.dumps(target))
+    if injected:
+        browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=injected)
     marks = json.loads(text)
     if "error" in marks:
         raise RuntimeError("the demo page failed: %s" % marks["error"])
@@ -177,14 +186,15 @@ def compare(browser, args):
 
 
 def ui(browser, args):
-    page = page_url(args.base, args.api, 1)
-    ticket = trigger(args.base, page)
-    target = page_url(args.base, args.api, 1, ticket=ticket)
-    browser.call("Page.navigate", url=target)
+    target = page_url(args.base, args.api, 1)
+    answer = trigger(args.base, target)
+    ticket = answer["ticket"]
+    injected = open_page(browser, target, answer["readKey"])
     marks = json.loads(browser.wait_for(
         "location.href === %s && document.getElementById('marks').textContent" % json.dumps(target)))
+    browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=injected)
     browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1, mobile=False)
-    browser.call("Page.navigate", url=args.base + "/ui?limit=5")
+    browser.call("Page.navigate", url=args.admin + "/ui?limit=5")
     browser.wait_for("document.body && document.body.getAttribute('data-loaded') === 'true'")
     time.sleep(0.3)  # let layout settle before the picture
     os.makedirs(args.out, exist_ok=True)
@@ -202,6 +212,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["compare", "ui"])
     parser.add_argument("--base", required=True, help="the service, e.g. http://127.0.0.1:8080")
+    parser.add_argument("--admin", help="the operator surface, e.g. http://127.0.0.1:8081 (ui)")
     parser.add_argument("--api", action="append", required=True, help="the demo page's interface (repeatable)")
     parser.add_argument("--runs", type=int, default=5, help="loads per mode (compare)")
     parser.add_argument("--ask-ms", type=int, default=200, help="when the demo page asks for its data")

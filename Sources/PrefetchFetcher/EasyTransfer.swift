@@ -11,12 +11,15 @@ final class EasyTransfer {
     private var connectToList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private let maxResponseBytes: Int
+    private let budget: BufferBudget
 
     fileprivate var responseHeaders: [HTTPHeader] = []
     fileprivate var body: [UInt8] = []
     fileprivate var exceededLimit = false
+    /// The shared budget was full when this transfer's body grew (a `.tooLarge` for the service, not the response).
+    fileprivate var exceededBudget = false
 
-    init(ticket: Ticket, configuration: FetcherConfiguration, timeout: Duration) throws(FetchError) {
+    init(ticket: Ticket, configuration: FetcherConfiguration, budget: BufferBudget, timeout: Duration) throws(FetchError) {
         let request = ticket.request
         guard let handle = curl_easy_init() else {
             throw FetchError(code: .other, message: "curl_easy_init failed (host: \(hostOf(request.url)))")
@@ -24,6 +27,7 @@ final class EasyTransfer {
         self.ticket = ticket
         self.handle = handle
         self.maxResponseBytes = max(0, request.maxResponseBytes)
+        self.budget = budget
         let errorSize = prefetch_error_size()
         errorBuffer = .allocate(capacity: errorSize)
         errorBuffer.initialize(repeating: 0, count: errorSize)
@@ -138,6 +142,7 @@ final class EasyTransfer {
     }
 
     deinit {
+        budget.release(body.count)
         curl_easy_cleanup(handle)
         curl_slist_free_all(headerList)
         curl_slist_free_all(connectToList)
@@ -151,7 +156,9 @@ final class EasyTransfer {
             let detail = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
             let errorCode = mapCurlCode(code, exceededLimit: exceededLimit)
             let message: String
-            if errorCode == .tooLarge {
+            if errorCode == .tooLarge, exceededBudget {
+                message = "responses in flight fill the fetcher's budget of \(budget.limit) bytes (host: \(hostOf(ticket.request.url)))"
+            } else if errorCode == .tooLarge {
                 message = "response body exceeds \(maxResponseBytes) bytes (host: \(hostOf(ticket.request.url)))"
             } else if errorCode == .timeout {
                 message = "\(detail); timeout \(ticket.request.timeout) (host: \(hostOf(ticket.request.url)))"
@@ -178,6 +185,11 @@ final class EasyTransfer {
     fileprivate func appendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard body.count + bytes.count <= maxResponseBytes else {
             exceededLimit = true
+            return false
+        }
+        guard budget.reserve(bytes.count) else {
+            exceededLimit = true
+            exceededBudget = true
             return false
         }
         body.append(contentsOf: bytes)

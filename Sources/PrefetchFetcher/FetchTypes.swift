@@ -1,3 +1,4 @@
+import Synchronization
 /// One HTTP header as a name/value pair. Order and repetition are significant wherever a list of them appears.
 public struct HTTPHeader: Sendable, Hashable {
     /// The header name, as sent or received (not case-normalised).
@@ -131,6 +132,10 @@ public struct FetcherConfiguration: Sendable {
     public var dnsCacheTimeout: Duration
     /// The User-Agent sent when a request has none of its own.
     public var userAgent: String
+    /// Bytes the bodies of all transfers in progress may hold together. A transfer whose body would grow past it
+    /// fails with `.tooLarge` (its message names this budget), so memory held by responses still arriving is
+    /// bounded whatever the upstreams send. Default: no bound beyond `maxTransfers` x each request's own cap.
+    public var maxBufferedBytes: Int
 
     /// Creates a configuration; every parameter has a production default.
     public init(
@@ -139,7 +144,8 @@ public struct FetcherConfiguration: Sendable {
         enableHTTP2: Bool = true,
         caBundlePath: String? = nil,
         dnsCacheTimeout: Duration = .seconds(60),
-        userAgent: String = "prefetch/1"
+        userAgent: String = "prefetch/1",
+        maxBufferedBytes: Int = .max
     ) {
         self.maxTransfers = maxTransfers
         self.maxConnectionsPerHost = maxConnectionsPerHost
@@ -147,6 +153,7 @@ public struct FetcherConfiguration: Sendable {
         self.caBundlePath = caBundlePath
         self.dnsCacheTimeout = dnsCacheTimeout
         self.userAgent = userAgent
+        self.maxBufferedBytes = maxBufferedBytes
     }
 }
 
@@ -158,4 +165,33 @@ extension Duration {
         let remainder = attoseconds % 1_000_000_000_000_000
         return remainder > 0 ? millis + 1 : millis
     }
+}
+
+/// The bytes held by response bodies still arriving, against a fixed budget. Reserved on the loop thread as
+/// bytes arrive; read from any thread for admission decisions.
+final class BufferBudget: Sendable {
+    let limit: Int
+    private let used = Atomic<Int>(0)
+
+    init(limit: Int) {
+        self.limit = max(0, limit)
+    }
+
+    /// Takes `count` bytes; false (and nothing taken) when that would exceed the limit.
+    func reserve(_ count: Int) -> Bool {
+        let after = used.add(count, ordering: .relaxed).newValue
+        if after > limit {
+            used.subtract(count, ordering: .relaxed)
+            return false
+        }
+        return true
+    }
+
+    /// Gives back `count` bytes.
+    func release(_ count: Int) {
+        if count > 0 { used.subtract(count, ordering: .relaxed) }
+    }
+
+    /// Bytes held now.
+    var current: Int { used.load(ordering: .relaxed) }
 }

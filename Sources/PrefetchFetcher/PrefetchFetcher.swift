@@ -55,12 +55,19 @@ public final class Fetcher: Service, Sendable {
     let logger: Logger
     let mailbox = Mutex(Mailbox())
     let inFlightCount = Atomic<Int>(0)
+    let buffered: BufferBudget
 
     /// Creates a fetcher. Nothing is started until `run()`.
     public init(configuration: FetcherConfiguration = .init(), logger: Logger) {
         _ = curlGlobalInitialisation
         self.configuration = configuration
         self.logger = logger
+        self.buffered = BufferBudget(limit: configuration.maxBufferedBytes)
+    }
+
+    /// Bytes held by response bodies still arriving (bounded by `maxBufferedBytes`).
+    public var bufferedBytes: Int {
+        buffered.current
     }
 
     /// Transfers submitted and not yet finished (queued or in progress), for a gauge.

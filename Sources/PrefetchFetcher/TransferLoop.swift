@@ -105,7 +105,7 @@ final class TransferLoop {
             }
             let transfer: EasyTransfer
             do {
-                transfer = try EasyTransfer(ticket: ticket, configuration: configuration, timeout: remaining)
+                transfer = try EasyTransfer(ticket: ticket, configuration: configuration, budget: fetcher.buffered, timeout: remaining)
             } catch {
                 release()
                 ticket.finish(.failure(error))

@@ -1,45 +1,36 @@
+import ConfigUpdater
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import Metrics
 import NIOCore
-import ConfigUpdater
 import PrefetchCore
 import PrefetchDNS
+import PrefetchEngine
 import PrefetchFetcher
 import PrefetchStore
 import Prometheus
 import RedisStore
-import ServiceLifecycle
 import RendererPool
-import Synchronization
-
-/// The loaded prefetch config, swapped atomically; readers get an immutable value.
-public final class ConfigHolder: Sendable {
-    private let value: Mutex<PrefetchConfig?>
-
-    /// A holder with `config` (or none yet).
-    public init(_ config: PrefetchConfig?) {
-        value = Mutex(config)
-    }
-
-    /// The config in force now.
-    public var current: PrefetchConfig? { value.withLock { $0 } }
-
-    /// Replaces the config; triggers already running keep the plan they made.
-    public func replace(_ config: PrefetchConfig?) { value.withLock { $0 = config } }
-}
+import ServiceLifecycle
 
 /// Builds the prefetch service: the very app `prefetch serve` runs, so tests can run it with test settings
 /// (port 0, small budgets) instead of a parallel setup.
 ///
+/// The returned application serves the **page surface** (what shells and pages call) on `host:port`. The
+/// **operator surface** (`/ui`, debug, plan, config, renderer statistics, `/metrics`) is a second server on
+/// `adminHost:adminPort`, run as one of the application's services, so it is never reachable where pages are
+/// unless an operator binds it there. See `SECURITY.md`.
+///
 /// - Parameters:
-///   - settings: listen address, budgets and limits.
+///   - settings: listen addresses, budgets and limits.
 ///   - config: a fixed prefetch config, used when `settings.configSource` is nil (tests); with a config
 ///     source the service loads and follows it itself.
 ///   - registry: where metrics are collected; `GET /metrics` renders it.
 ///   - logger: the service logger.
-///   - onServerRunning: called with the bound port once the server listens.
+///   - onServerRunning: called with the page surface's bound port once it listens.
+///   - onAdminRunning: called with the operator surface's bound port once it listens.
 /// - Throws: ``PoolError`` when a renderer profile is invalid, ``DNSError`` when the DNS settings are,
 ///   ``ConfigSettingsError`` when the config source settings are, ``RedisStoreError`` for a bad store URL.
 public func buildApplication(
@@ -47,12 +38,15 @@ public func buildApplication(
     config: ConfigHolder? = nil,
     registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
     logger: Logger,
-    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
     let factory = PrometheusMetricsFactory(registry: registry)
-    let metrics = ServiceMetrics(factory: factory)
+    let metrics = EngineMetrics(factory: factory)
     var services: [any Service] = []
-    let fetcher = Fetcher(configuration: settings.fetcher, logger: logger)
+    var fetcherConfiguration = settings.fetcher
+    fetcherConfiguration.maxBufferedBytes = min(fetcherConfiguration.maxBufferedBytes, settings.inFlightBytes)
+    let fetcher = Fetcher(configuration: fetcherConfiguration, logger: logger)
     services.append(fetcher)
     let resolver = try HostResolver(settings: settings.dns, fetcher: fetcher, logger: logger, metricsFactory: factory)
     services.append(resolver)
@@ -77,7 +71,7 @@ public func buildApplication(
             resolver.prefetch(hosts: applied.config.apiHosts)
             if applied.previous != nil {
                 // Responses of interfaces the new config no longer has are dropped; tickets stay.
-                let dropped = await store.retain(labels: applied.config.interfaceNames.union([TicketRecord.storeLabel]))
+                let dropped = await store.retain(labels: applied.config.interfaceNames.union([Ticket.storeLabel]))
                 if dropped > 0 { logger.info("dropped stored responses of removed interfaces", metadata: ["entries": "\(dropped)"]) }
             }
         }
@@ -89,36 +83,34 @@ public func buildApplication(
         currentConfig = { config?.current }
         if let loaded = config?.current { resolver.prefetch(hosts: loaded.apiHosts) }
     }
-    let tickets: any TicketRegistry = redis == nil ? LocalTicketRegistry(capacity: settings.ticketCapacity) : SharedTicketRegistry(store: store, capacity: settings.ticketCapacity)
+    let tickets: any TicketRegistry =
+        redis == nil
+        ? LocalTicketRegistry(capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes)
+        : SharedTicketRegistry(store: store, capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes)
     let orchestrator = Orchestrator(
         settings: settings, store: store, fetcher: fetcher, resolver: resolver, tickets: tickets, metrics: metrics, logger: logger,
         currentConfig: currentConfig)
     services.append(orchestrator.runner)
+    let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
+    services.append(pools)
 
-    let router = Router(context: BasicRequestContext.self)
-    router.add(middleware: MetricsMiddleware())
-    router.add(middleware: UnmatchedRouteMiddleware())
-    router.get("/healthz") { _, _ in
-        jsonResponse(.ok, JSON.object([("status", .string("ok"))]))
-    }
-    router.get("/readyz") { _, _ in
-        var members: [(String, JSONValue)]
-        var ready = false
-        if let loaded = currentConfig() {
-            ready = true
-            members = [("ready", .bool(true)), ("version", .string(loaded.version))]
-        } else {
-            let reason = updater?.status().notReadyReason ?? "no valid prefetch config is loaded"
-            members = [("ready", .bool(false)), ("reason", .string(reason))]
-        }
-        if let redis {
-            members.append(("store", .string(redis.isDegraded ? "degraded" : "ok")))
-        }
-        return jsonResponse(ready ? .ok : .serviceUnavailable, JSON.object(members))
-    }
-    router.get("/metrics") { _, _ in
+    let prefetch = PrefetchRoutes(orchestrator: orchestrator)
+    let renderers = RendererRoutes(pools: pools, prefetch: prefetch)
+    let http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount.nanoseconds(Int64(settings.idleTimeout.milliseconds) * 1_000_000))
+
+    // The operator surface, on its own listener; it stops right after the page surface.
+    let admin = Router(context: BasicRequestContext.self)
+    admin.add(middleware: MetricsMiddleware())
+    admin.add(middleware: AdminGuardMiddleware(token: settings.adminToken, metrics: metrics))
+    admin.add(middleware: UnmatchedRouteMiddleware(surface: "operator"))
+    admin.add(middleware: JSONBodyMiddleware())
+    ConfigRoutes(updater: updater, orchestrator: orchestrator, source: settings.configSource?.source ?? "fixed").register(on: admin)
+    DebugRoutes(orchestrator: orchestrator, renderers: renderers, configPath: settings.configSource?.source ?? settings.configPath).register(on: admin)
+    renderers.registerStatistics(on: admin)
+    admin.get("/metrics") { _, _ in
         metrics.inFlight.record(fetcher.inFlight)
         metrics.tickets.record(orchestrator.tickets.count)
+        metrics.ticketBytes.record(orchestrator.tickets.bytes)
         _ = await store.snapshot()
         return Response(
             status: .ok,
@@ -126,21 +118,42 @@ public func buildApplication(
             body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer()))
         )
     }
-    router.get("/openapi.yaml") { _, _ in
-        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: OpenAPIDocument.bytes)))
-    }
-    let prefetchAPI = PrefetchAPI(orchestrator: orchestrator, cors: CORSPolicy(extra: settings.corsOrigins, currentConfig: currentConfig))
-    prefetchAPI.addRoutes(to: router)
-    ConfigAPI(updater: updater, currentConfig: currentConfig, source: settings.configSource?.source ?? "fixed").addRoutes(to: router)
-    let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
-    RendererAPI(pools: pools, prefetch: prefetchAPI).addRoutes(to: router)
-    services.append(pools)
-    WebShell(prefetch: prefetchAPI, renderers: RendererAPI(pools: pools, prefetch: prefetchAPI), currentConfig: currentConfig, configPath: settings.configSource?.source ?? settings.configPath).addRoutes(to: router)
+    admin.get("/openapi.yaml") { _, _ in OpenAPIDocument.response() }
+    services.append(
+        Application(
+            router: admin, server: .http1(configuration: http1),
+            configuration: .init(address: .hostname(settings.adminHost, port: settings.adminPort), serverName: nil),
+            onServerRunning: { channel in await onAdminRunning(channel.localAddress?.port ?? settings.adminPort) },
+            logger: logger))
 
-    // Shutdown runs in reverse: the server stops first, then the pools, the fetch runner (draining in-flight
-    // fetches), the config updater, the store, the resolver and last the fetcher they all use.
+    // The page surface.
+    let router = Router(context: PageContext.self)
+    router.add(middleware: MetricsMiddleware())
+    router.add(middleware: PageGuardMiddleware(origins: AllowedOrigins(extra: settings.corsOrigins, currentConfig: currentConfig), metrics: metrics))
+    router.add(middleware: UnmatchedRouteMiddleware(surface: "page"))
+    router.add(middleware: JSONBodyMiddleware())
+    router.get("/healthz") { _, _ in HealthAnswer() }
+    router.get("/readyz") { _, _ in
+        var answer = ReadinessAnswer(ready: false)
+        if let loaded = currentConfig() {
+            answer.ready = true
+            answer.version = loaded.version
+        } else {
+            answer.reason = updater?.status().notReadyReason ?? "no valid prefetch config is loaded"
+        }
+        if let redis { answer.store = redis.isDegraded ? "degraded" : "ok" }
+        return Answer(status: answer.ready ? .ok : .serviceUnavailable, value: answer)
+    }
+    router.get("/openapi.yaml") { _, _ in OpenAPIDocument.response() }
+    prefetch.register(on: router)
+    renderers.register(on: router)
+    StaticRoutes().register(on: router)
+
+    // Shutdown runs in reverse: the page server stops first, then the operator server, the pools, the fetch
+    // runner (draining in-flight fetches), the config updater, the store, the resolver and last the fetcher.
     return Application(
         router: router,
+        server: .http1(configuration: http1),
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
         services: services,
         onServerRunning: { channel in
@@ -150,7 +163,8 @@ public func buildApplication(
     )
 }
 
-/// The API description served at `/openapi.yaml` (the same file as `openapi.yaml` at the repository root).
+/// The API description served at `/openapi.yaml` on both surfaces (the same file as `openapi.yaml` at the
+/// repository root; its tags say which surface serves each operation).
 enum OpenAPIDocument {
     static let bytes: [UInt8] = {
         guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
@@ -158,4 +172,8 @@ enum OpenAPIDocument {
         else { return Array("# openapi.yaml is missing from the resource bundle next to the prefetch binary\n".utf8) }
         return Array(data)
     }()
+
+    static func response() -> Response {
+        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
 }

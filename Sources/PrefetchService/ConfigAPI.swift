@@ -4,69 +4,101 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import PrefetchCore
+import PrefetchEngine
+import Synchronization
 
-/// `GET /v1/config` (what is loaded, from where, how the checks go) and `POST /v1/config/refresh` (what a
-/// shell calls on app start, foreground, page open or page exit; the fatigue window keeps it cheap).
-struct ConfigAPI: Sendable {
+/// The operator surface's config endpoints: `GET /v1/config` (what is loaded, from where, how the checks go),
+/// `POST /v1/config/refresh` (check the source now), and `GET /v1/plan` (the dry run of a page open).
+///
+/// Refreshes are throttled whatever the source: a URL source by the updater's fatigue window, and every source
+/// (a file too, whose re-validation costs CPU) to one refresh per ``minimumRefreshInterval`` from this API;
+/// refreshes inside it answer `throttled` with what is loaded, without checking.
+struct ConfigRoutes: Sendable {
     let updater: ConfigUpdater?
-    let currentConfig: @Sendable () -> PrefetchConfig?
+    let orchestrator: Orchestrator
     let source: String
+    let lastRefresh = RefreshThrottle()
 
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.dateEncodingStrategy = .iso8601
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return encoder
-    }()
+    static let minimumRefreshInterval: Duration = .seconds(1)
 
-    func addRoutes(to router: Router<BasicRequestContext>) {
-        router.get("/v1/config") { _, _ in
+    /// The answer of `GET /v1/config` for a fixed config (given in code): no checks happen.
+    struct FixedStatus: Codable, Sendable {
+        var name: String?
+        var version: String?
+        var source: String
+        var active: String
+        var ready: Bool
+    }
+
+    struct RefreshAnswer: Encodable, Sendable {
+        var outcome: String
+        var coalesced: Bool
+        var errors: [String]
+        var status: ConfigStatus
+    }
+
+    func register(on router: Router<BasicRequestContext>) {
+        router.get("/v1/config") { _, _ -> Response in
             guard let updater else {
-                // A fixed config (given in code): no checks happen.
-                let loaded = currentConfig()
-                return jsonResponse(loaded == nil ? .serviceUnavailable : .ok, JSON.object([
-                    ("name", JSON.string(loaded?.name)), ("version", JSON.string(loaded?.version)), ("source", .string(source)),
-                    ("active", .string(loaded == nil ? "none" : "primary")), ("ready", .bool(loaded != nil)),
-                ]))
+                let loaded = orchestrator.currentConfig()
+                let status = FixedStatus(name: loaded?.name, version: loaded?.version, source: source, active: loaded == nil ? "none" : "primary", ready: loaded != nil)
+                return try JSONEncoding.response(loaded == nil ? .serviceUnavailable : .ok, status)
             }
-            return Self.encoded(.ok, updater.status())
+            return try JSONEncoding.response(.ok, updater.status())
         }
-        router.post("/v1/config/refresh") { request, _ in
-            var request = request
-            let buffer = (try? await request.collectBody(upTo: 4096)) ?? ByteBuffer()
+        router.post("/v1/config/refresh") { request, _ -> Response in
+            let buffer = try await readBody(request, limit: 4096, timeout: orchestrator.settings.bodyTimeout)
             var trigger = RefreshTrigger.manual
             if buffer.readableBytes > 0 {
                 guard case .object(let object)? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
-                    return jsonResponse(.badRequest, APIError.badRequest("bad-json", "the body must be a JSON object like {\"trigger\": \"page_open\"}").json)
+                    throw APIError.badRequest("bad-json", "the body must be a JSON object like {\"trigger\": \"page_open\"}")
                 }
                 switch object["trigger"] {
                 case nil: break
                 case .string(let text)?:
                     guard let parsed = RefreshTrigger(rawValue: text) else {
                         let known = RefreshTrigger.allCases.map(\.rawValue).joined(separator: ", ")
-                        return jsonResponse(.badRequest, APIError.badRequest("bad-trigger", "trigger \(JSON.quote(text, limit: 40)) is not one of \(known)").json)
+                        throw APIError.badRequest("bad-trigger", "trigger \(quoted(text, limit: 40)) is not one of \(known)")
                     }
                     trigger = parsed
                 case .some(let other):
-                    return jsonResponse(.badRequest, APIError.badRequest("bad-trigger", "\"trigger\" must be a string, got \(other.kindName)").json)
+                    throw APIError.badRequest("bad-trigger", "\"trigger\" must be a string, got \(other.kindName)")
                 }
             }
             guard let updater else {
-                return jsonResponse(.conflict, APIError(status: .conflict, code: "fixed-config", message: "this service runs a fixed config; there is no source to check").json)
+                throw APIError(status: .conflict, code: "fixed-config", message: "this service runs a fixed config; there is no source to check")
+            }
+            if !lastRefresh.admit(interval: Self.minimumRefreshInterval) {
+                return try JSONEncoding.response(.ok, RefreshAnswer(outcome: "throttled", coalesced: false, errors: [], status: updater.status()))
             }
             let result = await updater.refresh(trigger: trigger)
-            struct Answer: Encodable {
-                var outcome: String
-                var coalesced: Bool
-                var errors: [String]
-                var status: ConfigStatus
+            return try JSONEncoding.response(
+                .ok, RefreshAnswer(outcome: result.outcome.rawValue, coalesced: result.coalesced, errors: result.errors.map(\.message), status: result.status))
+        }
+        router.get("/v1/plan") { request, _ -> Response in
+            guard let page = request.uri.queryParameters.get("url") else {
+                throw APIError.badRequest("missing-url", "the query parameter url (the page URL) is required")
             }
-            return Self.encoded(.ok, Answer(outcome: result.outcome.rawValue, coalesced: result.coalesced, errors: result.errors.map(\.message), status: result.status))
+            do throws(PrefetchError) {
+                let plan = try orchestrator.plan(page: page)
+                return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: plan.json.jsonText)))
+            } catch {
+                throw APIError(error)
+            }
         }
     }
+}
 
-    static func encoded(_ status: HTTPResponse.Status, _ value: some Encodable) -> Response {
-        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
-        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+/// The instant of the last refresh this API started.
+final class RefreshThrottle: Sendable {
+    private let last = Mutex<ContinuousClock.Instant?>(nil)
+
+    /// Whether a refresh may start now (none started within `interval`); records it when so.
+    func admit(interval: Duration, now: ContinuousClock.Instant = .now) -> Bool {
+        last.withLock { last in
+            if let previous = last, now - previous < interval { return false }
+            last = now
+            return true
+        }
     }
 }

@@ -1,99 +1,107 @@
+import PrefetchStore
 import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
 import PrefetchCore
+import PrefetchEngine
 import RendererPool
 
-/// Renderer profiles: the `renderers` file (`configs/renderers.json` by default).
-///
-/// ```json
-/// {"renderers": {"main": {"minIdle": 2, "maxSize": 8}, "plain": {"minIdle": 1, "maxSize": 4}}}
-/// ```
-/// Every profile field is optional (see ``RendererProfile`` and the README for the defaults). Without a file
-/// the service runs the two default profiles: `main` (first-party pages) and `plain` (third-party pages).
-public enum RendererSettings {
-    /// The profiles used when no renderers file exists.
-    public static var defaultProfiles: [String: RendererProfile] {
-        var main = RendererProfile()
-        main.minIdle = 2
-        main.maxSize = 8
-        var plain = RendererProfile()
-        plain.minIdle = 1
-        plain.maxSize = 4
-        return ["main": main, "plain": plain]
+/// `POST /v1/renderers/acquire`: a leased renderer. The id is the capability to release it.
+struct LeaseAnswer: Codable, Sendable {
+    var id: String
+    var profile: String
+    var warm: Bool
+    var waitedMs: Int64
+    var createMs: Int64
+    var uses: Int
+}
+
+/// `POST /v1/renderers/{id}/release`.
+struct ReleaseAnswer: JSONAnswer, Codable {
+    var id: String
+    var released: Bool
+    var healthy: Bool
+}
+
+/// `GET /v1/renderers` (operator surface): each profile's pool.
+struct PoolsAnswer: JSONAnswer, Codable {
+    struct Percentiles: Codable, Sendable {
+        var p50: Double
+        var p90: Double
+        var p99: Double
+        var samples: Int
     }
 
-    /// A renderers file that could not be used, with every problem.
-    public struct LoadError: Error, CustomStringConvertible {
-        public var path: String
-        public var problems: [String]
-        public var description: String { "invalid renderers file \(path): " + problems.joined(separator: "; ") }
+    struct Pool: Codable, Sendable {
+        var idle, leased, warming, pending, created, destroyed, warmHits, coldStarts, timeouts, reclaimed, createFailures, memoryMB: Int
+        var acquireWaitMs: Percentiles
     }
 
-    /// Reads and validates the profiles in `path`.
-    public static func load(path: String) throws(LoadError) -> [String: RendererProfile] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw LoadError(path: path, problems: ["cannot read the file"])
-        }
-        struct File: Decodable { var renderers: [String: RendererProfile] }
-        let profiles: [String: RendererProfile]
-        do {
-            profiles = try JSONDecoder().decode(File.self, from: data).renderers
-        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context), let DecodingError.keyNotFound(_, context),
-            let DecodingError.dataCorrupted(context)
-        {
-            let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-            throw LoadError(path: path.isEmpty ? "(root)" : String(path.dropFirst()), problems: ["\(path.isEmpty ? "" : String(path.dropFirst()) + ": ")\(context.debugDescription)"])
-        } catch {
-            throw LoadError(path: path, problems: ["\(error)"])
-        }
-        if profiles.isEmpty { throw LoadError(path: path, problems: ["renderers: at least one profile is required"]) }
-        let problems = profiles.keys.sorted().flatMap { profiles[$0]!.problems(path: "renderers.\($0)") }
-        if !problems.isEmpty { throw LoadError(path: path, problems: problems) }
-        return profiles
+    var profiles: [String: Pool]
+}
+
+/// `POST /v1/open`: a tap in one round trip. Each half answers its result or its own error.
+struct OpenAnswer: JSONAnswer, Codable {
+    var prefetch: TriggerAnswer?
+    var prefetchError: APIError.Body?
+    var renderer: LeaseAnswer?
+    var rendererError: APIError.Body?
+
+    func encode(to encoder: any Encoder) throws {
+        // Both halves are always present, null when they did not happen, so a shell can test either.
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(prefetch, forKey: .prefetch)
+        try container.encode(prefetchError, forKey: .prefetchError)
+        try container.encode(renderer, forKey: .renderer)
+        try container.encode(rendererError, forKey: .rendererError)
     }
 }
 
-/// The renderer pool endpoints and `POST /v1/open`.
-struct RendererAPI: Sendable {
+/// The renderer endpoints: leasing on the page surface (shells call them), pool statistics on the operator
+/// surface.
+struct RendererRoutes: Sendable {
     let pools: RendererPools
-    let prefetch: PrefetchAPI
+    let prefetch: PrefetchRoutes
 
-    func addRoutes(to router: Router<BasicRequestContext>) {
-        router.post("/v1/renderers/acquire") { request, _ in
-            await prefetch.respond { () async throws(APIError) in
-                let object = try await prefetch.jsonBody(request)
-                let profile = try string(object, "profile") ?? "main"
-                let page = try string(object, "page")
-                return jsonResponse(.ok, try await acquire(profile: profile, page: page))
-            }
+    func register(on router: Router<PageContext>) {
+        router.post("/v1/renderers/acquire") { request, context in
+            let object = try await prefetch.jsonBody(request, context: context)
+            let profile = try Self.string(object, "profile") ?? "main"
+            let page = try Self.string(object, "page")
+            return try await acquire(profile: profile, page: page, caller: caller(request, context: context))
         }
         router.post("/v1/renderers/:id/release") { request, context in
-            await prefetch.respond { () async throws(APIError) in
-                let object = try await prefetch.jsonBody(request, allowEmpty: true)
-                var healthy = true
-                switch object["healthy"] {
-                case nil: break
-                case .bool(let flag): healthy = flag
-                case .some(let other): throw APIError.badRequest("bad-json", "\"healthy\" must be true or false, got \(other.kindName)")
-                }
-                let id = context.parameters.get("id") ?? ""
-                for pool in pools.pools.values where await pool.release(id: id, healthy: healthy) {
-                    return jsonResponse(.ok, JSON.object([("id", .string(id)), ("released", .bool(true)), ("healthy", .bool(healthy))]))
-                }
-                throw APIError(status: .notFound, code: "unknown-lease", message: "the lease \(JSON.quote(id, limit: 80)) is unknown, already released or reclaimed")
+            let object = try await prefetch.jsonBody(request, context: context, allowEmpty: true)
+            var healthy = true
+            switch object["healthy"] {
+            case nil: break
+            case .bool(let flag): healthy = flag
+            case .some(let other): throw APIError.badRequest("bad-json", "\"healthy\" must be true or false, got \(other.kindName)")
             }
+            let id = context.parameters.get("id") ?? ""
+            if RandomID.isWellFormed(id) {
+                for pool in pools.pools.values where await pool.release(id: id, healthy: healthy) {
+                    return ReleaseAnswer(id: id, released: true, healthy: healthy)
+                }
+            }
+            throw APIError(status: .notFound, code: "unknown-lease", message: "the lease \(quoted(id, limit: 80)) is unknown, already released or reclaimed")
         }
-        router.get("/v1/renderers") { _, _ in
-            jsonResponse(.ok, await snapshotJSON())
-        }
-        router.post("/v1/open") { request, _ in
-            await prefetch.respond { () async throws(APIError) in try await open(request) }
-        }
+        router.post("/v1/open") { request, context in try await open(request, context: context) }
     }
 
-    func string(_ object: JSONObject, _ name: String) throws(APIError) -> String? {
+    func registerStatistics(on router: Router<BasicRequestContext>) {
+        router.get("/v1/renderers") { _, _ in await snapshot() }
+    }
+
+    /// Who holds leases, for the per-caller share: the identity when the shell presents credentials, else its
+    /// address.
+    func caller(_ request: Request, context: PageContext) -> String {
+        let identity = prefetch.presented(request).identity
+        return identity == .anonymous ? "client:" + context.callerAddress : identity.digest
+    }
+
+    static func string(_ object: JSONObject, _ name: String) throws(APIError) -> String? {
         switch object[name] {
         case nil, .null?: return nil
         case .string(let text)?: return text
@@ -101,82 +109,69 @@ struct RendererAPI: Sendable {
         }
     }
 
-    /// Leases a renderer; the JSON answer of `/v1/renderers/acquire`.
-    func acquire(profile: String, page: String?) async throws(APIError) -> JSONValue {
+    /// Leases a renderer.
+    func acquire(profile: String, page: String?, caller: String) async throws(APIError) -> Answer<LeaseAnswer> {
         guard pools.pool(named: profile) != nil else {
             let known = pools.pools.keys.sorted().joined(separator: ", ")
-            throw APIError(status: .notFound, code: "unknown-profile", message: "no renderer profile named \(JSON.quote(profile, limit: 60)) (profiles: \(known))")
+            throw APIError(status: .notFound, code: "unknown-profile", message: "no renderer profile named \(quoted(profile, limit: 60)) (profiles: \(known))")
         }
         do {
             let lease = try await pools.acquire(profile: profile, page: page)
-            return JSON.object([
-                ("id", .string(lease.id)), ("profile", .string(lease.profile)), ("warm", .bool(lease.warm)),
-                ("waitedMs", JSON.int64(lease.waited.milliseconds)), ("createMs", JSON.int64(lease.createTime.milliseconds)),
-                ("uses", JSON.int(lease.uses)),
-            ])
+            return Answer(
+                status: .ok,
+                value: LeaseAnswer(
+                    id: lease.id, profile: lease.profile, warm: lease.warm, waitedMs: lease.waited.milliseconds, createMs: lease.createTime.milliseconds,
+                    uses: lease.uses))
         } catch {
             switch error.code {
-            case .timeout: throw APIError(status: .serviceUnavailable, code: "timeout", message: "no \(profile) renderer became free in time: \(error.message)")
+            case .timeout:
+                throw APIError(status: .serviceUnavailable, code: "timeout", message: "no \(profile) renderer became free in time: \(error.message)", retryAfter: 1)
             case .shutdown: throw APIError(status: .serviceUnavailable, code: "shutdown", message: "the service is shutting down")
-            default: throw APIError(status: .serviceUnavailable, code: "create-failed", message: "no \(profile) renderer could be created: \(error.message)")
+            default: throw APIError(status: .serviceUnavailable, code: "create-failed", message: "no \(profile) renderer could be created: \(error.message)", retryAfter: 1)
             }
         }
     }
 
-    func snapshotJSON() async -> JSONValue {
+    func snapshot() async -> PoolsAnswer {
         let snapshots = await pools.snapshot()
-        let profiles = snapshots.keys.sorted().map { name -> (String, JSONValue) in
-            let s = snapshots[name]!
-            let number = { (value: Double) -> JSONValue in .number(String(format: "%.1f", value)) }
-            return (name, JSON.object([
-                ("idle", JSON.int(s.idle)), ("leased", JSON.int(s.leased)), ("warming", JSON.int(s.warming)),
-                ("pending", JSON.int(s.pending)), ("created", JSON.int(s.created)), ("destroyed", JSON.int(s.destroyed)),
-                ("warmHits", JSON.int(s.warmHits)), ("coldStarts", JSON.int(s.coldStarts)), ("timeouts", JSON.int(s.timeouts)),
-                ("reclaimed", JSON.int(s.reclaimed)), ("createFailures", JSON.int(s.createFailures)), ("memoryMB", JSON.int(s.memoryMB)),
-                ("acquireWaitMs", JSON.object([("p50", number(s.acquireWaitMs.p50)), ("p90", number(s.acquireWaitMs.p90)), ("p99", number(s.acquireWaitMs.p99)), ("samples", JSON.int(s.acquireWaitMs.samples))])),
-            ]))
+        var profiles: [String: PoolsAnswer.Pool] = [:]
+        for (name, s) in snapshots {
+            let round = { (value: Double) in (value * 10).rounded() / 10 }
+            profiles[name] = PoolsAnswer.Pool(
+                idle: s.idle, leased: s.leased, warming: s.warming, pending: s.pending, created: s.created, destroyed: s.destroyed,
+                warmHits: s.warmHits, coldStarts: s.coldStarts, timeouts: s.timeouts, reclaimed: s.reclaimed, createFailures: s.createFailures,
+                memoryMB: s.memoryMB,
+                acquireWaitMs: .init(p50: round(s.acquireWaitMs.p50), p90: round(s.acquireWaitMs.p90), p99: round(s.acquireWaitMs.p99), samples: s.acquireWaitMs.samples))
         }
-        return JSON.object([("profiles", JSON.object(profiles))])
+        return PoolsAnswer(profiles: profiles)
     }
 
-    /// A tap in one round trip: trigger the page's prefetch and lease a renderer, concurrently.
+    /// Triggers the page's prefetch and leases a renderer, concurrently.
     ///
     /// The profile defaults to `main` for pages in the prefetch config (first-party pages) and `plain` for
     /// others; each half answers its result or its own error, so a page without config still gets a renderer.
-    func open(_ request: Request) async throws(APIError) -> Response {
-        let object = try await prefetch.jsonBody(request)
-        guard case .string(let page)? = object["url"] else {
-            throw APIError.badRequest("missing-url", object["url"] == nil ? "\"url\" (the page URL) is required" : "\"url\" must be a string")
-        }
+    func open(_ request: Request, context: PageContext) async throws(APIError) -> OpenAnswer {
+        let object = try await prefetch.jsonBody(request, context: context)
+        let page = try PrefetchRoutes.pageURL(object)
         let headers = try prefetch.credentialHeaders(object, request: request)
         let known = (try? prefetch.orchestrator.plan(page: page)) != nil
-        let profile = try string(object, "profile") ?? (known ? "main" : "plain")
-        async let lease = { () async -> Result<JSONValue, APIError> in
-            do throws(APIError) { return .success(try await acquire(profile: profile, page: page)) } catch { return .failure(error) }
+        let profile = try Self.string(object, "profile") ?? (known ? "main" : "plain")
+        let leaseCaller = caller(request, context: context)
+        async let lease = { () async -> Result<Answer<LeaseAnswer>, APIError> in
+            do throws(APIError) { return .success(try await acquire(profile: profile, page: page, caller: leaseCaller)) } catch { return .failure(error) }
         }()
-        let ticket: Result<JSONValue, APIError>
-        do throws(APIError) {
-            ticket = .success(prefetch.ticketJSON(try await prefetch.orchestrator.trigger(page: page, headers: headers)))
+        var answer = OpenAnswer()
+        do throws(PrefetchError) {
+            answer.prefetch = TriggerAnswer(try await prefetch.orchestrator.trigger(page: page, headers: headers, caller: context.callerAddress))
         } catch {
-            if error.code == "invalid-url" { throw error }
-            ticket = .failure(error)
+            if case .invalidPageURL = error { throw APIError(error) }
+            if case .pageURLTooLong = error { throw APIError(error) }
+            answer.prefetchError = APIError(error).body
         }
-        let renderer = await lease
-        func part(_ result: Result<JSONValue, APIError>) -> JSONValue {
-            switch result {
-            case .success(let value): value
-            case .failure(let error): error.json
-            }
+        switch await lease {
+        case .success(let granted): answer.renderer = granted.value
+        case .failure(let error): answer.rendererError = error.body
         }
-        var members: [(String, JSONValue)] = []
-        switch ticket {
-        case .success(let value): members += [("prefetch", value), ("prefetchError", .null)]
-        case .failure(let error): members += [("prefetch", .null), ("prefetchError", part(.failure(error)))]
-        }
-        switch renderer {
-        case .success(let value): members += [("renderer", value), ("rendererError", .null)]
-        case .failure(let error): members += [("renderer", .null), ("rendererError", part(.failure(error)))]
-        }
-        return jsonResponse(.ok, JSON.object(members))
+        return answer
     }
 }

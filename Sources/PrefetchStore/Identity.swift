@@ -1,6 +1,58 @@
 import Crypto
 
-/// Who a response was fetched for: a SHA-256 of the credential headers the caller forwarded.
+/// The per-deployment secret that identities are keyed with (HMAC-SHA256).
+///
+/// A store dump (memory or Redis) holds only keyed digests of credentials: without this key nobody can test a
+/// guessed cookie or token against them offline. Replicas that share a store must share the key, or the same
+/// user gets a different identity on each replica (misses, never leaks).
+public struct IdentityKey: Sendable {
+    /// The secret's bytes (`SymmetricKey` is not `Sendable`; one is made per digest, which costs a copy).
+    private let secret: [UInt8]
+
+    /// The smallest secret accepted, in bytes.
+    public static let minimumBytes = 32
+
+    /// A key from secret bytes (at least ``minimumBytes``).
+    /// - Throws: ``IdentityKeyError`` when the secret is shorter.
+    public init(secret: some Sequence<UInt8>) throws(IdentityKeyError) {
+        let bytes = Array(secret)
+        guard bytes.count >= Self.minimumBytes else { throw IdentityKeyError(length: bytes.count) }
+        self.secret = bytes
+    }
+
+    /// A fresh random key of 32 bytes.
+    public static func random() -> IdentityKey {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return try! IdentityKey(secret: bytes)
+    }
+
+    /// A keyed digest of `fields` (each length-prefixed, after a domain label) as 64 lowercase hex digits.
+    public func digest(domain: String, _ fields: [[UInt8]]) -> String {
+        Hex.encode(mac(domain: domain, fields))
+    }
+
+    /// The 32-byte HMAC-SHA256 of `fields` (each length-prefixed, after a domain label).
+    public func mac(domain: String, _ fields: [[UInt8]]) -> [UInt8] {
+        var mac = HMAC<SHA256>(key: SymmetricKey(data: secret))
+        mac.update(data: Array(domain.utf8))
+        for field in fields { appendLengthPrefixed(field, to: &mac) }
+        return Array(mac.finalize())
+    }
+}
+
+/// A secret too short to key identities with.
+public struct IdentityKeyError: Error, CustomStringConvertible {
+    /// The length that was given.
+    public var length: Int
+    /// Names the limit, never the secret.
+    public var description: String {
+        "the identity key has \(length) bytes; at least \(IdentityKey.minimumBytes) are required"
+    }
+}
+
+/// Who a response was fetched for: a keyed digest (HMAC-SHA256 with the deployment's ``IdentityKey``) of the
+/// credential headers the caller forwarded.
 ///
 /// Two callers share an identity exactly when they forwarded the same credential headers (names compared
 /// case-insensitively, values with surrounding blanks trimmed, header order irrelevant across names and kept
@@ -12,14 +64,15 @@ public struct Identity: Hashable, Sendable, CustomStringConvertible {
     /// The credential header names used when none are configured.
     public static let defaultCredentialHeaderNames = ["cookie", "authorization"]
 
-    /// `anonymous`, or 64 lowercase hex digits of a SHA-256 over the credential headers; never the credentials.
+    /// `anonymous`, or 64 lowercase hex digits of an HMAC over the credential headers; never the credentials.
     public let digest: String
 
     /// Derives the identity from the headers a caller forwarded, looking only at `credentialHeaderNames`
-    /// (case-insensitive).
+    /// (case-insensitive), keyed with `key`.
     public init(
         headers: [(name: String, value: String)],
-        credentialHeaderNames: [String] = Identity.defaultCredentialHeaderNames
+        credentialHeaderNames: [String] = Identity.defaultCredentialHeaderNames,
+        key: IdentityKey
     ) {
         let wanted = Set(credentialHeaderNames.map { $0.lowercased() })
         var picked: [(offset: Int, name: String, value: Substring)] = []
@@ -37,14 +90,7 @@ public struct Identity: Hashable, Sendable, CustomStringConvertible {
         // Sorting by name makes the order of different headers irrelevant; the offset keeps the order of
         // repeated headers, which can matter to the upstream.
         picked.sort { ($0.name, $0.offset) < ($1.name, $1.offset) }
-        var hasher = SHA256()
-        hasher.update(data: Array("prefetch-identity-v1".utf8))
-        for item in picked {
-            // Length prefixes keep ("ab","c") and ("a","bc") apart.
-            Self.appendField(Array(item.name.utf8), to: &hasher)
-            Self.appendField(Array(item.value.utf8), to: &hasher)
-        }
-        self.digest = hexString(hasher.finalize())
+        self.digest = key.digest(domain: "prefetch-identity-v2", picked.flatMap { [Array($0.name.utf8), Array($0.value.utf8)] })
     }
 
     /// An identity from a digest computed earlier (a key read back from a shared store).
@@ -63,83 +109,92 @@ public struct Identity: Hashable, Sendable, CustomStringConvertible {
         let end = value.lastIndex { !isBlank($0) }.map { value.index(after: $0) } ?? start
         return value[start..<max(start, end)]
     }
-
-    private static func appendField(_ bytes: [UInt8], to hasher: inout SHA256) {
-        var length = UInt64(bytes.count).bigEndian
-        withUnsafeBytes(of: &length) { hasher.update(bufferPointer: $0) }
-        hasher.update(data: bytes)
-    }
 }
 
-/// The exact key of a stored response: identity, method, URL and a SHA-256 of the request body.
+/// The exact key of a stored response: identity, method, and a SHA-256 over method, URL and body.
 ///
-/// Equality covers every field, and the store has no lookup by anything less than a whole key: a response is only
-/// ever returned for the key it was stored under, so never across identities.
+/// The key holds digests only, never the composed URL (which may carry tokens and be kilobytes long), so it costs
+/// the same few bytes whatever the request. Equality covers the identity and the request digest, and the store has
+/// no lookup by anything less than a whole key: a response is only ever returned for the key it was stored under,
+/// so never across identities.
 public struct StoreKey: Hashable, Sendable, CustomStringConvertible {
     /// Who the response is for.
     public let identity: Identity
     /// The request method, uppercased (the store keys methods case-insensitively).
     public let method: String
-    /// The request URL exactly as fetched.
-    public let url: String
-    /// Lowercase hex SHA-256 of the request body; nil when there is no body or it is empty (the same request on
-    /// the wire).
-    public let bodyDigest: String?
+    /// SHA-256 over the method, the URL exactly as fetched and the body (an empty body is no body), as 64
+    /// lowercase hex digits.
+    public let request: String
 
-    /// Creates a key, keeping only a SHA-256 of `body`.
+    /// Creates a key, keeping only a digest of `url` and `body`.
     public init(identity: Identity, method: String, url: String, body: [UInt8]?) {
         self.identity = identity
         self.method = method.uppercased()
-        self.url = url
-        if let body, !body.isEmpty {
-            self.bodyDigest = hexString(SHA256.hash(data: body))
-        } else {
-            self.bodyDigest = nil
-        }
+        var hasher = SHA256()
+        hasher.update(data: Array("prefetch-request-v2".utf8))
+        appendLengthPrefixed(Array(self.method.utf8), to: &hasher)
+        appendLengthPrefixed(Array(url.utf8), to: &hasher)
+        appendLengthPrefixed(body ?? [], to: &hasher)
+        self.request = Hex.encode(hasher.finalize())
     }
 
     /// Recreates a key from its parts (a key read back from a shared store).
-    public init(identity: Identity, method: String, url: String, bodyDigest: String?) {
+    public init(identity: Identity, method: String, request: String) {
         self.identity = identity
         self.method = method.uppercased()
-        self.url = url
-        self.bodyDigest = bodyDigest
+        self.request = request
     }
 
-    /// Method, URL without its query string (which may carry tokens), identity and body digest prefix.
+    /// The same request under another identity (e.g. one private to a ticket).
+    public func with(identity: Identity) -> StoreKey {
+        StoreKey(identity: identity, method: method, request: request)
+    }
+
+    /// Method, request digest prefix and identity: nothing that could carry a token.
     public var description: String {
-        let shownURL = url.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map {
-            String($0)
-        } ?? url
-        let query = shownURL.utf8.count < url.utf8.count ? "?…" : ""
-        let body = bodyDigest.map { " body:\($0.prefix(12))" } ?? ""
-        return "\(method) \(shownURL)\(query) \(identity)\(body)"
+        "\(method) request:\(request.prefix(12)) \(identity)"
     }
 
     /// The bytes the key's strings count against a store budget.
     var accountedBytes: Int {
-        identity.digest.utf8.count + method.utf8.count + url.utf8.count + (bodyDigest?.utf8.count ?? 0)
+        identity.digest.utf8.count + method.utf8.count + request.utf8.count
     }
 
-    /// A fixed-size digest of the whole key, for tombstones that must stay small whatever the URL length.
-    var fingerprint: [UInt8] {
+    /// A fixed-size digest of the whole key, for tombstones and shared-store key names.
+    public var fingerprint: [UInt8] {
         var hasher = SHA256()
-        for field in [identity.digest, method, url, bodyDigest ?? "-"] {
-            var length = UInt64(field.utf8.count).bigEndian
-            withUnsafeBytes(of: &length) { hasher.update(bufferPointer: $0) }
-            hasher.update(data: Array(field.utf8))
+        hasher.update(data: Array("prefetch-store-key-v2".utf8))
+        for field in [identity.digest, method, request] {
+            appendLengthPrefixed(Array(field.utf8), to: &hasher)
         }
         return Array(hasher.finalize())
     }
 }
 
-private func hexString<D: Sequence>(_ bytes: D) -> String where D.Element == UInt8 {
-    let digits = Array("0123456789abcdef".utf8)
-    var out: [UInt8] = []
-    out.reserveCapacity(64)
-    for byte in bytes {
-        out.append(digits[Int(byte >> 4)])
-        out.append(digits[Int(byte & 0x0f)])
+/// Length prefixes keep ("ab","c") and ("a","bc") apart.
+private func appendLengthPrefixed(_ bytes: [UInt8], to hasher: inout some HashFunction) {
+    var length = UInt64(bytes.count).bigEndian
+    withUnsafeBytes(of: &length) { hasher.update(bufferPointer: $0) }
+    hasher.update(data: bytes)
+}
+
+private func appendLengthPrefixed(_ bytes: [UInt8], to mac: inout HMAC<SHA256>) {
+    var length = UInt64(bytes.count).bigEndian
+    withUnsafeBytes(of: &length) { mac.update(data: Array($0)) }
+    mac.update(data: bytes)
+}
+
+/// Lowercase hexadecimal.
+public enum Hex {
+    /// `bytes` as lowercase hex digits.
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
-    return String(decoding: out, as: UTF8.self)
 }

@@ -6,7 +6,7 @@
 // A trigger can land on one replica and the page's data request on another, so responses and the single flight
 // live in Redis. The promises are `MemoryStore`'s (see PrefetchStore.swift); this notes how each is kept.
 //
-// Keys. A store key becomes a SHA-256 over its identity digest, method, URL and body digest (length-prefixed), so
+// Keys. A store key becomes its fingerprint, a SHA-256 over its identity digest, method and request digest, so
 // identity isolation holds exactly as in memory: a response is only found under the whole key it was stored under.
 // Per digest D: `<ns>:e:D` the value, `<ns>:lock:D` the leader lock, `<ns>:t:D` a tombstone saying why the value is
 // gone (`expired`, `consumed`, `evicted`), kept `tombstoneAge`. `<ns>` is `prefetch:v1` by default.
@@ -613,22 +613,9 @@ struct KeySpace: Sendable {
         return "\(namespace):t:\(name.suffix(Self.digestLength))"
     }
 
-    /// A SHA-256 over every field of the key, each length-prefixed so no two keys share an encoding.
+    /// The key's fixed-size fingerprint (a SHA-256 over identity, method and request digest) in hex.
     static func digest(of key: StoreKey) -> String {
-        var hasher = SHA256()
-        hasher.update(data: Array("prefetch-store-key-v1".utf8))
-        for field in [key.identity.digest, key.method, key.url, key.bodyDigest ?? "-"] {
-            var length = UInt64(field.utf8.count).bigEndian
-            withUnsafeBytes(of: &length) { hasher.update(bufferPointer: $0) }
-            hasher.update(data: Array(field.utf8))
-        }
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        for byte in hasher.finalize() {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: out, as: UTF8.self)
+        Hex.encode(key.fingerprint)
     }
 
     /// The message announcing a completion: the digest, then `|` and the encoded result when it is not stored.

@@ -5,8 +5,10 @@ import Metrics
 import ConfigUpdater
 import PrefetchCore
 import PrefetchDNS
+import PrefetchEngine
 import PrefetchFetcher
 import PrefetchService
+import PrefetchStore
 import Prometheus
 import ServiceLifecycle
 import UnixSignals
@@ -137,9 +139,14 @@ extension Prefetch {
         static let configuration = CommandConfiguration(
             abstract: "Run the prefetch service (HTTP API) until SIGTERM or SIGINT.",
             discussion: """
-                Every option has an environment variable: PREFETCH_CONFIG, PREFETCH_HOST, PREFETCH_PORT, \
-                PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, \\
-                PREFETCH_CONFIG_FALLBACK, PREFETCH_CONFIG_INTERVAL, PREFETCH_CONFIG_FATIGUE, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_LOG_LEVEL. \\
+                Two listeners: the page surface (--host/--port) for shells and pages, and the operator surface \
+                (--admin-host/--admin-port, loopback by default) for /ui, /v1/debug, /v1/plan, /v1/config, /v1/renderers and /metrics. \
+                Every option has an environment variable: PREFETCH_CONFIG, PREFETCH_HOST, PREFETCH_PORT, PREFETCH_ADMIN_HOST, \
+                PREFETCH_ADMIN_PORT, PREFETCH_ADMIN_TOKEN, PREFETCH_IDENTITY_KEY, PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS \
+                (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, PREFETCH_CONFIG_FALLBACK, \
+                PREFETCH_CONFIG_INTERVAL, PREFETCH_CONFIG_FATIGUE, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_TRIGGER_RATE, \
+                PREFETCH_TRIGGER_BURST, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
+                the environment, not on the command line. \
                 --config may be a file or an http(s) URL; the service follows it (interval, SIGHUP, POST /v1/config/refresh). \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
                 """
@@ -152,6 +159,24 @@ extension Prefetch {
 
         @Option(help: "Port to listen on, 0 for any free port (default 8080, env PREFETCH_PORT).")
         var port: Int?
+
+        @Option(name: .customLong("admin-host"), help: "Address of the operator surface (default 127.0.0.1, env PREFETCH_ADMIN_HOST).")
+        var adminHost: String?
+
+        @Option(name: .customLong("admin-port"), help: "Port of the operator surface, 0 for any free port (default 8081, env PREFETCH_ADMIN_PORT).")
+        var adminPort: Int?
+
+        @Option(name: .customLong("admin-token"), help: "Require 'Authorization: Bearer TOKEN' on the operator surface (env PREFETCH_ADMIN_TOKEN; prefer the env).")
+        var adminToken: String?
+
+        @Option(name: .customLong("identity-key"), help: "Secret (32+ bytes) identities and read keys are keyed with; replicas share it (env PREFETCH_IDENTITY_KEY; default: kept in --state-dir, else per process).")
+        var identityKey: String?
+
+        @Option(name: .customLong("trigger-rate"), help: "Triggers per second one caller may sustain, 0 for no limit (default 10, env PREFETCH_TRIGGER_RATE).")
+        var triggerRate: Double?
+
+        @Option(name: .customLong("trigger-burst"), help: "Triggers one caller may make in a burst (default 40, env PREFETCH_TRIGGER_BURST).")
+        var triggerBurst: Int?
 
         @Option(name: .customLong("store-bytes"), help: "Byte budget of the response store (default 67108864, env PREFETCH_STORE_BYTES).")
         var storeBytes: Int?
@@ -211,6 +236,26 @@ extension Prefetch {
                 guard (0...65535).contains(port) else { throw ValidationError("port \(port) is not between 0 and 65535") }
                 settings.port = port
             }
+            settings.adminHost = adminHost ?? Environment.value("PREFETCH_ADMIN_HOST") ?? settings.adminHost
+            if let port = try adminPort ?? Environment.integer("PREFETCH_ADMIN_PORT") {
+                guard (0...65535).contains(port) else { throw ValidationError("--admin-port \(port) is not between 0 and 65535") }
+                settings.adminPort = port
+            }
+            if settings.port != 0, settings.port == settings.adminPort, settings.host == settings.adminHost {
+                throw ValidationError("--admin-port \(settings.adminPort) is the page port: the operator surface needs a listener of its own")
+            }
+            settings.adminToken = adminToken ?? Environment.value("PREFETCH_ADMIN_TOKEN")
+            if let token = settings.adminToken, token.utf8.count < 16 {
+                throw ValidationError("--admin-token has \(token.utf8.count) characters; use at least 16")
+            }
+            if let rate = try triggerRate ?? Environment.double("PREFETCH_TRIGGER_RATE") {
+                guard rate >= 0 else { throw ValidationError("--trigger-rate \(rate) must not be negative") }
+                settings.triggerRate = rate
+            }
+            if let burst = try triggerBurst ?? Environment.integer("PREFETCH_TRIGGER_BURST") {
+                guard burst >= 1 else { throw ValidationError("--trigger-burst \(burst) must be at least 1") }
+                settings.triggerBurst = burst
+            }
             if let bytes = try storeBytes ?? Environment.integer("PREFETCH_STORE_BYTES") {
                 guard bytes >= 1024 * 1024 else { throw ValidationError("--store-bytes \(bytes) is below the minimum of 1048576") }
                 settings.storeBytes = bytes
@@ -234,6 +279,13 @@ extension Prefetch {
                 settings.fetcher.caBundlePath = bundle
             }
             settings.corsOrigins = corsOrigins + (Environment.value("PREFETCH_CORS_ORIGINS")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } ?? [])
+            for origin in settings.corsOrigins where origin != "*" {
+                guard let parsed = try? HTTPURL(parsing: origin), parsed.origin == origin.lowercased() else {
+                    throw ValidationError("--cors-origin \"\(origin)\" must be an origin like https://m.example.com (scheme, host, optional port) or *")
+                }
+            }
+            settings.identityKey = try IdentityKeySource.load(
+                given: identityKey ?? Environment.value("PREFETCH_IDENTITY_KEY"), stateDirectory: source.stateDirectory, shared: settings.storeURL != nil)
             return settings
         }
 
@@ -263,9 +315,14 @@ extension Prefetch {
                 let hasLastGood = source.lastGoodPath.map { FileManager.default.fileExists(atPath: $0) } ?? false
                 if !hasLastGood { _ = try config.load() }
             }
-            let app = try buildApplication(settings: settings, registry: registry, logger: logger) { port in
-                Console.out("prefetch listening on http://\(settings.host):\(port) (config \(settings.configPath))")
-            }
+            let app = try buildApplication(
+                settings: settings, registry: registry, logger: logger,
+                onServerRunning: { port in
+                    Console.out("prefetch listening on http://\(settings.host):\(port) (config \(settings.configPath))")
+                },
+                onAdminRunning: { port in
+                    Console.out("prefetch operator surface on http://\(settings.adminHost):\(port)\(settings.adminToken == nil ? "" : " (bearer token required)")")
+                })
             let group = ServiceGroup(
                 configuration: .init(
                     services: [app],
@@ -330,6 +387,54 @@ extension Environment {
         guard let text = value(name) else { return nil }
         guard let number = Int(text) else { throw ValidationError("\(name)=\(text) is not a whole number") }
         return number
+    }
+
+    static func double(_ name: String) throws -> Double? {
+        guard let text = value(name) else { return nil }
+        guard let number = Double(text), number.isFinite else { throw ValidationError("\(name)=\(text) is not a number") }
+        return number
+    }
+}
+
+/// Where the identity key comes from: given (flag or environment), kept in the state directory (created on
+/// first start, mode 0600), or, for a lone replica without a state directory, made for this process only.
+enum IdentityKeySource {
+    static let fileName = "identity.key"
+
+    static func load(given: String?, stateDirectory: String?, shared: Bool) throws -> IdentityKey {
+        if let given {
+            do {
+                return try IdentityKey(secret: Array(given.utf8))
+            } catch {
+                throw ValidationError("--identity-key: \(error)")
+            }
+        }
+        if shared {
+            throw ValidationError(
+                "--store redis:// needs --identity-key (or PREFETCH_IDENTITY_KEY), the same secret on every replica, so that a user has one identity everywhere")
+        }
+        guard let stateDirectory else { return .random() }
+        let path = stateDirectory + "/" + fileName
+        if let data = FileManager.default.contents(atPath: path) {
+            do {
+                return try IdentityKey(secret: Array(data))
+            } catch {
+                throw ValidationError("\(path): \(error)")
+            }
+        }
+        let key = (0..<32).map { _ in UInt8.random(in: 0...255) }
+        let hex = Array(key.map { String($0, radix: 16) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined().utf8)
+        do {
+            try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+            guard FileManager.default.createFile(atPath: path, contents: Data(hex), attributes: [.posixPermissions: 0o600]) else {
+                throw ValidationError("cannot write \(path)")
+            }
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw ValidationError("cannot write the identity key to \(path): \(error)")
+        }
+        return try IdentityKey(secret: hex)
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import PrefetchDNS
 import PrefetchFetcher
+import PrefetchEngine
 import PrefetchService
 import PrefetchTestUpstream
 import Testing

@@ -12,6 +12,7 @@
 // - Waits are bounded (a few seconds at most) and no test asserts a wall-clock duration.
 import Foundation
 import HTTPTypes
+import PrefetchEngine
 import PrefetchService
 import PrefetchTestUpstream
 import Testing

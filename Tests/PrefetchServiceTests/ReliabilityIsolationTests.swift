@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchEngine
 import PrefetchService
 import PrefetchTestUpstream
 import Synchronization

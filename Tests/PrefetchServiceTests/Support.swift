@@ -5,9 +5,11 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import PrefetchCore
+import PrefetchEngine
 import PrefetchService
 import PrefetchTestUpstream
 import Prometheus
+import Synchronization
 import Testing
 
 // MARK: Upstream
@@ -109,11 +111,31 @@ struct Echo {
     }
 }
 
-/// A running service (the application `prefetch serve` runs) with a client connected to it.
+/// A port learned from a server's start callback.
+final class PortBox: Sendable {
+    private let port = Mutex<Int?>(nil)
+
+    func set(_ value: Int) { port.withLock { $0 = value } }
+
+    /// The port, once known (the server calls back as it starts; at most 10 s).
+    func value() async -> Int? {
+        _ = await eventually(within: 10) { port.withLock { $0 } != nil }
+        return port.withLock { $0 }
+    }
+}
+
+/// A running service (the application `prefetch serve` runs) with a client connected to its page surface.
 struct LiveService: Sendable {
     let client: any TestClientProtocol
     let registry: PrometheusCollectorRegistry
     let port: Int
+    /// The operator surface's port.
+    let adminPort: Int
+
+    /// One request to the operator surface.
+    func admin(_ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil) async throws -> Reply {
+        try await oneRequest(port: adminPort, method, uri, headers: headers, body: body)
+    }
 
     /// Sends one request on the shared test connection.
     func request(
@@ -164,12 +186,15 @@ func oneRequest(
     }
 }
 
-/// Settings for a test service: a free port on 127.0.0.1 and waits bounded to a few seconds.
+/// Settings for a test service: free ports on 127.0.0.1, waits bounded to a few seconds, no trigger rate limit
+/// (tests that are about the limit set one).
 func testSettings() -> ServiceSettings {
     var settings = ServiceSettings()
     settings.host = "127.0.0.1"
     settings.port = 0
+    settings.adminPort = 0
     settings.maximumWait = .seconds(5)
+    settings.triggerRate = 0
     return settings
 }
 
@@ -184,10 +209,13 @@ func withService<T: Sendable>(
     var logger = Logger(label: "prefetch.service.test")
     logger.logLevel = .warning
     let registry = PrometheusCollectorRegistry()
-    let app = try buildApplication(settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger)
+    let adminPort = PortBox()
+    let app = try buildApplication(
+        settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger, onAdminRunning: { adminPort.set($0) })
     return try await app.test(.live) { client in
         let port = try #require(client.port)
-        return try await body(LiveService(client: client, registry: registry, port: port))
+        let admin = try #require(await adminPort.value(), "the operator surface did not start")
+        return try await body(LiveService(client: client, registry: registry, port: port, adminPort: admin))
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import HummingbirdTesting
 import Logging
 import PrefetchCore
+import PrefetchEngine
 import PrefetchService
 import PrefetchTestUpstream
 import Testing
@@ -19,16 +20,17 @@ import Glibc
 @Suite(.serialized)
 struct WebShellBrowserTests {
     @Test func prefetchedDataIsReadySoonerInARealBrowser() async throws {
-        try await WebShellBrowser.withService { base, data, _ in
+        try await WebShellBrowser.withService { base, _, data, _ in
             let result = try await WebShellBrowser.harness(["compare", "--base", base, "--api", data, "--runs", "5"])
             let runs = try #require(result["runs"] as? [[String: Any]])
             func sources(_ mode: String) -> [String] {
                 runs.filter { $0["mode"] as? String == mode }.flatMap { ($0["results"] as? [[String: Any]] ?? []).map { $0["source"] as? String ?? "?" } }
             }
-            // Without a ticket the page's own request is made (through the upstream's CORS) and succeeds.
+            // Without a prefetch the service has nothing for the page (`not-triggered`), so the page's own request is
+            // made (through the upstream's CORS) and succeeds.
             #expect(!sources("plain").isEmpty && sources("plain").allSatisfy { $0 == "miss" })
             let plainResults = runs.filter { $0["mode"] as? String == "plain" }.flatMap { $0["results"] as? [[String: Any]] ?? [] }
-            #expect(plainResults.allSatisfy { $0["reason"] as? String == "no-ticket" && $0["status"] as? Int == 200 })
+            #expect(plainResults.allSatisfy { $0["reason"] as? String == "not-triggered" && $0["status"] as? Int == 200 })
             #expect(!sources("prefetch").isEmpty && sources("prefetch").allSatisfy { $0 == "hit" || $0 == "joined" })
 
             let median = try #require(result["medianDataReadyMs"] as? [String: Double])
@@ -40,8 +42,8 @@ struct WebShellBrowserTests {
     }
 
     @Test func theDebugViewShowsARealPageOpen() async throws {
-        try await WebShellBrowser.withService { base, data, broken in
-            let result = try await WebShellBrowser.harness(["ui", "--base", base, "--api", data, "--api", broken])
+        try await WebShellBrowser.withService { base, admin, data, broken in
+            let result = try await WebShellBrowser.harness(["ui", "--base", base, "--admin", admin, "--api", data, "--api", broken])
             let ticket = try #require(result["ticket"] as? String)
             let domPath = try #require(result["dom"] as? String)
             let dom = try String(contentsOfFile: domPath, encoding: .utf8)
@@ -66,17 +68,21 @@ enum WebShellBrowser {
     }()
 
     /// Runs the service (config: the demo page with a 300 ms interface and a failing one) and an upstream; calls
-    /// `body` with the service base URL and the two interface URLs; stops both.
-    static func withService(_ body: @Sendable @escaping (String, String, String) async throws -> Void) async throws {
+    /// `body` with the page and operator surfaces' base URLs and the two interface URLs; stops both.
+    static func withService(_ body: @Sendable @escaping (String, String, String, String) async throws -> Void) async throws {
         let upstream = try await TestUpstream.start()
         let data = "http://127.0.0.1:\(upstream.port)/demo/data?delay=300"
         let broken = "http://127.0.0.1:\(upstream.port)/demo/broken?status=503"
         let holder = ConfigHolder(nil)
         var settings = ServiceSettings()
         settings.port = 0
+        settings.adminPort = 0
         settings.configPath = "webshell-browser-test"
+        let adminPort = PortBox()
         do {
-            let app = try buildApplication(settings: settings, config: holder, logger: Logger(label: "webshell")) { port in
+            let app = try buildApplication(
+                settings: settings, config: holder, logger: Logger(label: "webshell"),
+                onServerRunning: { port in
                 let config = """
                     {"code":200,"data":{"name":"webshell-demo","version":"1","config":[
                       {"url":"http://127.0.0.1:\(port)/demo/page.html","interfaces":[
@@ -84,10 +90,12 @@ enum WebShellBrowser {
                         {"name":"demo.broken","api":"\(broken)","method":"GET"}]}]}}
                     """
                 holder.replace(try? ConfigLoader.parse(Array(config.utf8), source: "test").config)
-            }
+                },
+                onAdminRunning: { adminPort.set($0) })
             try await app.test(.live) { client in
                 let port = try #require(client.port)
-                try await body("http://127.0.0.1:\(port)", data, broken)
+                let admin = try #require(await adminPort.value())
+                try await body("http://127.0.0.1:\(port)", "http://127.0.0.1:\(admin)", data, broken)
             }
         } catch {
             try? await upstream.shutdown()

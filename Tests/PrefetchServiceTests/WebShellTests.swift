@@ -5,6 +5,7 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import PrefetchCore
+import PrefetchEngine
 import PrefetchService
 import PrefetchTestUpstream
 import RendererPool

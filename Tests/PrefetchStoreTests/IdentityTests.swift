@@ -2,17 +2,20 @@ import Testing
 
 @testable import PrefetchStore
 
+/// The deployment key identities are keyed with in these tests.
+let key = IdentityKey.random()
+
 @Suite struct IdentityTests {
     @Test func noCredentialsIsAnonymous() {
-        #expect(Identity(headers: []) == .anonymous)
-        #expect(Identity(headers: [("Accept", "application/json"), ("User-Agent", "shell/1.0")]) == .anonymous)
-        #expect(Identity(headers: [("Cookie", "  ")]) == .anonymous, "an empty credential carries nothing")
+        #expect(Identity(headers: [], key: key) == .anonymous)
+        #expect(Identity(headers: [("Accept", "application/json"), ("User-Agent", "shell/1.0")], key: key) == .anonymous)
+        #expect(Identity(headers: [("Cookie", "  ")], key: key) == .anonymous, "an empty credential carries nothing")
         #expect(Identity.anonymous.description == "anonymous")
     }
 
     @Test func digestIsAHashNeverTheCredential() {
         let secret = "session=s3cr3t-t0ken-value"
-        let identity = Identity(headers: [("Cookie", secret)])
+        let identity = Identity(headers: [("Cookie", secret)], key: key)
         #expect(identity != .anonymous)
         #expect(identity.digest.count == 64)
         #expect(identity.digest.allSatisfy { $0.isHexDigit && !$0.isUppercase })
@@ -24,32 +27,32 @@ import Testing
     }
 
     @Test func sameCredentialsSameIdentityWhateverTheSpelling() {
-        let a = Identity(headers: [("Cookie", "sid=1"), ("Authorization", "Bearer x"), ("Accept", "*/*")])
-        let b = Identity(headers: [("authorization", " Bearer x "), ("COOKIE", "sid=1")])
+        let a = Identity(headers: [("Cookie", "sid=1"), ("Authorization", "Bearer x"), ("Accept", "*/*")], key: key)
+        let b = Identity(headers: [("authorization", " Bearer x "), ("COOKIE", "sid=1")], key: key)
         #expect(a == b)
     }
 
     @Test func differentCredentialsDifferentIdentity() {
-        let a = Identity(headers: [("Cookie", "sid=1")])
-        #expect(a != Identity(headers: [("Cookie", "sid=2")]))
-        #expect(a != Identity(headers: [("Authorization", "sid=1")]), "the header name is part of the identity")
-        #expect(a != Identity(headers: [("Cookie", "sid=1"), ("Cookie", "lang=en")]))
+        let a = Identity(headers: [("Cookie", "sid=1")], key: key)
+        #expect(a != Identity(headers: [("Cookie", "sid=2")], key: key))
+        #expect(a != Identity(headers: [("Authorization", "sid=1")], key: key), "the header name is part of the identity")
+        #expect(a != Identity(headers: [("Cookie", "sid=1"), ("Cookie", "lang=en")], key: key))
         #expect(
-            Identity(headers: [("Cookie", "a"), ("Cookie", "b")]) != Identity(headers: [("Cookie", "b"), ("Cookie", "a")]),
+            Identity(headers: [("Cookie", "a"), ("Cookie", "b")], key: key) != Identity(headers: [("Cookie", "b"), ("Cookie", "a")], key: key),
             "repeated headers keep their order")
-        #expect(Identity(headers: [("Cookie", "ab"), ("Cookie", "c")]) != Identity(headers: [("Cookie", "a"), ("Cookie", "bc")]))
+        #expect(Identity(headers: [("Cookie", "ab"), ("Cookie", "c")], key: key) != Identity(headers: [("Cookie", "a"), ("Cookie", "bc")], key: key))
     }
 
     @Test func credentialHeaderNamesAreConfigurable() {
         let headers = [(name: "X-Api-Key", value: "k1"), (name: "Cookie", value: "sid=1")]
-        let custom = Identity(headers: headers, credentialHeaderNames: ["x-API-key"])
-        #expect(custom == Identity(headers: [("x-api-key", "k1")], credentialHeaderNames: ["X-Api-Key"]))
-        #expect(custom != Identity(headers: headers))
-        #expect(Identity(headers: headers, credentialHeaderNames: []) == .anonymous)
+        let custom = Identity(headers: headers, credentialHeaderNames: ["x-API-key"], key: key)
+        #expect(custom == Identity(headers: [("x-api-key", "k1")], credentialHeaderNames: ["X-Api-Key"], key: key))
+        #expect(custom != Identity(headers: headers, key: key))
+        #expect(Identity(headers: headers, credentialHeaderNames: [], key: key) == .anonymous)
     }
 
     @Test func keyCoversIdentityMethodURLAndBodyHash() {
-        let alice = Identity(headers: [("Cookie", "user=alice")])
+        let alice = Identity(headers: [("Cookie", "user=alice")], key: key)
         let base = StoreKey(identity: alice, method: "POST", url: "https://api.test/q", body: Array("{\"a\":1}".utf8))
         #expect(base == StoreKey(identity: alice, method: "post", url: "https://api.test/q", body: Array("{\"a\":1}".utf8)))
         #expect(base != StoreKey(identity: alice, method: "POST", url: "https://api.test/q", body: Array("{\"a\":2}".utf8)))
@@ -57,10 +60,27 @@ import Testing
         #expect(base != StoreKey(identity: alice, method: "PUT", url: "https://api.test/q", body: Array("{\"a\":1}".utf8)))
         #expect(base != StoreKey(identity: alice, method: "POST", url: "https://api.test/r", body: Array("{\"a\":1}".utf8)))
         #expect(base != StoreKey(identity: .anonymous, method: "POST", url: "https://api.test/q", body: Array("{\"a\":1}".utf8)))
-        #expect(base.bodyDigest?.count == 64)
+        #expect(base.request.count == 64)
         #expect(
             StoreKey(identity: alice, method: "GET", url: "u", body: []) == StoreKey(identity: alice, method: "GET", url: "u", body: nil),
             "an empty body is no body on the wire")
+    }
+
+    @Test func identitiesAreKeyedPerDeployment() throws {
+        // The same cookie gives a different digest under another deployment's key: a store dump cannot be tested
+        // against guessed credentials without the key.
+        let headers = [(name: "Cookie", value: "sid=1234")]
+        let other = try IdentityKey(secret: Array(repeating: UInt8(7), count: 32))
+        #expect(Identity(headers: headers, key: key) != Identity(headers: headers, key: other))
+        #expect(Identity(headers: headers, key: other) == Identity(headers: headers, key: other))
+        #expect(throws: IdentityKeyError.self) { try IdentityKey(secret: Array("short".utf8)) }
+    }
+
+    @Test func keysHoldNoURL() {
+        let url = "https://api.test/me?token=" + String(repeating: "t", count: 10_000)
+        let key = StoreKey(identity: .anonymous, method: "GET", url: url, body: nil)
+        #expect(key.accountedBytes < 200, "a key costs the same few bytes whatever the URL")
+        #expect(!key.description.contains("token"))
     }
 
     @Test func fingerprintsAreFixedSizeAndDistinct() {

@@ -149,8 +149,8 @@ import Testing
 
 @Suite struct IsolationTests {
     @Test func identitiesNeverSeeEachOthersEntries() async {
-        let alice = Identity(headers: [("Cookie", "sid=alice-secret")])
-        let bob = Identity(headers: [("Cookie", "sid=bob-secret")])
+        let alice = Identity(headers: [("Cookie", "sid=alice-secret")], key: key)
+        let bob = Identity(headers: [("Cookie", "sid=bob-secret")], key: key)
         let body = Array("{\"page\":1}".utf8)
         let aliceKey = StoreKey(identity: alice, method: "POST", url: "https://api.test/feed", body: body)
         let bobKey = StoreKey(identity: bob, method: "POST", url: "https://api.test/feed", body: body)

@@ -74,7 +74,7 @@ import Testing
     }
 
     @Test func keyDigestCoversEveryFieldAndAnnouncementsParse() {
-        let alice = Identity(headers: [("Cookie", "sid=alice")])
+        let alice = Identity(headers: [("Cookie", "sid=alice")], key: testIdentityKey)
         let keys = [
             key("/a"), key("/b"), key("/a", identity: alice), key("/a", body: [1]),
             StoreKey(identity: .anonymous, method: "POST", url: "https://api.test/a", body: nil),
@@ -156,3 +156,6 @@ import Testing
         #expect(health.isUp)
     }
 }
+
+/// The identity key the tests key identities with (one per test process, like one deployment).
+let testIdentityKey = IdentityKey.random()

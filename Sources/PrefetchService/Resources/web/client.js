@@ -6,11 +6,15 @@
  *   const response = await PrefetchClient.get('https://m.example.com/api/info', {method: 'GET'});
  *   const data = await response.json();      // response.prefetch = {source: 'hit'|'joined'|'miss', reason}
  *
- * The ticket comes from options.ticket, else window.__PREFETCH_TICKET__ (injected by the shell), else the
- * page URL's ?prefetchTicket= (PrefetchClient.ticketParam). The service is the origin this script was loaded
- * from (PrefetchClient.base to change it). Calls to the service never send cookies: the ticket is the
- * capability. Any miss, error, slow answer (PrefetchClient.timeout ms beyond the wait) or unreachable service
- * falls back to fetch(options.url || api, options.init).
+ * Two ways to read, chosen per call (never a ticket in a URL):
+ * - With a read key (options.readKey, else window.__PREFETCH_READ_KEY__ set by the shell's JS bridge, else
+ *   sessionStorage 'prefetchReadKey'): GET /v1/data with the key in the X-Prefetch-Key header and no cookies.
+ *   The service accepts the key only from the page's own origin. For a service on another site.
+ * - Without: GET /v1/data?page=<this page's URL> with the page's own cookies (credentials: 'include'). For a
+ *   service on the page's site, where the browser sends it the user's cookies.
+ * The service is the origin this script was loaded from (PrefetchClient.base to change it). Any miss, error,
+ * slow answer (PrefetchClient.timeout ms beyond the wait) or unreachable service falls back to
+ * fetch(options.url || api, options.init).
  */
 (function (global) {
   'use strict';
@@ -18,7 +22,8 @@
   var script = global.document && global.document.currentScript;
   var client = {
     base: script && script.src ? new URL(script.src).origin : global.location.origin,
-    ticketParam: 'prefetchTicket',
+    /** The sessionStorage item a shell bridge may leave the read key in. */
+    readKeyItem: 'prefetchReadKey',
     /** Milliseconds the service may take beyond the wait before the page makes its own request. */
     timeout: 500,
     /** Called with every report: {api, name, source, reason, ms}. */
@@ -27,11 +32,11 @@
     reports: []
   };
 
-  /** The ticket for this page open, or null. */
-  client.ticket = function (options) {
-    if (options && options.ticket) return options.ticket;
-    if (global.__PREFETCH_TICKET__) return global.__PREFETCH_TICKET__;
-    return new URLSearchParams(global.location.search).get(client.ticketParam);
+  /** The read key for this page open, or null. */
+  client.readKey = function (options) {
+    if (options && options.readKey) return options.readKey;
+    if (global.__PREFETCH_READ_KEY__) return global.__PREFETCH_READ_KEY__;
+    try { return global.sessionStorage.getItem(client.readKeyItem); } catch (ignored) { return null; }
   };
 
   function report(api, options, source, reason, started) {
@@ -46,16 +51,25 @@
   }
 
   /** Asks the service for the prefetched response; resolves {response} or {reason} and never rejects. */
-  function askService(api, options, ticket) {
+  function askService(api, options) {
     var query = new URLSearchParams({api: api, method: (options.method || 'GET').toUpperCase()});
     if (options.name) query.set('name', options.name);
     if (options.wait != null) query.set('wait', String(options.wait));
-    var url = (options.base || client.base) + '/v1/prefetch/' + encodeURIComponent(ticket) + '/data?' + query;
+    var key = client.readKey(options);
+    var init = {cache: 'no-store'};
+    if (key) {
+      init.credentials = 'omit';
+      init.headers = {'X-Prefetch-Key': key};
+    } else {
+      query.set('page', global.location.href);
+      init.credentials = 'include';
+    }
     var controller = new AbortController();
+    init.signal = controller.signal;
     // Without a wait the service waits up to the interface's timeout (3 s by default): cap it at 3 s.
     var timer = setTimeout(function () { controller.abort(); },
       (options.wait != null ? Number(options.wait) : 3000) + client.timeout);
-    return fetch(url, {credentials: 'omit', cache: 'no-store', signal: controller.signal}).then(function (response) {
+    return fetch((options.base || client.base) + '/v1/data?' + query, init).then(function (response) {
       clearTimeout(timer);
       var served = response.headers.get('X-Prefetch');
       if (served === 'hit' || served === 'joined') return {response: response, source: served};
@@ -68,7 +82,7 @@
 
   /**
    * The page's response for `api` (the interface URL as written in the prefetch config).
-   * options: method, name, wait (ms the service may wait for an in-flight fetch), ticket, base,
+   * options: method, name, wait (ms the service may wait for an in-flight fetch), readKey, base,
    * url (the URL of the page's own request when it differs from api), init (the page's own fetch init).
    * Resolves a Response with .prefetch = {source, reason}; rejects only when the page's own fetch does.
    */
@@ -83,9 +97,7 @@
         return response;
       });
     };
-    var ticket = client.ticket(options);
-    if (!ticket) return own('no-ticket');
-    return askService(api, options, ticket).then(function (answer) {
+    return askService(api, options).then(function (answer) {
       if (!answer.response) return own(answer.reason);
       report(api, options, answer.source, null, started);
       answer.response.prefetch = {source: answer.source, reason: null};

@@ -1,52 +1,51 @@
 import CoreMetrics
-import HTTPTypes
 import Logging
 import PrefetchCore
 import PrefetchDNS
 import PrefetchFetcher
 import PrefetchStore
 import ServiceLifecycle
-import Synchronization
 
 /// The product's core loop: a page is opening, so plan its requests, start each one unless it is already
-/// stored or in flight for the same user, and hand the results to whoever asks.
+/// stored or in flight for the same user, and hand the results to whoever is entitled to them.
 ///
-/// Design
+/// The engine knows no HTTP: it throws ``PrefetchError`` and returns store outcomes; the HTTP layer maps them.
+/// See `docs/architecture.md` for the data path and `SECURITY.md` for who may read what.
+///
 /// - A trigger plans the page with the config current at that moment (an immutable value, so a config swap
 ///   never changes a plan that already started), computes one store key per request and asks the store for
-///   the single flight. Only leaders fetch; everyone else joins. The HTTP answer does not wait for any upstream.
-/// - Fetches run as child tasks of ``FetchRunner``, a long-running `Service`, never as unstructured tasks:
-///   a trigger hands the job over an `AsyncStream`. On graceful shutdown the runner stops taking jobs and
-///   lets the running ones finish (each bounded by its own timeout) before the fetcher itself stops.
-/// - Identity: the store key carries the identity of the credentials actually sent upstream. A request
-///   that sends none (credentials `omit`, or an api off the page's site) is fetched anonymously and may be
-///   shared; a request that sends credentials is keyed by them and never reaches another identity.
-/// - DNS: api hosts are resolved ahead of time by the ``HostResolver`` (system resolver or HTTPDNS) and
-///   each transfer is pinned to the cached address with CURLOPT_CONNECT_TO, so the URL, Host, SNI,
-///   certificate checks and cookie domains keep the host name; a host without a fresh answer resolves
-///   through libcurl as usual.
+///   the single flight. Only leaders fetch; everyone else joins. The answer does not wait for any upstream.
+/// - Fetches run as child tasks of ``FetchRunner``, a long-running `Service`, never as unstructured tasks.
+/// - Identity: the store key carries the keyed identity of the credentials actually sent upstream. A request
+///   that sends none is fetched anonymously and may be shared, unless its response sets a cookie or is
+///   `Cache-Control: private`: such a response is kept only for the ticket that fetched it.
+/// - Admission: triggers are rate limited per caller, refused while responses in flight fill their byte
+///   budget, and page URLs are bounded in length.
 /// - Upstream status: responses below 500 are stored and replayed as received. A 5xx, like a transport
-///   failure, is stored as a failure (`upstream_5xx`) for the negative TTL only: the page then makes its own
-///   request, and the next trigger fetches again.
-final class Orchestrator: Sendable {
-    let settings: ServiceSettings
-    let store: any ResponseStore
-    let fetcher: Fetcher
+///   failure, is stored as a failure (`upstream_5xx`) for the negative TTL only.
+public final class Orchestrator: Sendable {
+    public let settings: ServiceSettings
+    public let store: any ResponseStore
+    public let fetcher: Fetcher
     let resolver: HostResolver
-    let runner: FetchRunner
-    let tickets: any TicketRegistry
-    let metrics: ServiceMetrics
+    public let runner: FetchRunner
+    public let tickets: any TicketRegistry
+    public let metrics: EngineMetrics
     let logger: Logger
-    let currentConfig: @Sendable () -> PrefetchConfig?
+    public let currentConfig: @Sendable () -> PrefetchConfig?
+    let limiter: RateLimiter
     private let credentialNames: Set<String>
 
-    init(
+    /// The failure code an anonymous response gets in the shared entry when it may not be shared.
+    public static let privateCode = "private"
+
+    public init(
         settings: ServiceSettings,
         store: any ResponseStore,
         fetcher: Fetcher,
         resolver: HostResolver,
         tickets: any TicketRegistry,
-        metrics: ServiceMetrics,
+        metrics: EngineMetrics,
         logger: Logger,
         currentConfig: @escaping @Sendable () -> PrefetchConfig?
     ) {
@@ -59,30 +58,34 @@ final class Orchestrator: Sendable {
         self.metrics = metrics
         self.logger = logger
         self.currentConfig = currentConfig
+        self.limiter = RateLimiter(rate: settings.triggerRate, burst: settings.triggerBurst)
         self.credentialNames = Set(settings.credentialHeaders.map { $0.lowercased() })
     }
 
-    /// The credential headers among `headers`, in order.
-    func credentials(in headers: [(name: String, value: String)]) -> Credentials {
+    /// The credential headers among `headers`, in order, and their keyed identity.
+    public func credentials(in headers: [(name: String, value: String)]) -> Credentials {
         let picked = headers.filter { credentialNames.contains($0.name.lowercased()) }
-        return Credentials(headers: picked, identity: Identity(headers: picked, credentialHeaderNames: Array(credentialNames)))
+        return Credentials(
+            headers: picked, identity: Identity(headers: picked, credentialHeaderNames: Array(credentialNames), key: settings.identityKey))
     }
 
     /// The plan for `page` under the current config.
-    func plan(page: String) throws(APIError) -> Plan {
-        guard let config = currentConfig() else { throw .notReady }
+    public func plan(page: String) throws(PrefetchError) -> Plan {
+        guard let config = currentConfig() else { throw .notReady(reason: "no valid prefetch config is loaded") }
+        let length = page.utf8.count
+        guard length <= settings.maximumPageURLBytes else { throw .pageURLTooLong(length: length, limit: settings.maximumPageURLBytes) }
         do {
             return try Plan.make(page: page, config: config)
         } catch {
             switch error {
-            case .invalidPageURL: throw APIError(status: .badRequest, code: "invalid-url", message: error.description)
-            case .noMatch: throw APIError(status: .notFound, code: "no-config", message: error.description)
+            case .invalidPageURL: throw .invalidPageURL(message: error.description)
+            case .noMatch: throw .noConfig(message: error.description)
             }
         }
     }
 
     /// What a planned request is keyed by, and the headers it is sent with, for a caller with `credentials`.
-    func keyAndHeaders(for request: PlannedRequest, page: HTTPURL, credentials: Credentials) -> (StoreKey, [HTTPHeader]) {
+    public func keyAndHeaders(for request: PlannedRequest, page: HTTPURL, credentials: Credentials) -> (StoreKey, [HTTPHeader]) {
         let sendCredentials = !credentials.headers.isEmpty && SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL)
         var headers = request.headers.map { HTTPHeader(name: $0.name, value: $0.value) }
         var identity = Identity.anonymous
@@ -94,18 +97,30 @@ final class Orchestrator: Sendable {
         return (key, headers)
     }
 
-    /// Starts the page's prefetch and returns its ticket at once.
-    func trigger(page: String, headers: [(name: String, value: String)]) async throws(APIError) -> Ticket {
+    /// Starts the page's prefetch and returns its ticket and what each request is doing, at once.
+    ///
+    /// - Parameters:
+    ///   - caller: who is asking when the credentials say nothing (the client address), for the rate limit.
+    public func trigger(page: String, headers: [(name: String, value: String)], caller: String) async throws(PrefetchError) -> Triggered {
         let plan: Plan
         do {
             plan = try self.plan(page: page)
         } catch {
-            metrics.trigger(error.code == "no-config" ? "no-config" : error.code == "not-ready" ? "not-ready" : "invalid")
+            metrics.trigger(error.code)
             throw error
         }
         let credentials = credentials(in: headers)
+        if settings.triggerRate > 0, let retry = limiter.admit(credentials.identity == .anonymous ? "client:" + caller : credentials.identity.digest) {
+            metrics.trigger(PrefetchError.rateLimited(retryAfter: retry).code)
+            throw .rateLimited(retryAfter: retry)
+        }
+        if fetcher.bufferedBytes > settings.inFlightBytes / 10 * 9 {
+            metrics.trigger(PrefetchError.overloaded(retryAfter: .seconds(1)).code)
+            throw .overloaded(retryAfter: .seconds(1))
+        }
         let now = ContinuousClock.now
         var requests: [TicketRequest] = []
+        var composed: [String] = []
         var jobs: [(index: Int, FetchRequest, StoreKey, FlightToken)] = []
         var timings: [RequestTiming] = []
         for (index, planned) in plan.requests.enumerated() {
@@ -113,7 +128,8 @@ final class Orchestrator: Sendable {
             let interface = planned.interface
             let policy = StorePolicy(ttl: .seconds(interface.ttlSeconds), negativeTTL: settings.negativeTTL, label: interface.name)
             let timeout = Duration.milliseconds(interface.timeoutMilliseconds)
-            requests.append(TicketRequest(name: interface.name, api: interface.api, method: interface.method, url: planned.url, key: key, policy: policy, timeout: timeout))
+            requests.append(TicketRequest(name: interface.name, api: interface.api, method: interface.method, key: key, policy: policy, timeout: timeout))
+            composed.append(planned.url)
             let role: String
             switch await store.begin(key, policy: policy) {
             case .leader(let token):
@@ -131,7 +147,7 @@ final class Orchestrator: Sendable {
             timings.append(RequestTiming(origin: role, startedAt: now, finishedAt: role == "leader" ? nil : now))
         }
         let ticket = Ticket(
-            id: Ticket.newID(), page: page, matched: plan.matched, version: plan.version,
+            id: Ticket.newID(), page: page, pageOrigin: plan.pageURL.origin, matched: plan.matched, version: plan.version,
             identity: credentials.identity, requests: requests, timings: timings
         )
         await tickets.insert(ticket)
@@ -148,7 +164,12 @@ final class Orchestrator: Sendable {
                 ticket.record(index) { $0.finishedAt = .now; $0.error = FetchErrorCode.shutdown.rawValue }
             }
         }
-        return ticket
+        return Triggered(ticket: ticket, urls: composed, readKey: readKey(for: ticket))
+    }
+
+    /// The key under which an anonymous response that may not be shared is kept for `ticket` alone.
+    func privateKey(_ key: StoreKey, ticket id: String) -> StoreKey {
+        key.with(identity: Identity(digest: "ticket-" + settings.identityKey.digest(domain: "prefetch-ticket-scope-v1", [Array(id.utf8)])))
     }
 
     /// Runs one leader fetch and publishes its result.
@@ -159,7 +180,8 @@ final class Orchestrator: Sendable {
         do {
             let response = try await fetcher.fetch(request)
             let headers = response.headers.filter { !Self.hopByHop.contains($0.name.lowercased()) }.map { StoredHeader(name: $0.name, value: $0.value) }
-            let noStore = response.headers.contains { $0.name.lowercased() == "cache-control" && $0.value.lowercased().contains("no-store") }
+            let cacheControl = response.headers.filter { $0.name.lowercased() == "cache-control" }.map { $0.value.lowercased() }
+            let noStore = cacheControl.contains { $0.contains("no-store") }
             ticket.record(index) {
                 $0.finishedAt = .now
                 $0.status = response.status
@@ -177,6 +199,23 @@ final class Orchestrator: Sendable {
                 return
             }
             let stored = StoredResponse(status: response.status, headers: headers, body: response.body, fetchedAt: .now, noStore: noStore, elapsed: response.elapsed)
+            let setsCookie = response.headers.contains { $0.name.lowercased() == "set-cookie" || $0.name.lowercased() == "set-cookie2" }
+            let isPrivate = cacheControl.contains { $0.contains("private") }
+            if key.identity == .anonymous && (setsCookie || isPrivate) {
+                // RFC 9111 §3.5 and Varnish's builtin.vcl: a response that sets a cookie, or says it is private, is
+                // not shared. It goes to the ticket that fetched it; everyone else on the shared key gets a miss.
+                let own = privateKey(key, ticket: ticket.id)
+                if case .leader(let ownToken) = await store.begin(own, policy: policy) {
+                    await store.complete(own, token: ownToken, result: .success(stored))
+                }
+                let why = setsCookie ? "sets a cookie" : "is Cache-Control: private"
+                await store.complete(
+                    key, token: token,
+                    result: .failure(StoreFailure(code: Self.privateCode, message: "the anonymous response \(why); only the page open that fetched it may read it")))
+                metrics.fetch(label, outcome: Self.privateCode)
+                logger.info("fetch completed, kept private", metadata: ["interface": "\(label)", "status": "\(response.status)"])
+                return
+            }
             await store.complete(key, token: token, result: .success(stored))
             metrics.fetch(label, outcome: "ok")
             logger.info("fetch completed", metadata: ["interface": "\(label)", "status": "\(response.status)", "bytes": "\(response.body.count)", "ms": "\(response.elapsed.milliseconds)"])
@@ -199,6 +238,18 @@ final class Orchestrator: Sendable {
         }
     }
 
+    /// Reads request `index` of `ticket` for a reader already entitled to the ticket (see ``TicketAccess``): the
+    /// shared entry, or the ticket's own copy of an anonymous response that may not be shared.
+    public func read(_ ticket: Ticket, index: Int, wait: Duration) async -> ReadOutcome {
+        let key = ticket.requests[index].key
+        let outcome = await store.read(key, wait: wait)
+        if case .failed(let failure, _) = outcome, failure.code == Self.privateCode, key.identity == .anonymous {
+            let own = await store.read(privateKey(key, ticket: ticket.id), wait: .zero)
+            if case .ready = own { return own }
+        }
+        return outcome
+    }
+
     /// Hop-by-hop and framing headers: the transport's, never replayed.
     static let hopByHop: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "content-length",
@@ -206,20 +257,28 @@ final class Orchestrator: Sendable {
     ]
 
     /// Clamps a requested wait to `[0, maximumWait]`.
-    func clampWait(_ milliseconds: Int?, default fallback: Duration) -> Duration {
+    public func clampWait(_ milliseconds: Int?, default fallback: Duration) -> Duration {
         guard let milliseconds else { return min(fallback, settings.maximumWait) }
         return min(.milliseconds(max(0, milliseconds)), settings.maximumWait)
     }
 }
 
+/// What a trigger started: the ticket, the composed URL of each request (not kept by the ticket), and the read
+/// key a shell may hand its page.
+public struct Triggered: Sendable {
+    public var ticket: Ticket
+    public var urls: [String]
+    public var readKey: ReadKey
+}
+
 /// A caller's credential headers, in order, and their identity, hashed once per request.
-struct Credentials: Sendable {
-    var headers: [(name: String, value: String)]
-    var identity: Identity
+public struct Credentials: Sendable {
+    public var headers: [(name: String, value: String)]
+    public var identity: Identity
 }
 
 /// Runs leader fetches as child tasks until graceful shutdown, then lets the running ones finish.
-final class FetchRunner: Service, Sendable {
+public final class FetchRunner: Service, Sendable {
     typealias Job = @Sendable () async -> Void
 
     private let stream: AsyncStream<Job>
@@ -237,7 +296,7 @@ final class FetchRunner: Service, Sendable {
         return false
     }
 
-    func run() async throws {
+    public func run() async throws {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 for await job in stream {
@@ -248,13 +307,5 @@ final class FetchRunner: Service, Sendable {
             logger.info("draining in-flight fetches")
             continuation.finish()
         }
-    }
-}
-
-extension Duration {
-    /// Whole milliseconds.
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 }

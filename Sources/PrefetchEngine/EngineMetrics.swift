@@ -4,27 +4,34 @@ import Synchronization
 /// The orchestrator's own metrics. Every dimension is bounded: interface names come from the config, outcomes
 /// and reasons from fixed sets; raw URLs and user values never become labels.
 ///
-/// - `prefetch_triggers_total{result}`: `accepted`, `no-config`, `invalid`, `not-ready`.
+/// - `prefetch_triggers_total{result}`: `accepted`, or the refusal's code: `no-config`, `invalid-url`,
+///   `url-too-long`, `not-ready`, `rate-limited`, `overloaded`.
 /// - `prefetch_fetches_total{interface, outcome}`: `ok` (2xx-4xx), `upstream_5xx`, or a fetch error code
-///   (`timeout`, `dns`, `connect`, `tls`, `reset`, `too_large`, `protocol`, `cancelled`, `shutdown`, `other`).
+///   (`timeout`, `dns`, `connect`, `tls`, `reset`, `too_large`, `protocol`, `cancelled`, `shutdown`, `other`), or
+///   `private` (an anonymous response that sets a cookie or is `Cache-Control: private`, kept for its ticket only).
 /// - `prefetch_upstream_duration_seconds{interface}`: upstream latency, a histogram.
 /// - `prefetch_flights_total{interface, role}`: `leader` (fetched), `joined` (a flight was running), `fresh`.
 /// - `prefetch_data_total{result}`: data requests by `hit`, `joined`, `pending`, `failed` or miss reason.
 /// - `prefetch_transfers_in_flight`: upstream transfers queued or running.
-/// - `prefetch_tickets`: tickets held.
+/// - `prefetch_tickets`, `prefetch_ticket_bytes`: tickets held, and the bytes they account for.
+/// - `prefetch_access_denied_total{reason}`: requests refused by the trust model: `credentials-required`,
+///   `identity-mismatch`, `invalid-read-key`, `origin-mismatch`, `origin-not-allowed`, `admin-unauthorized`.
 /// The store adds its own (`prefetch_store_*`: hits, joins, misses by reason, expired-unused waste, bytes,
 /// entries).
-final class ServiceMetrics: Sendable {
+public final class EngineMetrics: Sendable {
     let factory: any MetricsFactory
     private let counters = Mutex<[String: Counter]>([:])
     private let timers = Mutex<[String: Timer]>([:])
-    let inFlight: Gauge
-    let tickets: Gauge
+    public let inFlight: Gauge
+    public let tickets: Gauge
+    public let ticketBytes: Gauge
 
-    init(factory: any MetricsFactory) {
+    /// Metrics created through `factory`.
+    public init(factory: any MetricsFactory) {
         self.factory = factory
         self.inFlight = Gauge(label: "prefetch_transfers_in_flight", factory: factory)
         self.tickets = Gauge(label: "prefetch_tickets", factory: factory)
+        self.ticketBytes = Gauge(label: "prefetch_ticket_bytes", factory: factory)
     }
 
     /// The counter for `label` with `dimensions`, created once and cached.
@@ -41,7 +48,10 @@ final class ServiceMetrics: Sendable {
     func trigger(_ result: String) { counter("prefetch_triggers_total", [("result", result)]).increment() }
     func flight(_ interface: String, role: String) { counter("prefetch_flights_total", [("interface", interface), ("role", role)]).increment() }
     func fetch(_ interface: String, outcome: String) { counter("prefetch_fetches_total", [("interface", interface), ("outcome", outcome)]).increment() }
-    func data(_ result: String) { counter("prefetch_data_total", [("result", result)]).increment() }
+    /// Counts a data request by `result` (`hit`, `joined`, `pending`, `failed` or a miss reason).
+    public func data(_ result: String) { counter("prefetch_data_total", [("result", result)]).increment() }
+    /// Counts a request refused by the trust model, by its bounded `reason` code.
+    public func denied(_ reason: String) { counter("prefetch_access_denied_total", [("reason", reason)]).increment() }
 
     func upstreamDuration(_ interface: String, _ duration: Duration) {
         let timer = timers.withLock { cache in

@@ -1,0 +1,119 @@
+import Crypto
+import Foundation
+import PrefetchStore
+
+/// A short-lived capability to read one ticket's data from one origin: what a shell hands its page (through a
+/// JS bridge or an injected value, never a URL) when the page cannot present the user's credentials itself.
+///
+/// Wire form: URL-safe base64 of the ticket id (16 bytes), the expiry (8 bytes, Unix milliseconds, big endian)
+/// and the first 16 bytes of an HMAC-SHA256 (the deployment's identity key) over the ticket id, the expiry and
+/// the page's origin. It is checked without any state of its own, so every replica sharing the key accepts it.
+public struct ReadKey: Sendable {
+    /// The key as the page presents it (`X-Prefetch-Key`).
+    public var value: String
+    /// When it stops being accepted.
+    public var expiresAt: Date
+}
+
+/// Who may read a ticket's responses.
+///
+/// - A ticket triggered without credentials holds only anonymous (shareable) responses: its id suffices.
+/// - A ticket triggered with credentials answers a reader presenting the same credentials, or a reader holding
+///   a valid read key for it from the page's origin. A reader with no credentials gets `credentials-required`,
+///   one with other credentials `identity-mismatch`.
+public enum TicketAccess {
+    /// The header a page presents its read key in.
+    public static let readKeyHeader = "X-Prefetch-Key"
+
+    static let macLength = 16
+    static let encodedLength = 16 + 8 + macLength
+
+    /// Checks that a reader presenting `presented` may read `ticket` by identity.
+    public static func authorize(_ ticket: Ticket, presented: Identity) throws(PrefetchError) {
+        if ticket.identity == .anonymous || presented == ticket.identity { return }
+        throw presented == .anonymous ? .credentialsRequired : .identityMismatch
+    }
+
+    /// Where a browser says a request comes from.
+    public enum RequestOrigin: Sendable, Equatable {
+        /// The `Origin` header.
+        case header(String)
+        /// A same-origin request (browsers send no `Origin` on a same-origin GET, but `Sec-Fetch-Site:
+        /// same-origin`): the page is on the service's own host, the request's authority.
+        case sameOrigin(authority: String)
+        /// Nothing a browser would send: not a page.
+        case unknown
+
+        /// Reads the request headers as a browser sets them.
+        public init(origin: String?, fetchSite: String?, authority: String?) {
+            if let origin {
+                self = .header(origin)
+            } else if fetchSite?.lowercased() == "same-origin", let authority {
+                self = .sameOrigin(authority: authority.lowercased())
+            } else {
+                self = .unknown
+            }
+        }
+
+        /// Whether this is `origin` (`scheme://host[:port]`, lowercase).
+        func matches(_ origin: String) -> Bool {
+            switch self {
+            case .header(let value): return value.lowercased() == origin
+            case .sameOrigin(let authority):
+                guard let range = origin.range(of: "://") else { return false }
+                return origin[range.upperBound...] == authority
+            case .unknown: return false
+            }
+        }
+
+        var shown: String? {
+            if case .header(let value) = self { return value }
+            return nil
+        }
+    }
+}
+
+extension Orchestrator {
+    /// A read key for `ticket`, valid for ``ServiceSettings/readKeyLifetime`` or the ticket's life if shorter.
+    func readKey(for ticket: Ticket) -> ReadKey {
+        let lifetime = min(settings.readKeyLifetime, ticket.expiresAt - .now)
+        let expiresMs = Int64(Date().timeIntervalSince1970 * 1000) + max(0, lifetime.milliseconds)
+        let id = Base64URL.decode(ticket.id) ?? []
+        var bytes = id
+        withUnsafeBytes(of: expiresMs.bigEndian) { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: readKeyMAC(ticketID: id, expiresMs: expiresMs, origin: ticket.pageOrigin))
+        return ReadKey(value: Base64URL.encode(bytes), expiresAt: Date(timeIntervalSince1970: Double(expiresMs) / 1000))
+    }
+
+    private func readKeyMAC(ticketID: [UInt8], expiresMs: Int64, origin: String) -> [UInt8] {
+        var expiry: [UInt8] = []
+        withUnsafeBytes(of: expiresMs.bigEndian) { expiry.append(contentsOf: $0) }
+        return Array(settings.identityKey.mac(domain: "prefetch-read-key-v1", [ticketID, expiry, Array(origin.utf8)]).prefix(TicketAccess.macLength))
+    }
+
+    /// The ticket a read key opens, for a request from `origin`.
+    public func ticket(forReadKey text: String, origin: TicketAccess.RequestOrigin) async throws(PrefetchError) -> Ticket {
+        guard let bytes = Base64URL.decode(text), bytes.count == TicketAccess.encodedLength else {
+            throw .invalidReadKey(reason: "it is malformed")
+        }
+        let id = Array(bytes[0..<16])
+        let expiresMs = bytes[16..<24].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        let mac = Array(bytes[24...])
+        guard expiresMs > Int64(Date().timeIntervalSince1970 * 1000) else { throw .invalidReadKey(reason: "it has expired") }
+        guard let ticket = await tickets.ticket(Base64URL.encode(id)) else {
+            throw .invalidReadKey(reason: "its ticket is unknown or expired")
+        }
+        let expected = readKeyMAC(ticketID: id, expiresMs: expiresMs, origin: ticket.pageOrigin)
+        guard constantTimeEqual(mac, expected) else { throw .invalidReadKey(reason: "it was not issued by this service") }
+        guard origin.matches(ticket.pageOrigin) else { throw .originMismatch(origin: origin.shown) }
+        return ticket
+    }
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+public func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    var difference: UInt8 = 0
+    for index in a.indices { difference |= a[index] ^ b[index] }
+    return difference == 0
+}

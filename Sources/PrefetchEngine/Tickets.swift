@@ -1,0 +1,362 @@
+import Foundation
+import PrefetchCore
+import PrefetchStore
+import Synchronization
+
+/// One composed request of a ticket: which interface it is and under which store key its response lives.
+///
+/// The composed URL is not kept (it may carry the page's tokens and be kilobytes long): the key holds its digest.
+public struct TicketRequest: Sendable {
+    public var name: String
+    public var api: String
+    public var method: HTTPMethod
+    public var key: StoreKey
+    public var policy: StorePolicy
+    public var timeout: Duration
+}
+
+/// How one request of a ticket went, for the results and the debug view.
+public struct RequestTiming: Sendable {
+    /// `leader` (this trigger fetched), `joined` (a flight was already running), `fresh` (a stored entry), or
+    /// `remote` (a ticket read back from another replica).
+    public var origin: String
+    public var startedAt: ContinuousClock.Instant
+    public var finishedAt: ContinuousClock.Instant?
+    public var status: Int?
+    public var bytes: Int?
+    public var error: String?
+}
+
+/// A page open: the handle a shell keeps to read the prefetched responses.
+///
+/// The id is 128 random bits, URL-safe base64. It names the open; it does not by itself entitle a reader to
+/// responses fetched with credentials (see ``TicketAccess``).
+public final class Ticket: Sendable {
+    public let id: String
+    public let page: String
+    /// The origin of the page URL: the only origin a read key of this ticket is accepted from.
+    public let pageOrigin: String
+    public let matched: String
+    public let version: String
+    /// The identity of the credentials the trigger carried (before the per-interface credentials rule).
+    public let identity: Identity
+    public let createdAt: ContinuousClock.Instant
+    public let createdWallClock: Date
+    public let expiresAt: ContinuousClock.Instant
+    public let requests: [TicketRequest]
+    public let timings: Mutex<[RequestTiming]>
+    /// The page's reads of the data, for the debug view (see `recordingRead`, bounded).
+    public let reads = Mutex<[TicketRead]>([])
+
+    init(
+        id: String, page: String, pageOrigin: String, matched: String, version: String, identity: Identity, requests: [TicketRequest],
+        timings: [RequestTiming]
+    ) {
+        let now = ContinuousClock.now
+        self.id = id
+        self.page = page
+        self.pageOrigin = pageOrigin
+        self.matched = matched
+        self.version = version
+        self.identity = identity
+        self.createdAt = now
+        self.createdWallClock = Date()
+        self.expiresAt = now + Self.lifetime(of: requests)
+        self.requests = requests
+        self.timings = Mutex(timings)
+    }
+
+    /// A ticket read back from a shared store (triggered on another replica): its timings are not known here.
+    init(record: TicketRecord) {
+        let now = ContinuousClock.now
+        let remaining = Duration.milliseconds(max(0, record.expiresAtMs - Int64(Date().timeIntervalSince1970 * 1000)))
+        self.id = record.id
+        self.page = record.page
+        self.pageOrigin = record.pageOrigin
+        self.matched = record.matched
+        self.version = record.version
+        self.identity = Identity(digest: record.identity)
+        self.createdAt = now
+        self.createdWallClock = Date(timeIntervalSince1970: Double(record.createdAtMs) / 1000)
+        self.expiresAt = now + remaining
+        self.requests = record.requests.map {
+            TicketRequest(
+                name: $0.name, api: $0.api, method: HTTPMethod(rawValue: $0.method) ?? .GET,
+                key: StoreKey(identity: Identity(digest: $0.identity), method: $0.method, request: $0.request),
+                policy: StorePolicy(ttl: .milliseconds($0.ttlMs), negativeTTL: .milliseconds($0.negativeTTLMs), label: $0.name),
+                timeout: .milliseconds($0.timeoutMs))
+        }
+        self.timings = Mutex(record.requests.map { _ in RequestTiming(origin: "remote", startedAt: now, finishedAt: nil) })
+    }
+
+    /// How long a ticket stays valid: as long as the longest-lived response it points at.
+    static func lifetime(of requests: [TicketRequest]) -> Duration {
+        requests.map { $0.policy.ttl + $0.timeout }.max() ?? .seconds(30)
+    }
+
+    /// The bytes this ticket holds, counted against the ticket budget: the strings it owns, its keys, timings and
+    /// a fixed overhead. Interface names and api URLs are shared with the config, but counted all the same.
+    var accountedBytes: Int {
+        let perRequest = requests.reduce(0) { total, request in
+            total + request.name.utf8.count + request.api.utf8.count + request.key.identity.digest.utf8.count + 64 + 160
+        }
+        return 512 + id.utf8.count + page.utf8.count + pageOrigin.utf8.count + matched.utf8.count + version.utf8.count
+            + identity.digest.utf8.count + perRequest + Self.readLimit * 48
+    }
+
+    /// What is shared with other replicas.
+    var record: TicketRecord {
+        let created = Int64(createdWallClock.timeIntervalSince1970 * 1000)
+        return TicketRecord(
+            id: id, page: page, pageOrigin: pageOrigin, matched: matched, version: version, identity: identity.digest, createdAtMs: created,
+            expiresAtMs: created + Self.lifetime(of: requests).milliseconds,
+            requests: requests.map {
+                TicketRecord.Request(
+                    name: $0.name, api: $0.api, method: $0.method.rawValue, identity: $0.key.identity.digest, request: $0.key.request,
+                    ttlMs: $0.policy.ttl.milliseconds, negativeTTLMs: $0.policy.negativeTTL.milliseconds, timeoutMs: $0.timeout.milliseconds)
+            })
+    }
+
+    func record(_ index: Int, _ update: (inout RequestTiming) -> Void) {
+        timings.withLock { update(&$0[index]) }
+    }
+
+    /// 16 random bytes as URL-safe base64 without padding (22 characters).
+    static func newID() -> String {
+        RandomID.make()
+    }
+
+    /// Whether `text` has the shape of a ticket id (so junk is refused before any lookup).
+    public static func isWellFormed(_ text: String) -> Bool {
+        RandomID.isWellFormed(text)
+    }
+
+    /// Reads remembered per ticket; older ones are dropped first.
+    public static let readLimit = 32
+
+    /// The store label tickets shared between replicas are kept under (never an interface name).
+    public static let storeLabel = TicketRecord.storeLabel
+
+    /// Records how a read of request `index` was served (`hit`, `joined`) or why it missed, for the debug view.
+    public func recordRead(_ index: Int, served: String, reason: String?, askedAt: ContinuousClock.Instant) {
+        let read = TicketRead(index: index, served: served, reason: reason, askedAt: askedAt, answeredAt: .now)
+        reads.withLock { reads in
+            if reads.count >= Self.readLimit { reads.removeFirst() }
+            reads.append(read)
+        }
+    }
+}
+
+/// One read of a ticket's data by the page: how it was served and when, for the debug view.
+public struct TicketRead: Sendable {
+    /// The request's index in the ticket.
+    public var index: Int
+    /// `hit`, `joined` or `miss`.
+    public var served: String
+    /// The miss reason (the `X-Prefetch-Reason` code), nil when served.
+    public var reason: String?
+    public var askedAt: ContinuousClock.Instant
+    public var answeredAt: ContinuousClock.Instant
+}
+
+/// 128-bit random identifiers, URL-safe base64 without padding (22 characters).
+public enum RandomID {
+    /// A fresh identifier from the system's secure random source.
+    public static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return Base64URL.encode(bytes)
+    }
+
+    /// Whether `text` has the shape of an identifier.
+    public static func isWellFormed(_ text: String) -> Bool {
+        text.utf8.count == 22 && text.utf8.allSatisfy(Base64URL.isDigit)
+    }
+}
+
+/// URL-safe base64 without padding (RFC 4648 §5).
+public enum Base64URL {
+    /// `bytes` encoded.
+    public static func encode(_ bytes: some Collection<UInt8>) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// The bytes of `text`, or nil when it is not URL-safe base64.
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+        guard text.utf8.allSatisfy(isDigit) else { return nil }
+        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while standard.utf8.count % 4 != 0 { standard += "=" }
+        return Data(base64Encoded: standard).map(Array.init)
+    }
+
+    static func isDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "_"): true
+        default: false
+        }
+    }
+}
+
+/// A ticket as shared between replicas (JSON in the shared store). It holds key digests, never composed URLs.
+struct TicketRecord: Codable, Sendable {
+    struct Request: Codable, Sendable {
+        var name: String
+        var api: String
+        var method: String
+        var identity: String
+        var request: String
+        var ttlMs: Int64
+        var negativeTTLMs: Int64
+        var timeoutMs: Int64
+    }
+
+    var id: String
+    var page: String
+    var pageOrigin: String
+    var matched: String
+    var version: String
+    var identity: String
+    var createdAtMs: Int64
+    var expiresAtMs: Int64
+    var requests: [Request]
+
+    /// The store label tickets are kept under (never an interface name: those cannot start with `_`).
+    static let storeLabel = "_ticket"
+
+    /// The store key of ticket `id`: a key no composed request can have.
+    static func key(_ id: String) -> StoreKey {
+        StoreKey(identity: .anonymous, method: "TICKET", url: "ticket:" + id, body: nil)
+    }
+}
+
+/// Where tickets live: in this process, or shared by every replica.
+public protocol TicketRegistry: Sendable {
+    /// Remembers a new ticket.
+    func insert(_ ticket: Ticket) async
+    /// The ticket with `id`, if it is known and unexpired.
+    func ticket(_ id: String) async -> Ticket?
+    /// The most recent tickets triggered on this replica, newest first.
+    func recent(_ limit: Int) -> [Ticket]
+    /// Tickets held by this replica.
+    var count: Int { get }
+    /// Bytes the tickets held by this replica account for.
+    var bytes: Int { get }
+}
+
+/// Tickets shared through the response store (Redis), so a page's data request may land on any replica.
+/// Tickets triggered here are also kept locally, with their timings; others are read back from the store.
+public struct SharedTicketRegistry: TicketRegistry {
+    let store: any ResponseStore
+    let local: LocalTicketRegistry
+
+    /// A registry sharing tickets through `store`, holding at most `capacity` tickets and `budgetBytes` here.
+    public init(store: any ResponseStore, capacity: Int, budgetBytes: Int) {
+        self.store = store
+        self.local = LocalTicketRegistry(capacity: capacity, budgetBytes: budgetBytes)
+    }
+
+    public func insert(_ ticket: Ticket) async {
+        local.remember(ticket)
+        let key = TicketRecord.key(ticket.id)
+        let policy = StorePolicy(ttl: Ticket.lifetime(of: ticket.requests), negativeTTL: .zero, label: TicketRecord.storeLabel)
+        guard case .leader(let token) = await store.begin(key, policy: policy), let body = try? JSONEncoder().encode(ticket.record) else { return }
+        await store.complete(key, token: token, result: .success(StoredResponse(status: 200, body: Array(body))))
+    }
+
+    public func ticket(_ id: String) async -> Ticket? {
+        if let ticket = local.ticket(id) { return ticket }
+        guard case .ready(let response, _) = await store.read(TicketRecord.key(id), wait: .zero),
+            let record = try? JSONDecoder().decode(TicketRecord.self, from: Data(response.body)),
+            record.id == id
+        else { return nil }
+        let ticket = Ticket(record: record)
+        return ticket.expiresAt > .now ? ticket : nil
+    }
+
+    public func recent(_ limit: Int) -> [Ticket] { local.recent(limit) }
+    public var count: Int { local.count }
+    public var bytes: Int { local.bytes }
+}
+
+/// The tickets currently valid, bounded in number and in bytes; expired ones are dropped as new ones arrive,
+/// and past either bound the oldest go first.
+public final class LocalTicketRegistry: TicketRegistry, Sendable {
+    private struct State {
+        var tickets: [String: Ticket] = [:]
+        /// Insertion order, for expiry and the bounds (tickets of one process expire in roughly that order).
+        var order: [String] = []
+        var head = 0
+        var bytes = 0
+    }
+
+    private let state = Mutex(State())
+    let capacity: Int
+    let budgetBytes: Int
+
+    /// A registry of at most `capacity` tickets and `budgetBytes` bytes.
+    public init(capacity: Int, budgetBytes: Int = .max) {
+        self.capacity = max(1, capacity)
+        self.budgetBytes = max(1, budgetBytes)
+    }
+
+    public func insert(_ ticket: Ticket) async {
+        remember(ticket)
+    }
+
+    /// Adds `ticket`, dropping expired tickets and, past the bounds, the oldest.
+    func remember(_ ticket: Ticket) {
+        state.withLock { state in
+            state.tickets[ticket.id] = ticket
+            state.bytes += ticket.accountedBytes
+            state.order.append(ticket.id)
+            let now = ContinuousClock.now
+            while state.head < state.order.count {
+                let oldest = state.order[state.head]
+                guard let candidate = state.tickets[oldest] else {
+                    state.head += 1
+                    continue
+                }
+                guard state.tickets.count > capacity || state.bytes > budgetBytes || candidate.expiresAt <= now else { break }
+                state.tickets[oldest] = nil
+                state.bytes -= candidate.accountedBytes
+                state.head += 1
+            }
+            if state.head > 1024 && state.head * 2 > state.order.count {
+                state.order.removeFirst(state.head)
+                state.head = 0
+            }
+        }
+    }
+
+    public func ticket(_ id: String) -> Ticket? {
+        state.withLock { state in
+            guard let ticket = state.tickets[id] else { return nil }
+            if ticket.expiresAt <= .now {
+                state.tickets[id] = nil
+                state.bytes -= ticket.accountedBytes
+                return nil
+            }
+            return ticket
+        }
+    }
+
+    /// The most recent tickets, newest first.
+    public func recent(_ limit: Int) -> [Ticket] {
+        state.withLock { state in
+            var result: [Ticket] = []
+            var index = state.order.count - 1
+            while index >= state.head && result.count < limit {
+                if let ticket = state.tickets[state.order[index]] { result.append(ticket) }
+                index -= 1
+            }
+            return result
+        }
+    }
+
+    public var count: Int { state.withLock { $0.tickets.count } }
+    public var bytes: Int { state.withLock { $0.bytes } }
+}

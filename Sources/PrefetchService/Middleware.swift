@@ -1,0 +1,204 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import PrefetchCore
+import PrefetchEngine
+import PrefetchStore
+import Synchronization
+
+/// The request context of the page surface: Hummingbird's basic context plus the client's address (the rate
+/// limit's caller for anonymous triggers, and a renderer caller).
+struct PageContext: RequestContext, RemoteAddressRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let remoteAddress: SocketAddress?
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        remoteAddress = source.channel.remoteAddress
+    }
+
+    /// The client's IP address, or `unknown`.
+    var callerAddress: String { remoteAddress?.ipAddress ?? "unknown" }
+}
+
+/// Renders a thrown error as the response it stands for (an `HTTPResponseError` renders itself).
+func errorResponse(_ error: any Error, request: Request, context: some RequestContext) throws -> Response {
+    if let error = error as? any HTTPResponseError {
+        return try error.response(from: request, context: context)
+    }
+    throw error
+}
+
+/// Who may call the page surface from a browser, and the headers every page-surface answer carries.
+///
+/// - A request with an `Origin` must come from an allowed origin: a page origin of the config in force, or a
+///   `--cors-origin`. Otherwise it is refused with `403 origin-not-allowed` before any handler runs, so a
+///   cross-site form post or fetch triggers nothing. `*` among the extra origins lets any origin through, and
+///   those not otherwise allowed get `Access-Control-Allow-Origin: *` without credentials.
+/// - A request without `Origin` that a browser marks `Sec-Fetch-Site: cross-site` (a no-cors embed such as an
+///   image or script tag, which would carry the user's cookies) is refused too, except the page client script,
+///   which pages on other sites load with a script tag.
+/// - `OPTIONS` (CORS preflights) is answered here, with the CORS headers only for allowed origins.
+/// - Every answer carries `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
+struct PageGuardMiddleware: RouterMiddleware {
+    typealias Context = PageContext
+    let origins: AllowedOrigins
+    let metrics: EngineMetrics
+
+    /// Paths loaded by pages of any site with a plain script tag.
+    static let publicAssets: Set<String> = ["/v1/client.js"]
+
+    func handle(_ request: Request, context: PageContext, next: (Request, PageContext) async throws -> Response) async throws -> Response {
+        let origin = request.headers[.origin]
+        var grant = AllowedOrigins.Grant.none
+        if let origin {
+            grant = origins.grant(for: origin)
+            if grant == .none {
+                metrics.denied("origin-not-allowed")
+                return secure(try refusal(request, context: context, "the origin \(quoted(origin, limit: 80)) may not call this service"))
+            }
+        } else if request.headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site", !Self.publicAssets.contains(request.uri.path) {
+            metrics.denied("origin-not-allowed")
+            return secure(try refusal(request, context: context, "cross-site requests without an allowed Origin are refused"))
+        }
+        var response: Response
+        if request.method == .options {
+            response = Response(status: .noContent)
+            if let origin {
+                decorate(&response, origin: origin, grant: grant)
+                response.headers[.accessControlAllowMethods] = "GET, POST, OPTIONS"
+                response.headers[.accessControlAllowHeaders] = "Authorization, Content-Type, \(TicketAccess.readKeyHeader)"
+                response.headers[.accessControlMaxAge] = "600"
+            }
+            return secure(response)
+        }
+        do {
+            response = try await next(request, context)
+        } catch {
+            response = try errorResponse(error, request: request, context: context)
+        }
+        if let origin { decorate(&response, origin: origin, grant: grant) }
+        return secure(response)
+    }
+
+    func refusal(_ request: Request, context: PageContext, _ message: String) throws -> Response {
+        try APIError(status: .forbidden, code: "origin-not-allowed", message: message, isMiss: true).response(from: request, context: context)
+    }
+
+    func decorate(_ response: inout Response, origin: String, grant: AllowedOrigins.Grant) {
+        switch grant {
+        case .withCredentials:
+            response.headers[.accessControlAllowOrigin] = origin
+            response.headers[.accessControlAllowCredentials] = "true"
+        case .anyWithoutCredentials:
+            response.headers[.accessControlAllowOrigin] = "*"
+        case .none:
+            return
+        }
+        response.headers[.accessControlExposeHeaders] = "X-Prefetch, X-Prefetch-Reason"
+        response.headers.append(HTTPField(name: .vary, value: "Origin"))
+    }
+
+    func secure(_ response: Response) -> Response {
+        var response = response
+        response.headers[PrefetchHeaders.contentTypeOptions] = "nosniff"
+        response.headers[PrefetchHeaders.referrerPolicy] = "no-referrer"
+        return response
+    }
+}
+
+/// The origins allowed to call the page surface: the config's page origins (recomputed when the config version
+/// changes) and the configured extra origins.
+final class AllowedOrigins: Sendable {
+    enum Grant: Sendable, Equatable {
+        /// Not allowed.
+        case none
+        /// A page origin or a listed origin: echoed, with credentials.
+        case withCredentials
+        /// Allowed only through `*`: a literal `*`, never with credentials.
+        case anyWithoutCredentials
+    }
+
+    let extra: Set<String>
+    let any: Bool
+    let currentConfig: @Sendable () -> PrefetchConfig?
+    private let cache = Mutex<(version: String, origins: Set<String>)?>(nil)
+
+    init(extra: [String], currentConfig: @escaping @Sendable () -> PrefetchConfig?) {
+        self.any = extra.contains("*")
+        self.extra = Set(extra.filter { $0 != "*" }.compactMap { try? HTTPURL(parsing: $0).origin })
+        self.currentConfig = currentConfig
+    }
+
+    func grant(for origin: String) -> Grant {
+        if origin != "null", let parsed = try? HTTPURL(parsing: origin), parsed.origin == origin.lowercased() || parsed.origin + "/" == origin.lowercased() {
+            if extra.contains(parsed.origin) || configOrigins().contains(parsed.origin) { return .withCredentials }
+        }
+        return any ? .anyWithoutCredentials : .none
+    }
+
+    private func configOrigins() -> Set<String> {
+        guard let config = currentConfig() else { return [] }
+        return cache.withLock { cached -> Set<String> in
+            if let cached, cached.version == config.version { return cached.origins }
+            let made = Set(config.pages.map(\.parsedURL.origin))
+            cached = (config.version, made)
+            return made
+        }
+    }
+}
+
+/// Page-surface requests with a body must say it is JSON: `POST` with any other `Content-Type` (a cross-site
+/// form can send `text/plain` without a preflight) is refused with `415` before any handler runs.
+struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if request.method == .post || request.method == .put || request.method == .patch {
+            let type = request.headers[.contentType] ?? ""
+            let mediaType = type.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            guard mediaType == "application/json" else {
+                let shown = type.isEmpty ? "no Content-Type" : "Content-Type \(quoted(type, limit: 80))"
+                throw APIError(status: .unsupportedMediaType, code: "unsupported-media-type", message: "the request has \(shown); send application/json")
+            }
+        }
+        return try await next(request, context)
+    }
+}
+
+/// The operator surface's door: with a token configured, every request must carry `Authorization: Bearer
+/// <token>` (compared in constant time); and no browser page of another origin may drive it (a request whose
+/// `Origin` is not this listener's own is refused), so a page cannot reach it through a user's browser.
+struct AdminGuardMiddleware<Context: RequestContext>: RouterMiddleware {
+    let token: [UInt8]?
+    let metrics: EngineMetrics
+
+    init(token: String?, metrics: EngineMetrics) {
+        self.token = token.map { Array(SHA256.hash(data: Array($0.utf8))) }
+        self.metrics = metrics
+    }
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let origin = request.headers[.origin] {
+            let own = "http://" + (request.head.authority ?? "").lowercased()
+            if origin.lowercased() != own {
+                metrics.denied("admin-unauthorized")
+                throw APIError(status: .forbidden, code: "origin-not-allowed", message: "the operator surface does not answer pages of other origins")
+            }
+        }
+        if let token {
+            let presented = request.headers[.authorization].flatMap { value -> String? in
+                value.lowercased().hasPrefix("bearer ") ? String(value.dropFirst(7)).trimmingCharacters(in: .whitespaces) : nil
+            }
+            // Hashing both sides first makes the comparison independent of the token's length as well.
+            guard let presented, constantTimeEqual(Array(SHA256.hash(data: Array(presented.utf8))), token) else {
+                metrics.denied("admin-unauthorized")
+                var error = try APIError(status: .unauthorized, code: "admin-unauthorized", message: "the operator surface needs Authorization: Bearer <admin token>")
+                    .response(from: request, context: context)
+                error.headers[.wwwAuthenticate] = "Bearer realm=\"prefetch-admin\""
+                return error
+            }
+        }
+        return try await next(request, context)
+    }
+}

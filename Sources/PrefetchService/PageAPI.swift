@@ -1,0 +1,294 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import PrefetchCore
+import PrefetchEngine
+import PrefetchStore
+import Synchronization
+
+/// The prefetch endpoints of the page surface (described in `openapi.yaml`, tag `page`).
+///
+/// Shell sequence: on tap, `POST /v1/prefetch` with the page URL and the user's credentials; it answers 202 with
+/// a ticket and a read key at once. The shell (native code holding the credentials) reads results with
+/// `GET /v1/prefetch/{ticket}` and replays with `GET /v1/prefetch/{ticket}/data`, presenting the same
+/// credentials. The page reads its data with `GET /v1/data`: with its own credentials and `page=` when it can
+/// send them to the service (same site), or with the read key in `X-Prefetch-Key` when it cannot. Who may read
+/// what is ``TicketAccess``; every miss says why (`X-Prefetch-Reason`).
+struct PrefetchRoutes: Sendable {
+    let orchestrator: Orchestrator
+
+    func register(on router: Router<PageContext>) {
+        router.post("/v1/prefetch") { request, context in
+            let triggered = try await trigger(request, context: context)
+            return Answer(status: .accepted, value: TriggerAnswer(triggered))
+        }
+        router.get("/v1/prefetch/:ticket") { request, context in try await results(request, context: context) }
+        router.get("/v1/prefetch/:ticket/data") { request, context in try await ticketData(request, context: context) }
+        router.get("/v1/data") { request, context in try await pageData(request, context: context) }
+    }
+
+    // MARK: Request parsing
+
+    /// The request body as a JSON object (at most `maximumRequestBody` bytes, within the body timeout).
+    func jsonBody(_ request: Request, context: PageContext, allowEmpty: Bool = false) async throws(APIError) -> JSONObject {
+        let buffer = try await readBody(request, limit: orchestrator.settings.maximumRequestBody, timeout: orchestrator.settings.bodyTimeout)
+        if allowEmpty && buffer.readableBytes == 0 { return JSONObject() }
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(Array(buffer.readableBytesView))
+        } catch {
+            throw APIError.badRequest("bad-json", "the request body is not valid JSON: \(error)")
+        }
+        guard case .object(let object) = value else {
+            throw APIError.badRequest("bad-json", "the request body must be a JSON object, got \(value.kindName)")
+        }
+        return object
+    }
+
+    /// The user's headers: the body's `headers` object, or the request's own headers when it has none.
+    func credentialHeaders(_ object: JSONObject, request: Request) throws(APIError) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = []
+        switch object["headers"] {
+        case nil:
+            headers = request.headers.map { ($0.name.rawName, $0.value) }
+        case .object(let given):
+            for member in given.members {
+                guard case .string(let text) = member.value else {
+                    throw APIError.badRequest("bad-headers", "headers.\(member.name) must be a string, got \(member.value.kindName)")
+                }
+                if text.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) {
+                    throw APIError.badRequest("bad-headers", "headers.\(member.name) contains a control character")
+                }
+                headers.append((member.name, text))
+            }
+        case .some(let other):
+            throw APIError.badRequest("bad-headers", "\"headers\" must be an object of strings, got \(other.kindName)")
+        }
+        return headers
+    }
+
+    /// The page URL of a trigger body.
+    static func pageURL(_ object: JSONObject) throws(APIError) -> String {
+        guard case .string(let page)? = object["url"] else {
+            throw APIError.badRequest("missing-url", object["url"] == nil ? "\"url\" (the page URL) is required" : "\"url\" must be a string")
+        }
+        return page
+    }
+
+    func trigger(_ request: Request, context: PageContext) async throws(APIError) -> Triggered {
+        let object = try await jsonBody(request, context: context)
+        let page = try Self.pageURL(object)
+        let headers = try credentialHeaders(object, request: request)
+        do {
+            return try await orchestrator.trigger(page: page, headers: headers, caller: context.callerAddress)
+        } catch {
+            throw APIError(error)
+        }
+    }
+
+    /// The identity a reader presents through its own request headers.
+    func presented(_ request: Request) -> Credentials {
+        orchestrator.credentials(in: request.headers.map { ($0.name.rawName, $0.value) })
+    }
+
+    /// The ticket in the path, if the reader may read it: by identity, or by a read key for this very ticket.
+    func entitledTicket(_ request: Request, context: PageContext) async throws(APIError) -> Ticket {
+        let id = context.parameters.get("ticket") ?? ""
+        guard Ticket.isWellFormed(id), let ticket = await orchestrator.tickets.ticket(id) else {
+            throw APIError(PrefetchError.unknownTicket(id: id))
+        }
+        do throws(PrefetchError) {
+            if let key = request.headers[PrefetchHeaders.readKey] {
+                let opened = try await orchestrator.ticket(forReadKey: key, origin: Self.origin(of: request))
+                guard opened.id == ticket.id else { throw PrefetchError.invalidReadKey(reason: "it was issued for another ticket") }
+            } else {
+                try TicketAccess.authorize(ticket, presented: presented(request).identity)
+            }
+        } catch {
+            orchestrator.metrics.denied(error.code)
+            throw APIError(error)
+        }
+        return ticket
+    }
+
+    /// Where a browser says `request` comes from.
+    static func origin(of request: Request) -> TicketAccess.RequestOrigin {
+        .init(origin: request.headers[.origin], fetchSite: request.headers[PrefetchHeaders.secFetchSite], authority: request.head.authority)
+    }
+
+    func results(_ request: Request, context: PageContext) async throws(APIError) -> ResultsAnswer {
+        let ticket = try await entitledTicket(request, context: context)
+        let wait = orchestrator.clampWait(try Self.waitParameter(request), default: .zero)
+        let outcomes = await withTaskGroup(of: (Int, ReadOutcome).self) { group in
+            for index in ticket.requests.indices {
+                group.addTask { (index, await orchestrator.read(ticket, index: index, wait: wait)) }
+            }
+            var outcomes = [ReadOutcome](repeating: .pending, count: ticket.requests.count)
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes
+        }
+        return ResultsAnswer(ticket: ticket, outcomes: outcomes, timings: ticket.timings.withLock { $0 })
+    }
+
+    func ticketData(_ request: Request, context: PageContext) async throws(APIError) -> Response {
+        let ticket = try await entitledTicket(request, context: context)
+        return try await replay(ticket, request: request)
+    }
+
+    func pageData(_ request: Request, context: PageContext) async throws(APIError) -> Response {
+        if let key = request.headers[PrefetchHeaders.readKey] {
+            let ticket: Ticket
+            do {
+                ticket = try await orchestrator.ticket(forReadKey: key, origin: Self.origin(of: request))
+            } catch {
+                orchestrator.metrics.denied(error.code)
+                throw APIError(error)
+            }
+            return try await replay(ticket, request: request)
+        }
+        guard let page = request.uri.queryParameters.get("page") else {
+            throw APIError.badRequest("missing-page", "the query parameter page (the page URL) is required without a read key")
+        }
+        let plan: Plan
+        do {
+            plan = try orchestrator.plan(page: page)
+        } catch .noConfig(let message) {
+            // For a page asking for its data, a page without a config entry is a miss like any other.
+            throw APIError.miss(.notFound, "no-config", message)
+        } catch {
+            throw APIError(error)
+        }
+        let index = try Self.select(plan.requests.map { ($0.name, $0.interface.api, $0.method) }, request: request)
+        let (key, _) = orchestrator.keyAndHeaders(for: plan.requests[index], page: plan.pageURL, credentials: presented(request))
+        let wait = orchestrator.clampWait(try Self.waitParameter(request), default: .milliseconds(plan.requests[index].interface.timeoutMilliseconds))
+        return try replay(await orchestrator.store.read(key, wait: wait), wait: wait)
+    }
+
+    /// Replays the ticket's request chosen by the query, recording the read for the debug view.
+    func replay(_ ticket: Ticket, request: Request) async throws(APIError) -> Response {
+        let index = try Self.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, request: request)
+        let asked = ContinuousClock.now
+        do {
+            let wait = orchestrator.clampWait(try Self.waitParameter(request), default: ticket.requests[index].timeout)
+            let response = try replay(await orchestrator.read(ticket, index: index, wait: wait), wait: wait)
+            ticket.recordRead(index, served: response.headers[PrefetchHeaders.served] ?? "hit", reason: nil, askedAt: asked)
+            return response
+        } catch {
+            ticket.recordRead(index, served: "miss", reason: error.code, askedAt: asked)
+            throw error
+        }
+    }
+
+    /// The index of the interface chosen by `api` (as written in the config), `method` and `name`.
+    static func select(_ candidates: [(name: String, api: String, method: HTTPMethod)], request: Request) throws(APIError) -> Int {
+        let query = request.uri.queryParameters
+        let api = query.get("api")
+        let name = query.get("name")
+        guard api != nil || name != nil else {
+            throw APIError.badRequest("missing-api", "the query parameter api (the interface URL as in the config) or name is required")
+        }
+        var method: HTTPMethod?
+        if let text = query.get("method") {
+            guard let parsed = HTTPMethod(rawValue: text.uppercased()) else {
+                throw APIError.badRequest("invalid-method", "method \(quoted(text, limit: 40)) is not one of GET, POST, PUT, PATCH, DELETE")
+            }
+            method = parsed
+        }
+        let matches = candidates.indices.filter { index in
+            (api == nil || candidates[index].api == api) && (name == nil || candidates[index].name == name)
+                && (method == nil || candidates[index].method == method)
+        }
+        if matches.isEmpty {
+            let what = [api.map { "api \(quoted($0))" }, name.map { "name \(quoted($0))" }, method.map { "method \($0.rawValue)" }]
+                .compactMap { $0 }.joined(separator: ", ")
+            throw APIError.miss(.notFound, "unknown-api", "the page has no interface with \(what)")
+        }
+        if matches.count > 1 {
+            let names = matches.map { candidates[$0].name }.joined(separator: ", ")
+            throw APIError.badRequest("ambiguous-api", "several interfaces match (\(names)); add method= or name=")
+        }
+        return matches[0]
+    }
+
+    static func waitParameter(_ request: Request) throws(APIError) -> Int? {
+        guard let text = request.uri.queryParameters.get("wait") else { return nil }
+        let digits = text.hasPrefix("-") ? text.dropFirst() : Substring(text)
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            throw APIError.badRequest("invalid-wait", "wait \(quoted(text, limit: 40)) must be a whole number of milliseconds")
+        }
+        if text.hasPrefix("-") { return 0 }
+        return Int(digits) ?? Int.max
+    }
+
+    /// Headers a replay never carries: the upstream's CORS decisions (the service makes its own) and caching
+    /// directives (a replay is for one reader, once).
+    static func isDropped(_ name: String) -> Bool {
+        let lower = name.lowercased()
+        return lower.hasPrefix("access-control-") || lower == "cache-control" || lower == "expires" || lower == "pragma"
+            || lower == "content-security-policy" || lower == "x-content-type-options" || lower == "referrer-policy"
+    }
+
+    /// A stored response replayed as the page's own request would have received it, with the replay headers.
+    func replay(_ outcome: ReadOutcome, wait: Duration) throws(APIError) -> Response {
+        switch outcome {
+        case .ready(let response, let joined):
+            orchestrator.metrics.data(joined ? "joined" : "hit")
+            var fields = HTTPFields()
+            for header in response.headers where !Self.isDropped(header.name) {
+                guard let name = HTTPField.Name(header.name) else { continue }
+                fields.append(HTTPField(name: name, value: header.value))
+            }
+            fields[PrefetchHeaders.served] = joined ? "joined" : "hit"
+            fields[.cacheControl] = "private, no-store"
+            fields[.contentSecurityPolicy] = "default-src 'none'; sandbox"
+            return Response(status: HTTPResponse.Status(code: response.status), headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
+        case .pending:
+            orchestrator.metrics.data("pending")
+            throw APIError.miss(.gatewayTimeout, "pending", "the upstream response was still pending after \(wait.milliseconds) ms")
+        case .failed(let failure, _) where failure.code == Orchestrator.privateCode:
+            orchestrator.metrics.data(failure.code)
+            throw APIError.miss(.notFound, failure.code, failure.message)
+        case .failed(let failure, _):
+            orchestrator.metrics.data("failed")
+            throw APIError.miss(.badGateway, failure.code, "the prefetch failed: \(failure.message)")
+        case .absent(let reason):
+            orchestrator.metrics.data(reason.rawValue)
+            let message: String
+            switch reason {
+            case .notFound: message = "nothing was prefetched for this interface and these credentials"
+            case .expired: message = "the prefetched response expired before it was read"
+            case .consumed: message = "the response was marked no-store and was already handed out"
+            case .evicted: message = "the prefetched response was evicted"
+            }
+            throw APIError.miss(.notFound, reason.rawValue, message)
+        }
+    }
+}
+
+/// Reads a request body of at most `limit` bytes, giving up after `timeout`.
+func readBody(_ request: Request, limit: Int, timeout: Duration) async throws(APIError) -> ByteBuffer {
+    do {
+        return try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+            group.addTask {
+                var request = request
+                return try await request.collectBody(upTo: limit)
+            }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let buffer = first else {
+                throw APIError(status: .requestTimeout, code: "body-timeout", message: "the request body did not arrive within \(timeout.milliseconds) ms")
+            }
+            return buffer
+        }
+    } catch let error as APIError {
+        throw error
+    } catch is NIOTooManyBytesError {
+        throw APIError(status: .contentTooLarge, code: "too-large", message: "the request body is over \(limit) bytes")
+    } catch {
+        throw APIError.badRequest("bad-body", "the request body could not be read")
+    }
+}
