@@ -263,36 +263,3 @@ func bounded<T: Sendable>(
         return first
     }
 }
-
-/// Every log line of a logger, rendered as `level message metadata`, for tests that check what reaches the logs.
-final class CapturedLogs: Sendable {
-    private let lines = Mutex<[String]>([])
-
-    /// A logger at `trace` level that records here.
-    var logger: Logger {
-        Logger(label: "prefetch.redis.test") { _ in Handler(sink: self) }
-    }
-
-    var all: [String] { lines.withLock { $0 } }
-
-    fileprivate func append(_ line: String) {
-        lines.withLock { $0.append(line) }
-    }
-
-    private struct Handler: LogHandler {
-        let sink: CapturedLogs
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let merged = metadata.merging(event.metadata ?? [:]) { $1 }
-            let rendered = merged.keys.sorted().map { "\($0)=\(merged[$0]!)" }.joined(separator: " ")
-            sink.append("\(event.level) \(event.message) \(rendered)\(event.error.map { " error=\($0)" } ?? "")")
-        }
-    }
-}
