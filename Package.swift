@@ -163,6 +163,7 @@ let package = Package(
         .target(
             name: "PrefetchTestUpstream",
             dependencies: [
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -254,6 +255,7 @@ let package = Package(
             dependencies: [
                 "RedisStore",
                 "PrefetchStore",
+                "PrefetchTestUpstream",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

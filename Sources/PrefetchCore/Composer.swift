@@ -12,7 +12,10 @@
 ///   top level of the body. A canonical integer of at most 15 digits (`0`, `163`, `-4`; not `007`, `1e3`,
 ///   `+5`, `-0`) becomes a JSON number, anything else stays a string. A repeated key: the last value wins,
 ///   at the position of the first (as `Object.fromEntries(new URLSearchParams(search))`).
-/// - A key in the config's `body` keeps the config's value: a page cannot override what the config fixed.
+/// - A name the config fixed is never forwarded, by either rule, for any method or bodyType: a page pair
+///   whose decoded name equals, ignoring case, a top-level key of the config's `body` or a name in the
+///   api URL's own query is dropped, so the config's value is the only one sent (`?role=admin`,
+///   `?ROLE=admin` and `?r%6Fle=admin` all lose to `"role": "user"`; `?v=3` never follows an api's `?v=2`).
 /// - `params` filters which page parameters are forwarded, by decoded name, for both rules.
 /// - `{name}` segments captured by a pattern entry are page parameters too, after the query's.
 /// - GET and DELETE never carry a body: their config body and, with bodyParam, the page parameters go into
@@ -29,7 +32,9 @@ public enum Composer {
     }
 
     static func compose(interface: Interface, pairs allPairs: [QueryPair]) -> PlannedRequest {
-        let pairs = interface.params.map { allowed in allPairs.filter { allowed.contains($0.name) } } ?? allPairs
+        let allowed = interface.params.map { allowed in allPairs.filter { allowed.contains($0.name) } } ?? allPairs
+        let fixed = allowed.isEmpty ? [] : fixedNames(of: interface)
+        let pairs = fixed.isEmpty ? allowed : allowed.filter { !fixed.contains($0.name.lowercased()) }
         var queryParts: [String] = []
         if interface.urlParam {
             queryParts += pairs.map(\.urlText)
@@ -37,7 +42,7 @@ public enum Composer {
 
         var merged = interface.body
         if interface.bodyParam {
-            for pair in pairs where interface.body[pair.name] == nil {
+            for pair in pairs {
                 merged[pair.name] = pair.jsonValue
             }
         }
@@ -72,6 +77,14 @@ public enum Composer {
             url += queryParts.joined(separator: "&")
         }
         return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
+    }
+
+    /// The lowercased names a page may not send: the config body's top-level keys and the decoded names
+    /// of the api URL's own query.
+    static func fixedNames(of interface: Interface) -> Set<String> {
+        var names = Set(interface.body.members.map { $0.name.lowercased() })
+        for pair in QueryPair.split(interface.apiURL.query) { names.insert(pair.name.lowercased()) }
+        return names
     }
 }
 

@@ -13,8 +13,12 @@ enum LookupOutcome: String, CaseIterable {
 ///   `source="system"`).
 /// - `prefetch_dns_lookup_duration{source}`: the duration of each finished lookup, successful or not.
 /// - `prefetch_dns_cached_hosts`: hosts holding an unexpired answer, after every change of the cache.
+/// - `prefetch_dns_rejected_total{reason}`: HTTPDNS answers dropped for a non-public address, by the class of the
+///   first such address (`loopback`, `private`, `link_local`, `unspecified`, `cgnat`, `multicast`, `reserved`);
+///   each is also an `error` and a `fallback` of `source="httpdns"`.
 struct DNSMetrics: Sendable {
     private let lookups: [String: Counter]
+    private let rejections: [NonPublicAddress: Counter]
     private let durations: [DNSSource: Timer]
     private let cachedHosts: Gauge
 
@@ -38,6 +42,16 @@ struct DNSMetrics: Sendable {
         self.lookups = lookups
         self.durations = durations
         cachedHosts = Gauge(label: "prefetch_dns_cached_hosts", factory: factory)
+        var rejections: [NonPublicAddress: Counter] = [:]
+        for reason in NonPublicAddress.allCases {
+            rejections[reason] = Counter(
+                label: "prefetch_dns_rejected_total", dimensions: [("reason", reason.rawValue)], factory: factory)
+        }
+        self.rejections = rejections
+    }
+
+    func rejected(_ reason: NonPublicAddress) {
+        rejections[reason]?.increment()
     }
 
     func lookup(_ source: DNSSource, _ outcome: LookupOutcome) {

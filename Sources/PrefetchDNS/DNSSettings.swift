@@ -30,6 +30,12 @@ public struct DNSSettings: Codable, Sendable, Equatable {
     public var failureRetry: Double
     /// The most lookups run at once (each system lookup occupies a thread while it blocks). Default 8.
     public var maxConcurrentLookups: Int
+    /// Whether HTTPDNS answers may pin hosts to non-public addresses. Default false: an answer holding a
+    /// loopback, private, link-local, unspecified, CGNAT, multicast or reserved address (IPv4-mapped and
+    /// other IPv4-embedding IPv6 forms included) is rejected as invalid and the host falls back to the system
+    /// resolver, so a forged or misconfigured HTTPDNS cannot aim upstream requests (and the callers'
+    /// credentials) at internal services. Set it only where the APIs really live on such addresses.
+    public var allowPrivateAddresses: Bool
 
     /// Creates settings; every parameter has the documented default.
     public init(
@@ -41,7 +47,8 @@ public struct DNSSettings: Codable, Sendable, Equatable {
         maxTTL: Double = 3600,
         refreshAhead: Double = 0.75,
         failureRetry: Double = 5,
-        maxConcurrentLookups: Int = 8
+        maxConcurrentLookups: Int = 8,
+        allowPrivateAddresses: Bool = false
     ) {
         self.httpdns = httpdns
         self.timeoutMs = timeoutMs
@@ -52,11 +59,12 @@ public struct DNSSettings: Codable, Sendable, Equatable {
         self.refreshAhead = refreshAhead
         self.failureRetry = failureRetry
         self.maxConcurrentLookups = maxConcurrentLookups
+        self.allowPrivateAddresses = allowPrivateAddresses
     }
 
     private enum CodingKeys: String, CodingKey {
         case httpdns, timeoutMs, systemTimeoutMs, systemTTL, minTTL, maxTTL, refreshAhead, failureRetry
-        case maxConcurrentLookups
+        case maxConcurrentLookups, allowPrivateAddresses
     }
 
     /// Decodes settings, taking the default for every missing field.
@@ -73,6 +81,8 @@ public struct DNSSettings: Codable, Sendable, Equatable {
         failureRetry = try container.decodeIfPresent(Double.self, forKey: .failureRetry) ?? defaults.failureRetry
         maxConcurrentLookups =
             try container.decodeIfPresent(Int.self, forKey: .maxConcurrentLookups) ?? defaults.maxConcurrentLookups
+        allowPrivateAddresses =
+            try container.decodeIfPresent(Bool.self, forKey: .allowPrivateAddresses) ?? defaults.allowPrivateAddresses
     }
 
     /// Checks every field; the error names the first offending one and its value.

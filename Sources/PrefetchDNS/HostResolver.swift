@@ -18,7 +18,9 @@
 //   until the next due time or a `Wakeup` (a new host set, a finished lookup, shutdown).
 // - Sources: HTTPDNS first when configured (fetched through the service's `Fetcher`, answers validated as IP
 //   literals only, TTL clamped to [minTTL, maxTTL]); any failure, timeout or invalid answer falls back to the
-//   system resolver for that host. getaddrinfo runs on a dedicated DispatchQueue (`SystemResolver`), never on
+//   system resolver for that host. So does an HTTPDNS answer holding a non-public address (loopback, private,
+//   link-local, CGNAT, ...) unless `allowPrivateAddresses` is set: a forged or misconfigured answer must not aim
+//   upstream requests, and the credentials they carry, at internal services. getaddrinfo runs on a dedicated DispatchQueue (`SystemResolver`), never on
 //   the cooperative pool, with the fixed `systemTTL` since it reports none.
 // - One pinned address per host: the first of the answer. A stable choice keeps libcurl's connection reuse and
 //   HTTP/2 multiplexing on one connection; pinning gives up libcurl's own fallback across addresses, so a caller
@@ -147,6 +149,14 @@ public final class HostResolver: Service, Sendable {
         guard first else {
             throw DNSError(code: .invalidSettings, message: "HostResolver.run() was called more than once")
         }
+        if let endpoint = settings.httpdns, endpoint.lowercased().hasPrefix("http://"),
+            let (host, port) = hostAndPort(ofURL: endpoint)
+        {
+            // Only host and port: an HTTPDNS query string may carry an account key.
+            logger.warning(
+                "HTTPDNS endpoint is plain http://: anyone on the path can forge its answers; prefer https://",
+                metadata: ["httpdns": "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"])
+        }
         logger.debug(
             "dns resolver starting",
             metadata: ["httpdns": "\(settings.httpdns != nil)", "max_concurrent_lookups": "\(settings.maxConcurrentLookups)"]
@@ -269,7 +279,17 @@ public final class HostResolver: Service, Sendable {
         guard response.status == 200 else {
             throw DNSError(code: .httpdnsFailed, message: "HTTPDNS lookup of \(host) answered status \(response.status)")
         }
-        return try HTTPDNSAnswer.parse(response.body, host: host)
+        let answer = try HTTPDNSAnswer.parse(response.body, host: host)
+        if !settings.allowPrivateAddresses {
+            for address in answer.addresses {
+                guard let reason = NonPublicAddress(literal: address) else { continue }
+                metrics.rejected(reason)
+                throw DNSError(
+                    code: .invalidAnswer,
+                    message: "HTTPDNS answer for \(host) rejected: \(address) is \(reason.phrase) (dns.allowPrivateAddresses is off)")
+            }
+        }
+        return answer
     }
 }
 

@@ -37,6 +37,9 @@ struct RedisCallError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The connection broke in a way that means the command never ran (the server had closed it), so
         /// retrying once on a fresh connection is safe.
         case closed
+        /// The server refused the credentials (`WRONGPASS`), or wants some and got none (`NOAUTH`). Like an
+        /// outage, the store serves from its fallback and retries on the reconnect backoff.
+        case auth
     }
 
     var kind: Kind
@@ -51,17 +54,20 @@ struct RedisCallError: Error, Sendable, Hashable, CustomStringConvertible {
 /// used from that worker's serial queue (or the subscriber's own thread), never from the cooperative pool.
 final class RedisConnection {
     private let context: UnsafeMutablePointer<redisContext>
+    /// `host:port`, for messages.
+    private let address: String
 
-    private init(context: UnsafeMutablePointer<redisContext>) {
+    private init(context: UnsafeMutablePointer<redisContext>, address: String) {
         self.context = context
+        self.address = address
     }
 
     deinit {
         redisFree(context)
     }
 
-    /// Connects (bounded by `connectTimeout`), bounds every later read and write by `commandTimeout`, and selects
-    /// the endpoint's database.
+    /// Connects (bounded by `connectTimeout`), bounds every later read and write by `commandTimeout`, sends
+    /// `AUTH` when the endpoint has credentials, and selects the endpoint's database.
     static func open(
         _ endpoint: RedisEndpoint, connectTimeout: Duration, commandTimeout: Duration
     ) throws(RedisCallError) -> RedisConnection {
@@ -72,9 +78,22 @@ final class RedisConnection {
             redisFree(context)
             throw RedisCallError(kind: .connect, message: "cannot connect to \(endpoint): \(message)")
         }
-        let connection = RedisConnection(context: context)
+        let connection = RedisConnection(context: context, address: endpoint.address)
         guard prefetch_redis_set_timeout(context, milliseconds(commandTimeout)) == REDIS_OK else {
             throw RedisCallError(kind: .connect, message: "cannot set the command timeout on \(endpoint)")
+        }
+        if let credentials = endpoint.credentials {
+            let reply: RedisValue
+            do throws(RedisCallError) {
+                reply = try connection.command(credentials.authCommand)
+            } catch {
+                throw RedisCallError(kind: error.kind, message: credentials.redacting(error.message))
+            }
+            if case .error(let message) = reply {
+                throw RedisCallError(
+                    kind: .auth,
+                    message: "Redis at \(endpoint.address) refused \(credentials.who): \(credentials.redacting(message))")
+            }
         }
         if endpoint.database != 0 {
             let reply = try connection.command(["SELECT", String(endpoint.database)])
@@ -115,7 +134,11 @@ final class RedisConnection {
         }
         guard let reply else { throw brokenError() }
         defer { prefetch_redis_free_reply(reply) }
-        return Self.value(of: reply)
+        let value = Self.value(of: reply)
+        if case .error(let message) = value, message.hasPrefix("NOAUTH") {
+            throw RedisCallError(kind: .auth, message: "Redis at \(address) wants credentials the store URL does not give: \(message)")
+        }
+        return value
     }
 
     /// Waits up to `timeoutMilliseconds` for incoming data, then takes every reply that arrived; empty when

@@ -18,7 +18,46 @@ public struct RedisStoreError: Error, Sendable, Hashable, CustomStringConvertibl
     public var description: String { "\(code): \(message)" }
 }
 
-/// Where the Redis server is: a host, a TCP port and a logical database, parsed from `redis://host[:port][/db]`.
+/// What a connection sends in `AUTH`: a password, and the ACL user it belongs to (none for the legacy
+/// `requirepass` form). Its `description` and its mirror never show the password.
+public struct RedisCredentials: Sendable, Hashable, CustomStringConvertible, CustomReflectable {
+    /// The ACL user (`AUTH user password`), or `nil` for the `default` user (`AUTH password`).
+    public let user: String?
+    /// The password, sent only in `AUTH`.
+    public let password: String
+
+    /// Credentials for `user` (or the `default` user when nil).
+    public init(user: String? = nil, password: String) {
+        self.user = user
+        self.password = password
+    }
+
+    /// The `AUTH` command that presents these credentials.
+    var authCommand: [String] {
+        if let user { ["AUTH", user, password] } else { ["AUTH", password] }
+    }
+
+    /// How the user is named in messages: `user 'name'` or `the default user`.
+    var who: String {
+        user.map { "user '\($0)'" } ?? "the default user"
+    }
+
+    /// `user:***` (or `:***`), never the password.
+    public var description: String { "\(user ?? ""):***" }
+
+    /// Shows the user and `***`, so `dump` and debuggers do not reveal the password either.
+    public var customMirror: Mirror {
+        Mirror(self, children: ["user": user as Any, "password": "***"])
+    }
+
+    /// `text` with every occurrence of the password replaced by `***` (for messages that came from elsewhere).
+    func redacting(_ text: String) -> String {
+        password.isEmpty ? text : text.replacing(password, with: "***")
+    }
+}
+
+/// Where the Redis server is: a host, a TCP port, a logical database and optional credentials, parsed from
+/// `redis://[user[:password]@]host[:port][/db]`. Its `description` never shows the password.
 public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// The port used when the URL names none.
     public static let defaultPort = 6379
@@ -29,27 +68,59 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     public let port: Int
     /// The logical database selected on every connection (`SELECT`), 0 when the URL has no path.
     public let database: Int
+    /// Sent in `AUTH` on every connection before anything else, when set.
+    public let credentials: RedisCredentials?
 
     /// Creates an endpoint from its parts.
-    public init(host: String, port: Int = RedisEndpoint.defaultPort, database: Int = 0) {
+    public init(
+        host: String, port: Int = RedisEndpoint.defaultPort, database: Int = 0, credentials: RedisCredentials? = nil
+    ) {
         self.host = host
         self.port = port
         self.database = database
+        self.credentials = credentials
     }
 
-    /// Parses `redis://host[:port][/db]`. IPv6 hosts go in brackets (`redis://[::1]:6379`). Credentials, query
-    /// strings and fragments are rejected, and so is anything else that is not exactly this form; the error names
-    /// the URL (with any credentials masked) and what is wrong with it.
+    /// Parses `redis://[user[:password]@]host[:port][/db]`. IPv6 hosts go in brackets (`redis://[::1]:6379`).
+    /// `redis://:password@host` authenticates as the `default` user (the `requirepass` form),
+    /// `redis://user:password@host` as an ACL user; user and password are percent-decoded (`%40` for `@`,
+    /// `%3A` for `:`). A user without a password, query strings and fragments are rejected, and so is anything
+    /// else that is not exactly this form; the error names the URL (with any password masked) and what is wrong.
     public init(url: String) throws(RedisStoreError) {
         func invalid(_ why: String) -> RedisStoreError {
             RedisStoreError(
                 code: RedisStoreError.invalidURLCode,
-                message: "invalid Redis URL '\(Self.masked(url))': \(why); expected redis://host[:port][/db]")
+                message: "invalid Redis URL '\(Self.masked(url))': \(why); expected redis://[user:password@]host[:port][/db]")
         }
         let scheme = "redis://"
         guard url.lowercased().hasPrefix(scheme) else { throw invalid("the scheme must be redis://") }
         var rest = Substring(url.dropFirst(scheme.count))
-        if rest.contains("@") { throw invalid("credentials in the URL are not supported") }
+
+        // Everything up to the last `@` is user information: the host, port and database never contain one.
+        var credentials: RedisCredentials?
+        if let at = rest.lastIndex(of: "@") {
+            let userInfo = rest[..<at]
+            rest = rest[rest.index(after: at)...]
+            let rawUser: Substring
+            let rawPassword: Substring?
+            if let colon = userInfo.firstIndex(of: ":") {
+                rawUser = userInfo[..<colon]
+                rawPassword = userInfo[userInfo.index(after: colon)...]
+            } else {
+                rawUser = userInfo
+                rawPassword = nil
+            }
+            guard let user = Self.percentDecoded(rawUser) else {
+                throw invalid("the user is not valid percent-encoded UTF-8")
+            }
+            guard let rawPassword, !rawPassword.isEmpty else {
+                throw invalid(user.isEmpty ? "the password is empty" : "user '\(user)' has no password")
+            }
+            guard let password = Self.percentDecoded(rawPassword) else {
+                throw invalid("the password is not valid percent-encoded UTF-8")
+            }
+            credentials = RedisCredentials(user: user.isEmpty ? nil : user, password: password)
+        }
         if rest.contains("?") || rest.contains("#") { throw invalid("query strings and fragments are not supported") }
 
         var path: Substring = ""
@@ -98,13 +169,19 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
             }
             database = parsed
         }
-        self.init(host: String(host), port: port, database: database)
+        self.init(host: String(host), port: port, database: database, credentials: credentials)
     }
 
-    /// `redis://host:port/db`.
+    /// `redis://host:port/db`, or `redis://user:***@host:port/db` with credentials: never the password.
     public var description: String {
         let shownHost = host.contains(":") ? "[\(host)]" : host
-        return "redis://\(shownHost):\(port)/\(database)"
+        let shownCredentials = credentials.map { "\($0)@" } ?? ""
+        return "redis://\(shownCredentials)\(shownHost):\(port)/\(database)"
+    }
+
+    /// `host:port`, for messages that should name the server but not the user.
+    var address: String {
+        host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
     }
 
     private static func decimal(_ text: Substring) -> Int? {
@@ -112,11 +189,41 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
         return Int(text)
     }
 
-    /// The URL with anything before an `@` in its authority replaced, so a password never reaches a log.
+    /// `text` with `%XX` escapes decoded; nil when an escape is malformed or the bytes are not UTF-8.
+    private static func percentDecoded(_ text: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var iterator = text.utf8.makeIterator()
+        while let byte = iterator.next() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                return nil
+            }
+            bytes.append(high << 4 | low)
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// The URL with its user information shown as `user:***` (the user as written), so a password never
+    /// reaches a log or an error.
     private static func masked(_ url: String) -> String {
         guard let at = url.lastIndex(of: "@") else { return url }
         let scheme = "redis://"
-        let prefix = url.lowercased().hasPrefix(scheme) ? String(url.prefix(scheme.count)) : ""
-        return prefix + "***" + String(url[at...])
+        let hasScheme = url.lowercased().hasPrefix(scheme)
+        let start = hasScheme ? url.index(url.startIndex, offsetBy: scheme.count) : url.startIndex
+        let userInfo = url[start..<at]
+        let user = userInfo.firstIndex(of: ":").map { userInfo[..<$0] } ?? ""
+        return String(url[..<start]) + user + ":***" + String(url[at...])
     }
 }

@@ -101,8 +101,9 @@ final class RedisHealthMonitor: Sendable {
         let now = clock.now
         guard state.withLock({ $0.failed(now: now) }) == .wentDown else { return }
         upGauge.record(0)
+        let what = error.kind == .auth ? "Redis refused this replica's credentials" : "Redis is unreachable"
         logger.warning(
-            "Redis is unreachable; serving from this replica's fallback store until it returns",
+            "\(what); serving from this replica's fallback store until it returns",
             metadata: ["redis.endpoint": "\(endpoint)", "redis.error": "\(error)"])
     }
 }

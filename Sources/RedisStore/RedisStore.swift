@@ -117,8 +117,10 @@ public final class RedisStore: ResponseStore, Service {
     private let logger: Logger
     private let clock = ContinuousClock()
 
-    /// Creates a store for `url` (`redis://host[:port][/db]`). Does not connect: connections are made on first use
-    /// and by `run()`, so creating a store never blocks. Throws a `RedisStoreError` naming the URL if it is invalid.
+    /// Creates a store for `url` (`redis://[user[:password]@]host[:port][/db]`, see `RedisEndpoint.init(url:)`).
+    /// Does not connect: connections are made on first use and by `run()`, so creating a store never blocks.
+    /// Throws a `RedisStoreError` naming the URL (password masked) if it is invalid. Every connection, the
+    /// subscriber's included, sends `AUTH` first; refused credentials make the store degraded, as an outage does.
     public convenience init(
         url: String, configuration: Configuration = Configuration(), logger: Logger,
         metricsFactory: any MetricsFactory = MetricsSystem.factory

@@ -1,7 +1,7 @@
 import Metrics
 
 /// The pool's swift-metrics instruments. Every metric carries one dimension, `profile` (a configured profile
-/// name, so bounded); acquires add `result`, one of `warm`, `cold`, `timeout`, `failed`.
+/// name, so bounded); acquires add `result`, one of `warm`, `cold`, `timeout`, `failed`, `callerLimit`.
 ///
 /// - `renderer_pool_acquires_total{profile,result}` counter: finished acquires by outcome.
 /// - `renderer_pool_acquire_wait` timer: time from acquire to lease (successful acquires only).
@@ -14,6 +14,7 @@ struct PoolMetrics: Sendable {
     let cold: Counter
     let timeout: Counter
     let failed: Counter
+    let callerLimit: Counter
     let wait: Timer
     let pending: Gauge
     let idle: Gauge
@@ -34,6 +35,7 @@ struct PoolMetrics: Sendable {
         cold = acquires("cold")
         timeout = acquires("timeout")
         failed = acquires("failed")
+        callerLimit = acquires("callerLimit")
         wait = Timer(label: "renderer_pool_acquire_wait", dimensions: dims, factory: factory)
         pending = Gauge(label: "renderer_pool_pending_acquires", dimensions: dims, factory: factory)
         idle = Gauge(label: "renderer_pool_idle", dimensions: dims, factory: factory)

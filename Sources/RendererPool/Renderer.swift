@@ -71,6 +71,8 @@ public struct PoolError: Error, Sendable, Equatable, CustomStringConvertible {
         case unknownProfile
         /// A profile failed validation (see ``RendererProfile/problems(path:)``).
         case invalidProfile
+        /// The caller already holds the profile's `maxLeasesPerCaller` leases; refused without queueing.
+        case callerLimit
     }
 
     /// The failure class.

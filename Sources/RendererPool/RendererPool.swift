@@ -11,11 +11,16 @@
 ///   retiring → destroyed); the actor only moves renderers along those transitions, and an `await` on a
 ///   renderer always happens with the renderer already in the state that owns it, so actor reentrancy
 ///   cannot hand one renderer out twice.
-/// - `acquire(page:)`: a warm idle renderer at once (warm hit, most recently used first); otherwise a new
+/// - `acquire(page:caller:)`: a warm idle renderer at once (warm hit, most recently used first); otherwise a new
 ///   one if the pool is under `maxSize` (cold start, created by the acquirer itself); otherwise the acquirer
 ///   joins a FIFO queue and is served, in order, by the next renderer that becomes idle or the next free
 ///   slot, up to `acquireTimeout`. Newcomers queue behind existing waiters, so nobody overtakes. Everything
 ///   that exists counts towards `maxSize`: warming, idle, leased, resetting and retiring renderers.
+/// - A lease id is 128 random bits (22 base64url characters): whoever holds it may release or destroy the
+///   renderer, so it is not guessable from other ids. An acquire that names a `caller` counts against that
+///   caller's `maxLeasesPerCaller` from the moment it starts until its lease ends (released, reclaimed or
+///   destroyed) or the acquire fails; a caller at its cap is refused at once instead of queueing, so one
+///   caller cannot hold the whole pool while others wait.
 /// - A renderer that fails its health check when about to be handed out is destroyed and the acquirer
 ///   tries again (keeping its place at the head of the queue). `release(id:healthy:)` resets the renderer
 ///   before it goes back to idle; an unhealthy release, a failed reset, `maxUses` and the (jittered)
@@ -33,10 +38,11 @@ import Logging
 import Metrics
 import ServiceLifecycle
 
-/// A renderer handed out by ``RendererPool/acquire(page:)``; give it back with
+/// A renderer handed out by ``RendererPool/acquire(page:caller:)``; give it back with
 /// ``RendererPool/release(id:healthy:)``.
 public struct Lease: Sendable {
-    /// Identifies this lease (renderer id and use number); pass it to `release`.
+    /// Identifies this lease: 22 URL-safe characters (128 random bits), unguessable from any other lease.
+    /// It is the capability to release or destroy the renderer; pass it to `release`.
     public let id: String
     /// The profile the renderer belongs to.
     public let profile: String
@@ -75,6 +81,8 @@ public actor RendererPool: Service {
         var createTime: Duration = .zero
         var background: Bool
         var leaseID: String?
+        /// The caller the current lease counts against, if it named one.
+        var caller: String?
     }
 
     /// The profile's name (the `profile` metric dimension).
@@ -94,7 +102,10 @@ public actor RendererPool: Service {
     private var entries: [String: Entry] = [:]
     /// Idle renderer ids, least recently used first.
     private var idle: [String] = []
+    /// Renderer id by lease id.
     private var leases: [String: String] = [:]
+    /// Acquires in progress plus leases held, by caller; a caller with none has no key.
+    private var callerLeases: [String: Int] = [:]
     private var waiters: [Waiter] = []
     /// Waiter ids issued and not yet finished, with an early expiry when it arrived before the enqueue.
     private var openWaits: [Int: Grant?] = [:]
@@ -185,12 +196,36 @@ public actor RendererPool: Service {
     /// Leases a healthy renderer: a warm one at once, else a new one while under `maxSize`, else the first
     /// one freed up for this acquirer in FIFO order. `page` is told to the renderer (it is never a metric).
     ///
+    /// `caller` is an opaque id of who asks (the HTTP layer passes a hash, never a raw credential). A named
+    /// caller may have at most `maxLeasesPerCaller` acquires and leases at once; `nil` is not counted.
+    ///
     /// `acquireTimeout` bounds the time spent queued; a cold start this acquirer performs itself is bounded by
     /// the creation (`createMs`, or `readyTimeoutMs` for a process), as a half-created renderer is not given up.
     ///
-    /// Throws ``PoolError`` `timeout` after `acquireTimeout`, `createFailed` when creating a renderer for this
-    /// acquire failed three times, `shutdown` once the pool is shutting down, `cancelled` when the task is.
-    public func acquire(page: String?) async throws(PoolError) -> Lease {
+    /// Throws ``PoolError`` `callerLimit` at once when `caller` is at its cap, `timeout` after
+    /// `acquireTimeout`, `createFailed` when creating a renderer for this acquire failed three times,
+    /// `shutdown` once the pool is shutting down, `cancelled` when the task is.
+    public func acquire(page: String?, caller: String? = nil) async throws(PoolError) -> Lease {
+        if let caller {
+            let limit = profile.effectiveMaxLeasesPerCaller
+            let held = callerLeases[caller, default: 0]
+            guard held < limit else {
+                metrics.callerLimit.increment()
+                throw PoolError(
+                    .callerLimit,
+                    "renderer pool \(name): this caller already has \(held) leases held or pending (maxLeasesPerCaller \(limit))")
+            }
+            callerLeases[caller] = held + 1
+        }
+        var leased = false
+        defer { if !leased { freeCallerSlot(caller) } }
+        let lease = try await acquireCounted(page: page, caller: caller)
+        leased = true
+        return lease
+    }
+
+    /// The acquire itself, once the caller's slot is taken; the lease carries `caller` until it ends.
+    private func acquireCounted(page: String?, caller: String?) async throws(PoolError) -> Lease {
         let start = clock.now
         let deadline = start.advanced(by: .milliseconds(profile.acquireTimeout))
         var failedCreates = 0
@@ -207,11 +242,11 @@ public actor RendererPool: Service {
             }
             switch grant {
             case .renderer(let id):
-                if let lease = await checkOut(id, page: page, start: start, warm: true) { return lease }
+                if let lease = await checkOut(id, page: page, caller: caller, start: start, warm: true) { return lease }
                 keepPlace = true
             case .slot(let id):
                 do throws(RendererError) {
-                    if let lease = try await createForLease(id, page: page, start: start) { return lease }
+                    if let lease = try await createForLease(id, page: page, caller: caller, start: start) { return lease }
                 } catch {
                     failedCreates += 1
                     if failedCreates >= 3 {
@@ -237,13 +272,13 @@ public actor RendererPool: Service {
 
     /// Gives a leased renderer back. A healthy one is reset and becomes idle again, unless it reached
     /// `maxUses` or its lifetime; an unhealthy one (or one whose reset fails) is destroyed. Returns `false`
-    /// when the lease is unknown: already released, or reclaimed after `leaseTimeout`.
+    /// when the lease is unknown: already released, reclaimed after `leaseTimeout`, or never issued.
+    /// Either way the lease's caller slot is free once this returns.
     @discardableResult
     public func release(id leaseID: String, healthy: Bool = true) async -> Bool {
-        guard let rendererID = leases.removeValue(forKey: leaseID), var entry = entries[rendererID],
-            entry.leaseID == leaseID
-        else { return false }
-        entry.leaseID = nil
+        guard let rendererID = leases[leaseID], entries[rendererID]?.leaseID == leaseID else { return false }
+        endLease(of: rendererID)
+        guard var entry = entries[rendererID] else { return false }
         let next = entry.life.release(healthy: healthy, at: clock.now)
         entries[rendererID] = entry
         publish()
@@ -337,7 +372,9 @@ public actor RendererPool: Service {
     }
 
     /// Health checks a renderer already moved to `leased` and turns it into a lease, or destroys it.
-    private func checkOut(_ id: String, page: String?, start: ContinuousClock.Instant, warm: Bool) async -> Lease? {
+    private func checkOut(
+        _ id: String, page: String?, caller: String?, start: ContinuousClock.Instant, warm: Bool
+    ) async -> Lease? {
         guard let renderer = entries[id]?.renderer else { return nil }
         let healthy = await renderer.isHealthy()
         guard var entry = entries[id], entry.life.state == .leased else { return nil }
@@ -350,8 +387,9 @@ public actor RendererPool: Service {
         }
         await renderer.open(page: page)
         guard entries[id]?.life.state == .leased else { return nil }
-        let leaseID = "\(id)#\(entry.life.uses)"
+        let leaseID = LeaseID.random()
         entries[id]?.leaseID = leaseID
+        entries[id]?.caller = caller
         leases[leaseID] = id
         let waited = clock.now - start
         waits.add(waited)
@@ -370,15 +408,15 @@ public actor RendererPool: Service {
     }
 
     /// Creates the renderer for a reserved slot and leases it to the acquirer that reserved it.
-    private func createForLease(_ id: String, page: String?, start: ContinuousClock.Instant) async throws(
-        RendererError
-    ) -> Lease? {
+    private func createForLease(
+        _ id: String, page: String?, caller: String?, start: ContinuousClock.Instant
+    ) async throws(RendererError) -> Lease? {
         guard let renderer = try await create(id) else { return nil }
         guard entries[id]?.life.lease(at: clock.now) == true else {
             await destroyOrphan(id, renderer)
             return nil
         }
-        return await checkOut(id, page: page, start: start, warm: false)
+        return await checkOut(id, page: page, caller: caller, start: start, warm: false)
     }
 
     /// Runs the factory for a reserved (warming) entry. On failure the entry is gone and the error thrown;
@@ -526,9 +564,9 @@ public actor RendererPool: Service {
 
     private func finalize(_ id: String, countDestroyed: Bool) {
         guard var entry = entries[id] else { return }
+        endLease(of: id)
         _ = entry.life.destroyed(at: clock.now)
         entries[id] = nil
-        if let leaseID = entry.leaseID { leases[leaseID] = nil }
         if countDestroyed {
             destroyed += 1
             metrics.destroyed.increment()
@@ -582,6 +620,7 @@ public actor RendererPool: Service {
         let leaseLimit = Duration.milliseconds(profile.leaseTimeout * 1000)
         for (id, entry) in entries where entry.life.state == .leased && now - entry.life.since >= leaseLimit {
             guard entries[id]?.life.retire(.reclaimed, at: now) == true else { continue }
+            endLease(of: id)
             reclaimed += 1
             metrics.reclaimed.increment()
             logger.warning(
@@ -641,6 +680,28 @@ public actor RendererPool: Service {
                 drainWaiters.append(continuation)
             }
         }
+    }
+
+    // MARK: Internals: caller slots
+
+    /// Ends the current lease of a renderer, if any: its id no longer releases anything and its caller's
+    /// slot is free.
+    private func endLease(of rendererID: String) {
+        guard let entry = entries[rendererID] else { return }
+        if let leaseID = entry.leaseID { leases[leaseID] = nil }
+        freeCallerSlot(entry.caller)
+        entries[rendererID]?.leaseID = nil
+        entries[rendererID]?.caller = nil
+    }
+
+    private func freeCallerSlot(_ caller: String?) {
+        guard let caller, let held = callerLeases[caller] else { return }
+        callerLeases[caller] = held > 1 ? held - 1 : nil
+    }
+
+    /// Acquires in progress plus leases held by `caller`.
+    func leasesHeld(by caller: String) -> Int {
+        callerLeases[caller, default: 0]
     }
 
     /// The jittered lifetime of every live renderer, by renderer id.

@@ -35,12 +35,21 @@ public final class RendererPools: Service, Sendable {
         pools[name]
     }
 
-    /// Leases a renderer from the named profile; throws `unknownProfile` for a name not configured.
-    public func acquire(profile: String, page: String?) async throws(PoolError) -> Lease {
+    /// Leases a renderer from the named profile, counted against `caller` when one is given (see
+    /// ``RendererPool/acquire(page:caller:)``); throws `unknownProfile` for a name not configured.
+    public func acquire(profile: String, page: String?, caller: String? = nil) async throws(PoolError) -> Lease {
         guard let pool = pools[profile] else {
             throw PoolError(.unknownProfile, "no renderer profile named \"\(profile)\"")
         }
-        return try await pool.acquire(page: page)
+        return try await pool.acquire(page: page, caller: caller)
+    }
+
+    /// Releases the lease with this id in whichever pool issued it; `false` when no pool knows the id
+    /// (never issued, already released, or reclaimed).
+    @discardableResult
+    public func release(id: String, healthy: Bool = true) async -> Bool {
+        for pool in pools.values where await pool.release(id: id, healthy: healthy) { return true }
+        return false
     }
 
     /// Returns a lease to its profile's pool; `false` when the profile or lease is unknown.

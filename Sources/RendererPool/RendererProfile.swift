@@ -51,6 +51,9 @@ public struct RendererProfile: Codable, Sendable, Hashable {
     public var acquireTimeout: Double = 2000
     /// Seconds a lease may stay unreleased before the pool reclaims (destroys) its renderer (default 60).
     public var leaseTimeout: Double = 60
+    /// Leases one caller may hold from this pool at once, acquires in progress included; `nil` (the default)
+    /// means `max(1, maxSize / 2)`. See ``effectiveMaxLeasesPerCaller``.
+    public var maxLeasesPerCaller: Int?
     /// `modelled` (default) or `process`.
     public var kind: RendererKind = .modelled
 
@@ -82,6 +85,11 @@ public struct RendererProfile: Codable, Sendable, Hashable {
     /// A profile with every default.
     public init() {}
 
+    /// The per-caller cap in force: `maxLeasesPerCaller`, or `max(1, maxSize / 2)` when it is not set.
+    public var effectiveMaxLeasesPerCaller: Int {
+        maxLeasesPerCaller ?? max(1, maxSize / 2)
+    }
+
     /// The line that marks the process warm: `readyLine`, or `ready` when neither it nor `readyPort` is set.
     public var effectiveReadyLine: String? {
         readyLine ?? (readyPort == nil ? "ready" : nil)
@@ -89,6 +97,7 @@ public struct RendererProfile: Codable, Sendable, Hashable {
 
     private enum CodingKeys: String, CodingKey {
         case minIdle, maxSize, maxUses, maxLifetime, lifetimeJitter, idleTimeout, acquireTimeout, leaseTimeout
+        case maxLeasesPerCaller
         case kind, createMs, memoryMB, failureRate, deathRate
         case command, readyLine, readyPort, readyTimeoutMs, resetLine, terminateGraceMs
     }
@@ -105,6 +114,7 @@ public struct RendererProfile: Codable, Sendable, Hashable {
         idleTimeout = try c.decodeIfPresent(Double.self, forKey: .idleTimeout) ?? d.idleTimeout
         acquireTimeout = try c.decodeIfPresent(Double.self, forKey: .acquireTimeout) ?? d.acquireTimeout
         leaseTimeout = try c.decodeIfPresent(Double.self, forKey: .leaseTimeout) ?? d.leaseTimeout
+        maxLeasesPerCaller = try c.decodeIfPresent(Int.self, forKey: .maxLeasesPerCaller)
         kind = try c.decodeIfPresent(RendererKind.self, forKey: .kind) ?? d.kind
         createMs = try c.decodeIfPresent(Double.self, forKey: .createMs) ?? d.createMs
         memoryMB = try c.decodeIfPresent(Int.self, forKey: .memoryMB) ?? d.memoryMB
@@ -142,6 +152,7 @@ public struct RendererProfile: Codable, Sendable, Hashable {
         if !(idleTimeout > 0) { add("idleTimeout", "must be > 0 seconds", fmt(idleTimeout)) }
         if !(acquireTimeout >= 0) { add("acquireTimeout", "must be >= 0 ms", fmt(acquireTimeout)) }
         if !(leaseTimeout > 0) { add("leaseTimeout", "must be > 0 seconds", fmt(leaseTimeout)) }
+        if let cap = maxLeasesPerCaller, cap < 1 { add("maxLeasesPerCaller", "must be >= 1", "\(cap)") }
         switch kind {
         case .modelled:
             if !(createMs >= 0) { add("createMs", "must be >= 0 ms", fmt(createMs)) }

@@ -250,3 +250,78 @@ import Testing
     @Test(arguments: ["", "-", "007", "00", "-0", "+5", "1e3", "1.0", " 1", "1 ", "0x10", "1000000000000000", "١٢"])
     func refused(value: String) { #expect(!QueryPair.isCanonicalInteger(value)) }
 }
+
+/// A name the config fixed (a top-level body key or an api query name) is never forwarded from the page.
+@Suite struct FixedNamesAreNotForwarded {
+    static let shadows = ["role=admin", "ROLE=admin", "r%6Fle=admin", "Role=admin&role=root"]
+
+    func request(_ interface: String, page query: String) throws -> PlannedRequest {
+        try firstRequest("https://m.example.com/help/new?\(query)&id=163&x=a+b", try singleInterfaceConfig(interface))
+    }
+
+    @Test(arguments: shadows)
+    func getSendsOnlyTheConfigValue(query: String) throws {
+        for rules in [#""urlParam":true"#, #""bodyParam":true"#, #""urlParam":true,"bodyParam":true"#] {
+            let interface = #"{"api":"https://m.example.com/xx.json","method":"GET",\#(rules),"body":{"role":"user"}}"#
+            let request = try request(interface, page: query)
+            #expect(!request.url.lowercased().contains("admin"), "\(rules): \(request.url)")
+            #expect(!request.url.contains("root"), "\(rules): \(request.url)")
+            let query = try #require(try HTTPURL(parsing: request.url).query)
+            let roles = QueryPair.split(query).filter { $0.name.lowercased() == "role" }.map(\.urlText)
+            #expect(roles == ["role=user"], "\(rules): \(request.url)")
+            #expect(request.url.contains("id=163&x=a+b"), "\(rules): \(request.url)")
+        }
+    }
+
+    @Test(arguments: shadows)
+    func postJSONSendsOnlyTheConfigValue(query: String) throws {
+        let interface = #"{"api":"https://m.example.com/xx.json","method":"POST","urlParam":true,"bodyParam":true,"body":{"role":"user"}}"#
+        let request = try request(interface, page: query)
+        #expect(request.url == "https://m.example.com/xx.json?id=163&x=a+b")
+        #expect(request.body == #"{"role":"user","id":163,"x":"a b"}"#)
+    }
+
+    @Test(arguments: shadows)
+    func postFormSendsOnlyTheConfigValue(query: String) throws {
+        let interface = #"{"api":"https://m.example.com/xx.json","method":"POST","urlParam":true,"bodyParam":true,"bodyType":"form","body":{"role":"user"}}"#
+        let request = try request(interface, page: query)
+        #expect(request.url == "https://m.example.com/xx.json?id=163&x=a+b")
+        #expect(request.body == "role=user&id=163&x=a+b")
+    }
+
+    @Test func aCaseVariantOfABodyKeyIsDroppedForEveryMethod() throws {
+        for method in ["GET", "DELETE", "POST", "PUT", "PATCH"] {
+            let interface = #"{"api":"https://m.example.com/xx.json","method":"\#(method)","urlParam":true,"bodyParam":true,"body":{"Role":"user"}}"#
+            let request = try request(interface, page: "rOlE=admin")
+            #expect(!request.url.contains("admin") && !(request.body ?? "").contains("admin"), "\(method): \(request.url) \(request.body ?? "-")")
+        }
+    }
+
+    @Test func anAPIQueryNameIsNotRepeatedByThePage() throws {
+        let api = "https://m.example.com/xx.json?v=2&Sign=abc"
+        let get = try request(#"{"api":"\#(api)","method":"GET","urlParam":true}"#, page: "v=3&%73ign=forged&V=4")
+        #expect(get.url == "https://m.example.com/xx.json?v=2&Sign=abc&id=163&x=a+b")
+        let getBody = try request(#"{"api":"\#(api)","method":"GET","bodyParam":true}"#, page: "v=3")
+        #expect(getBody.url == "https://m.example.com/xx.json?v=2&Sign=abc&id=163&x=a+b")
+        let post = try request(#"{"api":"\#(api)","method":"POST","urlParam":true,"bodyParam":true}"#, page: "v=3&sign=forged")
+        #expect(post.url == "https://m.example.com/xx.json?v=2&Sign=abc&id=163&x=a+b")
+        #expect(post.body == #"{"id":163,"x":"a b"}"#)
+    }
+
+    @Test func otherParametersKeepTheirOrderAndEncoding() throws {
+        let interface = #"{"api":"https://m.example.com/xx.json?v=2","method":"GET","urlParam":true,"body":{"role":"user"}}"#
+        let config = try singleInterfaceConfig(interface)
+        let request = try firstRequest("https://m.example.com/help/new?b=%E4%B8%AD&role=admin&a=1&v=9&b=2&roles=x", config)
+        #expect(request.url == "https://m.example.com/xx.json?v=2&b=%E4%B8%AD&a=1&b=2&roles=x&role=user")
+    }
+
+    @Test func aCapturedSegmentNamedLikeABodyKeyIsNotForwarded() throws {
+        let config = try makeConfig(pages: [#"""
+            {"url":"https://m.example.com/item/{role}/x.html","interfaces":[
+              {"api":"https://api.example.com/item","method":"POST","urlParam":true,"bodyParam":true,"body":{"role":"user"}}]}
+            """#])
+        let request = try firstRequest("https://m.example.com/item/admin/x.html?id=1", config)
+        #expect(request.url == "https://api.example.com/item?id=1")
+        #expect(request.body == #"{"role":"user","id":1}"#)
+    }
+}

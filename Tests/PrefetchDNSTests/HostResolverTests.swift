@@ -75,7 +75,7 @@ import Testing
         try await withUpstream { stub in
             try await withFetcher { fetcher in
                 let body = #"{"host":"api.prefetch.test","ips":["127.0.0.1"],"ttl":60}"#
-                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body, delayMs: 1500), timeoutMs: 5000)
+                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body, delayMs: 1500), timeoutMs: 5000, allowPrivateAddresses: true)
                 try await withResolver(settings, fetcher: fetcher) { resolver in
                     resolver.prefetch(hosts: ["api.prefetch.test"])
                     do { let settled = await eventually { resolver.lookupsInFlight == 1 }; #expect(settled) }
@@ -115,7 +115,7 @@ import Testing
             try await withFetcher { fetcher in
                 let metrics = TestMetrics()
                 let body = #"{"host":"api.prefetch.test","ips":["127.0.0.1"],"ttl":1}"#
-                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body), minTTL: 1, refreshAhead: 0.5)
+                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body), minTTL: 1, refreshAhead: 0.5, allowPrivateAddresses: true)
                 try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
                     resolver.prefetch(hosts: ["api.prefetch.test"])
                     do { let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }; #expect(settled) }
@@ -144,7 +144,7 @@ import Testing
         try await withUpstream { stub in
             try await withFetcher { fetcher in
                 let body = #"{"host":"api.prefetch.test","ips":["127.0.0.1"],"ttl":1}"#
-                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body), minTTL: 1)
+                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body), minTTL: 1, allowPrivateAddresses: true)
                 let resolver = try HostResolver(settings: settings, fetcher: fetcher, logger: Logger(label: "test"))
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await resolver.run() }

@@ -15,7 +15,7 @@ import Testing
                 try await withUpstream { stub in
                     try await withFetcher(FetcherConfiguration(caBundlePath: pki.caPath)) { fetcher in
                         let metrics = TestMetrics()
-                        let settings = DNSSettings(httpdns: stubEndpoint(stub, json: Self.answerForLoopback))
+                        let settings = DNSSettings(httpdns: stubEndpoint(stub, json: Self.answerForLoopback), allowPrivateAddresses: true)
                         try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
                             resolver.prefetch(hosts: ["api.prefetch.test"])
                             do { let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }; #expect(settled) }
@@ -60,7 +60,7 @@ import Testing
             try await withUpstream(tls: pki.tls(for: "other.prefetch.test")) { other in
                 try await withUpstream { stub in
                     try await withFetcher(FetcherConfiguration(caBundlePath: pki.caPath)) { fetcher in
-                        let settings = DNSSettings(httpdns: stubEndpoint(stub, json: Self.answerForLoopback))
+                        let settings = DNSSettings(httpdns: stubEndpoint(stub, json: Self.answerForLoopback), allowPrivateAddresses: true)
                         try await withResolver(settings, fetcher: fetcher) { resolver in
                             resolver.prefetch(hosts: ["api.prefetch.test"])
                             do { let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }; #expect(settled) }

@@ -32,12 +32,13 @@ func withResolver<T: Sendable>(
     _ settings: DNSSettings,
     fetcher: Fetcher? = nil,
     metrics: TestMetrics = TestMetrics(),
+    logger: Logger = Logger(label: "prefetch.dns.test"),
     _ body: @Sendable (HostResolver) async throws -> T
 ) async throws -> T {
     let resolver = try HostResolver(
         settings: settings,
         fetcher: fetcher,
-        logger: Logger(label: "prefetch.dns.test"),
+        logger: logger,
         metricsFactory: metrics
     )
     return try await withThrowingTaskGroup(of: Void.self) { group in

@@ -18,17 +18,24 @@ let quietLogger = Logger(label: "prefetch.redis.test") { _ in SwiftLogNoOpLogHan
 /// A real `redis-server` on 127.0.0.1 and a free port, with no persistence. Always stop it (see `withRedis`).
 final class RedisServer: Sendable {
     let port: Int
+    /// Extra configuration directives (`--requirepass`, `--user`, ...).
+    private let arguments: [String]
+    /// What `redis-cli` needs to authenticate (`--user`, `--pass`).
+    private let cliAuth: [String]
     private let process = Mutex<Process?>(nil)
     private let exited = Mutex<Set<Int32>>([])
 
     var url: String { "redis://127.0.0.1:\(port)" }
 
-    private init(port: Int) {
+    private init(port: Int, arguments: [String], cliAuth: [String]) {
         self.port = port
+        self.arguments = arguments
+        self.cliAuth = cliAuth
     }
 
-    static func start() async throws -> RedisServer {
-        let server = RedisServer(port: try freePort())
+    /// Starts a server with extra `arguments`; `cliAuth` lets the readiness check (and `cli`) authenticate.
+    static func start(arguments: [String] = [], cliAuth: [String] = []) async throws -> RedisServer {
+        let server = RedisServer(port: try freePort(), arguments: arguments, cliAuth: cliAuth)
         try await server.launch()
         return server
     }
@@ -39,7 +46,7 @@ final class RedisServer: Sendable {
         launched.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
         launched.arguments = [
             "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
-        ]
+        ] + arguments
         launched.standardOutput = FileHandle.nullDevice
         launched.standardError = FileHandle.nullDevice
         launched.terminationHandler = { [self] finished in
@@ -71,22 +78,29 @@ final class RedisServer: Sendable {
     }
 
     private func ping() async -> Bool {
+        await cli(["ping"])?.contains("PONG") == true
+    }
+
+    /// Runs one `redis-cli` command against the server (authenticated like the readiness check); its output, or
+    /// nil when it did not finish within 2 s.
+    func cli(_ command: [String]) async -> String? {
         let cli = Process()
         cli.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
-        cli.arguments = ["-h", "127.0.0.1", "-p", "\(port)", "ping"]
+        cli.arguments = ["-h", "127.0.0.1", "-p", "\(port)"] + cliAuth + (cliAuth.isEmpty ? [] : ["--no-auth-warning"])
+            + command
         let pipe = Pipe()
         cli.standardOutput = pipe
         cli.standardError = FileHandle.nullDevice
-        guard (try? cli.run()) != nil else { return false }
+        guard (try? cli.run()) != nil else { return nil }
         for _ in 0..<200 where cli.isRunning {
             try? await Task.sleep(for: .milliseconds(10))
         }
         if cli.isRunning {
             cli.terminate()
-            return false
+            return nil
         }
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        return String(decoding: output, as: UTF8.self).contains("PONG")
+        return String(decoding: output, as: UTF8.self)
     }
 }
 
@@ -109,9 +123,12 @@ func freePort() throws -> Int {
     return Int(UInt16(bigEndian: address.sin_port))
 }
 
-/// Runs `body` with a fresh redis-server and always stops it afterwards, whatever happens.
-func withRedis(_ body: (RedisServer) async throws -> Void) async throws {
-    let server = try await RedisServer.start()
+/// Runs `body` with a fresh redis-server (given extra `arguments`, see `RedisServer.start`) and always stops it
+/// afterwards, whatever happens.
+func withRedis(
+    arguments: [String] = [], cliAuth: [String] = [], _ body: (RedisServer) async throws -> Void
+) async throws {
+    let server = try await RedisServer.start(arguments: arguments, cliAuth: cliAuth)
     do {
         try await body(server)
     } catch {

@@ -25,17 +25,6 @@ import Testing
             return error.code == "invalid_url" && error.message.contains("'\(url)'")
         }
     }
-
-    @Test func storeCreationRejectsAnInvalidURLWithoutRepeatingCredentials() {
-        do {
-            _ = try RedisStore(url: "redis://admin:hunter2@127.0.0.1:6379", logger: quietLogger)
-            Issue.record("a URL with credentials must be rejected")
-        } catch {
-            #expect(error.code == RedisStoreError.invalidURLCode)
-            #expect(error.message.contains("127.0.0.1:6379"))
-            #expect(!error.message.contains("hunter2"))
-        }
-    }
 }
 
 @Suite struct CodecTests {
