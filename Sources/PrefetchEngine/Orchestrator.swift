@@ -244,8 +244,11 @@ public final class Orchestrator: Sendable {
         let key = ticket.requests[index].key
         let outcome = await store.read(key, wait: wait)
         if case .failed(let failure, _) = outcome, failure.code == Self.privateCode, key.identity == .anonymous {
+            // This ticket's own copy, if it fetched the response (and what became of it: a no-store copy is
+            // consumed by its first read); another ticket's reader keeps the `private` miss.
             let own = await store.read(privateKey(key, ticket: ticket.id), wait: .zero)
-            if case .ready = own { return own }
+            if case .absent(.notFound) = own { return outcome }
+            return own
         }
         return outcome
     }

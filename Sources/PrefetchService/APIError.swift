@@ -55,7 +55,7 @@ extension APIError {
             }
         let isMiss: Bool =
             switch error {
-            case .noConfig, .unknownTicket, .credentialsRequired, .identityMismatch, .invalidReadKey, .originMismatch: true
+            case .unknownTicket, .credentialsRequired, .identityMismatch, .invalidReadKey, .originMismatch: true
             default: false
             }
         self.init(status: status, code: error.code, message: error.message, isMiss: isMiss, retryAfter: error.retryAfter?.wholeSecondsRoundedUp)

@@ -103,10 +103,11 @@ public func buildApplication(
     admin.add(middleware: MetricsMiddleware())
     admin.add(middleware: AdminGuardMiddleware(token: settings.adminToken, metrics: metrics))
     admin.add(middleware: UnmatchedRouteMiddleware(surface: "operator"))
-    admin.add(middleware: JSONBodyMiddleware())
-    ConfigRoutes(updater: updater, orchestrator: orchestrator, source: settings.configSource?.source ?? "fixed").register(on: admin)
-    DebugRoutes(orchestrator: orchestrator, renderers: renderers, configPath: settings.configSource?.source ?? settings.configPath).register(on: admin)
-    renderers.registerStatistics(on: admin)
+    // Route groups run their middleware only for routes they hold, so an unknown route stays a 404 or 405.
+    let adminRoutes = admin.group().add(middleware: JSONBodyMiddleware())
+    ConfigRoutes(updater: updater, orchestrator: orchestrator, source: settings.configSource?.source ?? "fixed").register(on: adminRoutes)
+    DebugRoutes(orchestrator: orchestrator, renderers: renderers, configPath: settings.configSource?.source ?? settings.configPath).register(on: adminRoutes)
+    renderers.registerStatistics(on: adminRoutes)
     admin.get("/metrics") { _, _ in
         metrics.inFlight.record(fetcher.inFlight)
         metrics.tickets.record(orchestrator.tickets.count)
@@ -131,7 +132,7 @@ public func buildApplication(
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: PageGuardMiddleware(origins: AllowedOrigins(extra: settings.corsOrigins, currentConfig: currentConfig), metrics: metrics))
     router.add(middleware: UnmatchedRouteMiddleware(surface: "page"))
-    router.add(middleware: JSONBodyMiddleware())
+    let routes = router.group().add(middleware: JSONBodyMiddleware())
     router.get("/healthz") { _, _ in HealthAnswer() }
     router.get("/readyz") { _, _ in
         var answer = ReadinessAnswer(ready: false)
@@ -145,8 +146,8 @@ public func buildApplication(
         return Answer(status: answer.ready ? .ok : .serviceUnavailable, value: answer)
     }
     router.get("/openapi.yaml") { _, _ in OpenAPIDocument.response() }
-    prefetch.register(on: router)
-    renderers.register(on: router)
+    prefetch.register(on: routes)
+    renderers.register(on: routes)
     StaticRoutes().register(on: router)
 
     // Shutdown runs in reverse: the page server stops first, then the operator server, the pools, the fetch

@@ -37,7 +37,7 @@ struct ConfigRoutes: Sendable {
         var status: ConfigStatus
     }
 
-    func register(on router: Router<BasicRequestContext>) {
+    func register(on router: some RouterMethods<BasicRequestContext>) {
         router.get("/v1/config") { _, _ -> Response in
             guard let updater else {
                 let loaded = orchestrator.currentConfig()

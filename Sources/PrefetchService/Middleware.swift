@@ -150,11 +150,12 @@ final class AllowedOrigins: Sendable {
     }
 }
 
-/// Page-surface requests with a body must say it is JSON: `POST` with any other `Content-Type` (a cross-site
-/// form can send `text/plain` without a preflight) is refused with `415` before any handler runs.
+/// `POST`s must say their body is JSON: any other `Content-Type` (a cross-site form can send `text/plain`
+/// without a preflight) is refused with `415` before the handler runs. Mounted on the route groups that hold
+/// the API's routes, so it runs only for routes that exist.
 struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if request.method == .post || request.method == .put || request.method == .patch {
+        if request.method == .post {
             let type = request.headers[.contentType] ?? ""
             let mediaType = type.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
             guard mediaType == "application/json" else {

@@ -18,7 +18,7 @@ import Synchronization
 struct PrefetchRoutes: Sendable {
     let orchestrator: Orchestrator
 
-    func register(on router: Router<PageContext>) {
+    func register(on router: some RouterMethods<PageContext>) {
         router.post("/v1/prefetch") { request, context in
             let triggered = try await trigger(request, context: context)
             return Answer(status: .accepted, value: TriggerAnswer(triggered))
@@ -132,8 +132,19 @@ struct PrefetchRoutes: Sendable {
     }
 
     func ticketData(_ request: Request, context: PageContext) async throws(APIError) -> Response {
-        let ticket = try await entitledTicket(request, context: context)
-        return try await replay(ticket, request: request)
+        do {
+            let ticket = try await entitledTicket(request, context: context)
+            return try await replay(ticket, request: request)
+        } catch where error.code != "unknown-ticket" {
+            // A refused reader is recorded on the ticket too, so the debug view shows who was turned away.
+            if let id = context.parameters.get("ticket"), let ticket = await orchestrator.tickets.ticket(id),
+                let index = try? Self.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, request: request),
+                error.status == .unauthorized || error.status == .forbidden
+            {
+                ticket.recordRead(index, served: "miss", reason: error.code, askedAt: .now)
+            }
+            throw error
+        }
     }
 
     func pageData(_ request: Request, context: PageContext) async throws(APIError) -> Response {

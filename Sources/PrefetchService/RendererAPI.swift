@@ -64,7 +64,7 @@ struct RendererRoutes: Sendable {
     let pools: RendererPools
     let prefetch: PrefetchRoutes
 
-    func register(on router: Router<PageContext>) {
+    func register(on router: some RouterMethods<PageContext>) {
         router.post("/v1/renderers/acquire") { request, context in
             let object = try await prefetch.jsonBody(request, context: context)
             let profile = try Self.string(object, "profile") ?? "main"
@@ -80,17 +80,15 @@ struct RendererRoutes: Sendable {
             case .some(let other): throw APIError.badRequest("bad-json", "\"healthy\" must be true or false, got \(other.kindName)")
             }
             let id = context.parameters.get("id") ?? ""
-            if RandomID.isWellFormed(id) {
-                for pool in pools.pools.values where await pool.release(id: id, healthy: healthy) {
-                    return ReleaseAnswer(id: id, released: true, healthy: healthy)
-                }
+            if RandomID.isWellFormed(id), await pools.release(id: id, healthy: healthy) {
+                return ReleaseAnswer(id: id, released: true, healthy: healthy)
             }
             throw APIError(status: .notFound, code: "unknown-lease", message: "the lease \(quoted(id, limit: 80)) is unknown, already released or reclaimed")
         }
         router.post("/v1/open") { request, context in try await open(request, context: context) }
     }
 
-    func registerStatistics(on router: Router<BasicRequestContext>) {
+    func registerStatistics(on router: some RouterMethods<BasicRequestContext>) {
         router.get("/v1/renderers") { _, _ in await snapshot() }
     }
 
@@ -116,7 +114,7 @@ struct RendererRoutes: Sendable {
             throw APIError(status: .notFound, code: "unknown-profile", message: "no renderer profile named \(quoted(profile, limit: 60)) (profiles: \(known))")
         }
         do {
-            let lease = try await pools.acquire(profile: profile, page: page)
+            let lease = try await pools.acquire(profile: profile, page: page, caller: caller)
             return Answer(
                 status: .ok,
                 value: LeaseAnswer(
@@ -127,6 +125,8 @@ struct RendererRoutes: Sendable {
             case .timeout:
                 throw APIError(status: .serviceUnavailable, code: "timeout", message: "no \(profile) renderer became free in time: \(error.message)", retryAfter: 1)
             case .shutdown: throw APIError(status: .serviceUnavailable, code: "shutdown", message: "the service is shutting down")
+            case .callerLimit:
+                throw APIError(status: .tooManyRequests, code: "caller-limit", message: "this caller already holds its share of the \(profile) pool: \(error.message)", retryAfter: 1)
             default: throw APIError(status: .serviceUnavailable, code: "create-failed", message: "no \(profile) renderer could be created: \(error.message)", retryAfter: 1)
             }
         }

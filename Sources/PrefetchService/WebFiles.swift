@@ -12,7 +12,7 @@ import PrefetchStore
 /// Each answer carries an `ETag` (so a revalidation is a `304`) and `X-Content-Type-Options: nosniff`.
 /// `GET /v1/client.js` may be cached for 5 minutes; the HTML is revalidated on every load.
 struct StaticRoutes: Sendable {
-    func register(on router: Router<PageContext>) {
+    func register(on router: some RouterMethods<PageContext>) {
         for (path, file) in [("/v1/client.js", "client.js"), ("/demo/shell.html", "demo/shell.html"), ("/demo/page.html", "demo/page.html")] {
             router.get(RouterPath(path)) { request, _ in WebFiles.response(file, request: request) }
         }
@@ -88,7 +88,7 @@ struct DebugRoutes: Sendable {
         var config: Config
     }
 
-    func register(on router: Router<BasicRequestContext>) {
+    func register(on router: some RouterMethods<BasicRequestContext>) {
         router.get("/ui") { request, _ in WebFiles.response("ui.html", request: request) }
         router.get("/v1/debug/opens") { request, _ in try await opens(request) }
         router.get("/v1/debug/status") { _, _ in await status() }

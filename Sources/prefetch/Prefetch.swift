@@ -145,7 +145,7 @@ extension Prefetch {
                 PREFETCH_ADMIN_PORT, PREFETCH_ADMIN_TOKEN, PREFETCH_IDENTITY_KEY, PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS \
                 (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, PREFETCH_CONFIG_FALLBACK, \
                 PREFETCH_CONFIG_INTERVAL, PREFETCH_CONFIG_FATIGUE, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_TRIGGER_RATE, \
-                PREFETCH_TRIGGER_BURST, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
+                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IDLE_TIMEOUT, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
                 the environment, not on the command line. \
                 --config may be a file or an http(s) URL; the service follows it (interval, SIGHUP, POST /v1/config/refresh). \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
@@ -178,6 +178,12 @@ extension Prefetch {
         @Option(name: .customLong("trigger-burst"), help: "Triggers one caller may make in a burst (default 40, env PREFETCH_TRIGGER_BURST).")
         var triggerBurst: Int?
 
+        @Option(name: .customLong("ticket-bytes"), help: "Bytes tickets may hold; the oldest go first (default 16777216, env PREFETCH_TICKET_BYTES).")
+        var ticketBytes: Int?
+
+        @Option(name: .customLong("idle-timeout"), help: "Seconds a connection may idle, and the longest a request head may take (default 30, env PREFETCH_IDLE_TIMEOUT).")
+        var idleTimeout: Int?
+
         @Option(name: .customLong("store-bytes"), help: "Byte budget of the response store (default 67108864, env PREFETCH_STORE_BYTES).")
         var storeBytes: Int?
 
@@ -199,11 +205,14 @@ extension Prefetch {
         @Option(name: .customLong("state-dir"), help: "Directory for the last-good config copy (env PREFETCH_STATE_DIR; default none).")
         var stateDirectory: String?
 
-        @Option(help: "Response store: memory (default) or redis://host:port[/db] shared by replicas (env PREFETCH_STORE).")
+        @Option(help: "Response store: memory (default) or redis://[user[:password]@]host:port[/db] shared by replicas (env PREFETCH_STORE; prefer the env for a password).")
         var store: String?
 
         @Option(name: .customLong("httpdns"), help: "HTTPDNS endpoint (GET <url>?host=NAME answering {\"host\",\"ips\",\"ttl\"}); default off, env PREFETCH_HTTPDNS.")
         var httpdns: String?
+
+        @Flag(name: .customLong("httpdns-allow-private"), help: "Accept HTTPDNS answers pointing at loopback, private or link-local addresses (env PREFETCH_HTTPDNS_ALLOW_PRIVATE=1).")
+        var httpdnsAllowPrivate = false
 
         @Option(name: .customLong("ca-bundle"), help: "Extra CA bundle (PEM) for private upstreams; TLS verification is never off (env PREFETCH_CA_BUNDLE).")
         var caBundle: String?
@@ -228,7 +237,10 @@ extension Prefetch {
             settings.configSource = source
             let storeChoice = store ?? Environment.value("PREFETCH_STORE") ?? "memory"
             if storeChoice != "memory" {
-                guard storeChoice.hasPrefix("redis://") else { throw ValidationError("--store \"\(storeChoice)\" must be memory or redis://host:port[/db]") }
+                guard storeChoice.hasPrefix("redis://") else {
+                    // Never echo the value: it may carry a password.
+                    throw ValidationError("--store must be memory or redis://[user[:password]@]host:port[/db] (the value given starts otherwise)")
+                }
                 settings.storeURL = storeChoice
             }
             settings.host = host ?? Environment.value("PREFETCH_HOST") ?? settings.host
@@ -252,6 +264,14 @@ extension Prefetch {
                 guard rate >= 0 else { throw ValidationError("--trigger-rate \(rate) must not be negative") }
                 settings.triggerRate = rate
             }
+            if let bytes = try ticketBytes ?? Environment.integer("PREFETCH_TICKET_BYTES") {
+                guard bytes >= 64 * 1024 else { throw ValidationError("--ticket-bytes \(bytes) is below the minimum of 65536") }
+                settings.ticketBytes = bytes
+            }
+            if let seconds = try idleTimeout ?? Environment.integer("PREFETCH_IDLE_TIMEOUT") {
+                guard (1...3600).contains(seconds) else { throw ValidationError("--idle-timeout \(seconds) must be between 1 and 3600 seconds") }
+                settings.idleTimeout = .seconds(seconds)
+            }
             if let burst = try triggerBurst ?? Environment.integer("PREFETCH_TRIGGER_BURST") {
                 guard burst >= 1 else { throw ValidationError("--trigger-burst \(burst) must be at least 1") }
                 settings.triggerBurst = burst
@@ -269,6 +289,7 @@ extension Prefetch {
                 }
             }
             settings.dns.httpdns = httpdns ?? Environment.value("PREFETCH_HTTPDNS")
+            settings.dns.allowPrivateAddresses = httpdnsAllowPrivate || Environment.value("PREFETCH_HTTPDNS_ALLOW_PRIVATE") == "1"
             do {
                 try settings.dns.validate()
             } catch {

@@ -10,34 +10,8 @@ import Glibc
 /// The `prefetch` executable as an operator runs it: `serve` (signals, graceful shutdown), `fetch` and `plan`.
 @Suite("prefetch commands", .timeLimit(.minutes(1)))
 struct CommandTests {
-    /// A `prefetch serve` process listening on a free port.
-    struct Server {
-        let child: ChildProcess
-        let port: Int
-
-        /// Starts `prefetch serve --config <path> --port 0 [arguments]` and waits (at most 20 s) for its listening
-        /// line.
-        static func start(configPath: String, arguments: [String] = []) async throws -> Server {
-            let child = try ChildProcess("prefetch", ["serve", "--config", configPath, "--port", "0", "--log-level", "info"] + arguments)
-            var port: Int?
-            _ = await eventually(within: 20) {
-                port = listeningPort(in: child.stdout)
-                return port != nil || !child.process.isRunning
-            }
-            guard let port else {
-                let output = child.stdout + child.stderr
-                await child.stop()
-                throw CommandTestError(message: "prefetch serve did not report its port: \(output)")
-            }
-            return Server(child: child, port: port)
-        }
-
-        static func listeningPort(in output: String) -> Int? {
-            let prefix = "prefetch listening on http://127.0.0.1:"
-            guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return nil }
-            return Int(line.dropFirst(prefix.count).prefix { $0.isNumber })
-        }
-    }
+    /// A `prefetch serve` process at log level info (see ``ServeProcess``).
+    typealias Server = ServeProcess
 
     @Test(arguments: [SIGTERM, SIGINT])
     func serveFinishesInFlightFetchesOnShutdownSignal(signal: Int32) async throws {
@@ -147,14 +121,14 @@ struct CommandTests {
         defer { file.remove() }
         try await withService(config: config) { service in
             for url in [page + "?id=163&itemId=126&q=%E4%B8%AD+x", page, "https://m.example.test/item/77.html?from=feed"] {
-                let http = try await service.get("/v1/plan?url=\(q(url))")
+                let http = try await service.admin(.get, "/v1/plan?url=\(q(url))")
                 #expect(http.status == 200, "\(http.text)")
                 let cli = try await runExecutable("prefetch", ["plan", "--json", "--config", file.path, url])
                 #expect(cli.status == 0, "\(cli.stderr)")
                 #expect(http.text == cli.stdout.trimmingCharacters(in: .newlines), "\(url)")
                 #expect(!http.text.isEmpty)
             }
-            let missing = try await service.get("/v1/plan?url=\(q("https://m.example.test/none"))")
+            let missing = try await service.admin(.get, "/v1/plan?url=\(q("https://m.example.test/none"))")
             #expect(missing.status == 404)
             #expect(missing.errorCode == "no-config")
             let cli = try await runExecutable("prefetch", ["plan", "--json", "--config", file.path, "https://m.example.test/none"])

@@ -47,7 +47,7 @@ import Testing
     }
 
     func planVersion(_ server: CommandTests.Server) async throws -> String? {
-        let plan = try await oneRequest(port: server.port, .get, "/v1/plan?url=\(q("https://m.example.test/live"))")
+        let plan = try await server.admin(.get, "/v1/plan?url=\(q("https://m.example.test/live"))")
         return plan.json["version"] as? String
     }
 
@@ -69,25 +69,25 @@ import Testing
         try configServer.serve(Self.config(version: "2", api: "https://api.example.test/v2/feed"))
         let followed = await eventually(within: 10) { (try? await planVersion(server)) == "2" }
         #expect(followed)
-        let plan = try await oneRequest(port: server.port, .get, "/v1/plan?url=\(q("https://m.example.test/live"))")
+        let plan = try await server.admin(.get, "/v1/plan?url=\(q("https://m.example.test/live"))")
         #expect(plan.text.contains("https://api.example.test/v2/feed"))
 
         try configServer.serve(#"{"code": 200, "data": {"name": "broken", "version": "3", "config": [{"url": "nope"}]}}"#)
         let reported = await eventually(within: 10) {
-            let status = try? await oneRequest(port: server.port, .get, "/v1/config")
+            let status = try? await server.admin(.get, "/v1/config")
             return (status?.json["lastError"] as? String)?.contains("data.config[0].url") == true
         }
         #expect(reported)
         #expect(try await planVersion(server) == "2", "a broken push is never applied")
-        let status = try await oneRequest(port: server.port, .get, "/v1/config")
+        let status = try await server.admin(.get, "/v1/config")
         #expect(status.json["version"] as? String == "2")
         #expect(status.json["source"] as? String == configServer.url)
         #expect((status.json["consecutiveAbnormal"] as? Int ?? 0) >= 1)
 
-        let refresh = try await oneRequest(port: server.port, .post, "/v1/config/refresh", body: #"{"trigger": "page_open"}"#)
+        let refresh = try await server.admin(.post, "/v1/config/refresh", body: #"{"trigger": "page_open"}"#)
         #expect(refresh.status == 200)
         #expect(["abnormal", "throttled"].contains(refresh.json["outcome"] as? String ?? ""), "\(refresh.text)")
-        let badTrigger = try await oneRequest(port: server.port, .post, "/v1/config/refresh", body: #"{"trigger": "whenever"}"#)
+        let badTrigger = try await server.admin(.post, "/v1/config/refresh", body: #"{"trigger": "whenever"}"#)
         #expect(badTrigger.status == 400)
 
         // The last good copy lets a restart without the config server serve version 2.
@@ -98,7 +98,7 @@ import Testing
         defer { restarted.child.signal(SIGKILL) }
         let fromLastGood = await eventually(within: 10) { (try? await planVersion(restarted)) == "2" }
         #expect(fromLastGood, "\(restarted.child.stderr)")
-        let ready = try await oneRequest(port: restarted.port, .get, "/v1/config")
+        let ready = try await restarted.admin(.get, "/v1/config")
         #expect(ready.json["active"] as? String == "last-good")
     }
 
@@ -129,10 +129,10 @@ extension LiveConfigTests {
         #expect(try await planVersion(server) == "1")
 
         try Data(garbage.utf8).write(to: URL(fileURLWithPath: file.path))
-        let refresh = try await oneRequest(port: server.port, .post, "/v1/config/refresh", body: #"{"trigger": "foreground"}"#)
+        let refresh = try await server.admin(.post, "/v1/config/refresh", body: #"{"trigger": "foreground"}"#)
         #expect(refresh.json["outcome"] as? String == "abnormal", "\(refresh.text)")
         #expect(try await planVersion(server) == "1", "the running config keeps serving")
-        let status = try await oneRequest(port: server.port, .get, "/v1/config")
+        let status = try await server.admin(.get, "/v1/config")
         #expect((status.json["lastError"] as? String)?.contains(file.path) == true, "\(status.text)")
         let trigger = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: #"{"url": "https://m.example.test/live"}"#)
         #expect(trigger.status == 202)

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import PrefetchDNS
 import PrefetchFetcher
 import PrefetchEngine
@@ -20,6 +21,7 @@ import Testing
             let answer = #"{"host":"\#(Self.host)","ips":["127.0.0.1"],"ttl":60}"#
             var settings = testSettings()
             settings.dns.httpdns = "http://127.0.0.1:\(stub.port)/dns?body=\(q(answer))"
+            settings.dns.allowPrivateAddresses = true
             settings.fetcher.caBundlePath = pki.caPath
             let page = "https://m.prefetch.test/pinned"
             let config = configText(pages: [pageEntry(page, [#"{"name": "info", "api": "https://\#(Self.host):\#(upstream.port)/tls/info", "method": "GET", "credentials": "include"}"#])])
@@ -34,7 +36,7 @@ import Testing
         var reply: Reply?
         _ = await eventually(within: 15) {
             guard let ticket = try? await service.ticket(page + "?n=\(UUID().uuidString)", credentials: ["Cookie": "sid=7"]) else { return false }
-            reply = try? await service.get("/v1/prefetch/\(ticket)/data?name=info&wait=4000")
+            reply = try? await service.get("/v1/prefetch/\(ticket)/data?name=info&wait=4000", headers: ["Cookie": "sid=7"])
             return reply != nil && reply?.header("X-Prefetch-Reason") != "dns"
         }
         return try #require(reply)
@@ -51,7 +53,7 @@ import Testing
                 let seen = upstream.requests().filter { $0.path == "/tls/info" }
                 #expect(!seen.isEmpty)
                 #expect(seen.allSatisfy { $0.tls && $0.serverName == Self.host && $0.host == "\(Self.host):\(upstream.port)" })
-                let metrics = try await service.get("/metrics").text
+                let metrics = try await service.admin(.get, "/metrics").text
                 #expect(metrics.contains(#"prefetch_dns_lookups_total{source="httpdns",outcome="ok"}"#))
             }
         } catch {

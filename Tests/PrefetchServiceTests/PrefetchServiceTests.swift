@@ -42,7 +42,8 @@ struct PrefetchServiceTests {
             ])
             try await withService(config: config) { service in
                 let page = samePage + "?id=163&q=%E4%B8%AD+x"
-                let trigger = try await service.trigger(page, credentials: ["Cookie": "sid=alice", "Authorization": "Bearer alice"])
+                let alice = ["Cookie": "sid=alice", "Authorization": "Bearer alice"]
+                let trigger = try await service.trigger(page, credentials: alice)
                 #expect(trigger.status == 202)
                 let ticket = try #require(trigger.json["ticket"] as? String)
                 #expect(trigger.json["page"] as? String == page)
@@ -53,13 +54,13 @@ struct PrefetchServiceTests {
                 #expect(announced.allSatisfy { $0["state"] as? String == "pending" && $0["flight"] as? String == "leader" })
 
                 // What the service planned is what the upstream received.
-                let plan = try await service.get("/v1/plan?url=\(q(page))")
+                let plan = try await service.admin(.get, "/v1/plan?url=\(q(page))")
                 #expect(plan.status == 200)
                 let planned = plan.json["requests"] as? [[String: Any]] ?? []
                 #expect(planned.count == 4)
                 for request in planned {
                     let name = try #require(request["name"] as? String)
-                    let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000")
+                    let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000", headers: alice)
                     #expect(reply.status == 200, "\(name): \(reply.text)")
                     let echo = Echo(reply)
                     #expect(echo.method == request["method"] as? String)
@@ -68,7 +69,7 @@ struct PrefetchServiceTests {
                     #expect(echo.body == request["body"] as? String, "\(name)")
                 }
 
-                let get = Echo(try await service.get("/v1/prefetch/\(ticket)/data?api=\(q("\(base)/compose/get?v=2"))"))
+                let get = Echo(try await service.get("/v1/prefetch/\(ticket)/data?api=\(q("\(base)/compose/get?v=2"))", headers: alice))
                 #expect(get.method == "GET")
                 #expect(get.query == "v=2&id=163&q=%E4%B8%AD+x")
                 #expect(get.body == nil)
@@ -77,25 +78,25 @@ struct PrefetchServiceTests {
                 #expect(get.values("Cookie") == ["sid=alice"])
                 #expect(get.values("Authorization") == ["Bearer alice"])
 
-                let post = Echo(try await service.get("/v1/prefetch/\(ticket)/data?name=c.post"))
+                let post = Echo(try await service.get("/v1/prefetch/\(ticket)/data?name=c.post", headers: alice))
                 #expect(post.method == "POST")
                 #expect(post.query == "id=163&q=%E4%B8%AD+x")
                 #expect(post.body == #"{"cityId":123456,"id":163,"q":"中 x"}"#)
                 #expect(post.values("Content-Type") == ["application/json"])
                 #expect(post.values("Cookie") == ["sid=alice"])
 
-                let form = Echo(try await service.get("/v1/prefetch/\(ticket)/data?name=c.form"))
+                let form = Echo(try await service.get("/v1/prefetch/\(ticket)/data?name=c.form", headers: alice))
                 #expect(form.query == nil)
                 #expect(form.body == "cityId=123456&id=163")
                 #expect(form.values("Content-Type") == ["application/x-www-form-urlencoded"])
 
-                let omit = Echo(try await service.get("/v1/prefetch/\(ticket)/data?name=c.omit"))
+                let omit = Echo(try await service.get("/v1/prefetch/\(ticket)/data?name=c.omit", headers: alice))
                 #expect(omit.path == "/compose/omit")
                 #expect(omit.values("Cookie").isEmpty)
                 #expect(omit.values("Authorization").isEmpty)
 
                 // The full results view reports the same responses.
-                let results = try await service.get("/v1/prefetch/\(ticket)?wait=5000")
+                let results = try await service.get("/v1/prefetch/\(ticket)?wait=5000", headers: alice)
                 #expect(results.status == 200)
                 let items = results.json["results"] as? [[String: Any]] ?? []
                 #expect(items.map { $0["state"] as? String } == ["ready", "ready", "ready", "ready"])
@@ -106,17 +107,18 @@ struct PrefetchServiceTests {
 
                 // A page on another site: the caller's own request headers are used (no "headers" member), and
                 // they go only where the interface says `include`.
-                let cross = try await service.trigger(crossPage, requestHeaders: ["Cookie": "sid=bob", "Authorization": "Bearer bob"])
+                let bob = ["Cookie": "sid=bob", "Authorization": "Bearer bob"]
+                let cross = try await service.trigger(crossPage, requestHeaders: bob)
                 #expect(cross.status == 202)
                 let crossTicket = try #require(cross.json["ticket"] as? String)
-                let fallback = Echo(try await service.get("/v1/prefetch/\(crossTicket)/data?name=x.default&wait=5000"))
+                let fallback = Echo(try await service.get("/v1/prefetch/\(crossTicket)/data?name=x.default&wait=5000", headers: bob))
                 #expect(fallback.path == "/cross/default")
                 #expect(fallback.values("Cookie").isEmpty)
                 #expect(fallback.values("Authorization").isEmpty)
-                let include = Echo(try await service.get("/v1/prefetch/\(crossTicket)/data?name=x.include&wait=5000"))
+                let include = Echo(try await service.get("/v1/prefetch/\(crossTicket)/data?name=x.include&wait=5000", headers: bob))
                 #expect(include.values("Cookie") == ["sid=bob"])
                 #expect(include.values("Authorization") == ["Bearer bob"])
-                let never = Echo(try await service.get("/v1/prefetch/\(crossTicket)/data?name=x.omit&wait=5000"))
+                let never = Echo(try await service.get("/v1/prefetch/\(crossTicket)/data?name=x.omit&wait=5000", headers: bob))
                 #expect(never.path == "/cross/omit")
                 #expect(never.values("Cookie").isEmpty)
                 #expect(never.values("Authorization").isEmpty)
@@ -187,11 +189,18 @@ struct PrefetchServiceTests {
                 let alice = try await service.ticket(page, credentials: ["Cookie": "sid=alice"])
                 let bob = try await service.ticket(page, credentials: ["Cookie": "sid=bob"])
 
-                let aliceReply = try await service.get("/v1/prefetch/\(alice)/data?name=me&wait=5000")
+                // A leaked ticket is no bearer token: a reader with no credentials gets nothing of it.
+                for uri in ["/v1/prefetch/\(alice)/data?name=me&wait=5000", "/v1/prefetch/\(alice)?wait=5000"] {
+                    let anonymous = try await service.get(uri)
+                    #expect(anonymous.status == 401, "\(uri)")
+                    #expect(anonymous.errorCode == "credentials-required")
+                    #expect(!anonymous.text.contains("alice"))
+                }
+                let aliceReply = try await service.get("/v1/prefetch/\(alice)/data?name=me&wait=5000", headers: ["Cookie": "sid=alice"])
                 #expect(aliceReply.status == 200)
                 #expect(Echo(aliceReply).values("Cookie") == ["sid=alice"])
                 #expect(!aliceReply.text.contains("bob"))
-                let bobReply = try await service.get("/v1/prefetch/\(bob)/data?name=me&wait=5000")
+                let bobReply = try await service.get("/v1/prefetch/\(bob)/data?name=me&wait=5000", headers: ["Cookie": "sid=bob"])
                 #expect(bobReply.status == 200)
                 #expect(Echo(bobReply).values("Cookie") == ["sid=bob"])
                 #expect(!bobReply.text.contains("alice"))
@@ -232,7 +241,7 @@ struct PrefetchServiceTests {
                 // for both users, readable by anyone with the page URL.
                 let sharedPage = "https://m.example.test/shared"
                 let first = try await service.ticket(sharedPage, credentials: ["Cookie": "sid=alice"])
-                let firstReply = try await service.get("/v1/prefetch/\(first)/data?name=shared&wait=5000")
+                let firstReply = try await service.get("/v1/prefetch/\(first)/data?name=shared&wait=5000", headers: ["Cookie": "sid=alice"])
                 #expect(firstReply.status == 200)
                 #expect(Echo(firstReply).values("Cookie").isEmpty)
                 let second = try await service.trigger(sharedPage, credentials: ["Cookie": "sid=bob"])
@@ -295,7 +304,8 @@ struct PrefetchServiceTests {
                 let ticket = try await service.ticket(page)
                 let first = try await service.get("/v1/prefetch/\(ticket)/data?name=once&wait=5000")
                 #expect(first.status == 200)
-                #expect(first.header("Cache-Control") == "no-store")
+                // Replays are never cacheable, whatever the upstream said.
+                #expect(first.header("Cache-Control") == "private, no-store")
                 #expect(first.headers[values: .setCookie] == ["t=1", "u=2"])
                 #expect(first.header("Content-Type") == "application/json")
                 #expect(Echo(first).path == "/once")
@@ -304,8 +314,11 @@ struct PrefetchServiceTests {
                 #expect(second.status == 404)
                 #expect(second.errorCode == "consumed")
                 #expect(second.header("X-Prefetch-Reason") == "consumed")
+                // The response set cookies without credentials: it was the fetching ticket's alone, so a reader by
+                // page URL gets the `private` miss, never the cookies.
                 let byPage = try await service.get("/v1/data?page=\(q(page))&name=once")
-                #expect(byPage.errorCode == "consumed")
+                #expect(byPage.errorCode == "private")
+                #expect(byPage.headers[values: .setCookie].isEmpty)
             }
         }
     }
@@ -427,7 +440,7 @@ struct PrefetchServiceTests {
                 expectError(try await service.get("/v1/prefetch/nonsense/data?name=e.get"), 404, "unknown-ticket", reason: true, "junk ticket")
                 expectError(try await service.get("/v1/data?page=\(q("\(base)/pages/unknown"))&name=x"), 404, "no-config", reason: true, "data without config")
                 expectError(try await service.get("/v1/data?name=e.get"), 400, "missing-page", reason: false, "no page")
-                expectError(try await service.get("/v1/plan"), 400, "missing-url", reason: false, "plan without url")
+                expectError(try await service.admin(.get, "/v1/plan"), 400, "missing-url", reason: false, "plan without url")
 
                 let ticket = try await service.ticket(page)
                 let data = "/v1/prefetch/\(ticket)/data"
@@ -491,7 +504,7 @@ struct PrefetchServiceTests {
                 #expect(hit.header("X-Prefetch") == "hit")
                 _ = try await service.trigger("\(base)/pages/unknown")
 
-                let metrics = try await service.get("/metrics")
+                let metrics = try await service.admin(.get, "/metrics")
                 #expect(metrics.status == 200)
                 let text = metrics.text
                 #expect(text.contains(#"prefetch_triggers_total{result="accepted"} 1"#), "\(text)")
@@ -530,8 +543,10 @@ struct PrefetchServiceTests {
                 #expect(miss.status == 404)
                 #expect(miss.header("Access-Control-Allow-Origin") == "https://m.example.test")
 
+                // Any other origin is refused outright, before anything is looked up.
                 let foreign = try await service.get(data, headers: ["Origin": "https://evil.example.test"])
-                #expect(foreign.status == 200)
+                #expect(foreign.status == 403)
+                #expect(foreign.errorCode == "origin-not-allowed")
                 #expect(foreign.header("Access-Control-Allow-Origin") == nil)
                 #expect(foreign.header("Access-Control-Allow-Credentials") == nil)
 
@@ -545,7 +560,7 @@ struct PrefetchServiceTests {
                     #expect(preflight.header("Access-Control-Allow-Headers") != nil, "\(path)")
                 }
                 let refused = try await service.request(.options, "/v1/data", headers: ["Origin": "https://evil.example.test", "Access-Control-Request-Method": "GET"])
-                #expect(refused.status == 204)
+                #expect(refused.status == 403)
                 #expect(refused.header("Access-Control-Allow-Origin") == nil)
                 #expect(refused.header("Access-Control-Allow-Methods") == nil)
             }

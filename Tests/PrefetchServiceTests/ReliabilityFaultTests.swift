@@ -132,8 +132,8 @@ struct ReliabilityFaultTests {
 
             // The service stays up and keeps serving other work; one upstream fetch happened for the fault.
             #expect(try await service.get("/healthz").status == 200)
-            #expect(try await service.get("/v1/plan?url=\(q(page))").status == 200)
-            let metrics = try await service.get("/metrics").text
+            #expect(try await service.admin(.get, "/v1/plan?url=\(q(page))").status == 200)
+            let metrics = try await service.admin(.get, "/metrics").text
             let outcome = fault.code ?? "ok"
             #expect(metricValue(metrics, "prefetch_fetches_total", labels: #"outcome="\#(outcome)""#) == 1, "\(metrics)")
             if fault.transport == .plain {

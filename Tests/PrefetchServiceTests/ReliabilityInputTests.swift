@@ -26,7 +26,7 @@ struct ReliabilityInputTests {
                 ])
             ])
             let host = "127.0.0.1:\(upstream.port)"
-            let big = String(repeating: "x", count: 60 * 1024)
+            let big = String(repeating: "x", count: 7 * 1024)
             let accepted: [String] = [
                 page + "?id=1",
                 page + "?a=1%0d%0aX-Injected:%20yes&b=%0AHost:%20evil.test",
@@ -48,7 +48,7 @@ struct ReliabilityInputTests {
                     #expect(trigger.status == 202, "\(url.prefix(120)): \(trigger.text.prefix(300))")
                     guard let ticket = trigger.json["ticket"] as? String else { continue }
                     for name in ["i.get", "i.post", "i.form"] {
-                        let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000")
+                        let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000", headers: ["Cookie": "sid=\(index)"])
                         #expect(reply.status == 200, "\(name) for \(url.prefix(120)): \(reply.text.prefix(300))")
                         let echo = Echo(reply)
                         #expect(echo.path == "/inj/" + name.dropFirst(2), "\(url.prefix(120))")
@@ -97,11 +97,16 @@ struct ReliabilityInputTests {
                     let reply = try await service.trigger(url)
                     #expect(reply.status == status, "\(url.debugDescription): \(reply.text)")
                     #expect(reply.errorCode == code, "\(url.debugDescription): \(reply.text)")
-                    let plan = try await service.get("/v1/plan?url=\(q(url))")
+                    let plan = try await service.admin(.get, "/v1/plan?url=\(q(url))")
                     #expect(plan.status == status, "plan \(url.debugDescription): \(plan.text)")
                     let data = try await service.get("/v1/data?page=\(q(url))&name=r")
                     #expect(data.status == status, "data \(url.debugDescription): \(data.text)")
                 }
+                // A page URL over the 8 KiB limit: 414 naming the limit, nothing fetched.
+                let long = try await service.trigger(page + "?big=" + String(repeating: "x", count: 9 * 1024))
+                #expect(long.status == 414, "\(long.text.prefix(200))")
+                #expect(long.errorCode == "url-too-long")
+                #expect((long.json["message"] as? String)?.contains("8192") == true)
                 // A query over the request body limit: 413, not a crash or a truncated URL.
                 let huge = try await service.separateRequest(.post, "/v1/prefetch", body: #"{"url": "\#(page)?big=\#(String(repeating: "y", count: 64 * 1024))"}"#)
                 #expect(huge.status == 413, "\(huge.text.prefix(200))")
@@ -139,7 +144,7 @@ struct ReliabilityInputTests {
                     #expect(trigger.status == 202, "\(url): \(trigger.text)")
                     #expect(trigger.json["matched"] as? String == matched, "\(url): \(trigger.text)")
                     let ticket = try #require(trigger.json["ticket"] as? String)
-                    let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000")
+                    let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000", headers: ["Cookie": "sid=idn"])
                     #expect(reply.status == 200, "\(reply.text)")
                     #expect(Echo(reply).path == "/idn/\(name)")
                     #expect(Echo(reply).values("Host") == ["127.0.0.1:\(upstream.port)"])
@@ -249,7 +254,7 @@ struct ReliabilityInputTests {
         let config = configText(pages: [pageEntry("https://m.example.test/p", [#"{"api": "http://127.0.0.1:9/x", "method": "GET"}"#])])
         try await withService(config: config) { service in
             let cases: [(HTTPRequest.Method, String, String)] = [
-                (.delete, "/healthz", "GET"), (.post, "/metrics", "GET"), (.put, "/v1/prefetch", "POST"),
+                (.delete, "/healthz", "GET"), (.put, "/v1/prefetch", "POST"),
                 (.get, "/v1/prefetch", "POST"), (.delete, "/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA", "GET, OPTIONS"),
                 (.post, "/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA/data", "GET, OPTIONS"), (.patch, "/v1/data", "GET, OPTIONS"),
                 (.get, "/v1/renderers/abc/release", "POST"), (.init("TRACE")!, "/openapi.yaml", "GET"),
@@ -261,12 +266,19 @@ struct ReliabilityInputTests {
                 #expect(reply.errorCode == "method-not-allowed", "\(method) \(path)")
                 #expect(reply.header("Content-Type") == "application/json")
             }
-            for path in ["/nope", "/v1/prefetch/a/b/c", "/v1/renderers//release", "/healthz/x"] {
+            for path in ["/nope", "/v1/prefetch/a/b/c", "/v1/renderers//release", "/healthz/x", "/metrics", "/v1/debug/opens", "/ui", "/v1/plan"] {
                 let reply = try await service.get(path)
                 #expect(reply.status == 404, "\(path): \(reply.text)")
                 #expect(reply.errorCode == "not-found", "\(path)")
                 #expect(reply.header("Allow") == nil)
             }
+            // The operator surface answers the same way for its own endpoints.
+            for (method, path, allow) in [(HTTPRequest.Method.post, "/metrics", "GET"), (.delete, "/v1/config/refresh", "POST"), (.post, "/v1/plan", "GET")] {
+                let reply = try await service.admin(method, path)
+                #expect(reply.status == 405, "\(method) \(path): \(reply.text)")
+                #expect(reply.header("Allow") == allow, "\(method) \(path)")
+            }
+            #expect(try await service.admin(.get, "/v1/prefetch").status == 404, "page endpoints are not on the operator surface")
             #expect(try await service.get("/healthz").status == 200)
         }
     }

@@ -26,7 +26,7 @@ struct ReliabilityMemoryTests {
                 ])
             )
             defer { config.remove() }
-            let server = try await ServeProcess.start(configPath: config.path, arguments: ["--store-bytes", "\(Self.budget)"])
+            let server = try await ServeProcess.start(configPath: config.path, arguments: ["--store-bytes", "\(Self.budget)", "--trigger-rate", "0"], logLevel: "warning")
             do {
                 try await fillTwice(server: server, page: page, upstream: upstream)
             } catch {
@@ -68,14 +68,14 @@ struct ReliabilityMemoryTests {
                 let state = (results.json["results"] as? [[String: Any]])?.first?["state"] as? String
                 #expect(state == "ready" || state == "missing", "\(results.text.prefix(300))")
             }
-            let metrics = try await server.get("/metrics").text
+            let metrics = try await server.admin(.get, "/metrics").text
             let bytes = try #require(metricValue(metrics, "prefetch_store_bytes"), "no prefetch_store_bytes in /metrics")
             maxStoreBytes = max(maxStoreBytes, bytes)
             #expect(bytes <= Double(Self.budget), "store bytes \(bytes) over the budget \(Self.budget) after \(start + batch) writes")
             if let rss = residentBytes(pid: server.pid) { maxRSS = max(maxRSS, rss) }
             samples += 1
         }
-        let metrics = try await server.get("/metrics").text
+        let metrics = try await server.admin(.get, "/metrics").text
         let evictions = metricValue(metrics, "prefetch_store_evictions_total") ?? 0
         let entries = metricValue(metrics, "prefetch_store_entries") ?? 0
         // The store really was full and really did evict.

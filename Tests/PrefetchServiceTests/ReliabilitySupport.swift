@@ -68,30 +68,50 @@ func residentBytes(pid: Int32) -> Int? {
     return kilobytes * 1024
 }
 
-/// A `prefetch serve` process on a free port with extra `arguments`; its port is read from the listening line.
+/// A `prefetch serve` process on free ports (page and operator surfaces) with extra `arguments`; the ports are
+/// read from its listening lines.
 struct ServeProcess {
     let child: ChildProcess
+    /// The page surface.
     let port: Int
+    /// The operator surface.
+    let adminPort: Int
 
-    static func start(configPath: String, arguments: [String] = []) async throws -> ServeProcess {
-        let child = try ChildProcess("prefetch", ["serve", "--config", configPath, "--port", "0", "--log-level", "warning"] + arguments)
-        var port: Int?
+    /// Starts `prefetch serve --config <path> --port 0 --admin-port 0 [arguments]` and waits (at most 30 s) for
+    /// both listening lines.
+    static func start(configPath: String, arguments: [String] = [], logLevel: String = "info") async throws -> ServeProcess {
+        let child = try ChildProcess("prefetch", ["serve", "--config", configPath, "--port", "0", "--admin-port", "0", "--log-level", logLevel] + arguments)
+        var ports: (Int, Int)?
         _ = await eventually(within: 30) {
-            port = CommandTests.Server.listeningPort(in: child.stdout)
-            return port != nil || !child.process.isRunning
+            if let page = listeningPort(in: child.stdout, prefix: "prefetch listening on http://127.0.0.1:"),
+                let admin = listeningPort(in: child.stdout, prefix: "prefetch operator surface on http://127.0.0.1:")
+            {
+                ports = (page, admin)
+            }
+            return ports != nil || !child.process.isRunning
         }
-        guard let port else {
+        guard let ports else {
             let output = child.stdout + child.stderr
             await child.stop()
-            throw CommandTestError(message: "prefetch serve did not report its port: \(output)")
+            throw CommandTestError(message: "prefetch serve did not report its ports: \(output)")
         }
-        return ServeProcess(child: child, port: port)
+        return ServeProcess(child: child, port: ports.0, adminPort: ports.1)
+    }
+
+    static func listeningPort(in output: String, prefix: String) -> Int? {
+        guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return nil }
+        return Int(line.dropFirst(prefix.count).prefix { $0.isNumber })
     }
 
     var pid: Int32 { child.process.processIdentifier }
 
     func get(_ uri: String, headers: [String: String] = [:]) async throws -> Reply {
         try await oneRequest(port: port, .get, uri, headers: headers)
+    }
+
+    /// One request to the operator surface.
+    func admin(_ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil) async throws -> Reply {
+        try await oneRequest(port: adminPort, method, uri, headers: headers, body: body)
     }
 
     /// Stops the process gracefully (SIGTERM, then SIGKILL after 10 s) and removes its output files.

@@ -20,14 +20,16 @@ import Testing
     func settings(main: RendererProfile, plain: RendererProfile? = nil) -> ServiceSettings {
         var settings = ServiceSettings()
         settings.port = 0
+        settings.adminPort = 0
         var profiles = ["main": main]
         if let plain { profiles["plain"] = plain }
         settings.renderers = profiles
         return settings
     }
 
-    func profile(minIdle: Int, maxSize: Int, createMs: Double = 20, acquireTimeout: Double = 300) -> RendererProfile {
+    func profile(minIdle: Int, maxSize: Int, createMs: Double = 20, acquireTimeout: Double = 300, perCaller: Int? = nil) -> RendererProfile {
         var profile = RendererProfile()
+        profile.maxLeasesPerCaller = perCaller
         profile.minIdle = minIdle
         profile.maxSize = maxSize
         profile.createMs = createMs
@@ -35,10 +37,14 @@ import Testing
         return profile
     }
 
-    func withApp(_ settings: ServiceSettings, _ test: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+    /// Runs the app; `test` gets a client of the page surface and the operator surface's port.
+    func withApp(_ settings: ServiceSettings, _ test: @Sendable (any TestClientProtocol, Int) async throws -> Void) async throws {
         let config = try ConfigLoader.parse(Array(Self.pageConfig.utf8), source: "test").config
-        let app = try buildApplication(settings: settings, config: ConfigHolder(config), logger: Logger(label: "test"))
-        try await app.test(.live, test)
+        let adminPort = PortBox()
+        let app = try buildApplication(settings: settings, config: ConfigHolder(config), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })
+        try await app.test(.live) { client in
+            try await test(client, try #require(await adminPort.value()))
+        }
     }
 
     func json(_ buffer: ByteBuffer) throws -> [String: Any] {
@@ -50,11 +56,11 @@ import Testing
     }
 
     /// Polls the pool state until `predicate` holds (bounded), returning the last state.
-    func waitForState(_ client: some TestClientProtocol, profile: String, _ predicate: ([String: Any]) -> Bool) async throws -> [String: Any] {
+    func waitForState(_ admin: Int, profile: String, _ predicate: ([String: Any]) -> Bool) async throws -> [String: Any] {
         var state: [String: Any] = [:]
         for _ in 0..<100 {
-            let response = try await client.execute(uri: "/v1/renderers", method: .get)
-            state = (try json(response.body)["profiles"] as? [String: Any])?[profile] as? [String: Any] ?? [:]
+            let response = try await oneRequest(port: admin, .get, "/v1/renderers")
+            state = (response.json["profiles"] as? [String: Any])?[profile] as? [String: Any] ?? [:]
             if predicate(state) { return state }
             try await Task.sleep(for: .milliseconds(50))
         }
@@ -62,8 +68,8 @@ import Testing
     }
 
     @Test func theMainProfileIsKeptWarmAndAcquireIsAWarmHit() async throws {
-        try await withApp(settings(main: profile(minIdle: 2, maxSize: 3))) { client in
-            let warm = try await waitForState(client, profile: "main") { ($0["idle"] as? Int) == 2 }
+        try await withApp(settings(main: profile(minIdle: 2, maxSize: 3))) { client, admin in
+            let warm = try await waitForState(admin, profile: "main") { ($0["idle"] as? Int) == 2 }
             #expect(warm["idle"] as? Int == 2)
             let response = try await post(client, "/v1/renderers/acquire", #"{"profile":"main","page":"https://m.example.test/page"}"#)
             #expect(response.status == .ok)
@@ -71,35 +77,62 @@ import Testing
             #expect(lease["warm"] as? Bool == true)
             #expect(lease["uses"] as? Int == 1)
             let id = try #require(lease["id"] as? String)
-            let after = try await waitForState(client, profile: "main") { ($0["leased"] as? Int) == 1 }
+            let after = try await waitForState(admin, profile: "main") { ($0["leased"] as? Int) == 1 }
             #expect(after["warmHits"] as? Int == 1)
 
+            // The id is the capability: 22 random URL-safe characters; a guessed one releases nothing.
+            #expect(id.count == 22 && id.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (UInt8(ascii: "0")...UInt8(ascii: "z")).contains($0) })
+            let guessed = try await post(client, "/v1/renderers/main-1%231/release", #"{"healthy":true}"#)
+            #expect(guessed.status == .notFound)
             let release = try await post(client, "/v1/renderers/\(id)/release", #"{"healthy":true}"#)
             #expect(release.status == .ok)
             let again = try await post(client, "/v1/renderers/\(id)/release", #"{"healthy":true}"#)
             #expect(again.status == .notFound)
 
-            let metrics = String(buffer: try await client.execute(uri: "/metrics", method: .get).body)
+            let metrics = try await oneRequest(port: admin, .get, "/metrics").text
             #expect(metrics.contains(#"renderer_pool_acquires_total{profile="main",result="warm"} 1"#))
         }
     }
 
     @Test func anExhaustedPoolAnswers503AfterItsAcquireTimeout() async throws {
-        try await withApp(settings(main: profile(minIdle: 0, maxSize: 1, acquireTimeout: 200))) { client in
+        try await withApp(settings(main: profile(minIdle: 0, maxSize: 1, acquireTimeout: 200, perCaller: 2))) { client, admin in
             let first = try await post(client, "/v1/renderers/acquire", #"{"profile":"main"}"#)
             #expect(first.status == .ok)
             #expect(try json(first.body)["warm"] as? Bool == false)
             let second = try await post(client, "/v1/renderers/acquire", #"{"profile":"main"}"#)
             #expect(second.status == .serviceUnavailable)
             #expect(try json(second.body)["error"] as? String == "timeout")
-            let state = try await waitForState(client, profile: "main") { ($0["timeouts"] as? Int) == 1 }
+            let state = try await waitForState(admin, profile: "main") { ($0["timeouts"] as? Int) == 1 }
             #expect(state["timeouts"] as? Int == 1)
             #expect(state["coldStarts"] as? Int == 1)
         }
     }
 
+    @Test func oneCallerCannotHoldMoreThanItsShareOfAPool() async throws {
+        // maxSize 4, so each caller (here: identities, by their cookies) may hold 2 at once.
+        try await withApp(settings(main: profile(minIdle: 0, maxSize: 4))) { client, admin in
+            func acquire(_ cookie: String) async throws -> TestResponse {
+                try await client.execute(
+                    uri: "/v1/renderers/acquire", method: .post, headers: [.contentType: "application/json", .cookie: cookie],
+                    body: ByteBuffer(string: #"{"profile":"main"}"#))
+            }
+            #expect(try await acquire("sid=greedy").status == .ok)
+            let second = try await acquire("sid=greedy")
+            #expect(second.status == .ok)
+            let third = try await acquire("sid=greedy")
+            #expect(third.status == .tooManyRequests)
+            #expect(try json(third.body)["error"] as? String == "caller-limit")
+            #expect(third.headers[.retryAfter] != nil)
+            // Another caller still gets a renderer, and releasing frees the greedy caller's slot.
+            #expect(try await acquire("sid=polite").status == .ok)
+            let id = try #require(try json(second.body)["id"] as? String)
+            #expect(try await post(client, "/v1/renderers/\(id)/release", "{}").status == .ok)
+            #expect(try await acquire("sid=greedy").status == .ok)
+        }
+    }
+
     @Test func badInputGetsAClearError() async throws {
-        try await withApp(settings(main: profile(minIdle: 0, maxSize: 1))) { client in
+        try await withApp(settings(main: profile(minIdle: 0, maxSize: 1))) { client, admin in
             let unknown = try await post(client, "/v1/renderers/acquire", #"{"profile":"nope"}"#)
             #expect(unknown.status == .notFound)
             #expect(try json(unknown.body)["error"] as? String == "unknown-profile")
@@ -114,8 +147,8 @@ import Testing
     }
 
     @Test func openTriggersThePrefetchAndLeasesTheProfileForThePage() async throws {
-        try await withApp(settings(main: profile(minIdle: 1, maxSize: 2), plain: profile(minIdle: 1, maxSize: 2))) { client in
-            _ = try await waitForState(client, profile: "plain") { ($0["idle"] as? Int) == 1 }
+        try await withApp(settings(main: profile(minIdle: 1, maxSize: 2), plain: profile(minIdle: 1, maxSize: 2))) { client, admin in
+            _ = try await waitForState(admin, profile: "plain") { ($0["idle"] as? Int) == 1 }
             let known = try json(try await post(client, "/v1/open", #"{"url":"https://m.example.test/page?id=1"}"#).body)
             let ticket = try #require(known["prefetch"] as? [String: Any])
             #expect((ticket["ticket"] as? String)?.count == 22)
@@ -123,6 +156,7 @@ import Testing
 
             let other = try json(try await post(client, "/v1/open", #"{"url":"https://elsewhere.example.test/x"}"#).body)
             #expect(other["prefetch"] is NSNull)
+            #expect(known["prefetchError"] is NSNull && known["rendererError"] is NSNull)
             #expect((other["prefetchError"] as? [String: Any])?["error"] as? String == "no-config")
             #expect((other["renderer"] as? [String: Any])?["profile"] as? String == "plain")
 
@@ -159,7 +193,7 @@ import Testing
     }
 
     @Test func theServedOpenAPIDocumentIsTheRepositoryFile() async throws {
-        try await withApp(settings(main: profile(minIdle: 0, maxSize: 1))) { client in
+        try await withApp(settings(main: profile(minIdle: 0, maxSize: 1))) { client, admin in
             let served = try await client.execute(uri: "/openapi.yaml", method: .get)
             let file = try Data(contentsOf: URL(fileURLWithPath: repositoryRoot + "/openapi.yaml"))
             #expect(served.status == .ok)

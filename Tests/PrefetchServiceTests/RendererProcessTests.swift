@@ -29,7 +29,7 @@ import Testing
         // A stand-in renderer: warm once it prints "ready", "ready" again after each "reset", alive until stdin closes.
         try "#!/bin/sh\necho ready\nwhile read -r line; do [ \"$line\" = reset ] && echo ready; done\n".write(toFile: script, atomically: true, encoding: .utf8)
         let renderers = directory.appendingPathComponent("renderers.json").path
-        try #"{"renderers": {"main": {"kind": "process", "command": ["/bin/sh", "\#(script)", "\#(marker)"], "resetLine": "reset", "minIdle": 2, "maxSize": 3, "readyTimeoutMs": 10000}}}"#
+        try #"{"renderers": {"main": {"kind": "process", "command": ["/bin/sh", "\#(script)", "\#(marker)"], "resetLine": "reset", "minIdle": 2, "maxSize": 3, "maxLeasesPerCaller": 3, "readyTimeoutMs": 10000}}}"#
             .write(toFile: renderers, atomically: true, encoding: .utf8)
         let config = try TempConfig(configText(pages: [pageEntry("https://m.example.test/r", [#"{"api": "https://api.example.test/r", "method": "GET"}"#])]))
         defer { config.remove() }

@@ -6,6 +6,9 @@ import Testing
 
 /// Two `prefetch serve` processes sharing a real redis-server: what a load balancer in front of replicas needs.
 @Suite(.serialized) struct ServeReplicaTests {
+    /// The identity key every replica shares (as a deployment does, from a Secret).
+    static let identityKey = "replica-test-identity-key-0123456789abcdef"
+
     /// A redis-server on a free port of 127.0.0.1, without persistence; `stop` kills it, `start` (re)launches it
     /// on the same port.
     final class Redis: Sendable {
@@ -65,7 +68,7 @@ import Testing
             var servers: [CommandTests.Server] = []
             do {
                 for _ in 0..<2 {
-                    servers.append(try await CommandTests.Server.start(configPath: config.path, arguments: ["--store", "redis://127.0.0.1:\(redis.port)"]))
+                    servers.append(try await CommandTests.Server.start(configPath: config.path, arguments: ["--store", "redis://127.0.0.1:\(redis.port)", "--identity-key", Self.identityKey]))
                 }
                 try await body(upstream, redis, servers[0], servers[1], page)
             } catch {
@@ -147,12 +150,15 @@ import Testing
         }) { upstream, _, first, second, page in
             let ticketA = try await trigger(first, page, cookie: "sid=alice")
             let ticketB = try await trigger(second, page, cookie: "sid=bob")
-            let a = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me&wait=5000")
-            let b = try await oneRequest(port: first.port, .get, "/v1/prefetch/\(ticketB)/data?name=me&wait=5000")
+            let a = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me&wait=5000", headers: ["Cookie": "sid=alice"])
+            let b = try await oneRequest(port: first.port, .get, "/v1/prefetch/\(ticketB)/data?name=me&wait=5000", headers: ["Cookie": "sid=bob"])
             #expect(a.text.contains("sid=alice") && !a.text.contains("sid=bob"))
             #expect(b.text.contains("sid=bob") && !b.text.contains("sid=alice"))
             let stolen = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me", headers: ["Cookie": "sid=bob"])
             #expect(stolen.status == 403)
+            // A ticket leaked to another replica is no bearer token there either.
+            let leaked = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me")
+            #expect(leaked.status == 401 && !leaked.text.contains("sid=alice"))
             let bobByPage = try await oneRequest(port: first.port, .get, "/v1/data?page=\(q(page))&name=me&wait=2000", headers: ["Cookie": "sid=bob"])
             #expect(bobByPage.text.contains("sid=bob") && !bobByPage.text.contains("sid=alice"))
             #expect(upstream.hits(path: "/r/me") == 2)

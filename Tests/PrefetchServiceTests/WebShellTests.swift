@@ -16,7 +16,8 @@ import Testing
     static let page = "https://m.example.test/page"
 
     /// Runs the app with a page whose `info` interface answers after `delayMs` and whose `broken` one answers 503.
-    func withApp(delayMs: Int = 0, _ test: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+    /// `test` gets a client of the page surface and the operator surface's port.
+    func withApp(delayMs: Int = 0, _ test: @Sendable (any TestClientProtocol, Int) async throws -> Void) async throws {
         let upstream = try await TestUpstream.start()
         let config = """
             {"code":200,"data":{"name":"webshell","version":"7","config":[
@@ -26,6 +27,7 @@ import Testing
             """
         var settings = ServiceSettings()
         settings.port = 0
+        settings.adminPort = 0
         settings.storeBytes = 2 * 1024 * 1024
         settings.configPath = "configs/webshell-test.json"
         var profile = RendererSettings.defaultProfiles["main"]!
@@ -33,8 +35,11 @@ import Testing
         settings.renderers = ["main": profile]
         do {
             let loaded = try ConfigLoader.parse(Array(config.utf8), source: "test").config
-            let app = try buildApplication(settings: settings, config: ConfigHolder(loaded), logger: Logger(label: "test"))
-            try await app.test(.live, test)
+            let adminPort = PortBox()
+            let app = try buildApplication(settings: settings, config: ConfigHolder(loaded), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })
+            try await app.test(.live) { client in
+                try await test(client, try #require(await adminPort.value()))
+            }
         } catch {
             try? await upstream.shutdown()
             throw error
@@ -57,20 +62,21 @@ import Testing
         try await client.execute(uri: "/v1/prefetch/\(ticket)/data?name=\(name)&wait=\(wait)", method: .get)
     }
 
-    func opens(_ client: some TestClientProtocol, _ query: String = "") async throws -> [[String: Any]] {
-        let response = try await client.execute(uri: "/v1/debug/opens" + query, method: .get)
-        #expect(response.status == .ok)
-        return try #require(try json(response)["opens"] as? [[String: Any]])
+    func opens(_ admin: Int, _ query: String = "") async throws -> [[String: Any]] {
+        let response = try await oneRequest(port: admin, .get, "/v1/debug/opens" + query)
+        #expect(response.status == 200)
+        return try #require(response.json["opens"] as? [[String: Any]])
     }
 
     @Test func theClientScriptIsServedCacheableAndRevalidates() async throws {
-        try await withApp { client in
+        try await withApp { client, admin in
             let response = try await client.execute(uri: "/v1/client.js", method: .get)
             #expect(response.status == .ok)
             #expect(response.headers[.contentType]?.hasPrefix("application/javascript") == true)
             #expect(response.headers[.cacheControl]?.contains("max-age") == true)
             let script = String(buffer: response.body)
-            #expect(script.contains("PrefetchClient") && script.contains("credentials: 'omit'") && script.contains("AbortController"))
+            #expect(script.contains("PrefetchClient") && script.contains("X-Prefetch-Key") && script.contains("AbortController"))
+            #expect(!script.contains("prefetchTicket"), "no ticket travels in a URL")
             let etag = try #require(response.headers[.eTag])
             let again = try await client.execute(uri: "/v1/client.js", method: .get, headers: [.ifNoneMatch: etag])
             #expect(again.status == .notModified)
@@ -79,13 +85,17 @@ import Testing
     }
 
     @Test func theDemoPagesAndTheDebugViewAreServedAsHTML() async throws {
-        try await withApp { client in
-            for (path, marker) in [("/demo/shell.html", "/v1/prefetch"), ("/demo/page.html", "PrefetchClient.get"), ("/ui", "/v1/debug/opens")] {
+        try await withApp { client, admin in
+            for (path, marker) in [("/demo/shell.html", "/v1/prefetch"), ("/demo/page.html", "PrefetchClient.get")] {
                 let response = try await client.execute(uri: path, method: .get)
                 #expect(response.status == .ok, "\(path)")
                 #expect(response.headers[.contentType] == "text/html; charset=utf-8", "\(path)")
                 #expect(String(buffer: response.body).contains(marker), "\(path)")
             }
+            // The debug view is on the operator surface only.
+            let ui = try await oneRequest(port: admin, .get, "/ui")
+            #expect(ui.status == 200 && ui.header("Content-Type") == "text/html; charset=utf-8" && ui.text.contains("/v1/debug/opens"))
+            #expect(try await client.execute(uri: "/ui", method: .get).status == .notFound)
             let demo = try await client.execute(uri: "/demo/", method: .get)
             #expect(demo.status == .found)
             #expect(demo.headers[.location] == "/demo/shell.html")
@@ -93,7 +103,7 @@ import Testing
     }
 
     @Test func aPageOpenShowsItsFetchesAndThePagesReadsWithoutRevealingTheTicket() async throws {
-        try await withApp(delayMs: 1500) { client in
+        try await withApp(delayMs: 1500) { client, admin in
             let ticket = try await trigger(client)
             let joined = try await data(client, ticket: ticket, name: "info")
             #expect(joined.status == .ok)
@@ -102,9 +112,9 @@ import Testing
             let hit = try await data(client, ticket: ticket, name: "info")
             #expect(hit.headers[HTTPField.Name("X-Prefetch")!] == "hit")
 
-            let response = try await client.execute(uri: "/v1/debug/opens?limit=5", method: .get)
-            #expect(!String(buffer: response.body).contains(ticket))
-            let open = try #require(try json(response)["opens"] as? [[String: Any]]).first
+            let response = try await oneRequest(port: admin, .get, "/v1/debug/opens?limit=5")
+            #expect(!response.text.contains(ticket))
+            let open = try #require(response.json["opens"] as? [[String: Any]]).first
             #expect(open?["ticket"] as? String == String(ticket.prefix(8)) + "…")
             #expect(open?["page"] as? String == Self.page + "?id=1")
             #expect(open?["version"] as? String == "7")
@@ -131,41 +141,41 @@ import Testing
             #expect(missed.first?["reason"] as? String == "upstream_5xx")
 
             // The shell holding the full ticket can select its own open.
-            let selected = try await opens(client, "?ticket=\(ticket)")
+            let selected = try await opens(admin, "?ticket=\(ticket)")
             #expect(selected.count == 1)
-            #expect(try await opens(client, "?ticket=AAAAAAAAAAAAAAAAAAAAAA").isEmpty)
+            #expect(try await opens(admin, "?ticket=AAAAAAAAAAAAAAAAAAAAAA").isEmpty)
         }
     }
 
     @Test func aReadWithAnotherUsersCredentialsIsRecordedAsAMiss() async throws {
-        try await withApp { client in
+        try await withApp { client, admin in
             let response = try await client.execute(
                 uri: "/v1/prefetch", method: .post, headers: [.contentType: "application/json"],
                 body: ByteBuffer(string: #"{"url":"\#(Self.page)","headers":{"Cookie":"sid=alice"}}"#))
             let ticket = try #require(try json(response)["ticket"] as? String)
             let other = try await client.execute(uri: "/v1/prefetch/\(ticket)/data?name=info&wait=2000", method: .get, headers: [.cookie: "sid=mallory"])
             #expect(other.status == .forbidden)
-            let reads = try #require((try await opens(client)).first?["requests"] as? [[String: Any]])[0]["reads"] as? [[String: Any]]
+            let reads = try #require((try await opens(admin)).first?["requests"] as? [[String: Any]])[0]["reads"] as? [[String: Any]]
             #expect(reads?.first?["reason"] as? String == "identity-mismatch")
         }
     }
 
     @Test func readsKeptPerTicketAreBounded() async throws {
-        try await withApp { client in
+        try await withApp { client, admin in
             let ticket = try await trigger(client)
             for _ in 0..<40 {
                 _ = try await data(client, ticket: ticket, name: "broken")
             }
-            let requests = try #require((try await opens(client)).first?["requests"] as? [[String: Any]])
+            let requests = try #require((try await opens(admin)).first?["requests"] as? [[String: Any]])
             #expect((requests[1]["reads"] as? [[String: Any]])?.count == 32)
         }
     }
 
     @Test func statusShowsTheStoreTheRenderersAndTheConfig() async throws {
-        try await withApp { client in
+        try await withApp { client, admin in
             let ticket = try await trigger(client)
             _ = try await data(client, ticket: ticket, name: "info")
-            let status = try json(try await client.execute(uri: "/v1/debug/status", method: .get))
+            let status = try await oneRequest(port: admin, .get, "/v1/debug/status").json
             let store = try #require(status["store"] as? [String: Any])
             #expect(store["budget"] as? Int == 2 * 1024 * 1024)
             #expect((store["entries"] as? Int ?? 0) >= 1)
@@ -181,10 +191,10 @@ import Testing
     }
 
     @Test func aBadLimitIsRefused() async throws {
-        try await withApp { client in
-            let response = try await client.execute(uri: "/v1/debug/opens?limit=abc", method: .get)
-            #expect(response.status == .badRequest)
-            #expect(try json(response)["error"] as? String == "invalid-limit")
+        try await withApp { client, admin in
+            let response = try await oneRequest(port: admin, .get, "/v1/debug/opens?limit=abc")
+            #expect(response.status == 400)
+            #expect(response.errorCode == "invalid-limit")
         }
     }
 }
