@@ -130,6 +130,7 @@ def trigger(base, page):
 
 def open_page(browser, target, read_key):
     """Navigates as a shell does: the read key is injected at document start (the JS bridge), never in the URL."""
+    browser.call("Page.enable")
     injected = None
     if read_key:
         injected = browser.call("Page.addScriptToEvaluateOnNewDocument",

@@ -32,6 +32,12 @@ struct WebShellBrowserTests {
             let plainResults = runs.filter { $0["mode"] as? String == "plain" }.flatMap { $0["results"] as? [[String: Any]] ?? [] }
             #expect(plainResults.allSatisfy { $0["reason"] as? String == "not-triggered" && $0["status"] as? Int == 200 })
             #expect(!sources("prefetch").isEmpty && sources("prefetch").allSatisfy { $0 == "hit" || $0 == "joined" })
+            // With prefetch the page read through the read key the shell injected (never a URL); without, with its
+            // own credentials.
+            let prefetchResults = runs.filter { $0["mode"] as? String == "prefetch" }.flatMap { $0["results"] as? [[String: Any]] ?? [] }
+            #expect(prefetchResults.allSatisfy { $0["via"] as? String == "read-key" })
+            #expect(plainResults.allSatisfy { $0["via"] as? String == "credentials" })
+            #expect(runs.allSatisfy { !(($0["url"] as? String) ?? "").contains("prefetch") }, "the page URL carries no ticket or key")
 
             let median = try #require(result["medianDataReadyMs"] as? [String: Double])
             let prefetched = try #require(median["prefetch"])

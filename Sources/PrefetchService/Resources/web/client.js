@@ -4,7 +4,7 @@
  *
  *   <script src="https://prefetch.example.com/v1/client.js"></script>
  *   const response = await PrefetchClient.get('https://m.example.com/api/info', {method: 'GET'});
- *   const data = await response.json();      // response.prefetch = {source: 'hit'|'joined'|'miss', reason}
+ *   const data = await response.json();      // response.prefetch = {source: 'hit'|'joined'|'miss', reason, via}
  *
  * Two ways to read, chosen per call (never a ticket in a URL):
  * - With a read key (options.readKey, else window.__PREFETCH_READ_KEY__ set by the shell's JS bridge, else
@@ -26,7 +26,7 @@
     readKeyItem: 'prefetchReadKey',
     /** Milliseconds the service may take beyond the wait before the page makes its own request. */
     timeout: 500,
-    /** Called with every report: {api, name, source, reason, ms}. */
+    /** Called with every report: {api, name, source, reason, via ('read-key' or 'credentials'), ms}. */
     onReport: null,
     /** The last 50 reports, oldest first. */
     reports: []
@@ -39,8 +39,8 @@
     try { return global.sessionStorage.getItem(client.readKeyItem); } catch (ignored) { return null; }
   };
 
-  function report(api, options, source, reason, started) {
-    var entry = {api: api, name: options.name || null, source: source, reason: reason || null,
+  function report(api, options, source, reason, via, started) {
+    var entry = {api: api, name: options.name || null, source: source, reason: reason || null, via: via,
       ms: Math.round(performance.now() - started)};
     client.reports.push(entry);
     if (client.reports.length > 50) client.reports.shift();
@@ -56,6 +56,7 @@
     if (options.name) query.set('name', options.name);
     if (options.wait != null) query.set('wait', String(options.wait));
     var key = client.readKey(options);
+    var via = key ? 'read-key' : 'credentials';
     var init = {cache: 'no-store'};
     if (key) {
       init.credentials = 'omit';
@@ -72,11 +73,11 @@
     return fetch((options.base || client.base) + '/v1/data?' + query, init).then(function (response) {
       clearTimeout(timer);
       var served = response.headers.get('X-Prefetch');
-      if (served === 'hit' || served === 'joined') return {response: response, source: served};
-      return {reason: response.headers.get('X-Prefetch-Reason') || 'status-' + response.status};
+      if (served === 'hit' || served === 'joined') return {response: response, source: served, via: via};
+      return {reason: response.headers.get('X-Prefetch-Reason') || 'status-' + response.status, via: via};
     }, function (error) {
       clearTimeout(timer);
-      return {reason: error && error.name === 'AbortError' ? 'timeout' : 'service-down'};
+      return {reason: error && error.name === 'AbortError' ? 'timeout' : 'service-down', via: via};
     });
   }
 
@@ -90,17 +91,17 @@
     options = options || {};
     var started = performance.now();
     var init = Object.assign({method: options.method || 'GET'}, options.init || {});
-    var own = function (reason) {
-      var entry = report(api, options, 'miss', reason, started);
+    var own = function (reason, via) {
+      var entry = report(api, options, 'miss', reason, via, started);
       return fetch(options.url || api, init).then(function (response) {
-        response.prefetch = {source: 'miss', reason: entry.reason};
+        response.prefetch = {source: 'miss', reason: entry.reason, via: via};
         return response;
       });
     };
     return askService(api, options).then(function (answer) {
-      if (!answer.response) return own(answer.reason);
-      report(api, options, answer.source, null, started);
-      answer.response.prefetch = {source: answer.source, reason: null};
+      if (!answer.response) return own(answer.reason, answer.via);
+      report(api, options, answer.source, null, answer.via, started);
+      answer.response.prefetch = {source: answer.source, reason: null, via: answer.via};
       return answer.response;
     });
   };
