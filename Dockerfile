@@ -25,7 +25,9 @@ COPY --from=build /staging/ /usr/local/bin/
 WORKDIR /app
 COPY configs/ /app/configs/
 USER 10001
-EXPOSE 8080
+# 8080: the page surface. 8081: the operator surface (metrics, debug, config), on loopback unless
+# --admin-host says otherwise (see SECURITY.md).
+EXPOSE 8080 8081
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
     CMD ["prefetch", "healthcheck", "--url", "http://127.0.0.1:8080/healthz"]
 ENTRYPOINT ["prefetch"]

@@ -3,7 +3,8 @@
 # stage does, creates a Debian bookworm minbase root with debootstrap, installs exactly the runtime stage's
 # packages, copies the binary, its resources and the configs as the Dockerfile does, and inside it (chroot,
 # as the image's non-root user) runs `prefetch validate`, starts `serve`, checks /healthz and a plan, and
-# stops it. Needs root (debootstrap, chroot) and Debian's package mirror.
+# stops it. Needs root (debootstrap, chroot) and Debian's package archive (debootstrap and apt find their
+# mirror themselves).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "verify-runtime.sh must run as root (debootstrap and chroot)" >&2; exit 1; }
@@ -19,7 +20,7 @@ root=${VERIFY_ROOT:-/var/tmp/prefetch-runtime-root}
 if [ ! -x "$root/usr/bin/apt-get" ]; then
   echo "== debootstrap bookworm minbase into $root"
   rm -rf "$root"
-  debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >/dev/null
+  debootstrap --variant=minbase bookworm "$root" >/dev/null
 fi
 
 cleanup() {
@@ -48,19 +49,23 @@ run() { chroot --userspec=10001:10001 "$root" /usr/bin/env -i HOME=/app PATH=/us
 
 echo "== prefetch validate"
 run prefetch validate
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-echo "== prefetch serve on 127.0.0.1:$port"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+admin=$(free_port)
+echo "== prefetch serve on 127.0.0.1:$port (operator surface on 127.0.0.1:$admin)"
 chroot --userspec=10001:10001 "$root" /usr/bin/env -i HOME=/app PATH=/usr/local/bin:/usr/bin:/bin \
-  /bin/sh -c "cd /app && exec prefetch serve --host 127.0.0.1 --port $port" > /tmp/verify-runtime-serve.log 2>&1 &
+  /bin/sh -c "cd /app && exec prefetch serve --host 127.0.0.1 --port $port --admin-port $admin" > /tmp/verify-runtime-serve.log 2>&1 &
 pid=$!
 for _ in $(seq 1 50); do
   run prefetch healthcheck --url "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
   sleep 0.2
 done
 run prefetch healthcheck --url "http://127.0.0.1:$port/healthz"
-plan=$(curl -sf "http://127.0.0.1:$port/v1/plan?url=https%3A%2F%2Fm.example.com%2Fhelp%2Fnew%3Fid%3D163%26itemId%3D126")
+plan=$(curl -sf "http://127.0.0.1:$admin/v1/plan?url=https%3A%2F%2Fm.example.com%2Fhelp%2Fnew%3Fid%3D163%26itemId%3D126")
 echo "$plan" | grep -q '"url":"https://m.example.com/xx.json?id=163&itemId=126"' || { echo "unexpected plan: $plan" >&2; exit 1; }
-curl -sf "http://127.0.0.1:$port/openapi.yaml" | head -1 | grep -q openapi || { echo "openapi.yaml is not served from the resource bundle" >&2; exit 1; }
+# Read the whole answer before looking at it: `curl | head` fails under pipefail when head closes the pipe first.
+spec=$(curl -sf "http://127.0.0.1:$port/openapi.yaml")
+case "$spec" in openapi:*) ;; *) echo "openapi.yaml is not served from the resource bundle" >&2; exit 1 ;; esac
 kill -TERM "$pid"
 wait "$pid"
 status=$?
