@@ -185,6 +185,13 @@ public final class ConfigUpdater: Service, Sendable {
     /// The SIGHUP handler is installed before the initial load, so a SIGHUP never takes its default action (exit)
     /// while `run()` is running; one that arrives during the initial load is answered after it.
     public func run() async throws {
+        for source in [settings.source, settings.fallbackURL].compactMap({ $0 }) where source.lowercased().hasPrefix("http://") {
+            // Scheme and host only: a config URL's path or query may carry a token.
+            let host = source.dropFirst("http://".count).prefix { $0 != "/" && $0 != "?" && $0 != "#" }.split(separator: "@").last.map(String.init) ?? ""
+            logger.warning(
+                "config source is plain http://: anyone on the path can change the config the service follows; prefer https://",
+                metadata: ["source": "http://\(host)"])
+        }
         let watchedPath: String? = if case .file(let path) = primary { path } else { nil }
         // Snapshot before the initial load, so a change made during it is noticed at the first poll.
         let initialSignature: FileSignature? = if let watchedPath { await files.signature(of: watchedPath) } else { nil }

@@ -105,9 +105,9 @@ public func buildApplication(
     admin.add(middleware: UnmatchedRouteMiddleware(surface: "operator"))
     // Route groups run their middleware only for routes they hold, so an unknown route stays a 404 or 405.
     let adminRoutes = admin.group().add(middleware: JSONBodyMiddleware())
-    ConfigRoutes(updater: updater, orchestrator: orchestrator, source: settings.configSource?.source ?? "fixed").register(on: adminRoutes)
-    DebugRoutes(orchestrator: orchestrator, renderers: renderers, configPath: settings.configSource?.source ?? settings.configPath).register(on: adminRoutes)
-    renderers.registerStatistics(on: adminRoutes)
+    adminRoutes.addRoutes(ConfigRoutes(updater: updater, orchestrator: orchestrator, source: settings.configSource?.source ?? "fixed").routes)
+    adminRoutes.addRoutes(DebugRoutes(orchestrator: orchestrator, renderers: renderers, configPath: settings.configSource?.source ?? settings.configPath).routes)
+    adminRoutes.addRoutes(renderers.statisticsRoutes)
     admin.get("/metrics") { _, _ in
         metrics.inFlight.record(fetcher.inFlight)
         metrics.tickets.record(orchestrator.tickets.count)
@@ -146,9 +146,9 @@ public func buildApplication(
         return Answer(status: answer.ready ? .ok : .serviceUnavailable, value: answer)
     }
     router.get("/openapi.yaml") { _, _ in OpenAPIDocument.response() }
-    prefetch.register(on: routes)
-    renderers.register(on: routes)
-    StaticRoutes().register(on: router)
+    routes.addRoutes(prefetch.routes)
+    routes.addRoutes(renderers.routes)
+    router.addRoutes(StaticRoutes().routes)
 
     // Shutdown runs in reverse: the page server stops first, then the operator server, the pools, the fetch
     // runner (draining in-flight fetches), the config updater, the store, the resolver and last the fetcher.

@@ -37,7 +37,8 @@ struct ConfigRoutes: Sendable {
         var status: ConfigStatus
     }
 
-    func register(on router: some RouterMethods<BasicRequestContext>) {
+    var routes: RouteCollection<BasicRequestContext> {
+        let router = RouteCollection(context: BasicRequestContext.self)
         router.get("/v1/config") { _, _ -> Response in
             guard let updater else {
                 let loaded = orchestrator.currentConfig()
@@ -86,6 +87,7 @@ struct ConfigRoutes: Sendable {
                 throw APIError(error)
             }
         }
+        return router
     }
 }
 

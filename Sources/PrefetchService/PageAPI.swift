@@ -18,7 +18,8 @@ import Synchronization
 struct PrefetchRoutes: Sendable {
     let orchestrator: Orchestrator
 
-    func register(on router: some RouterMethods<PageContext>) {
+    var routes: RouteCollection<PageContext> {
+        let router = RouteCollection(context: PageContext.self)
         router.post("/v1/prefetch") { request, context in
             let triggered = try await trigger(request, context: context)
             return Answer(status: .accepted, value: TriggerAnswer(triggered))
@@ -26,6 +27,7 @@ struct PrefetchRoutes: Sendable {
         router.get("/v1/prefetch/:ticket") { request, context in try await results(request, context: context) }
         router.get("/v1/prefetch/:ticket/data") { request, context in try await ticketData(request, context: context) }
         router.get("/v1/data") { request, context in try await pageData(request, context: context) }
+        return router
     }
 
     // MARK: Request parsing

@@ -64,7 +64,8 @@ struct RendererRoutes: Sendable {
     let pools: RendererPools
     let prefetch: PrefetchRoutes
 
-    func register(on router: some RouterMethods<PageContext>) {
+    var routes: RouteCollection<PageContext> {
+        let router = RouteCollection(context: PageContext.self)
         router.post("/v1/renderers/acquire") { request, context in
             let object = try await prefetch.jsonBody(request, context: context)
             let profile = try Self.string(object, "profile") ?? "main"
@@ -86,10 +87,13 @@ struct RendererRoutes: Sendable {
             throw APIError(status: .notFound, code: "unknown-lease", message: "the lease \(quoted(id, limit: 80)) is unknown, already released or reclaimed")
         }
         router.post("/v1/open") { request, context in try await open(request, context: context) }
+        return router
     }
 
-    func registerStatistics(on router: some RouterMethods<BasicRequestContext>) {
+    var statisticsRoutes: RouteCollection<BasicRequestContext> {
+        let router = RouteCollection(context: BasicRequestContext.self)
         router.get("/v1/renderers") { _, _ in await snapshot() }
+        return router
     }
 
     /// Who holds leases, for the per-caller share: the identity when the shell presents credentials, else its

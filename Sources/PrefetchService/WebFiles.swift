@@ -12,11 +12,13 @@ import PrefetchStore
 /// Each answer carries an `ETag` (so a revalidation is a `304`) and `X-Content-Type-Options: nosniff`.
 /// `GET /v1/client.js` may be cached for 5 minutes; the HTML is revalidated on every load.
 struct StaticRoutes: Sendable {
-    func register(on router: some RouterMethods<PageContext>) {
+    var routes: RouteCollection<PageContext> {
+        let router = RouteCollection(context: PageContext.self)
         for (path, file) in [("/v1/client.js", "client.js"), ("/demo/shell.html", "demo/shell.html"), ("/demo/page.html", "demo/page.html")] {
             router.get(RouterPath(path)) { request, _ in WebFiles.response(file, request: request) }
         }
         router.get("/demo") { _, _ in Response(status: .found, headers: [.location: "/demo/shell.html"]) }
+        return router
     }
 }
 
@@ -88,10 +90,12 @@ struct DebugRoutes: Sendable {
         var config: Config
     }
 
-    func register(on router: some RouterMethods<BasicRequestContext>) {
+    var routes: RouteCollection<BasicRequestContext> {
+        let router = RouteCollection(context: BasicRequestContext.self)
         router.get("/ui") { request, _ in WebFiles.response("ui.html", request: request) }
         router.get("/v1/debug/opens") { request, _ in try await opens(request) }
         router.get("/v1/debug/status") { _, _ in await status() }
+        return router
     }
 
     /// `GET /v1/debug/opens?limit=N[&ticket=ID]`: the most recent page opens, newest first.

@@ -65,6 +65,8 @@ import Testing
 
         let loaded = await eventually(within: 10) { (try? await planVersion(server)) == "1" }
         #expect(loaded, "\(server.child.stderr)")
+        // A config over plain http:// could be changed on the path: the operator is told at start.
+        #expect(server.child.stderr.contains("config source is plain http://"), "\(server.child.stderr)")
 
         try configServer.serve(Self.config(version: "2", api: "https://api.example.test/v2/feed"))
         let followed = await eventually(within: 10) { (try? await planVersion(server)) == "2" }

@@ -282,6 +282,38 @@ struct SecurityTests {
         }
     }
 
+    /// SECURITY.md: huge triggers from many identities (each within its rate) grow the process by no more than the
+    /// budgets: tickets within --ticket-bytes, responses within --store-bytes, plus a stated allowance.
+    @Test func hugeTriggersFromManyCallersStayWithinTheBudgets() async throws {
+        let ticketBudget = 512 * 1024
+        let storeBudget = 4 * 1024 * 1024
+        try await withServe(["--ticket-bytes", "\(ticketBudget)", "--store-bytes", "\(storeBudget)"]) { server, _ in
+            #expect(try await server.get("/readyz").status == 200)
+            let baseline = try #require(residentBytes(pid: server.pid))
+            let pad = String(repeating: "q", count: 8000)
+            for round in 0..<20 {
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for caller in 0..<30 {
+                        group.addTask {
+                            try await trigger(server, Self.page + "?pad=\(pad)&r=\(round)&c=\(caller)", cookie: "sid=caller-\(caller)").status
+                        }
+                    }
+                    for try await status in group { #expect(status == 202 || status == 429 || status == 503, "\(status)") }
+                }
+            }
+            let metrics = try await server.admin(.get, "/metrics").text
+            #expect((metricValue(metrics, "prefetch_ticket_bytes") ?? .infinity) <= Double(ticketBudget))
+            #expect((metricValue(metrics, "prefetch_store_bytes") ?? .infinity) <= Double(storeBudget))
+            let grown = (residentBytes(pid: server.pid) ?? Int.max) - baseline
+            // 600 triggers of 8 KB page URLs, six interfaces each: unbounded, tickets alone would hold ~30 MB.
+            // The allowance covers the HTTP stack, the allocator's arenas and libcurl's connection cache.
+            let allowance = 48 * 1024 * 1024
+            print("security flood: RSS grew by \(grown / 1024) KiB over \(baseline / 1024) KiB (budgets \((ticketBudget + storeBudget) / 1024) KiB + allowance \(allowance / 1024) KiB)")
+            #expect(grown <= ticketBudget + storeBudget + allowance, "RSS grew by \(grown / 1024) KiB")
+            #expect(try await server.get("/healthz").status == 200)
+        }
+    }
+
     /// SECURITY.md: a client that never finishes its request head is disconnected (slowloris).
     @Test func aSlowRequestHeadIsDisconnected() async throws {
         try await withServe(["--idle-timeout", "1"]) { server, _ in
