@@ -101,7 +101,7 @@ public func buildApplication(
     // The operator surface, on its own listener; it stops right after the page surface.
     let admin = Router(context: BasicRequestContext.self)
     admin.add(middleware: MetricsMiddleware())
-    admin.add(middleware: AdminGuardMiddleware(token: settings.adminToken, metrics: metrics))
+    admin.add(middleware: AdminGuardMiddleware(token: settings.adminToken, adminHost: settings.adminHost, metrics: metrics))
     admin.add(middleware: UnmatchedRouteMiddleware(surface: "operator"))
     // Route groups run their middleware only for routes they hold, so an unknown route stays a 404 or 405.
     let adminRoutes = admin.group().add(middleware: JSONBodyMiddleware())

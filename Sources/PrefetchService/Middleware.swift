@@ -47,8 +47,8 @@ struct PageGuardMiddleware: RouterMiddleware {
     let origins: AllowedOrigins
     let metrics: EngineMetrics
 
-    /// Paths loaded by pages of any site with a plain script tag.
-    static let publicAssets: Set<String> = ["/v1/client.js"]
+    /// Paths any site may load or link to: the page client (a plain script tag) and the demo pages (a link).
+    static let publicAssets: Set<String> = ["/v1/client.js", "/demo", "/demo/shell.html", "/demo/page.html"]
 
     func handle(_ request: Request, context: PageContext, next: (Request, PageContext) async throws -> Response) async throws -> Response {
         let origin = request.headers[.origin]
@@ -168,18 +168,40 @@ struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 /// The operator surface's door: with a token configured, every request must carry `Authorization: Bearer
-/// <token>` (compared in constant time); and no browser page of another origin may drive it (a request whose
-/// `Origin` is not this listener's own is refused), so a page cannot reach it through a user's browser.
+/// <token>` (compared in constant time); no browser page of another origin may drive it (a request whose
+/// `Origin` is not this listener's own is refused), so a page cannot reach it through a user's browser; and
+/// without a token, only requests addressed to an IP address, `localhost` or the configured admin host are
+/// answered, so a page cannot reach a loopback listener by rebinding its own DNS name to 127.0.0.1.
 struct AdminGuardMiddleware<Context: RequestContext>: RouterMiddleware {
     let token: [UInt8]?
+    let adminHost: String
     let metrics: EngineMetrics
 
-    init(token: String?, metrics: EngineMetrics) {
+    init(token: String?, adminHost: String, metrics: EngineMetrics) {
         self.token = token.map { Array(SHA256.hash(data: Array($0.utf8))) }
+        self.adminHost = adminHost.lowercased()
         self.metrics = metrics
     }
 
+    /// Whether `authority` (`host[:port]`) names this listener by address rather than by some other name.
+    func isOwnAuthority(_ authority: String?) -> Bool {
+        guard let authority = authority?.lowercased(), !authority.isEmpty else { return false }
+        let host: Substring
+        if authority.hasPrefix("[") {
+            host = authority.dropFirst().prefix { $0 != "]" }
+            return !host.isEmpty && host.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
+        }
+        host = authority.prefix { $0 != ":" }
+        return host == "localhost" || host == adminHost || (!host.isEmpty && host.allSatisfy { $0.isNumber || $0 == "." })
+    }
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if token == nil, !isOwnAuthority(request.head.authority) {
+            metrics.denied("admin-unauthorized")
+            throw APIError(
+                status: .forbidden, code: "host-not-allowed",
+                message: "the operator surface answers requests addressed to an IP address, localhost or its --admin-host; set --admin-token to answer other names")
+        }
         if let origin = request.headers[.origin] {
             let own = "http://" + (request.head.authority ?? "").lowercased()
             if origin.lowercased() != own {

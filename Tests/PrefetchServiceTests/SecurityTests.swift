@@ -154,6 +154,23 @@ struct SecurityTests {
 
     // MARK: C. Requests that cannot be forged or smuggled
 
+    /// SECURITY.md: without a token the operator surface answers only requests addressed to its address, so a
+    /// page that rebinds its own DNS name to 127.0.0.1 reads nothing from it.
+    @Test func theOperatorSurfaceRefusesRebindingNames() async throws {
+        try await withServe { server, _ in
+            _ = try await trigger(server, Self.page + "?token=user-secret", cookie: "sid=alice")
+            let rebound = try await rawExchange(port: server.adminPort, "GET /v1/debug/opens HTTP/1.1\r\nHost: attacker.example:\(server.adminPort)\r\nConnection: close\r\n\r\n")
+            #expect(rebound.hasPrefix("HTTP/1.1 403"), "\(rebound.prefix(200))")
+            #expect(!rebound.contains("user-secret"))
+            let local = try await rawExchange(port: server.adminPort, "GET /v1/debug/opens HTTP/1.1\r\nHost: localhost:\(server.adminPort)\r\nConnection: close\r\n\r\n")
+            #expect(local.hasPrefix("HTTP/1.1 200"), "\(local.prefix(200))")
+            #expect(local.contains("user-secret"), "the operator sees page URLs")
+            // A link from another site to the demo is a navigation, not an attack: it loads.
+            let demo = try await oneRequest(port: server.port, .get, "/demo/shell.html", headers: ["Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"])
+            #expect(demo.status == 200)
+        }
+    }
+
     /// SECURITY.md: a cross-site form or fetch triggers nothing.
     @Test func crossSiteTriggersAreRefusedBeforeAnythingIsFetched() async throws {
         try await withServe { server, upstream in
@@ -335,6 +352,31 @@ struct SecurityTests {
         #expect(mode == 0o600)
         try await withServe(["--state-dir", state.path]) { _, _ in }
         #expect(FileManager.default.contents(atPath: path) == first, "a restart keeps the same key")
+    }
+
+    /// Sends `text` on a raw connection and returns everything the server answers until it closes (at most 10 s).
+    func rawExchange(port: Int, _ text: String) async throws -> String {
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+            }
+        return try await channel.executeThenClose { inbound, outbound in
+            try await outbound.write(ByteBuffer(string: text))
+            return try await withThrowingTaskGroup(of: String?.self) { group in
+                group.addTask {
+                    var answer = ""
+                    for try await buffer in inbound { answer += String(buffer: buffer) }
+                    return answer
+                }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(10))
+                    return nil
+                }
+                let first = try await group.next()!
+                group.cancelAll()
+                return first ?? ""
+            }
+        }
     }
 
     /// Opens a raw connection, sends `text`, and waits (at most 10 s) for the server to close it.
