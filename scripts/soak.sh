@@ -48,15 +48,17 @@ cat >"$work/prefetch.json" <<JSON
 ]}}
 JSON
 
-"$bin/prefetch" serve --config "$work/prefetch.json" --port 0 --store-bytes "$store_bytes" \
+# The soak fires many triggers from one client: the per-caller trigger rate limit is off for it.
+"$bin/prefetch" serve --config "$work/prefetch.json" --port 0 --admin-port 0 --trigger-rate 0 --store-bytes "$store_bytes" \
   --log-level error >"$work/serve.out" 2>"$work/serve.err" &
 serve_pid=$!
 pids+=("$serve_pid")
 port=$(wait_port "$work/serve.out" "prefetch listening on" 600)
+admin_port=$(wait_port "$work/serve.out" "prefetch operator surface on" 600)
 echo "soak: serve pid $serve_pid on 127.0.0.1:$port ($config build), upstream $upstream, store budget $store_bytes bytes" >&2
 echo "soak: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-args=(--port "$port" --pid "$serve_pid" --page "$upstream/pages/soak" --minutes "$minutes" --rate "$rate"
+args=(--port "$port" --admin-port "$admin_port" --pid "$serve_pid" --page "$upstream/pages/soak" --minutes "$minutes" --rate "$rate"
   --interval "$interval" --tolerance "$tolerance" --budget "$store_bytes")
 [ -n "$seed" ] && args+=(--seed "$seed")
 [ -n "$json" ] && args+=(--json "$json")
