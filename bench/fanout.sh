@@ -66,12 +66,13 @@ client() { # LABEL MODE TARGET PIDS [PAGE_PREFIX]
 LOAD_BEFORE="$(load_line)"
 client "direct (client -> upstreams, floor)" direct "$BASES" ""
 
-start_service "$WORK/config.json"
+# One load client fires every trigger from 127.0.0.1: the per-caller trigger rate limit is off.
+start_service "$WORK/config.json" --trigger-rate 0
 client "service (8 origins)" service "$SERVICE_URL" "server=$SERVICE_PID"
 client "service (1 origin)" service "$SERVICE_URL" "server=$SERVICE_PID" "https://bench.example.com/fan1/"
 stop "$SERVICE_PID"
 
-start_service "$WORK/config.json" --log-level warning
+start_service "$WORK/config.json" --trigger-rate 0 --log-level warning
 client "service, log-level warning (8 origins)" service "$SERVICE_URL" "server=$SERVICE_PID"
 stop "$SERVICE_PID"
 

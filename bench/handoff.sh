@@ -33,11 +33,13 @@ start_service "$WORK/config.json"
 
 API_QUERY="$(node -p 'encodeURIComponent(process.argv[1])' "$API")"
 
-# trigger PAD_LENGTH: triggers the page with a padding parameter and prints the ticket.
+# trigger PAD_LENGTH: triggers the page with a padding parameter and prints the ticket. The padded page URL must
+# stay under the service's 8 KiB limit for page URLs (414 beyond it).
 trigger() {
   local pad
+  [ "$1" -ge 0 ] && [ $((${#PAGE} + 5 + $1)) -lt 8192 ] || { echo "padding of $1 bytes does not fit a page URL under 8 KiB" >&2; exit 1; }
   pad="$(head -c "$1" /dev/zero | tr '\0' 'x')"
-  curl -sf -X POST "$SERVICE_URL/v1/prefetch" -d "{\"url\": \"$PAGE?pad=$pad\"}" | node -e \
+  curl -sf -X POST "$SERVICE_URL/v1/prefetch" -H 'Content-Type: application/json' -d "{\"url\": \"$PAGE?pad=$pad\"}" | node -e \
     'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).ticket))'
 }
 

@@ -75,7 +75,13 @@ start() {
   (cd "$WORK" && exec "$@") >"$WORK/$name.out" 2>"$WORK/$name.err" &
   STARTED_PID=$!
   BENCH_PIDS+=("$STARTED_PID")
-  local waited=0
+  wait_line "$name" "$pattern"
+}
+
+# wait_line NAME PATTERN: waits (at most 60 s) until $WORK/NAME.out, written by STARTED_PID, has a line matching
+# the extended regex PATTERN, and sets STARTED_LINE to the first such line.
+wait_line() {
+  local name="$1" pattern="$2" waited=0
   while ! grep -Eq "$pattern" "$WORK/$name.out" 2>/dev/null; do
     if ! kill -0 "$STARTED_PID" 2>/dev/null; then
       echo "$name exited before it was ready:" >&2
@@ -115,16 +121,28 @@ start_upstream() {
   UPSTREAM_PORT="${STARTED_LINE##*:}"
 }
 
-# start_service CONFIG [ARGS...]: `prefetch serve` on a free port; sets SERVICE_PID, SERVICE_PORT, SERVICE_URL.
-# SERVICE_ENV (an array of NAME=VALUE) is added to its environment.
+# start_serve NAME CMD...: a `prefetch serve` command line (without ports) started with `--port 0 --admin-port 0`,
+# so several instances fit on one machine; waits for both listeners and sets STARTED_PID, PAGE_URL (the page
+# surface) and ADMIN_URL (the operator surface: /metrics, /v1/plan, /v1/config, /v1/debug).
+start_serve() {
+  local name="$1"
+  shift
+  start "$name" 'prefetch listening on ' "$@" --port 0 --admin-port 0
+  PAGE_URL="$(grep -Eo 'http://127\.0\.0\.1:[0-9]+' <<<"$STARTED_LINE")"
+  wait_line "$name" 'prefetch operator surface on '
+  ADMIN_URL="$(grep -Eo 'http://127\.0\.0\.1:[0-9]+' <<<"$STARTED_LINE")"
+}
+
+# start_service CONFIG [ARGS...]: `prefetch serve` on free ports; sets SERVICE_PID, SERVICE_PORT, SERVICE_URL (page
+# surface) and ADMIN_URL (operator surface). SERVICE_ENV (an array of NAME=VALUE) is added to its environment.
 SERVICE_ENV=()
 start_service() {
   local config="$1"
   shift
-  start service 'prefetch listening on ' env "${SERVICE_ENV[@]}" "$PREFETCH" serve --config "$config" --port 0 "$@"
+  start_serve service env "${SERVICE_ENV[@]}" "$PREFETCH" serve --config "$config" "$@"
   SERVICE_PID=$STARTED_PID
-  SERVICE_PORT="$(sed -E 's#.*http://127\.0\.0\.1:([0-9]+).*#\1#' <<<"$STARTED_LINE")"
-  SERVICE_URL="http://127.0.0.1:$SERVICE_PORT"
+  SERVICE_URL="$PAGE_URL"
+  SERVICE_PORT="${SERVICE_URL##*:}"
 }
 
 # CPU seconds (user + system) a process has used so far, from /proc/PID/stat.

@@ -3,7 +3,7 @@
 # interfaces answer 1 KiB, 8 KiB, 32 KiB, 128 KiB and 256 KiB bodies are opened (16 at a time, each response
 # read back through the data endpoint) until three times the budget has been fetched; that is repeated ROUNDS
 # times. Reports the idle RSS baseline, peak RSS (VmHWM) against the budget, and the store's own accounted bytes
-# (prefetch_store_bytes from /metrics, sampled every 100 ms and at the end).
+# (prefetch_store_bytes from the operator surface's /metrics, sampled every 100 ms and at the end).
 # Two variants: the service as shipped (glibc malloc defaults), and the same binary with
 # MALLOC_MMAP_THRESHOLD_=131072 (glibc's dynamic mmap threshold off), which separates heap fragmentation from
 # what the service holds.
@@ -37,12 +37,13 @@ run_variant() {
   local label="$1" round
   shift
   SERVICE_ENV=("$@")
-  start_service "$WORK/config.json" --store-bytes "$BUDGET"
+  # One load client fires every trigger from 127.0.0.1: the per-caller trigger rate limit is off.
+  start_service "$WORK/config.json" --store-bytes "$BUDGET" --trigger-rate 0
   sleep 2
   echo "{\"label\": \"$label\", \"idleRssKiB\": $(status_kb "$SERVICE_PID" VmRSS), \"idleHwmKiB\": $(status_kb "$SERVICE_PID" VmHWM)}" >"$WORK/$label.idle.json"
   for round in $(seq 1 "$ROUNDS"); do
     log "memory ($label): overfill $round of $ROUNDS (3x budget)"
-    node "$BENCH_DIR/clients/overfill.js" "$SERVICE_URL" "$SERVICE_PID" "$CONCURRENCY" $((BUDGET * 3)) $((round * 1000000)) "$SIZES" \
+    node "$BENCH_DIR/clients/overfill.js" "$SERVICE_URL" "$ADMIN_URL" "$SERVICE_PID" "$CONCURRENCY" $((BUDGET * 3)) $((round * 1000000)) "$SIZES" \
       >"$WORK/$label.round$round.json"
   done
   stop "$SERVICE_PID"

@@ -48,12 +48,15 @@ cat >"$WORK/config.json" <<EOF
 ]}}
 EOF
 
-start service_a 'prefetch listening on ' "$PREFETCH" serve --config "$WORK/config.json" --port 0 --store "$REDIS_URL"
-A_PID=$STARTED_PID A_URL="$(grep -Eo 'http://127\.0\.0\.1:[0-9]+' <<<"$STARTED_LINE")"
-start service_b 'prefetch listening on ' "$PREFETCH" serve --config "$WORK/config.json" --port 0 --store "$REDIS_URL"
-B_PID=$STARTED_PID B_URL="$(grep -Eo 'http://127\.0\.0\.1:[0-9]+' <<<"$STARTED_LINE")"
-start service_m 'prefetch listening on ' "$PREFETCH" serve --config "$WORK/config.json" --port 0
-M_PID=$STARTED_PID M_URL="$(grep -Eo 'http://127\.0\.0\.1:[0-9]+' <<<"$STARTED_LINE")"
+# Replicas sharing Redis need one identity key (the same secret on every replica); the load comes from one
+# address, so the per-caller trigger rate limit is off; every instance gets its own operator port.
+IDENTITY_KEY="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+start_serve service_a "$PREFETCH" serve --config "$WORK/config.json" --store "$REDIS_URL" --identity-key "$IDENTITY_KEY" --trigger-rate 0
+A_PID=$STARTED_PID A_URL="$PAGE_URL"
+start_serve service_b "$PREFETCH" serve --config "$WORK/config.json" --store "$REDIS_URL" --identity-key "$IDENTITY_KEY" --trigger-rate 0
+B_PID=$STARTED_PID B_URL="$PAGE_URL"
+start_serve service_m "$PREFETCH" serve --config "$WORK/config.json" --trigger-rate 0
+M_PID=$STARTED_PID M_URL="$PAGE_URL"
 
 hits() { # total scripted hits over the 8 upstreams
   local total=0 k n
@@ -68,7 +71,10 @@ hits() { # total scripted hits over the 8 upstreams
 before="$(hits)"
 node -e '
   const [a, b] = process.argv.slice(1);
-  const post = (base, n) => fetch(`${base}/v1/prefetch`, { method: "POST", body: JSON.stringify({ url: `https://bench.example.com/fan/${n}` }) }).then((r) => r.json());
+  const post = (base, n) => fetch(`${base}/v1/prefetch`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ url: `https://bench.example.com/fan/${n}` }) }).then(async (r) => {
+    if (r.status !== 202) throw new Error(`trigger on ${base} answered ${r.status}: ${await r.text()}`);
+    return r.json();
+  });
   (async () => {
     const tickets = await Promise.all(Array.from({ length: 200 }, (_, n) => [post(a, 900000 + n), post(b, 900000 + n)]).flat());
     await Promise.all(tickets.map((t, i) => fetch(`${i % 2 ? b : a}/v1/prefetch/${t.ticket}?wait=10000`).then((r) => r.text())));
@@ -80,8 +86,8 @@ SINGLE_FLIGHT_HITS=$(($(hits) - before))
 PAGE="https://bench.example.com/fan/777"
 API="http://127.0.0.1:${UPSTREAM_PORTS[0]}/i0?delay=$DELAY"
 QUERY="page=$(node -p 'encodeURIComponent(process.argv[1])' "$PAGE")&api=$(node -p 'encodeURIComponent(process.argv[1])' "$API")"
-curl -sf -X POST "$A_URL/v1/prefetch" -d "{\"url\": \"$PAGE\"}" >/dev/null
-curl -sf -X POST "$M_URL/v1/prefetch" -d "{\"url\": \"$PAGE\"}" >/dev/null
+curl -sf -X POST "$A_URL/v1/prefetch" -H 'Content-Type: application/json' -d "{\"url\": \"$PAGE\"}" >/dev/null
+curl -sf -X POST "$M_URL/v1/prefetch" -H 'Content-Type: application/json' -d "{\"url\": \"$PAGE\"}" >/dev/null
 curl -sf -o /dev/null "$A_URL/v1/data?$QUERY&wait=5000"
 curl -sf -o /dev/null "$M_URL/v1/data?$QUERY&wait=5000"
 curl -sfi "$B_URL/v1/data?$QUERY" | grep -qi '^X-Prefetch: hit' || { echo "instance B did not serve A's response as a hit" >&2; exit 1; }

@@ -2,14 +2,15 @@
 // upstream responses have been fetched, reading every response back through the data endpoint as the page
 // would. Samples the service's RSS (/proc/PID/status) and `prefetch_store_bytes` (/metrics) while it runs.
 //
-// Usage: node overfill.js SERVICE_URL PID CONCURRENCY TARGET_BYTES FIRST_PAGE SIZES
+// Usage: node overfill.js SERVICE_URL ADMIN_URL PID CONCURRENCY TARGET_BYTES FIRST_PAGE SIZES
+//   SERVICE_URL  the page surface (triggers and reads); ADMIN_URL the operator surface (/metrics)
 //   SIZES  comma-separated body sizes of the page's interfaces, in config order (named s0, s1, ...)
 // Prints one JSON object.
 "use strict";
 const http = require("node:http");
 const fs = require("node:fs");
 
-const [service, pid, concurrencyText, targetText, firstText, sizesText] = process.argv.slice(2);
+const [service, admin, pid, concurrencyText, targetText, firstText, sizesText] = process.argv.slice(2);
 const concurrency = Number(concurrencyText);
 const target = Number(targetText);
 const first = Number(firstText);
@@ -20,7 +21,7 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
 
 function request(method, url, body) {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, agent }, (res) => {
+    const req = http.request(url, { method, agent, headers: body ? { "Content-Type": "application/json" } : {} }, (res) => {
       const chunks = [];
       res.on("data", (c) => chunks.push(c));
       res.on("end", () => resolve({ status: res.statusCode, body: Buffer.concat(chunks) }));
@@ -37,7 +38,9 @@ function statusKiB(field) {
 }
 
 async function storeMetrics() {
-  const text = (await request("GET", `${service}/metrics`)).body.toString("utf8");
+  const answer = await request("GET", `${admin}/metrics`);
+  if (answer.status !== 200) throw new Error(`GET ${admin}/metrics answered ${answer.status}`);
+  const text = answer.body.toString("utf8");
   const value = (name) => {
     const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, "m").exec(text);
     return m ? Number(m[1]) : null;

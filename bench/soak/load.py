@@ -107,9 +107,17 @@ class Load:
         elif roll < 0.65:
             ticket, _, user = self.rng.choice(self.tickets)
             name = self.rng.choice(INTERFACES)
-            headers = {"Cookie": user} if self.rng.random() < 0.5 else {}
-            status, _ = await request(port, "GET", f"/v1/prefetch/{ticket}/data?name={name}&wait={wait}", headers)
-            self.record("ticket-data", status, data_ok | {404})
+            # A ticket triggered with credentials answers only the same credentials: without any, 401.
+            if self.rng.random() < 0.5:
+                status, _ = await request(port, "GET", f"/v1/prefetch/{ticket}/data?name={name}&wait={wait}", {"Cookie": user})
+                self.record("ticket-data", status, data_ok | {404})
+            else:
+                # Only a ticket already gone may answer otherwise: 404 unknown-ticket. Any other 404 would mean
+                # the access check let an anonymous reader through.
+                status, text = await request(port, "GET", f"/v1/prefetch/{ticket}/data?name={name}&wait={wait}")
+                if status == 404 and error_code(text) != "unknown-ticket":
+                    status = f"404 {error_code(text)}"
+                self.record("ticket-data-anonymous", status, {401, 404})
         elif roll < 0.80:
             _, page, user = self.rng.choice(self.tickets)
             name = self.rng.choice(INTERFACES)
@@ -132,8 +140,9 @@ class Load:
             status, _ = await request(port, junk[0], junk[1], body=junk[2])
             self.record("junk", status, {400, 404, 413})
         else:
+            # /healthz is on the page surface; /metrics and /v1/plan on the operator surface.
             target = self.rng.choice(["/healthz", "/metrics", f"/v1/plan?url={urllib.parse.quote(self.page(), safe='')}"])
-            status, _ = await request(port, "GET", target)
+            status, _ = await request(port if target == "/healthz" else self.args.admin_port, "GET", target)
             self.record("ops", status, {200})
 
     async def guarded(self):
@@ -168,6 +177,14 @@ class Load:
             await asyncio.wait(tasks, timeout=30)
 
 
+def error_code(body):
+    """The `error` code of a JSON error body, or None."""
+    try:
+        return json.loads(body).get("error")
+    except (ValueError, AttributeError):
+        return None
+
+
 def proc_sample(pid):
     with open(f"/proc/{pid}/status") as status:
         rss = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
@@ -186,7 +203,7 @@ async def sampler(args, load, start, deadline, samples):
         now = time.monotonic()
         rss, fds, threads = proc_sample(args.pid)
         try:
-            status, body = await request(args.port, "GET", "/metrics")
+            status, body = await request(args.admin_port, "GET", "/metrics")
             store = metric(body.decode(), "prefetch_store_bytes") if status == 200 else None
         except Exception:
             store = None
@@ -231,7 +248,8 @@ def judge(samples, tolerance, budget):
 
 async def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True, help="the page surface")
+    parser.add_argument("--admin-port", type=int, default=8081, help="the operator surface (/metrics, /v1/plan)")
     parser.add_argument("--pid", type=int, required=True)
     parser.add_argument("--page", required=True, help="the soak page URL (its query picks the fault)")
     parser.add_argument("--minutes", type=float, default=10)
