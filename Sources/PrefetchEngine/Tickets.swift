@@ -184,12 +184,14 @@ public enum Base64URL {
             .replacingOccurrences(of: "=", with: "")
     }
 
-    /// The bytes of `text`, or nil when it is not URL-safe base64.
+    /// The bytes of `text`, or nil when it is not the canonical URL-safe base64 of some bytes (unused trailing
+    /// bits must be zero, so every byte string has exactly one accepted spelling).
     public static func decode(_ text: some StringProtocol) -> [UInt8]? {
         guard text.utf8.allSatisfy(isDigit) else { return nil }
         var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while standard.utf8.count % 4 != 0 { standard += "=" }
-        return Data(base64Encoded: standard).map(Array.init)
+        guard let bytes = Data(base64Encoded: standard).map(Array.init), encode(bytes) == String(text) else { return nil }
+        return bytes
     }
 
     static func isDigit(_ byte: UInt8) -> Bool {

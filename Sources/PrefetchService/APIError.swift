@@ -75,12 +75,12 @@ enum PrefetchHeaders {
     static let secFetchSite = HTTPField.Name("Sec-Fetch-Site")!
 }
 
-/// The JSON encoder every answer goes through: no escaped slashes, ISO 8601 dates.
+/// The JSON encoder every answer goes through: keys in a stable (sorted) order, no escaped slashes, ISO 8601 dates.
 enum JSONEncoding {
     static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
-        encoder.outputFormatting = [.withoutEscapingSlashes]
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }()
 

@@ -260,15 +260,23 @@ struct SecurityTests {
             #expect(elsewhere.errorCode == "origin-mismatch")
             let noBrowser = try await oneRequest(port: server.port, .get, uri, headers: ["X-Prefetch-Key": key])
             #expect(noBrowser.status == 403)
+            // One character changed in the MAC, and another spelling of the very same bytes: both refused.
             var bytes = Array(key.utf8)
-            bytes[bytes.count - 1] = bytes[bytes.count - 1] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+            bytes[45] = bytes[45] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
             let forged = try await oneRequest(port: server.port, .get, uri, headers: ["X-Prefetch-Key": String(decoding: bytes, as: UTF8.self), "Origin": "https://m.example.test"])
             #expect(forged.status == 403)
             #expect(forged.errorCode == "invalid-read-key")
+            // 40 bytes take 54 characters, the last carrying 4 unused bits: set one of them.
+            let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+            var respelled = Array(key.utf8)
+            let last = try #require(alphabet.firstIndex(of: respelled[respelled.count - 1]))
+            respelled[respelled.count - 1] = alphabet[last ^ 0x01]
+            let noncanonical = try await oneRequest(port: server.port, .get, uri, headers: ["X-Prefetch-Key": String(decoding: respelled, as: UTF8.self), "Origin": "https://m.example.test"])
+            #expect(noncanonical.status == 403)
             let other = try #require(try await trigger(server, Self.page + "?id=7", cookie: "sid=bob").json["ticket"] as? String)
             let misused = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(other)/data?name=me", headers: ["X-Prefetch-Key": key, "Origin": "https://m.example.test"])
             #expect(misused.status == 403)
-            for reply in [elsewhere, noBrowser, forged, misused] { #expect(!reply.text.contains("alice") && !reply.text.contains("bob")) }
+            for reply in [elsewhere, noBrowser, forged, noncanonical, misused] { #expect(!reply.text.contains("alice") && !reply.text.contains("bob")) }
         }
     }
 
