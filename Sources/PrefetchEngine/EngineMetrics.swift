@@ -10,6 +10,7 @@ import Synchronization
 ///   (`timeout`, `dns`, `connect`, `tls`, `reset`, `too_large`, `protocol`, `cancelled`, `shutdown`, `other`), or
 ///   `private` (an anonymous response that sets a cookie or is `Cache-Control: private`, kept for its ticket only).
 /// - `prefetch_upstream_duration_seconds{interface}`: upstream latency, a histogram.
+/// - `prefetch_upstream_queued_seconds{interface}`: the part of it spent waiting for a transfer slot, a histogram.
 /// - `prefetch_flights_total{interface, role}`: `leader` (fetched), `joined` (a flight was running), `fresh`.
 /// - `prefetch_data_total{result}`: data requests by `hit`, `joined`, `pending`, `failed` or miss reason.
 /// - `prefetch_transfers_in_flight`: upstream transfers queued or running.
@@ -54,13 +55,29 @@ public final class EngineMetrics: Sendable {
     public func denied(_ reason: String) { counter("prefetch_access_denied_total", [("reason", reason)]).increment() }
 
     func upstreamDuration(_ interface: String, _ duration: Duration) {
-        let timer = timers.withLock { cache in
-            if let existing = cache[interface] { return existing }
-            let made = Timer(label: "prefetch_upstream_duration_seconds", dimensions: [("interface", interface)], factory: factory)
-            cache[interface] = made
+        timer("prefetch_upstream_duration_seconds", interface).record(duration)
+    }
+
+    func upstreamQueued(_ interface: String, _ duration: Duration) {
+        timer("prefetch_upstream_queued_seconds", interface).record(duration)
+    }
+
+    /// The timer `label` for `interface`, created once and cached.
+    private func timer(_ label: String, _ interface: String) -> Timer {
+        timers.withLock { cache in
+            let key = label + "|" + interface
+            if let existing = cache[key] { return existing }
+            let made = Timer(label: label, dimensions: [("interface", interface)], factory: factory)
+            cache[key] = made
             return made
         }
+    }
+}
+
+extension Timer {
+    /// Records `duration` in nanoseconds.
+    func record(_ duration: Duration) {
         let (seconds, attoseconds) = duration.components
-        timer.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }

@@ -119,6 +119,7 @@ public final class Orchestrator: Sendable {
             throw .overloaded(retryAfter: .seconds(1))
         }
         let now = ContinuousClock.now
+        let ticketID = Ticket.newID()
         var requests: [TicketRequest] = []
         var composed: [String] = []
         var jobs: [(index: Int, FetchRequest, StoreKey, FlightToken)] = []
@@ -137,7 +138,7 @@ public final class Orchestrator: Sendable {
                 let fetch = FetchRequest(
                     method: interface.method.rawValue, url: planned.url, headers: sendHeaders, body: planned.body.map { Array($0.utf8) },
                     timeout: timeout, maxResponseBytes: settings.maximumResponseBytes,
-                    connectTo: resolver.connectTo(url: planned.url)
+                    connectTo: resolver.connectTo(url: planned.url), group: ticketID
                 )
                 jobs.append((index, fetch, key, token))
             case .joined: role = "joined"
@@ -147,7 +148,7 @@ public final class Orchestrator: Sendable {
             timings.append(RequestTiming(origin: role, startedAt: now, finishedAt: role == "leader" ? nil : now))
         }
         let ticket = Ticket(
-            id: Ticket.newID(), page: page, pageOrigin: plan.pageURL.origin, matched: plan.matched, version: plan.version,
+            id: ticketID, page: page, pageOrigin: plan.pageURL.origin, matched: plan.matched, version: plan.version,
             identity: credentials.identity, requests: requests, timings: timings
         )
         await tickets.insert(ticket)
@@ -188,6 +189,7 @@ public final class Orchestrator: Sendable {
                 $0.bytes = response.body.count
             }
             metrics.upstreamDuration(label, response.elapsed)
+            metrics.upstreamQueued(label, response.queued)
             if response.status >= 500 {
                 // A prefetched 5xx is worth nothing to the page: it is a failure the page retries itself, and is
                 // kept only for the negative TTL.

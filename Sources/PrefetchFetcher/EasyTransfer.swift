@@ -18,6 +18,8 @@ final class EasyTransfer {
     fileprivate var exceededLimit = false
     /// The shared budget was full when this transfer's body grew (a `.tooLarge` for the service, not the response).
     fileprivate var exceededBudget = false
+    /// When the transfer got its slot.
+    private let admitted = ContinuousClock.now
 
     init(ticket: Ticket, configuration: FetcherConfiguration, budget: BufferBudget, timeout: Duration) throws(FetchError) {
         let request = ticket.request
@@ -177,7 +179,8 @@ final class EasyTransfer {
                 headers: responseHeaders,
                 body: body,
                 httpVersion: httpVersionName(version),
-                elapsed: elapsed
+                elapsed: elapsed,
+                queued: ticket.submitted.duration(to: admitted)
             )
         )
     }

@@ -31,6 +31,9 @@ public struct FetchRequest: Sendable {
     /// `CURLOPT_CONNECT_TO` entries ("HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT") that redirect the connection
     /// without changing the URL, the Host header or TLS name checks.
     public var connectTo: [String]
+    /// Fetches of one group (one page open) wait in one line; when transfer slots are short, the group admitted
+    /// least recently goes next, so one page's burst cannot starve another page. `nil`: the shared default group.
+    public var group: String?
 
     /// Creates a request; only the method and URL are required.
     public init(
@@ -40,7 +43,8 @@ public struct FetchRequest: Sendable {
         body: [UInt8]? = nil,
         timeout: Duration = .milliseconds(3000),
         maxResponseBytes: Int = 2 * 1024 * 1024,
-        connectTo: [String] = []
+        connectTo: [String] = [],
+        group: String? = nil
     ) {
         self.method = method
         self.url = url
@@ -49,6 +53,7 @@ public struct FetchRequest: Sendable {
         self.timeout = timeout
         self.maxResponseBytes = maxResponseBytes
         self.connectTo = connectTo
+        self.group = group
     }
 }
 
@@ -64,14 +69,17 @@ public struct FetchResponse: Sendable {
     public var httpVersion: String
     /// Time from submission to completion.
     public var elapsed: Duration
+    /// Time from submission until the fetch got a transfer slot (part of `elapsed`).
+    public var queued: Duration
 
     /// Creates a response value.
-    public init(status: Int, headers: [HTTPHeader], body: [UInt8], httpVersion: String, elapsed: Duration) {
+    public init(status: Int, headers: [HTTPHeader], body: [UInt8], httpVersion: String, elapsed: Duration, queued: Duration = .zero) {
         self.status = status
         self.headers = headers
         self.body = body
         self.httpVersion = httpVersion
         self.elapsed = elapsed
+        self.queued = queued
     }
 }
 
@@ -120,8 +128,10 @@ public struct FetchError: Error, Sendable, CustomStringConvertible {
 public struct FetcherConfiguration: Sendable {
     /// Maximum transfers in flight at once (and maximum open connections); further fetches wait in a queue.
     public var maxTransfers: Int
-    /// Maximum connections to one host.
-    public var maxConnectionsPerHost: Int
+    /// Maximum connections to one host; `nil` (the default) allows as many as `maxTransfers`, so a page whose
+    /// interfaces share one host never queues behind a per-host cap the transfer limit does not impose. Over
+    /// HTTP/2 requests to one host share connections (multiplexing) whatever this is.
+    public var maxConnectionsPerHost: Int?
     /// Negotiate HTTP/2 over TLS (ALPN) and multiplex requests over one connection where offered.
     public var enableHTTP2: Bool
     /// A CA bundle file (PEM) used to verify upstream certificates (CURLOPT_CAINFO), for private upstreams.
@@ -137,10 +147,15 @@ public struct FetcherConfiguration: Sendable {
     /// bounded whatever the upstreams send. Default: no bound beyond `maxTransfers` x each request's own cap.
     public var maxBufferedBytes: Int
 
+    /// The per-host connection limit in force.
+    public var effectiveMaxConnectionsPerHost: Int {
+        max(1, maxConnectionsPerHost ?? maxTransfers)
+    }
+
     /// Creates a configuration; every parameter has a production default.
     public init(
         maxTransfers: Int = 512,
-        maxConnectionsPerHost: Int = 64,
+        maxConnectionsPerHost: Int? = nil,
         enableHTTP2: Bool = true,
         caBundlePath: String? = nil,
         dnsCacheTimeout: Duration = .seconds(60),

@@ -13,8 +13,8 @@ final class TransferLoop {
     private var active: [UInt: EasyTransfer] = [:]
     /// Admitted transfers by ticket, to serve cancellations.
     private var activeByTicket: [ObjectIdentifier: UInt] = [:]
-    /// Tickets waiting for a free transfer slot, oldest first.
-    private var queued: [Ticket] = []
+    /// Tickets waiting for a free transfer slot, fairly across groups.
+    private var queued = AdmissionQueue<Ticket>()
 
     init(fetcher: Fetcher) {
         self.fetcher = fetcher
@@ -26,7 +26,7 @@ final class TransferLoop {
         let maxTransfers = max(1, configuration.maxTransfers)
         _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxTransfers)
         _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxTransfers)
-        _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(1, configuration.maxConnectionsPerHost))
+        _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.effectiveMaxConnectionsPerHost)
         _ = prefetch_multi_setopt_long(
             multi,
             CURLMOPT_PIPELINING,
@@ -52,7 +52,7 @@ final class TransferLoop {
                 if ticket.isFinished {
                     release()
                 } else {
-                    queued.append(ticket)
+                    queued.append(ticket, group: ticket.request.group ?? "")
                 }
             }
             for ticket in cancellations {
@@ -91,8 +91,7 @@ final class TransferLoop {
 
     private func admit() {
         let limit = max(1, configuration.maxTransfers)
-        while active.count < limit, !queued.isEmpty {
-            let ticket = queued.removeFirst()
+        while active.count < limit, let ticket = queued.popNext() {
             if ticket.isFinished {
                 release()
                 continue
@@ -147,7 +146,7 @@ final class TransferLoop {
     /// Longest sleep in `curl_multi_poll`: curl shortens it for its own timers; queued deadlines shorten it here.
     private func pollTimeoutMilliseconds() -> Int32 {
         var timeout: Int64 = 1000
-        if let earliest = queued.lazy.map(\.deadline).min() {
+        if let earliest = queued.minimum(of: \.deadline) {
             let wait = ContinuousClock.now.duration(to: earliest)
             timeout = min(timeout, max(0, wait.wholeMillisecondsRoundedUp))
         }
@@ -183,9 +182,14 @@ final class TransferLoop {
         {
             curl_multi_remove_handle(multi, transfer.handle)
             release()
-        } else if let index = queued.firstIndex(where: { $0 === ticket }) {
-            queued.remove(at: index)
-            release()
+        } else {
+            var found = false
+            queued.removeAll { queuedTicket in
+                guard queuedTicket === ticket else { return false }
+                found = true
+                return true
+            }
+            if found { release() }
         }
     }
 
@@ -197,11 +201,10 @@ final class TransferLoop {
         }
         active.removeAll()
         activeByTicket.removeAll()
-        for ticket in queued {
+        for ticket in queued.drain() {
             release()
             ticket.finish(.failure(shutdownError(for: ticket)))
         }
-        queued.removeAll()
     }
 
     /// One ticket fewer in flight. Called before the ticket's result is delivered, so a caller that sees its

@@ -145,7 +145,7 @@ extension Prefetch {
                 PREFETCH_ADMIN_PORT, PREFETCH_ADMIN_TOKEN, PREFETCH_IDENTITY_KEY, PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS \
                 (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, PREFETCH_CONFIG_FALLBACK, \
                 PREFETCH_CONFIG_INTERVAL, PREFETCH_CONFIG_FATIGUE, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_TRIGGER_RATE, \
-                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_IDLE_TIMEOUT, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
+                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
                 the environment, not on the command line. \
                 --config may be a file or an http(s) URL; the service follows it (interval, SIGHUP, POST /v1/config/refresh). \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
@@ -183,6 +183,12 @@ extension Prefetch {
 
         @Option(name: .customLong("in-flight-bytes"), help: "Bytes all responses still arriving may hold together (default 67108864, env PREFETCH_IN_FLIGHT_BYTES).")
         var inFlightBytes: Int?
+
+        @Option(name: .customLong("max-transfers"), help: "Upstream transfers at once; more wait, fairly across page opens (default 512, env PREFETCH_MAX_TRANSFERS).")
+        var maxTransfers: Int?
+
+        @Option(name: .customLong("max-connections-per-host"), help: "Connections to one upstream host (default: --max-transfers, env PREFETCH_MAX_CONNECTIONS_PER_HOST).")
+        var maxConnectionsPerHost: Int?
 
         @Option(name: .customLong("idle-timeout"), help: "Seconds a connection may idle, and the longest a request head may take (default 30, env PREFETCH_IDLE_TIMEOUT).")
         var idleTimeout: Int?
@@ -276,6 +282,14 @@ extension Prefetch {
                     throw ValidationError("--in-flight-bytes \(bytes) is below one response's cap of \(settings.maximumResponseBytes)")
                 }
                 settings.inFlightBytes = bytes
+            }
+            if let count = try maxTransfers ?? Environment.integer("PREFETCH_MAX_TRANSFERS") {
+                guard (1...100_000).contains(count) else { throw ValidationError("--max-transfers \(count) must be between 1 and 100000") }
+                settings.fetcher.maxTransfers = count
+            }
+            if let count = try maxConnectionsPerHost ?? Environment.integer("PREFETCH_MAX_CONNECTIONS_PER_HOST") {
+                guard count >= 1 else { throw ValidationError("--max-connections-per-host \(count) must be at least 1") }
+                settings.fetcher.maxConnectionsPerHost = count
             }
             if let seconds = try idleTimeout ?? Environment.integer("PREFETCH_IDLE_TIMEOUT") {
                 guard (1...3600).contains(seconds) else { throw ValidationError("--idle-timeout \(seconds) must be between 1 and 3600 seconds") }

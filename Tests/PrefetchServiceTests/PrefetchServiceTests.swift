@@ -511,6 +511,7 @@ struct PrefetchServiceTests {
                 #expect(text.contains(#"prefetch_triggers_total{result="no-config"} 1"#))
                 #expect(text.contains(#"prefetch_fetches_total{interface="m.get",outcome="ok"} 1"#))
                 #expect(text.contains("prefetch_store_hits_total"))
+                #expect(text.contains(#"prefetch_upstream_queued_seconds_count{interface="m.get"} 1"#), "time waiting for a transfer slot")
                 #expect(text.contains(#"prefetch_data_total{result="hit"} 1"#))
 
                 let labelValues = labelValues(in: text)

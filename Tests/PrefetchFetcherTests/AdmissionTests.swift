@@ -1,0 +1,91 @@
+import Foundation
+import PrefetchTestUpstream
+import Testing
+
+@testable import PrefetchFetcher
+
+/// Fair admission across page opens: the queue on its own, then a real fetcher against a real upstream.
+@Suite struct AdmissionTests {
+    @Test func aGroupNeverAdmittedGoesBeforeABurstsNextRequest() {
+        var queue = AdmissionQueue<String>()
+        for index in 1...4 { queue.append("a\(index)", group: "a") }
+        #expect(queue.popNext() == "a1")
+        queue.append("b1", group: "b")
+        queue.append("c1", group: "c")
+        queue.append("b2", group: "b")
+        // b and c were never admitted: they go first, in arrival order; then the groups alternate.
+        var order: [String] = []
+        while let next = queue.popNext() { order.append(next) }
+        #expect(order == ["b1", "c1", "a2", "b2", "a3", "a4"])
+        #expect(queue.isEmpty && queue.count == 0)
+    }
+
+    @Test func withOneGroupItIsFIFO() {
+        var queue = AdmissionQueue<Int>()
+        for index in 0..<200 { queue.append(index, group: "") }
+        var order: [Int] = []
+        while let next = queue.popNext() { order.append(next) }
+        #expect(order == Array(0..<200))
+    }
+
+    @Test func removalCallsThePredicateOncePerElementAndKeepsOrder() {
+        var queue = AdmissionQueue<Int>()
+        for index in 0..<10 { queue.append(index, group: index % 2 == 0 ? "even" : "odd") }
+        var calls = 0
+        queue.removeAll { value in
+            calls += 1
+            return value % 3 == 0
+        }
+        #expect(calls == 10)
+        #expect(queue.count == 6)
+        #expect(queue.minimum { $0 } == 1)
+        var order: [Int] = []
+        while let next = queue.popNext() { order.append(next) }
+        #expect(order == [2, 1, 4, 5, 8, 7])
+        #expect(queue.drain().isEmpty)
+    }
+
+    /// One slot, page A's four requests queued first, then page B's one: B's is served second, not fifth.
+    @Test func onePagesBurstDoesNotStarveAnother() async throws {
+        try await withUpstream { upstream in
+            try await withFetcher(FetcherConfiguration(maxTransfers: 1)) { fetcher in
+                let base = "http://127.0.0.1:\(upstream.port)/fair"
+                let burst = Task {
+                    await withTaskGroup(of: Void.self) { group in
+                        for index in 1...4 {
+                            group.addTask { _ = try? await fetcher.fetch(FetchRequest(url: "\(base)?delay=100&n=a\(index)", timeout: .seconds(20), group: "page-a")) }
+                        }
+                    }
+                }
+                do { let settled = await eventually { fetcher.inFlight == 4 }; #expect(settled) }
+                let other = try await fetcher.fetch(FetchRequest(url: "\(base)?delay=100&n=b1", timeout: .seconds(20), group: "page-b"))
+                await burst.value
+                // The upstream numbers the requests to one path in the order it serves them.
+                #expect(other.status == 200)
+                let hit = (try JSONSerialization.jsonObject(with: Data(other.body)) as? [String: Any])?["hit"] as? Int
+                #expect(hit == 2, "page B's request was served as number \(hit ?? -1) of 5")
+                #expect(other.queued > .zero, "it waited for the slot, and says so")
+            }
+        }
+    }
+
+    /// A page whose interfaces share one host runs them all at once: no per-host cap below the transfer limit,
+    /// unless one is set.
+    @Test func oneHostIsNotCappedBelowTheTransferLimit() async throws {
+        for (limit, expected) in [(nil, 24), (Optional(4), 4)] as [(Int?, Int)] {
+            try await withUpstream { upstream in
+                try await withFetcher(FetcherConfiguration(maxTransfers: 64, maxConnectionsPerHost: limit)) { fetcher in
+                    await withTaskGroup(of: Void.self) { group in
+                        for index in 0..<24 {
+                            group.addTask {
+                                _ = try? await fetcher.fetch(FetchRequest(url: "http://127.0.0.1:\(upstream.port)/one?delay=300&n=\(index)", timeout: .seconds(20)))
+                            }
+                        }
+                    }
+                    #expect(upstream.hits(path: "/one") == 24)
+                    #expect(upstream.connections() == expected, "per-host limit \(limit.map(String.init) ?? "default")")
+                }
+            }
+        }
+    }
+}
