@@ -49,10 +49,11 @@ struct TriggerAnswer: Codable, Sendable {
     }
 }
 
-/// `GET /v1/prefetch/{ticket}`: every result of a ticket. Upstream bodies are embedded as JSON when they are
-/// JSON (so this one answer is written with the JSON writer that keeps number literals exactly), as text when
-/// they are UTF-8, else base64. `Set-Cookie` and the upstream's `Access-Control-*` headers are never included:
-/// page script may read this answer, and cookies are replayed only as real headers by the data endpoints.
+/// `GET /v1/prefetch/{ticket}`: every result of a ticket. Upstream bodies are embedded as they are when they are
+/// JSON (checked by a validator that builds nothing, then spliced as bytes: no parse and re-serialisation), as
+/// text when they are UTF-8, else base64. `Set-Cookie` and the upstream's `Access-Control-*` headers are never
+/// included: page script may read this answer, and cookies are replayed only as real headers by the data endpoints.
+/// Written with ``JSONBytesWriter`` rather than an `Encodable` type because of the spliced bodies.
 struct ResultsAnswer: ResponseGenerator, Sendable {
     var ticket: Ticket
     var outcomes: [ReadOutcome]
@@ -65,56 +66,96 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        let results = ticket.requests.indices.map { index in
-            result(ticket.requests[index], outcomes[index], timings[index])
+        var writer = JSONBytesWriter(capacity: 512 + outcomes.reduce(0) { total, outcome in
+            if case .ready(let response, _) = outcome { return total + response.body.count + 256 }
+            return total + 128
+        })
+        writer.beginObject()
+        writer.key("ticket")
+        writer.string(ticket.id)
+        writer.key("page")
+        writer.string(ticket.page)
+        writer.key("version")
+        writer.string(ticket.version)
+        writer.key("results")
+        writer.beginArray()
+        for index in ticket.requests.indices {
+            write(ticket.requests[index], outcomes[index], timings[index], into: &writer)
         }
-        let body = JSONValue.object(JSONObject([
-            .init(name: "ticket", value: .string(ticket.id)), .init(name: "page", value: .string(ticket.page)),
-            .init(name: "version", value: .string(ticket.version)), .init(name: "results", value: .array(results)),
-        ]))
-        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body.jsonText)))
+        writer.endArray()
+        writer.endObject()
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
     }
 
-    func result(_ item: TicketRequest, _ outcome: ReadOutcome, _ timing: RequestTiming) -> JSONValue {
-        var members: [JSONObject.Member] = [
-            .init(name: "name", value: .string(item.name)), .init(name: "api", value: .string(item.api)),
-            .init(name: "method", value: .string(item.method.rawValue)),
-        ]
-        let elapsed: JSONValue = timing.finishedAt.map { .number(String(($0 - timing.startedAt).milliseconds)) } ?? .null
+    func write(_ item: TicketRequest, _ outcome: ReadOutcome, _ timing: RequestTiming, into writer: inout JSONBytesWriter) {
+        writer.beginObject()
+        writer.key("name")
+        writer.string(item.name)
+        writer.key("api")
+        writer.string(item.api)
+        writer.key("method")
+        writer.string(item.method.rawValue)
         switch outcome {
         case .ready(let response, let joined):
-            let (encoding, body) = Self.encodeBody(response)
-            let headers = response.headers.filter { !Self.isHidden($0.name) }.map { JSONValue.array([.string($0.name), .string($0.value)]) }
-            members += [
-                .init(name: "state", value: .string("ready")), .init(name: "served", value: .string(joined ? "joined" : "hit")),
-                .init(name: "status", value: .number(String(response.status))), .init(name: "headers", value: .array(headers)),
-                .init(name: "body", value: body), .init(name: "bodyEncoding", value: .string(encoding)), .init(name: "error", value: .null),
-            ]
+            writer.key("state")
+            writer.string("ready")
+            writer.key("served")
+            writer.string(joined ? "joined" : "hit")
+            writer.key("status")
+            writer.integer(Int64(response.status))
+            writer.key("headers")
+            writer.beginArray()
+            for header in response.headers where !Self.isHidden(header.name) {
+                writer.beginArray()
+                writer.string(header.name)
+                writer.string(header.value)
+                writer.endArray()
+            }
+            writer.endArray()
+            writer.key("body")
+            let encoding = Self.writeBody(response, into: &writer)
+            writer.key("bodyEncoding")
+            writer.string(encoding)
+            writer.key("error")
+            writer.null()
         case .failed(let failure, _):
-            let status: JSONValue = timing.status.map { .number(String($0)) } ?? .null
-            members += [
-                .init(name: "state", value: .string("failed")), .init(name: "status", value: status),
-                .init(name: "error", value: .string(failure.code)), .init(name: "message", value: .string(failure.message)),
-            ]
+            writer.key("state")
+            writer.string("failed")
+            writer.key("status")
+            if let status = timing.status { writer.integer(Int64(status)) } else { writer.null() }
+            writer.key("error")
+            writer.string(failure.code)
+            writer.key("message")
+            writer.string(failure.message)
         case .pending:
-            members += [.init(name: "state", value: .string("pending")), .init(name: "error", value: .null)]
+            writer.key("state")
+            writer.string("pending")
+            writer.key("error")
+            writer.null()
         case .absent(let reason):
-            members += [.init(name: "state", value: .string("missing")), .init(name: "error", value: .string(reason.rawValue))]
+            writer.key("state")
+            writer.string("missing")
+            writer.key("error")
+            writer.string(reason.rawValue)
         }
-        members.append(.init(name: "elapsedMs", value: elapsed))
-        return .object(JSONObject(members))
+        writer.key("elapsedMs")
+        if let finished = timing.finishedAt { writer.integer((finished - timing.startedAt).milliseconds) } else { writer.null() }
+        writer.endObject()
     }
 
-    /// The body as JSON when it is JSON, as text when it is UTF-8, else base64.
-    static func encodeBody(_ response: StoredResponse) -> (String, JSONValue) {
+    /// Writes the body as JSON when it is JSON, as text when it is UTF-8, else base64; returns which.
+    static func writeBody(_ response: StoredResponse, into writer: inout JSONBytesWriter) -> String {
         let contentType = response.headers.first { $0.name.lowercased() == "content-type" }?.value.lowercased() ?? ""
-        if contentType.contains("json"), let value = try? JSONParser.parse(response.body) {
-            return ("json", value)
+        if contentType.contains("json"), JSONBytes.isValid(response.body) {
+            writer.raw(response.body)
+            return "json"
         }
         if let text = String(validating: response.body, as: UTF8.self) {
-            return ("text", .string(text))
+            writer.string(text)
+            return "text"
         }
-        return ("base64", .string(Data(response.body).base64EncodedString()))
+        writer.string(Data(response.body).base64EncodedString())
+        return "base64"
     }
 }
 
