@@ -34,6 +34,7 @@ public final class Orchestrator: Sendable {
     let logger: Logger
     public let currentConfig: @Sendable () -> PrefetchConfig?
     let limiter: RateLimiter
+    let addressLimiter: RateLimiter
     private let credentialNames: Set<String>
 
     /// The failure code an anonymous response gets in the shared entry when it may not be shared.
@@ -59,6 +60,8 @@ public final class Orchestrator: Sendable {
         self.logger = logger
         self.currentConfig = currentConfig
         self.limiter = RateLimiter(rate: settings.triggerRate, burst: settings.triggerBurst)
+        self.addressLimiter = RateLimiter(
+            rate: settings.addressTriggerRate ?? settings.triggerRate * 10, burst: settings.addressTriggerBurst ?? settings.triggerBurst * 10)
         self.credentialNames = Set(settings.credentialHeaders.map { $0.lowercased() })
     }
 
@@ -100,7 +103,8 @@ public final class Orchestrator: Sendable {
     /// Starts the page's prefetch and returns its ticket and what each request is doing, at once.
     ///
     /// - Parameters:
-    ///   - caller: who is asking when the credentials say nothing (the client address), for the rate limit.
+    ///   - caller: the client address. Rate limits apply per identity and per address (credentials are claims a
+    ///     client can invent, its address it cannot), and the address owns the ticket for the ticket budget.
     public func trigger(page: String, headers: [(name: String, value: String)], caller: String) async throws(PrefetchError) -> Triggered {
         let plan: Plan
         do {
@@ -110,9 +114,14 @@ public final class Orchestrator: Sendable {
             throw error
         }
         let credentials = credentials(in: headers)
-        if settings.triggerRate > 0, let retry = limiter.admit(credentials.identity == .anonymous ? "client:" + caller : credentials.identity.digest) {
-            metrics.trigger(PrefetchError.rateLimited(retryAfter: retry).code)
-            throw .rateLimited(retryAfter: retry)
+        if settings.triggerRate > 0 {
+            let retry =
+                addressLimiter.admit(caller)
+                ?? (credentials.identity == .anonymous ? nil : limiter.admit(credentials.identity.digest))
+            if let retry {
+                metrics.trigger(PrefetchError.rateLimited(retryAfter: retry).code)
+                throw .rateLimited(retryAfter: retry)
+            }
         }
         if fetcher.bufferedBytes > settings.inFlightBytes / 10 * 9 {
             metrics.trigger(PrefetchError.overloaded(retryAfter: .seconds(1)).code)
@@ -149,7 +158,7 @@ public final class Orchestrator: Sendable {
         }
         let ticket = Ticket(
             id: ticketID, page: page, pageOrigin: plan.pageURL.origin, matched: plan.matched, version: plan.version,
-            identity: credentials.identity, requests: requests, timings: timings
+            identity: credentials.identity, owner: caller, requests: requests, timings: timings
         )
         await tickets.insert(ticket)
         metrics.tickets.record(tickets.count)

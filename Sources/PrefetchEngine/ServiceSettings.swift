@@ -54,11 +54,15 @@ public struct ServiceSettings: Sendable {
     public var ticketBytes: Int = 16 * 1024 * 1024
     /// How long a read key handed to a page stays valid (capped by its ticket's lifetime). Default 60 s.
     public var readKeyLifetime: Duration = .seconds(60)
-    /// Triggers one caller may make per second, sustained (a caller is an identity, or the client address for
-    /// anonymous callers). Default 10.
+    /// Triggers one identity may make per second, sustained. `0` turns every trigger rate limit off. Default 10.
     public var triggerRate: Double = 10
-    /// Triggers one caller may make in a burst. Default 40.
+    /// Triggers one identity may make in a burst. Default 40.
     public var triggerBurst: Int = 40
+    /// Triggers one client address may make per second, whatever credentials it sends (credentials are only
+    /// claims: a client inventing a cookie per request is still one address). `nil`: 10 x `triggerRate`.
+    public var addressTriggerRate: Double?
+    /// Triggers one client address may make in a burst. `nil`: 10 x `triggerBurst`.
+    public var addressTriggerBurst: Int?
     /// The largest upstream response kept. Default 2 MiB.
     public var maximumResponseBytes: Int = 2 * 1024 * 1024
     /// Bytes all upstream responses still being received may hold together. A transfer that would grow past it

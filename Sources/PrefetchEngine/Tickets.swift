@@ -40,6 +40,9 @@ public final class Ticket: Sendable {
     public let version: String
     /// The identity of the credentials the trigger carried (before the per-interface credentials rule).
     public let identity: Identity
+    /// The client address that triggered it: when tickets outgrow their budget, the owner holding the most
+    /// bytes loses its oldest first, so one client's flood cannot push out everyone else's tickets.
+    let owner: String
     public let createdAt: ContinuousClock.Instant
     public let createdWallClock: Date
     public let expiresAt: ContinuousClock.Instant
@@ -49,11 +52,12 @@ public final class Ticket: Sendable {
     public let reads = Mutex<[TicketRead]>([])
 
     init(
-        id: String, page: String, pageOrigin: String, matched: String, version: String, identity: Identity, requests: [TicketRequest],
-        timings: [RequestTiming]
+        id: String, page: String, pageOrigin: String, matched: String, version: String, identity: Identity, owner: String,
+        requests: [TicketRequest], timings: [RequestTiming]
     ) {
         let now = ContinuousClock.now
         self.id = id
+        self.owner = owner
         self.page = page
         self.pageOrigin = pageOrigin
         self.matched = matched
@@ -76,6 +80,7 @@ public final class Ticket: Sendable {
         self.matched = record.matched
         self.version = record.version
         self.identity = Identity(digest: record.identity)
+        self.owner = "remote"
         self.createdAt = now
         self.createdWallClock = Date(timeIntervalSince1970: Double(record.createdAtMs) / 1000)
         self.expiresAt = now + remaining
@@ -284,15 +289,28 @@ public struct SharedTicketRegistry: TicketRegistry {
     public var bytes: Int { local.bytes }
 }
 
-/// The tickets currently valid, bounded in number and in bytes; expired ones are dropped as new ones arrive,
-/// and past either bound the oldest go first.
+/// The tickets currently valid, bounded in number and in bytes; expired ones are dropped as new ones arrive.
+/// Past the count bound the oldest go first; past the byte budget, the oldest ticket of the owner (client address)
+/// holding the most bytes goes first, so a flood from one client evicts its own tickets, not its neighbours'.
 public final class LocalTicketRegistry: TicketRegistry, Sendable {
     private struct State {
         var tickets: [String: Ticket] = [:]
-        /// Insertion order, for expiry and the bounds (tickets of one process expire in roughly that order).
+        /// Insertion order, for expiry and the count bound (tickets of one process expire in roughly that order).
         var order: [String] = []
         var head = 0
         var bytes = 0
+        /// Bytes and insertion-ordered ticket ids per owner.
+        var owners: [String: (bytes: Int, ids: [String])] = [:]
+
+        mutating func drop(_ id: String) {
+            guard let ticket = tickets.removeValue(forKey: id) else { return }
+            bytes -= ticket.accountedBytes
+            if var owner = owners[ticket.owner] {
+                owner.bytes -= ticket.accountedBytes
+                if let index = owner.ids.firstIndex(of: id) { owner.ids.remove(at: index) }
+                owners[ticket.owner] = owner.ids.isEmpty ? nil : owner
+            }
+        }
     }
 
     private let state = Mutex(State())
@@ -309,12 +327,14 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
         remember(ticket)
     }
 
-    /// Adds `ticket`, dropping expired tickets and, past the bounds, the oldest.
+    /// Adds `ticket`, dropping expired tickets and, past the bounds, the oldest (by owner for the byte budget).
     func remember(_ ticket: Ticket) {
         state.withLock { state in
             state.tickets[ticket.id] = ticket
             state.bytes += ticket.accountedBytes
             state.order.append(ticket.id)
+            state.owners[ticket.owner, default: (0, [])].bytes += ticket.accountedBytes
+            state.owners[ticket.owner, default: (0, [])].ids.append(ticket.id)
             let now = ContinuousClock.now
             while state.head < state.order.count {
                 let oldest = state.order[state.head]
@@ -322,10 +342,12 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
                     state.head += 1
                     continue
                 }
-                guard state.tickets.count > capacity || state.bytes > budgetBytes || candidate.expiresAt <= now else { break }
-                state.tickets[oldest] = nil
-                state.bytes -= candidate.accountedBytes
+                guard state.tickets.count > capacity || candidate.expiresAt <= now else { break }
+                state.drop(oldest)
                 state.head += 1
+            }
+            while state.bytes > budgetBytes, let heaviest = state.owners.max(by: { $0.value.bytes < $1.value.bytes }), let id = heaviest.value.ids.first {
+                state.drop(id)
             }
             if state.head > 1024 && state.head * 2 > state.order.count {
                 state.order.removeFirst(state.head)
@@ -338,8 +360,7 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
         state.withLock { state in
             guard let ticket = state.tickets[id] else { return nil }
             if ticket.expiresAt <= .now {
-                state.tickets[id] = nil
-                state.bytes -= ticket.accountedBytes
+                state.drop(id)
                 return nil
             }
             return ticket

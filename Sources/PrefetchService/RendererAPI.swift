@@ -96,11 +96,10 @@ struct RendererRoutes: Sendable {
         return router
     }
 
-    /// Who holds leases, for the per-caller share: the identity when the shell presents credentials, else its
-    /// address.
+    /// Who holds leases, for the per-caller share: the client address (credentials are claims a client can
+    /// invent per request; its address it cannot).
     func caller(_ request: Request, context: PageContext) -> String {
-        let identity = prefetch.presented(request).identity
-        return identity == .anonymous ? "client:" + context.callerAddress : identity.digest
+        "client:" + context.callerAddress
     }
 
     static func string(_ object: JSONObject, _ name: String) throws(APIError) -> String? {

@@ -109,25 +109,25 @@ import Testing
     }
 
     @Test func oneCallerCannotHoldMoreThanItsShareOfAPool() async throws {
-        // maxSize 4, so each caller (here: identities, by their cookies) may hold 2 at once.
+        // maxSize 4, so each caller (a client address: credentials are only claims) may hold 2 at once.
         try await withApp(settings(main: profile(minIdle: 0, maxSize: 4))) { client, admin in
-            func acquire(_ cookie: String) async throws -> TestResponse {
-                try await client.execute(
-                    uri: "/v1/renderers/acquire", method: .post, headers: [.contentType: "application/json", .cookie: cookie],
-                    body: ByteBuffer(string: #"{"profile":"main"}"#))
+            let port = try #require(client.port)
+            func acquire(from address: String, cookie: String) async throws -> String {
+                try await rawExchange(port: port, from: address, rawPost("/v1/renderers/acquire", port: port, body: #"{"profile":"main"}"#, headers: ["Cookie": cookie]))
             }
-            #expect(try await acquire("sid=greedy").status == .ok)
-            let second = try await acquire("sid=greedy")
-            #expect(second.status == .ok)
-            let third = try await acquire("sid=greedy")
-            #expect(third.status == .tooManyRequests)
-            #expect(try json(third.body)["error"] as? String == "caller-limit")
-            #expect(third.headers[.retryAfter] != nil)
-            // Another caller still gets a renderer, and releasing frees the greedy caller's slot.
-            #expect(try await acquire("sid=polite").status == .ok)
-            let id = try #require(try json(second.body)["id"] as? String)
-            #expect(try await post(client, "/v1/renderers/\(id)/release", "{}").status == .ok)
-            #expect(try await acquire("sid=greedy").status == .ok)
+            #expect(rawStatus(try await acquire(from: "127.0.0.1", cookie: "sid=greedy-1")) == 200)
+            let second = try await acquire(from: "127.0.0.1", cookie: "sid=greedy-2")
+            #expect(rawStatus(second) == 200)
+            // A third, even with yet another invented cookie, is over this address's share.
+            let third = try await acquire(from: "127.0.0.1", cookie: "sid=greedy-3")
+            #expect(rawStatus(third) == 429, "\(third.prefix(300))")
+            #expect(third.contains("caller-limit") && third.contains("Retry-After"))
+            // Another client still gets a renderer, and releasing frees the greedy client's slot.
+            #expect(rawStatus(try await acquire(from: "127.0.0.2", cookie: "sid=polite")) == 200)
+            let id = try #require(second.split(separator: "\"id\":\"").last?.prefix(22))
+            let release = try await rawExchange(port: port, rawPost("/v1/renderers/\(id)/release", port: port, body: "{}"))
+            #expect(rawStatus(release) == 200, "\(release.prefix(300))")
+            #expect(rawStatus(try await acquire(from: "127.0.0.1", cookie: "sid=greedy-4")) == 200)
         }
     }
 

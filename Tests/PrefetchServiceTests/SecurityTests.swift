@@ -339,6 +339,45 @@ struct SecurityTests {
         }
     }
 
+    /// SECURITY.md: credentials are claims, so inventing a cookie per trigger does not escape the rate limit: the
+    /// client address has its own bucket. Another address is unaffected.
+    @Test func inventedCredentialsDoNotEscapeTheRateLimit() async throws {
+        try await withServe(["--trigger-rate", "2", "--trigger-burst", "5"]) { server, _ in
+            var statuses: [Int: Int] = [:]
+            for index in 0..<120 {
+                let answer = try await rawExchange(
+                    port: server.port, from: "127.0.0.1",
+                    rawPost("/v1/prefetch", port: server.port, body: #"{"url": "\#(Self.page)?i=\#(index)", "headers": {"Cookie": "junk=\#(index)"}}"#))
+                statuses[rawStatus(answer) ?? 0, default: 0] += 1
+            }
+            #expect((statuses[429] ?? 0) >= 50, "\(statuses)")
+            let neighbour = try await rawExchange(
+                port: server.port, from: "127.0.0.2", rawPost("/v1/prefetch", port: server.port, body: #"{"url": "\#(Self.page)?n=1", "headers": {"Cookie": "sid=n"}}"#))
+            #expect(rawStatus(neighbour) == 202, "\(neighbour.prefix(200))")
+        }
+    }
+
+    /// SECURITY.md: when tickets outgrow their budget, the client holding the most loses its oldest: a flood
+    /// from one address does not push out another client's ticket.
+    @Test func aFloodEvictsItsOwnTicketsNotItsNeighbours() async throws {
+        try await withServe(["--ticket-bytes", "65536", "--trigger-rate", "0"]) { server, _ in
+            let victim = try await rawExchange(
+                port: server.port, from: "127.0.0.2",
+                rawPost("/v1/prefetch", port: server.port, body: #"{"url": "\#(Self.page)?victim=1", "headers": {"Cookie": "sid=victim"}}"#))
+            let ticket = try #require(victim.split(separator: "\"ticket\":\"").last?.prefix(22))
+            let pad = String(repeating: "f", count: 7000)
+            for index in 0..<60 {
+                _ = try await rawExchange(
+                    port: server.port, from: "127.0.0.1",
+                    rawPost("/v1/prefetch", port: server.port, body: #"{"url": "\#(Self.page)?pad=\#(pad)&i=\#(index)", "headers": {"Cookie": "junk=\#(index)"}}"#))
+            }
+            let metrics = try await server.admin(.get, "/metrics").text
+            #expect((metricValue(metrics, "prefetch_ticket_bytes") ?? .infinity) <= 65536)
+            let read = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)/data?name=me&wait=5000", headers: ["Cookie": "sid=victim"])
+            #expect(read.status == 200, "the victim's ticket survived the flood: \(read.text.prefix(200))")
+        }
+    }
+
     /// SECURITY.md: a client that never finishes its request head is disconnected (slowloris).
     @Test func aSlowRequestHeadIsDisconnected() async throws {
         try await withServe(["--idle-timeout", "1"]) { server, _ in
@@ -360,31 +399,6 @@ struct SecurityTests {
         #expect(mode == 0o600)
         try await withServe(["--state-dir", state.path]) { _, _ in }
         #expect(FileManager.default.contents(atPath: path) == first, "a restart keeps the same key")
-    }
-
-    /// Sends `text` on a raw connection and returns everything the server answers until it closes (at most 10 s).
-    func rawExchange(port: Int, _ text: String) async throws -> String {
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
-            }
-        return try await channel.executeThenClose { inbound, outbound in
-            try await outbound.write(ByteBuffer(string: text))
-            return try await withThrowingTaskGroup(of: String?.self) { group in
-                group.addTask {
-                    var answer = ""
-                    for try await buffer in inbound { answer += String(buffer: buffer) }
-                    return answer
-                }
-                group.addTask {
-                    try await Task.sleep(for: .seconds(10))
-                    return nil
-                }
-                let first = try await group.next()!
-                group.cancelAll()
-                return first ?? ""
-            }
-        }
     }
 
     /// Opens a raw connection, sends `text`, and waits (at most 10 s) for the server to close it.

@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import NIOPosix
 import PrefetchCore
 import PrefetchEngine
 import PrefetchService
@@ -303,4 +304,43 @@ func runExecutable(_ name: String, _ arguments: [String]) async throws -> (statu
     let result = (status, child.stdout, child.stderr)
     await child.stop()
     return result
+}
+
+/// Sends `text` (a whole HTTP/1.1 request, with `Connection: close`) on a raw connection from `localAddress` (any
+/// 127.x.y.z: a different client address on loopback) and returns everything the server answers until it closes
+/// (at most 10 s).
+func rawExchange(port: Int, from localAddress: String = "127.0.0.1", _ text: String) async throws -> String {
+    let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .bind(to: try SocketAddress(ipAddress: localAddress, port: 0))
+        .connect(host: "127.0.0.1", port: port) { channel in
+            channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+        }
+    return try await channel.executeThenClose { inbound, outbound in
+        try await outbound.write(ByteBuffer(string: text))
+        return try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask {
+                var answer = ""
+                for try await buffer in inbound { answer += String(buffer: buffer) }
+                return answer
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(10))
+                return nil
+            }
+            let first = try await group.next()!
+            group.cancelAll()
+            return first ?? ""
+        }
+    }
+}
+
+/// A JSON POST as raw HTTP/1.1 text.
+func rawPost(_ path: String, port: Int, body: String, headers: [String: String] = [:]) -> String {
+    let extra = headers.map { "\($0.key): \($0.value)\r\n" }.joined()
+    return "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\(extra)Connection: close\r\n\r\n\(body)"
+}
+
+/// The status code of a raw HTTP answer.
+func rawStatus(_ answer: String) -> Int? {
+    Int(answer.dropFirst("HTTP/1.1 ".count).prefix(3))
 }
