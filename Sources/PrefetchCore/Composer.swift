@@ -1,3 +1,4 @@
+import Foundation
 /// Turns "this page URL is opening" into the exact upstream requests to make.
 ///
 /// The rules (the README's "Parameter rules" section has the examples; `ComposerTests` holds each one):
@@ -13,9 +14,11 @@
 ///   `+5`, `-0`) becomes a JSON number, anything else stays a string. A repeated key: the last value wins,
 ///   at the position of the first (as `Object.fromEntries(new URLSearchParams(search))`).
 /// - A name the config fixed is never forwarded, by either rule, for any method or bodyType: a page pair
-///   whose decoded name equals, ignoring case, a top-level key of the config's `body` or a name in the
-///   api URL's own query is dropped, so the config's value is the only one sent (`?role=admin`,
-///   `?ROLE=admin` and `?r%6Fle=admin` all lose to `"role": "user"`; `?v=3` never follows an api's `?v=2`).
+///   whose decoded name has the same skeleton (``nameSkeleton(_:)``: normalised, case-folded, letters and digits
+///   only) as a top-level key of the config's `body` or a name in the api URL's own query is dropped, so the
+///   config's value is the only one sent (`?role=admin`, `?ROLE=admin`, `?r%6Fle=admin`, `?%20role=admin`,
+///   `?role[]=admin` and `?%C5%BFcope=admin` all lose to the config's `role` and `scope`; `?v=3` never follows an
+///   api's `?v=2`). A `;` in a forwarded page pair is percent-encoded, so no parser splits a value into a pair.
 /// - `params` filters which page parameters are forwarded, by decoded name, for both rules.
 /// - `{name}` segments captured by a pattern entry are page parameters too, after the query's.
 /// - GET and DELETE never carry a body: their config body and, with bodyParam, the page parameters go into
@@ -34,7 +37,7 @@ public enum Composer {
     static func compose(interface: Interface, pairs allPairs: [QueryPair]) -> PlannedRequest {
         let allowed = interface.params.map { allowed in allPairs.filter { allowed.contains($0.name) } } ?? allPairs
         let fixed = allowed.isEmpty ? [] : fixedNames(of: interface)
-        let pairs = fixed.isEmpty ? allowed : allowed.filter { !fixed.contains($0.name.lowercased()) }
+        let pairs = fixed.isEmpty ? allowed : allowed.filter { !fixed.contains(nameSkeleton($0.name)) }
         var queryParts: [String] = []
         if interface.urlParam {
             queryParts += pairs.map(\.urlText)
@@ -82,9 +85,19 @@ public enum Composer {
     /// The lowercased names a page may not send: the config body's top-level keys and the decoded names
     /// of the api URL's own query.
     static func fixedNames(of interface: Interface) -> Set<String> {
-        var names = Set(interface.body.members.map { $0.name.lowercased() })
-        for pair in QueryPair.split(interface.apiURL.query) { names.insert(pair.name.lowercased()) }
+        var names = Set(interface.body.members.map { nameSkeleton($0.name) })
+        for pair in QueryPair.split(interface.apiURL.query) { names.insert(nameSkeleton(pair.name)) }
+        names.remove("")
         return names
+    }
+
+    /// What a parameter name can mean to some upstream parser: compatibility-normalised (NFKC), case-folded both
+    /// ways (as Java's `equalsIgnoreCase` does, so `ſ` is `s` and `ı` is `i`), and reduced to its letters and
+    /// digits (PHP drops leading spaces, turns `.` and spaces into `_` and reads `name[]` as `name`; some
+    /// binders ignore `_` and `-`). Two names with the same skeleton are the same name for the fixed-name rule.
+    static func nameSkeleton(_ name: String) -> String {
+        let normalized = name.precomposedStringWithCompatibilityMapping.uppercased().lowercased()
+        return String(String.UnicodeScalarView(normalized.unicodeScalars.filter { $0.properties.isAlphabetic || $0.properties.numericType != nil }))
     }
 }
 
@@ -120,7 +133,8 @@ struct QueryPair: Sendable {
     }
 
     init(raw: Substring) {
-        urlText = FormEncoding.sanitizeQueryText(raw)
+        // `;` is encoded: a parser that splits pairs on it would otherwise read a page value as a new pair.
+        urlText = FormEncoding.sanitizeQueryText(raw).replacingOccurrences(of: ";", with: "%3B")
         let rawName: Substring
         let rawValue: Substring
         if let equals = raw.firstIndex(of: "=") {

@@ -5,6 +5,7 @@ import PrefetchDNS
 import PrefetchFetcher
 import PrefetchStore
 import ServiceLifecycle
+import Synchronization
 
 /// The product's core loop: a page is opening, so plan its requests, start each one unless it is already
 /// stored or in flight for the same user, and hand the results to whoever is entitled to them.
@@ -219,6 +220,7 @@ public final class Orchestrator: Sendable {
                 if case .leader(let ownToken) = await store.begin(own, policy: policy) {
                     await store.complete(own, token: ownToken, result: .success(stored))
                 }
+                ticket.record(index) { $0.keptPrivate = true }
                 let why = setsCookie ? "sets a cookie" : "is Cache-Control: private"
                 await store.complete(
                     key, token: token,
@@ -253,6 +255,11 @@ public final class Orchestrator: Sendable {
     /// shared entry, or the ticket's own copy of an anonymous response that may not be shared.
     public func read(_ ticket: Ticket, index: Int, wait: Duration) async -> ReadOutcome {
         let key = ticket.requests[index].key
+        if ticket.timings.withLock({ $0[index].keptPrivate }) {
+            // This page open fetched it and kept it for itself: its own copy lives for the interface's TTL,
+            // whatever became of the shared entry's short-lived `private` marker.
+            return await store.read(privateKey(key, ticket: ticket.id), wait: .zero)
+        }
         let outcome = await store.read(key, wait: wait)
         if case .failed(let failure, _) = outcome, failure.code == Self.privateCode, key.identity == .anonymous {
             // This ticket's own copy, if it fetched the response (and what became of it: a no-store copy is

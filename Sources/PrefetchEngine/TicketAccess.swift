@@ -5,9 +5,11 @@ import PrefetchStore
 /// A short-lived capability to read one ticket's data from one origin: what a shell hands its page (through a
 /// JS bridge or an injected value, never a URL) when the page cannot present the user's credentials itself.
 ///
-/// Wire form: URL-safe base64 of the ticket id (16 bytes), the expiry (8 bytes, Unix milliseconds, big endian)
-/// and the first 16 bytes of an HMAC-SHA256 (the deployment's identity key) over the ticket id, the expiry and
-/// the page's origin. It is checked without any state of its own, so every replica sharing the key accepts it.
+/// Wire form: URL-safe base64 of a random nonce (8 bytes), the expiry (8 bytes, Unix milliseconds, big endian),
+/// the ticket id masked with a keystream derived from the nonce and expiry (16 bytes), and the first 16 bytes of
+/// an HMAC-SHA256 over nonce, expiry, ticket id and the page's origin. The key does not reveal the ticket (a page
+/// holding a key never holds the ticket, which outlives the key), and it is checked without any state of its own,
+/// so every replica sharing the deployment's identity key accepts it.
 public struct ReadKey: Sendable {
     /// The key as the page presents it (`X-Prefetch-Key`).
     public var value: String
@@ -26,7 +28,7 @@ public enum TicketAccess {
     public static let readKeyHeader = "X-Prefetch-Key"
 
     static let macLength = 16
-    static let encodedLength = 16 + 8 + macLength
+    static let encodedLength = 8 + 8 + 16 + macLength
 
     /// Checks that a reader presenting `presented` may read `ticket` by identity.
     public static func authorize(_ ticket: Ticket, presented: Identity) throws(PrefetchError) {
@@ -78,17 +80,27 @@ extension Orchestrator {
     func readKey(for ticket: Ticket) -> ReadKey {
         let lifetime = min(settings.readKeyLifetime, ticket.expiresAt - .now)
         let expiresMs = Int64(Date().timeIntervalSince1970 * 1000) + max(0, lifetime.milliseconds)
+        var generator = SystemRandomNumberGenerator()
+        let nonce = (0..<8).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let expiry = Self.bigEndian(expiresMs)
         let id = Base64URL.decode(ticket.id) ?? []
-        var bytes = id
-        withUnsafeBytes(of: expiresMs.bigEndian) { bytes.append(contentsOf: $0) }
-        bytes.append(contentsOf: readKeyMAC(ticketID: id, expiresMs: expiresMs, origin: ticket.pageOrigin))
+        let mask = keyMask(nonce: nonce, expiry: expiry)
+        var bytes = nonce + expiry
+        bytes += zip(id, mask).map { $0 ^ $1 }
+        bytes += readKeyMAC(nonce: nonce, expiry: expiry, ticketID: id, origin: ticket.pageOrigin)
         return ReadKey(value: Base64URL.encode(bytes), expiresAt: Date(timeIntervalSince1970: Double(expiresMs) / 1000))
     }
 
-    private func readKeyMAC(ticketID: [UInt8], expiresMs: Int64, origin: String) -> [UInt8] {
-        var expiry: [UInt8] = []
-        withUnsafeBytes(of: expiresMs.bigEndian) { expiry.append(contentsOf: $0) }
-        return Array(settings.identityKey.mac(domain: "prefetch-read-key-v1", [ticketID, expiry, Array(origin.utf8)]).prefix(TicketAccess.macLength))
+    private static func bigEndian(_ value: Int64) -> [UInt8] {
+        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+    }
+
+    private func keyMask(nonce: [UInt8], expiry: [UInt8]) -> [UInt8] {
+        Array(settings.identityKey.mac(domain: "prefetch-read-key-mask-v2", [nonce, expiry]).prefix(16))
+    }
+
+    private func readKeyMAC(nonce: [UInt8], expiry: [UInt8], ticketID: [UInt8], origin: String) -> [UInt8] {
+        Array(settings.identityKey.mac(domain: "prefetch-read-key-v2", [nonce, expiry, ticketID, Array(origin.utf8)]).prefix(TicketAccess.macLength))
     }
 
     /// The ticket a read key opens, for a request from `origin`.
@@ -96,15 +108,17 @@ extension Orchestrator {
         guard let bytes = Base64URL.decode(text), bytes.count == TicketAccess.encodedLength else {
             throw .invalidReadKey(reason: "it is malformed")
         }
-        let id = Array(bytes[0..<16])
-        let expiresMs = bytes[16..<24].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-        let mac = Array(bytes[24...])
+        let nonce = Array(bytes[0..<8])
+        let expiry = Array(bytes[8..<16])
+        let expiresMs = expiry.reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        let id = zip(bytes[16..<32], keyMask(nonce: nonce, expiry: expiry)).map { $0 ^ $1 }
+        let mac = Array(bytes[32...])
         guard expiresMs > Int64(Date().timeIntervalSince1970 * 1000) else { throw .invalidReadKey(reason: "it has expired") }
-        guard let ticket = await tickets.ticket(Base64URL.encode(id)) else {
-            throw .invalidReadKey(reason: "its ticket is unknown or expired")
+        guard let ticket = await tickets.ticket(Base64URL.encode(id)),
+            constantTimeEqual(mac, readKeyMAC(nonce: nonce, expiry: expiry, ticketID: id, origin: ticket.pageOrigin))
+        else {
+            throw .invalidReadKey(reason: "it was not issued by this service, or its ticket has expired")
         }
-        let expected = readKeyMAC(ticketID: id, expiresMs: expiresMs, origin: ticket.pageOrigin)
-        guard constantTimeEqual(mac, expected) else { throw .invalidReadKey(reason: "it was not issued by this service") }
         guard origin.matches(ticket.pageOrigin) else { throw .originMismatch(origin: origin.shown) }
         return ticket
     }

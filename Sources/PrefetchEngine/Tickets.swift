@@ -25,6 +25,8 @@ public struct RequestTiming: Sendable {
     public var status: Int?
     public var bytes: Int?
     public var error: String?
+    /// The response was anonymous but set a cookie or was private: it is kept under a key of this ticket's own.
+    public var keptPrivate = false
 }
 
 /// A page open: the handle a shell keeps to read the prefetched responses.

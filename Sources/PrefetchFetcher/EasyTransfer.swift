@@ -218,11 +218,18 @@ final class EasyTransfer {
             }
             return
         }
-        guard let colon = line.firstIndex(of: ":") else { return }
-        let name = String(line[..<colon])
-        let value = String(line[line.index(after: colon)...].trimmingWhitespace())
-        responseHeaders.append(HTTPHeader(name: name, value: value))
+        if let header = headerField(line) { responseHeaders.append(header) }
     }
+}
+
+/// One `name: value` header line as a header. Whitespace between the name and the colon is removed, as RFC 9112
+/// §5.1 requires of a proxy, so `Set-Cookie : a=1` is the `Set-Cookie` it is to every client (and to the rules
+/// that keep cookies private). A line without a colon or with an empty name is dropped.
+func headerField(_ line: Substring) -> HTTPHeader? {
+    guard let colon = line.firstIndex(of: ":") else { return nil }
+    let name = line[..<colon].trimmingWhitespace()
+    guard !name.isEmpty else { return nil }
+    return HTTPHeader(name: String(name), value: String(line[line.index(after: colon)...].trimmingWhitespace()))
 }
 
 extension Substring {

@@ -192,10 +192,16 @@ struct AdminGuardMiddleware<Context: RequestContext>: RouterMiddleware {
             return !host.isEmpty && host.allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
         }
         host = authority.prefix { $0 != ":" }
-        return host == "localhost" || host == adminHost || (!host.isEmpty && host.allSatisfy { $0.isNumber || $0 == "." })
+        let port = authority.dropFirst(host.count)
+        guard port.isEmpty || (port.count > 1 && port.dropFirst().allSatisfy { $0.isASCII && $0.isNumber }) else { return false }
+        return host == "localhost" || host == adminHost || (!host.isEmpty && host.allSatisfy { $0.isASCII && ($0.isNumber || $0 == ".") })
     }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        // A second `Host` stays among the fields (the first became the authority): RFC 9112 §3.2 says 400.
+        if let host = HTTPField.Name("Host"), !request.headers[values: host].isEmpty {
+            throw APIError.badRequest("bad-host", "the request has more than one Host header")
+        }
         if token == nil, !isOwnAuthority(request.head.authority) {
             metrics.denied("admin-unauthorized")
             throw APIError(

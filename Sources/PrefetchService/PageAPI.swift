@@ -56,6 +56,10 @@ struct PrefetchRoutes: Sendable {
             headers = request.headers.map { ($0.name.rawName, $0.value) }
         case .object(let given):
             for member in given.members {
+                // A header name is an ASCII token (RFC 9110 §5.1): nothing that case-folds into another name.
+                guard !member.name.isEmpty, member.name.utf8.allSatisfy(Self.isTokenByte) else {
+                    throw APIError.badRequest("bad-headers", "headers: \(quoted(member.name, limit: 60)) is not a header name")
+                }
                 guard case .string(let text) = member.value else {
                     throw APIError.badRequest("bad-headers", "headers.\(member.name) must be a string, got \(member.value.kindName)")
                 }
@@ -68,6 +72,14 @@ struct PrefetchRoutes: Sendable {
             throw APIError.badRequest("bad-headers", "\"headers\" must be an object of strings, got \(other.kindName)")
         }
         return headers
+    }
+
+    /// Whether `byte` may appear in a header name (an RFC 9110 token).
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
     }
 
     /// The page URL of a trigger body.
@@ -235,11 +247,13 @@ struct PrefetchRoutes: Sendable {
     }
 
     /// Headers a replay never carries: the upstream's CORS decisions (the service makes its own) and caching
-    /// directives (a replay is for one reader, once).
+    /// directives for any cache, a CDN's included (`CDN-Cache-Control`, `Surrogate-Control`, ...): a replay is for
+    /// one reader, once.
     static func isDropped(_ name: String) -> Bool {
         let lower = name.lowercased()
-        return lower.hasPrefix("access-control-") || lower == "cache-control" || lower == "expires" || lower == "pragma"
-            || lower == "content-security-policy" || lower == "x-content-type-options" || lower == "referrer-policy"
+        return lower.hasPrefix("access-control-") || lower.hasSuffix("cache-control") || lower.hasPrefix("surrogate-")
+            || lower == "expires" || lower == "pragma" || lower == "content-security-policy" || lower == "x-content-type-options"
+            || lower == "referrer-policy"
     }
 
     /// A stored response replayed as the page's own request would have received it, with the replay headers.

@@ -89,3 +89,15 @@ import Testing
         }
     }
 }
+
+/// Header lines as the fetcher reads them.
+@Suite struct HeaderLineTests {
+    @Test func whitespaceBeforeTheColonIsRemoved() {
+        #expect(headerField("Set-Cookie : guest=1; Path=/")?.name == "Set-Cookie")
+        #expect(headerField("Set-Cookie\t: guest=1")?.name == "Set-Cookie")
+        #expect(headerField("Set-Cookie : guest=1")?.value == "guest=1")
+        #expect(headerField("Content-Type:application/json")?.value == "application/json")
+        #expect(headerField(" : orphan") == nil)
+        #expect(headerField("no colon") == nil)
+    }
+}
