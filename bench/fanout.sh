@@ -8,8 +8,8 @@
 # GET /v1/prefetch/{ticket}?wait=10000), and a Node.js BFF (bench/peers/bff.js) with fetch and with node:http.
 #
 # Topology: 8 upstream processes, one per interface (a page's interfaces usually live on several backends).
-# A second service run puts all 8 interfaces on ONE upstream origin, where the fetcher's per-host connection
-# limit (64) applies.
+# A second service run puts all 8 interfaces on ONE upstream origin (the common case: the seed's own config),
+# where a per-host connection limit below the transfer limit would queue them (--max-connections-per-host).
 # Env: BENCH_CONCURRENCY (default 32), BENCH_PAGES (measured page opens per target, default 3000),
 # BENCH_WARMUP_PAGES (default 300).
 source "$(dirname "$0")/lib.sh"
