@@ -67,13 +67,25 @@ JSON
 # A fresh admin token per run (32 URL-safe characters). The trigger rate limit is off so that fuzzed
 # triggers meet the real answers rather than 429 after the first burst (the limit has its own Swift tests).
 token=$(head -c 24 /dev/urandom | base64 | tr '+/' '-_')
-"$bin/prefetch" serve --config "$work/prefetch.json" --renderers "$work/renderers.json" \
-  --port 0 --admin-port 0 --admin-token "$token" --trigger-rate 0 \
-  --log-level error >"$work/serve.out" 2>"$work/serve.err" &
-serve_pid=$!
-pids+=("$serve_pid")
-port=$(wait_port "$work/serve.out" "prefetch listening on")
-admin_port=$(wait_port "$work/serve.out" "prefetch operator surface on")
+# A serve that did not come up is reported with its own words and started once more, so one slow start on a
+# loaded machine is told apart from a service that cannot start.
+port=""
+for attempt in 1 2; do
+  "$bin/prefetch" serve --config "$work/prefetch.json" --renderers "$work/renderers.json" \
+    --port 0 --admin-port 0 --admin-token "$token" --trigger-rate 0 \
+    --log-level warning >"$work/serve.out" 2>"$work/serve.err" &
+  serve_pid=$!
+  pids+=("$serve_pid")
+  if port=$(wait_port "$work/serve.out" "prefetch listening on" 600 2>/dev/null) \
+    && admin_port=$(wait_port "$work/serve.out" "prefetch operator surface on" 600 2>/dev/null); then
+    break
+  fi
+  echo "fuzz-api: prefetch serve did not report its ports (attempt $attempt); running: $(kill -0 "$serve_pid" 2>/dev/null && echo yes || echo no)" >&2
+  cat "$work/serve.out" "$work/serve.err" >&2
+  kill "$serve_pid" 2>/dev/null || true
+  port=""
+done
+[ -n "$port" ] || exit 1
 api="http://127.0.0.1:$port"
 admin="http://127.0.0.1:$admin_port"
 echo "fuzz-api: page surface $api, operator surface $admin, upstream $upstream, seed $seed, $max_examples examples per operation"
