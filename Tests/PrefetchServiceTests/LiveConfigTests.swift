@@ -31,7 +31,7 @@ import Testing
         }
 
         func start() async throws {
-            try process.run()
+            try launch(process)
             let up = await eventually(within: 10) { (try? await oneRequest(port: self.port, .get, "/prefetch.json")) != nil }
             if !up { throw CommandTestError(message: "the config server did not start") }
         }

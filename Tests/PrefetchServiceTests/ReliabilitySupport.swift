@@ -134,7 +134,7 @@ func runTool(_ path: String, _ arguments: [String]) async throws -> (status: Int
     process.standardError = handle
     process.standardOutput = FileHandle.nullDevice
     process.standardInput = FileHandle.nullDevice
-    try process.run()
+    try launch(process)
     try? handle.close()
     _ = await eventually(within: 30) { !process.isRunning }
     if process.isRunning {

@@ -25,7 +25,7 @@ import Testing
             launched.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
             launched.standardOutput = FileHandle.nullDevice
             launched.standardError = FileHandle.nullDevice
-            try launched.run()
+            try launch(launched)
             process.withLock { $0 = launched }
             let up = await eventually(within: 10) { await self.answers() }
             if !up { throw CommandTestError(message: "redis-server on port \(port) did not start") }

@@ -269,7 +269,7 @@ final class ChildProcess: Sendable {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try launch(process)
         self.process = process
     }
 
@@ -343,4 +343,13 @@ func rawPost(_ path: String, port: Int, body: String, headers: [String: String] 
 /// The status code of a raw HTTP answer.
 func rawStatus(_ answer: String) -> Int? {
     Int(answer.dropFirst("HTTP/1.1 ".count).prefix(3))
+}
+
+/// Foundation's `Process.run()` crashed once here (a bad pointer in `memcpy` inside `Process.run`) while several
+/// suites spawned children at the same moment; the tests start their child processes one at a time.
+private let launchLock = Mutex(())
+
+/// Starts `process`, one launch at a time.
+func launch(_ process: Process) throws {
+    try launchLock.withLock { _ in try process.run() }
 }

@@ -125,7 +125,7 @@ enum WebShellBrowser {
         process.currentDirectoryURL = URL(fileURLWithPath: root)
         process.standardOutput = try FileHandle(forWritingTo: outURL)
         process.standardError = try FileHandle(forWritingTo: errURL)
-        try process.run()
+        try launch(process)
         let deadline = ContinuousClock.now + .seconds(180)
         while process.isRunning && ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(50))
