@@ -136,7 +136,7 @@ struct URLSourceTests {
                 }
 
                 // The fifth: slower than the request timeout.
-                server.serve("/cfg", configBody(version: 2), delay: .seconds(2))
+                server.serve("/cfg", configBody(version: 2), delay: .seconds(4))
                 let fifth = await checkNow(updater)
                 #expect(fifth.errors.first?.code == .transfer)
                 #expect(fifth.status.consecutiveAbnormal == 5)
