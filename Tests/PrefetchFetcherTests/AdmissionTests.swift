@@ -45,28 +45,32 @@ import Testing
         #expect(queue.drain().isEmpty)
     }
 
-    /// One slot, page A's four requests queued first, then page B's one: B's is served second, not fifth.
+    /// One slot, held by a request that never answers while page A queues four requests and then page B one;
+    /// once the slot frees, B's is served second, not fifth. Only the order of events decides, no timing.
     @Test func onePagesBurstDoesNotStarveAnother() async throws {
         try await withUpstream { upstream in
             try await withFetcher(FetcherConfiguration(maxTransfers: 1)) { fetcher in
                 let base = "http://127.0.0.1:\(upstream.port)/fair"
+                let blocker = Task { try? await fetcher.fetch(FetchRequest(url: "http://127.0.0.1:\(upstream.port)/block?hang=1", timeout: .seconds(30))) }
+                do { let settled = await eventually { upstream.hits(path: "/block") == 1 }; #expect(settled) }
                 let burst = Task {
                     await withTaskGroup(of: Void.self) { group in
                         for index in 1...4 {
-                            group.addTask { _ = try? await fetcher.fetch(FetchRequest(url: "\(base)?delay=1000&n=a\(index)", timeout: .seconds(30), group: "page-a")) }
+                            group.addTask { _ = try? await fetcher.fetch(FetchRequest(url: "\(base)?n=a\(index)", timeout: .seconds(30), group: "page-a")) }
                         }
                     }
                 }
-                // All four are submitted and the first is on the wire (it takes a second), so page B arrives while
-                // page A's other three wait.
-                do { let settled = await eventually { fetcher.inFlight == 4 && upstream.hits(path: "/fair") == 1 }; #expect(settled) }
-                let other = try await fetcher.fetch(FetchRequest(url: "\(base)?delay=100&n=b1", timeout: .seconds(20), group: "page-b"))
+                do { let settled = await eventually { fetcher.inFlight == 5 }; #expect(settled) }
+                let other = Task { try await fetcher.fetch(FetchRequest(url: "\(base)?n=b1", timeout: .seconds(30), group: "page-b")) }
+                do { let settled = await eventually { fetcher.inFlight == 6 }; #expect(settled) }
+                blocker.cancel()
+                let answer = try await other.value
                 await burst.value
                 // The upstream numbers the requests to one path in the order it serves them.
-                #expect(other.status == 200)
-                let hit = (try JSONSerialization.jsonObject(with: Data(other.body)) as? [String: Any])?["hit"] as? Int
+                #expect(answer.status == 200)
+                let hit = (try JSONSerialization.jsonObject(with: Data(answer.body)) as? [String: Any])?["hit"] as? Int
                 #expect(hit == 2, "page B's request was served as number \(hit ?? -1) of 5")
-                #expect(other.queued > .zero, "it waited for the slot, and says so")
+                #expect(answer.queued > .zero, "it waited for the slot, and says so")
             }
         }
     }
