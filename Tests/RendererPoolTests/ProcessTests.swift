@@ -112,7 +112,8 @@ extension Lease {
                 try await pools.acquire(profile: "web", page: nil),
                 try await pools.acquire(profile: "web", page: nil),
             ]
-            #expect(leases.map(\.warm) == [true, true, false])
+            // The first two were pre-warmed; the third is cold unless the background refill won the race for it.
+            #expect(leases.prefix(2).allSatisfy(\.warm))
             pids = leases.map(\.pid)
             #expect(Set(pids).count == 3)
             #expect(pids.allSatisfy(processExists))
