@@ -37,7 +37,7 @@ public enum Composer {
     static func compose(interface: Interface, pairs allPairs: [QueryPair]) -> PlannedRequest {
         let allowed = interface.params.map { allowed in allPairs.filter { allowed.contains($0.name) } } ?? allPairs
         let fixed = allowed.isEmpty ? [] : fixedNames(of: interface)
-        let pairs = fixed.isEmpty ? allowed : allowed.filter { !fixed.contains(nameSkeleton($0.name)) }
+        let pairs = fixed.isEmpty ? allowed : allowed.filter { !fixed.contains($0.skeleton) }
         var queryParts: [String] = []
         if interface.urlParam {
             queryParts += pairs.map(\.urlText)
@@ -96,6 +96,24 @@ public enum Composer {
     /// digits (PHP drops leading spaces, turns `.` and spaces into `_` and reads `name[]` as `name`; some
     /// binders ignore `_` and `-`). Two names with the same skeleton are the same name for the fixed-name rule.
     static func nameSkeleton(_ name: String) -> String {
+        if name.utf8.allSatisfy({ $0 < 0x80 }) {
+            // ASCII (nearly every name): NFKC changes nothing and case folding is lowercasing.
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(name.utf8.count)
+            for byte in name.utf8 {
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): bytes.append(byte)
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"): bytes.append(byte + 32)
+                default: break
+                }
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        return unicodeSkeleton(name)
+    }
+
+    /// ``nameSkeleton(_:)`` by the Unicode rules, for any name.
+    static func unicodeSkeleton(_ name: String) -> String {
         let normalized = name.precomposedStringWithCompatibilityMapping.uppercased().lowercased()
         return String(String.UnicodeScalarView(normalized.unicodeScalars.filter { $0.properties.isAlphabetic || $0.properties.numericType != nil }))
     }
@@ -123,6 +141,8 @@ struct QueryPair: Sendable {
     var urlText: String
     /// The decoded name.
     var name: String
+    /// The decoded name's ``Composer/nameSkeleton(_:)``, computed once per page rather than once per interface.
+    var skeleton: String
     /// The decoded value, typed for JSON.
     var jsonValue: JSONValue
 
@@ -133,8 +153,9 @@ struct QueryPair: Sendable {
     }
 
     init(raw: Substring) {
-        // `;` is encoded: a parser that splits pairs on it would otherwise read a page value as a new pair.
-        urlText = FormEncoding.sanitizeQueryText(raw).replacingOccurrences(of: ";", with: "%3B")
+        // `;` is encoded (by `sanitizeQueryText`): a parser that splits pairs on it would otherwise read a page value
+        // as a new pair.
+        urlText = FormEncoding.sanitizeQueryText(raw)
         let rawName: Substring
         let rawValue: Substring
         if let equals = raw.firstIndex(of: "=") {
@@ -145,6 +166,7 @@ struct QueryPair: Sendable {
             rawValue = ""
         }
         name = FormEncoding.decode(rawName)
+        skeleton = Composer.nameSkeleton(name)
         jsonValue = Self.typed(FormEncoding.decode(rawValue))
     }
 
@@ -152,6 +174,7 @@ struct QueryPair: Sendable {
     init(capturedName: String, value raw: String) {
         let value = FormEncoding.decode(Substring(raw), plusIsSpace: false)
         name = capturedName
+        skeleton = Composer.nameSkeleton(capturedName)
         urlText = FormEncoding.encode(name: capturedName, value: value)
         jsonValue = Self.typed(value)
     }
@@ -191,7 +214,7 @@ enum FormEncoding {
 
     static let hexDigits = Array("0123456789ABCDEF".utf8)
 
-    /// The text unchanged where it is legal in a query; any other byte percent-encoded.
+    /// The text unchanged where it is legal in a query; any other byte, and `;`, percent-encoded.
     static func sanitizeQueryText(_ text: Substring) -> String {
         let bytes = Array(text.utf8)
         var out: [UInt8] = []
@@ -204,7 +227,7 @@ enum FormEncoding {
                 index += 3
                 continue
             }
-            if isQuerySafe(byte) {
+            if isQuerySafe(byte), byte != UInt8(ascii: ";") {
                 out.append(byte)
             } else {
                 out += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]]

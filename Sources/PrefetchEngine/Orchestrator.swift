@@ -271,6 +271,25 @@ public final class Orchestrator: Sendable {
         return outcome
     }
 
+    /// Reads every request of `ticket` at once, waiting up to `wait` for those in flight, for a reader already
+    /// entitled to the ticket: what `read(_:index:wait:)` gives for each index, with one wait for the page.
+    public func readAll(_ ticket: Ticket, wait: Duration) async -> [ReadOutcome] {
+        let keptPrivate = ticket.timings.withLock { $0.map(\.keptPrivate) }
+        let keys = ticket.requests.indices.map { index in
+            keptPrivate[index] ? privateKey(ticket.requests[index].key, ticket: ticket.id) : ticket.requests[index].key
+        }
+        var outcomes = await store.read(keys, wait: wait)
+        for index in outcomes.indices where !keptPrivate[index] {
+            // As in `read(_:index:wait:)`: the `private` marker of a response this ticket fetched and kept.
+            if case .failed(let failure, _) = outcomes[index], failure.code == Self.privateCode, keys[index].identity == .anonymous {
+                let own = await store.read(privateKey(keys[index], ticket: ticket.id), wait: .zero)
+                if case .absent(.notFound) = own { continue }
+                outcomes[index] = own
+            }
+        }
+        return outcomes
+    }
+
     /// Hop-by-hop and framing headers: the transport's, never replayed.
     static let hopByHop: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade", "content-length",

@@ -1,5 +1,37 @@
 import CCurl
 
+/// Easy handles kept for the next transfer: `curl_easy_reset` returns a handle to its defaults but keeps what it
+/// allocated (buffers, the DNS and connection caches belong to the multi handle anyway), so a busy fetcher does not
+/// build and free a handle per request. Confined to the loop thread; holds at most `capacity` idle handles.
+final class EasyHandlePool {
+    private var idle: [UnsafeMutableRawPointer] = []
+    private let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = max(0, capacity)
+        idle.reserveCapacity(self.capacity)
+    }
+
+    deinit {
+        for handle in idle { curl_easy_cleanup(handle) }
+    }
+
+    /// An idle handle, or a new one (nil only when libcurl is out of memory).
+    func take() -> UnsafeMutableRawPointer? {
+        idle.popLast() ?? curl_easy_init()
+    }
+
+    /// Takes back a handle no multi handle holds: reset and kept, or cleaned up when the pool is full.
+    func recycle(_ handle: UnsafeMutableRawPointer) {
+        guard idle.count < capacity else {
+            curl_easy_cleanup(handle)
+            return
+        }
+        curl_easy_reset(handle)
+        idle.append(handle)
+    }
+}
+
 /// One admitted transfer: a configured easy handle and the response being collected.
 ///
 /// Confined to the loop thread. libcurl's callbacks get an unretained pointer to it; the loop's table keeps it
@@ -12,6 +44,7 @@ final class EasyTransfer {
     private let errorBuffer: UnsafeMutablePointer<CChar>
     private let maxResponseBytes: Int
     private let budget: BufferBudget
+    private let handles: EasyHandlePool
 
     fileprivate var responseHeaders: [HTTPHeader] = []
     fileprivate var body: [UInt8] = []
@@ -21,15 +54,18 @@ final class EasyTransfer {
     /// When the transfer got its slot.
     private let admitted = ContinuousClock.now
 
-    init(ticket: Ticket, configuration: FetcherConfiguration, budget: BufferBudget, timeout: Duration) throws(FetchError) {
+    init(
+        ticket: Ticket, configuration: FetcherConfiguration, budget: BufferBudget, handles: EasyHandlePool, timeout: Duration
+    ) throws(FetchError) {
         let request = ticket.request
-        guard let handle = curl_easy_init() else {
+        guard let handle = handles.take() else {
             throw FetchError(code: .other, message: "curl_easy_init failed (host: \(hostOf(request.url)))")
         }
         self.ticket = ticket
         self.handle = handle
         self.maxResponseBytes = max(0, request.maxResponseBytes)
         self.budget = budget
+        self.handles = handles
         let errorSize = prefetch_error_size()
         errorBuffer = .allocate(capacity: errorSize)
         errorBuffer.initialize(repeating: 0, count: errorSize)
@@ -49,7 +85,7 @@ final class EasyTransfer {
         if failure != CURLE_OK {
             let code = failure
             let message = String(cString: curl_easy_strerror(code))
-            curl_easy_cleanup(handle)
+            handles.recycle(handle)
             errorBuffer.deallocate()
             throw FetchError(code: mapCurlCode(code, exceededLimit: false), message: "\(message) (host: \(hostOf(request.url)))")
         }
@@ -145,7 +181,7 @@ final class EasyTransfer {
 
     deinit {
         budget.release(body.count)
-        curl_easy_cleanup(handle)
+        handles.recycle(handle)
         curl_slist_free_all(headerList)
         curl_slist_free_all(connectToList)
         errorBuffer.deallocate()

@@ -15,6 +15,8 @@ final class TransferLoop {
     private var activeByTicket: [ObjectIdentifier: UInt] = [:]
     /// Tickets waiting for a free transfer slot, fairly across groups.
     private var queued = AdmissionQueue<Ticket>()
+    /// Easy handles of finished transfers, reset for the next ones.
+    private let handles: EasyHandlePool
 
     init(fetcher: Fetcher) {
         self.fetcher = fetcher
@@ -24,6 +26,7 @@ final class TransferLoop {
         }
         self.multi = multi
         let maxTransfers = max(1, configuration.maxTransfers)
+        self.handles = EasyHandlePool(capacity: maxTransfers)
         _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxTransfers)
         _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxTransfers)
         _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.effectiveMaxConnectionsPerHost)
@@ -104,7 +107,7 @@ final class TransferLoop {
             }
             let transfer: EasyTransfer
             do {
-                transfer = try EasyTransfer(ticket: ticket, configuration: configuration, budget: fetcher.buffered, timeout: remaining)
+                transfer = try EasyTransfer(ticket: ticket, configuration: configuration, budget: fetcher.buffered, handles: handles, timeout: remaining)
             } catch {
                 release()
                 ticket.finish(.failure(error))

@@ -134,14 +134,7 @@ struct PrefetchRoutes: Sendable {
     func results(_ request: Request, context: PageContext) async throws(APIError) -> ResultsAnswer {
         let ticket = try await entitledTicket(request, context: context)
         let wait = orchestrator.clampWait(try Self.waitParameter(request), default: .zero)
-        let outcomes = await withTaskGroup(of: (Int, ReadOutcome).self) { group in
-            for index in ticket.requests.indices {
-                group.addTask { (index, await orchestrator.read(ticket, index: index, wait: wait)) }
-            }
-            var outcomes = [ReadOutcome](repeating: .pending, count: ticket.requests.count)
-            for await (index, outcome) in group { outcomes[index] = outcome }
-            return outcomes
-        }
+        let outcomes = await orchestrator.readAll(ticket, wait: wait)
         return ResultsAnswer(ticket: ticket, outcomes: outcomes, timings: ticket.timings.withLock { $0 })
     }
 

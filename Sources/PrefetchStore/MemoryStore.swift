@@ -91,8 +91,36 @@ public final class MemoryStore: ResponseStore {
         case .done(let outcome):
             return outcome
         case .waiting(let id):
-            return await waitForResult(of: id, upTo: wait)
+            return await waitForResults(of: [id], upTo: wait)[0]
         }
+    }
+
+    /// See `ResponseStore.read(_:wait:)` for several keys. The keys are looked up under one lock, and those still
+    /// in flight are waited on together, against one deadline: a page's results view costs one timer, not one
+    /// task, task group and timer per interface.
+    public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {
+        let now = clock.now
+        let canWait = wait > .zero && !Task.isCancelled
+        let (steps, effects) = state.withLock { state in
+            var effects = Effects()
+            let steps = keys.map { state.read($0, now: now, canWait: canWait, effects: &effects) }
+            return (steps, effects)
+        }
+        apply(effects)
+        var outcomes = [ReadOutcome](repeating: .pending, count: keys.count)
+        var waiting: [(index: Int, id: WaiterID)] = []
+        for (index, step) in steps.enumerated() {
+            switch step {
+            case .done(let outcome): outcomes[index] = outcome
+            case .waiting(let id): waiting.append((index, id))
+            }
+        }
+        guard !waiting.isEmpty else { return outcomes }
+        let settled = await waitForResults(of: waiting.map(\.id), upTo: wait)
+        for (slot, outcome) in zip(waiting, settled) {
+            outcomes[slot.index] = outcome
+        }
+        return outcomes
     }
 
     /// See `ResponseStore.retain`.
@@ -124,29 +152,37 @@ public final class MemoryStore: ResponseStore {
 
     // MARK: Waiting
 
-    /// Races the waiter's continuation against its deadline. Both sides settle the waiter under the lock, so
-    /// exactly one outcome reaches the reader; the sleeping child is cancelled as soon as the result is in.
-    private func waitForResult(of id: WaiterID, upTo wait: Duration) async -> ReadOutcome {
-        await withTaskGroup(of: ReadOutcome?.self) { group in
-            group.addTask { await self.suspend(id) }
+    /// Waiters against one deadline: one child takes their outcomes in turn (a waiter settled before its
+    /// turn hands its parked outcome over at once), the other gives every one of them up when the deadline
+    /// passes, so each gets its result or `.pending`, exactly once.
+    private func waitForResults(of ids: [WaiterID], upTo wait: Duration) async -> [ReadOutcome] {
+        await withTaskGroup(of: [ReadOutcome]?.self) { group in
+            group.addTask {
+                var outcomes: [ReadOutcome] = []
+                outcomes.reserveCapacity(ids.count)
+                for id in ids {
+                    outcomes.append(await self.suspend(id))
+                }
+                return outcomes
+            }
             group.addTask {
                 do {
                     try await Task.sleep(for: wait, clock: .continuous)
                 } catch {
                     return nil
                 }
-                self.giveUp(id)
+                for id in ids { self.giveUp(id) }
                 return nil
             }
-            var outcome = ReadOutcome.pending
+            var outcomes = [ReadOutcome](repeating: .pending, count: ids.count)
             while let next = await group.next() {
                 if let next {
-                    outcome = next
+                    outcomes = next
                     group.cancelAll()
                     break
                 }
             }
-            return outcome
+            return outcomes
         }
     }
 

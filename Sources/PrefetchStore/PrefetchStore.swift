@@ -252,10 +252,29 @@ public protocol ResponseStore: Sendable {
     /// Cancelling the reader only stops that reader (it gets `.pending`).
     func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome
 
+    /// Reads several entries at once, each as `read(_:wait:)` would, all waiting up to the same `wait`: a page's
+    /// results view. Outcomes are in the order of `keys`. The default reads them concurrently, one task each;
+    /// a store that can wait on them together does so.
+    func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome]
+
     /// Drops every entry, in flight or not, whose policy label is not in `labels` (used when a configuration
     /// update removes interfaces); their waiters get `.absent(.evicted)`. Returns how many entries were dropped.
     func retain(labels: Set<String>) async -> Int
 
     /// The store's current size and cumulative counters.
     func snapshot() async -> StoreSnapshot
+}
+
+extension ResponseStore {
+    /// See `ResponseStore.read(_:wait:)` for several keys: one child task per key.
+    public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {
+        await withTaskGroup(of: (Int, ReadOutcome).self) { group in
+            for (index, key) in keys.enumerated() {
+                group.addTask { (index, await self.read(key, wait: wait)) }
+            }
+            var outcomes = [ReadOutcome](repeating: .pending, count: keys.count)
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes
+        }
+    }
 }

@@ -324,4 +324,16 @@ import Testing
         #expect(request.url == "https://api.example.com/item?id=1")
         #expect(request.body == #"{"role":"user","id":1}"#)
     }
+
+    /// The ASCII fast path of the fixed-name rule agrees with the Unicode rules on every ASCII name: every single
+    /// byte, and names mixing case, digits and the separators parsers drop.
+    @Test func asciiSkeletonsAgreeWithTheUnicodeRules() {
+        var names = (0..<128).map { String(UnicodeScalar(UInt8($0))) }
+        names += ["role", "ROLE", "Ro_Le", " role", "role[]", "r.o-l e", "sCoPe9", "a%6F", "__", "", "v2~!*"]
+        for name in names {
+            #expect(Composer.nameSkeleton(name) == Composer.unicodeSkeleton(name), "name \(name.debugDescription)")
+        }
+        #expect(Composer.nameSkeleton("\u{17F}cope") == "scope")
+    }
 }
+
