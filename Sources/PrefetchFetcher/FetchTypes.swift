@@ -132,7 +132,9 @@ public struct FetcherConfiguration: Sendable {
     /// interfaces share one host never queues behind a per-host cap the transfer limit does not impose. Over
     /// HTTP/2 requests to one host share connections (multiplexing) whatever this is.
     public var maxConnectionsPerHost: Int?
-    /// Negotiate HTTP/2 over TLS (ALPN) and multiplex requests over one connection where offered.
+    /// Negotiate HTTP/2 over TLS (ALPN) and multiplex requests over one connection where offered. Cleartext
+    /// upstreams are spoken to in HTTP/1.1: Debian 12's libcurl 7.88.1 fails every request after the first on a
+    /// reused h2c prior-knowledge connection ("Error in the HTTP2 framing layer", with nghttpd as well).
     public var enableHTTP2: Bool
     /// A CA bundle file (PEM) used to verify upstream certificates (CURLOPT_CAINFO), for private upstreams.
     /// It replaces libcurl's default bundle file; Debian's libcurl also keeps its built-in CA directory

@@ -13,8 +13,12 @@
 //   ClientHello, then installs the NIOSSL server handler and the HTTP handlers for that connection. Every
 //   scripted request is recorded with its Host header and that server name (`requests()`, `/__requests`), so
 //   tests can prove which name a client presented while connecting to an address.
+// - Optional HTTP/2 (`http2: true`): over TLS it is offered by ALPN next to HTTP/1.1; on a plain port it is h2c
+//   with prior knowledge only (for clients such as nghttp; the fetcher speaks h2 over TLS only). Each stream is served by `HTTP2StreamHandler`; the peak of concurrent streams
+//   (`peakStreams()`, `/__connections`) is how a test proves requests were multiplexed on one connection.
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
@@ -85,14 +89,16 @@ public final class TestUpstream: Sendable {
         host: String = "127.0.0.1",
         port: Int = 0,
         threads: Int = 1,
-        tls: UpstreamTLS? = nil
+        tls: UpstreamTLS? = nil,
+        http2: Bool = false
     ) async throws -> TestUpstream {
         let sslContext: NIOSSLContext?
         if let tls {
-            let configuration = TLSConfiguration.makeServerConfiguration(
+            var configuration = TLSConfiguration.makeServerConfiguration(
                 certificateChain: try NIOSSLCertificate.fromPEMFile(tls.certificatePath).map { .certificate($0) },
                 privateKey: .privateKey(try NIOSSLPrivateKey(file: tls.privateKeyPath, format: .pem))
             )
+            if http2 { configuration.applicationProtocols = ["h2", "http/1.1"] }
             sslContext = try NIOSSLContext(configuration: configuration)
         } else {
             sslContext = nil
@@ -107,6 +113,9 @@ public final class TestUpstream: Sendable {
                 .childChannelInitializer { channel in
                     counters.connectionOpened()
                     guard let sslContext else {
+                        if http2 {
+                            return addHTTP2Handlers(to: channel, counters: counters, connection: ConnectionInfo(serverName: nil, tls: false))
+                        }
                         return channel.eventLoop.makeCompletedFuture {
                             try addHTTPHandlers(to: channel, counters: counters, serverName: nil, tls: false)
                         }
@@ -119,7 +128,22 @@ public final class TestUpstream: Sendable {
                                 let serverName: String?
                                 if case .hostname(let name) = result { serverName = name } else { serverName = nil }
                                 try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-                                try addHTTPHandlers(to: channel, counters: counters, serverName: serverName, tls: true)
+                                guard http2 else {
+                                    try addHTTPHandlers(to: channel, counters: counters, serverName: serverName, tls: true)
+                                    return
+                                }
+                                // After the handshake: HTTP/2 if the client chose h2 by ALPN, HTTP/1.1 otherwise.
+                                let connection = ConnectionInfo(serverName: serverName, tls: true)
+                                try channel.pipeline.syncOperations.addHandler(
+                                    ApplicationProtocolNegotiationHandler { negotiated, channel in
+                                        if case .negotiated("h2") = negotiated {
+                                            return addHTTP2Handlers(to: channel, counters: counters, connection: connection)
+                                        }
+                                        return channel.eventLoop.makeCompletedFuture {
+                                            try addHTTPHandlers(to: channel, counters: counters, serverName: serverName, tls: true)
+                                        }
+                                    }
+                                )
                             }
                         }
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(sni))
@@ -145,6 +169,11 @@ public final class TestUpstream: Sendable {
     /// Every scripted request since start or the last reset, in arrival order (at most the latest 10,000).
     public func requests() -> [SeenRequest] {
         counters.requests()
+    }
+
+    /// The most HTTP/2 streams that were open at once since start or the last reset (0 without HTTP/2).
+    public func peakStreams() -> Int {
+        counters.peakStreams()
     }
 
     /// How many TCP connections were accepted since start or the last reset.
@@ -182,6 +211,16 @@ private func addHTTPHandlers(to channel: any Channel, counters: UpstreamCounters
     )
 }
 
+/// Installs the HTTP/2 connection handlers on `channel`: every stream gets the HTTP/1 codec and a scripted handler.
+private func addHTTP2Handlers(to channel: any Channel, counters: UpstreamCounters, connection: ConnectionInfo) -> EventLoopFuture<Void> {
+    channel.configureHTTP2Pipeline(mode: .server) { stream in
+        stream.eventLoop.makeCompletedFuture {
+            try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+            try stream.pipeline.syncOperations.addHandler(HTTP2StreamHandler(counters: counters, connection: connection))
+        }
+    }.map { _ in }
+}
+
 /// What is known about a connection before its first request.
 struct ConnectionInfo {
     var serverName: String?
@@ -194,6 +233,8 @@ final class UpstreamCounters: Sendable {
         var hits: [String: Int] = [:]
         var requests: [SeenRequest] = []
         var connections = 0
+        var openStreams = 0
+        var peakStreams = 0
     }
 
     /// Bounds the request log of a long-running upstream (benchmarks send millions of requests).
@@ -218,6 +259,21 @@ final class UpstreamCounters: Sendable {
         }
     }
 
+    func streamOpened() {
+        state.withLock { state in
+            state.openStreams += 1
+            state.peakStreams = max(state.peakStreams, state.openStreams)
+        }
+    }
+
+    func streamClosed() {
+        state.withLock { $0.openStreams -= 1 }
+    }
+
+    func peakStreams() -> Int {
+        state.withLock { $0.peakStreams }
+    }
+
     func requests() -> [SeenRequest] {
         state.withLock { $0.requests }
     }
@@ -235,6 +291,12 @@ final class UpstreamCounters: Sendable {
     }
 
     func reset() {
-        state.withLock { $0 = State() }
+        state.withLock { state in
+            // Streams still open stay counted, so the peak after a reset is measured from them.
+            let open = state.openStreams
+            state = State()
+            state.openStreams = open
+            state.peakStreams = open
+        }
     }
 }

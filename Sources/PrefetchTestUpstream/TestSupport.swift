@@ -2,8 +2,10 @@ import Foundation
 
 /// Runs `body` with a fresh upstream on 127.0.0.1 (TLS when given), always shut down afterwards, also when
 /// `body` throws.
-public func withUpstream<T: Sendable>(tls: UpstreamTLS? = nil, _ body: @Sendable (TestUpstream) async throws -> T) async throws -> T {
-    let upstream = try await TestUpstream.start(tls: tls)
+public func withUpstream<T: Sendable>(
+    tls: UpstreamTLS? = nil, http2: Bool = false, _ body: @Sendable (TestUpstream) async throws -> T
+) async throws -> T {
+    let upstream = try await TestUpstream.start(tls: tls, http2: http2)
     do {
         let result = try await body(upstream)
         try await upstream.shutdown()

@@ -12,10 +12,7 @@ final class UpstreamHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = ByteBuffer
 
-    private struct Request {
-        var head: HTTPRequestHead
-        var body: [UInt8]?
-    }
+    private typealias Request = ScriptedRequest
 
     private let counters: UpstreamCounters
     private let connection: ConnectionInfo
@@ -78,16 +75,7 @@ final class UpstreamHandler: ChannelInboundHandler {
     }
 
     private func handle(_ request: Request, context: ChannelHandlerContext) {
-        let uri = request.head.uri
-        let path: String
-        let query: String?
-        if let mark = uri.firstIndex(of: "?") {
-            path = String(uri[..<mark])
-            query = String(uri[uri.index(after: mark)...])
-        } else {
-            path = uri
-            query = nil
-        }
+        let (path, query) = splitURI(request.head.uri)
         if path.hasPrefix("/__") {
             control(path: path, query: query, request: request, context: context)
             return
@@ -116,32 +104,7 @@ final class UpstreamHandler: ChannelInboundHandler {
     }
 
     private func control(path: String, query: String?, request: Request, context: ChannelHandlerContext) {
-        let json: String
-        var status = 200
-        switch (request.head.method, path) {
-        case (.GET, "/__hits"):
-            if let wanted = parseQuery(query).first(where: { $0.0 == "path" })?.1 {
-                json = "{\"path\":\(jsonString(wanted)),\"hits\":\(counters.hits(path: wanted))}"
-            } else {
-                let entries = counters.allHits().sorted { $0.key < $1.key }
-                    .map { "\(jsonString($0.key)):\($0.value)" }
-                json = "{\"hits\":{\(entries.joined(separator: ","))},\"connections\":\(counters.connections())}"
-            }
-        case (.GET, "/__requests"):
-            let entries = counters.requests().map { seen in
-                "{\"path\":\(jsonString(seen.path)),\"host\":\(seen.host.map(jsonString) ?? "null"),"
-                    + "\"sni\":\(seen.serverName.map(jsonString) ?? "null"),\"tls\":\(seen.tls)}"
-            }
-            json = "{\"requests\":[\(entries.joined(separator: ","))]}"
-        case (.GET, "/__connections"):
-            json = "{\"connections\":\(counters.connections())}"
-        case (.POST, "/__reset"):
-            counters.reset()
-            json = "{\"reset\":true}"
-        default:
-            status = 404
-            json = "{\"error\":\"unknown control endpoint\"}"
-        }
+        let (status, json) = controlAnswer(method: request.head.method, path: path, query: query, counters: counters)
         let head = responseHead(status: status, headers: [("Content-Type", "application/json")], contentLength: json.utf8.count)
         write(head + Array(json.utf8), context: context).whenComplete { _ in
             self.finished(request, context: context)
@@ -181,24 +144,7 @@ final class UpstreamHandler: ChannelInboundHandler {
             return
         }
 
-        var headers: [(String, String)] = []
-        let body: [UInt8]
-        if let literal = script.body {
-            body = Array(literal.utf8)
-            headers.append(("Content-Type", script.contentType ?? "application/json"))
-        } else if let count = script.bytes {
-            body = patternBytes(count)
-            headers.append(("Content-Type", script.contentType ?? "application/octet-stream"))
-        } else {
-            body = Array(echo(request, path: path, query: query, hit: hit).utf8)
-            headers.append(("Content-Type", script.contentType ?? "application/json"))
-        }
-        if request.head.headers.contains(name: "Origin") {
-            // Browsers read a cross-origin answer only with this: lets pages in a real browser call the upstream.
-            headers.append(("Access-Control-Allow-Origin", "*"))
-        }
-        if let cacheControl = script.cacheControl { headers.append(("Cache-Control", cacheControl)) }
-        for cookie in script.setCookies { headers.append(("Set-Cookie", cookie)) }
+        let (headers, body) = scriptedAnswer(request, path: path, query: query, hit: hit, script: script)
 
         if let sent = script.resetAfter ?? script.shortAfter {
             // Announce more than will arrive, send `sent` bytes, then break the connection.
@@ -255,17 +201,6 @@ final class UpstreamHandler: ChannelInboundHandler {
         }
     }
 
-    private func echo(_ request: Request, path: String, query: String?, hit: Int) -> String {
-        let headers = request.head.headers.map { "[\(jsonString($0.name)),\(jsonString($0.value))]" }
-        let body = request.body.map { jsonString(String(decoding: $0, as: UTF8.self)) } ?? "null"
-        return "{\"method\":\(jsonString(request.head.method.rawValue)),"
-            + "\"path\":\(jsonString(path)),"
-            + "\"query\":\(query.map(jsonString) ?? "null"),"
-            + "\"headers\":[\(headers.joined(separator: ","))],"
-            + "\"body\":\(body),"
-            + "\"hit\":\(hit)}"
-    }
-
     private func responseHead(status: Int, headers: [(String, String)], contentLength: Int) -> [UInt8] {
         let reason = HTTPResponseStatus(statusCode: status).reasonPhrase
         var text = "HTTP/1.1 \(status) \(reason)\r\n"
@@ -281,3 +216,82 @@ final class UpstreamHandler: ChannelInboundHandler {
         return context.writeAndFlush(wrapOutboundOut(buffer)).assumeIsolated()
     }
 }
+
+/// A request as the scripted handlers see it, whatever the HTTP version.
+struct ScriptedRequest {
+    var head: HTTPRequestHead
+    var body: [UInt8]?
+}
+
+/// The path and the query (without `?`) of a request target.
+func splitURI(_ uri: String) -> (path: String, query: String?) {
+    guard let mark = uri.firstIndex(of: "?") else { return (uri, nil) }
+    return (String(uri[..<mark]), String(uri[uri.index(after: mark)...]))
+}
+
+/// The headers and body a script asks for: a literal body, a pattern of N bytes, or the echo of the request.
+func scriptedAnswer(
+    _ request: ScriptedRequest, path: String, query: String?, hit: Int, script: UpstreamScript
+) -> (headers: [(String, String)], body: [UInt8]) {
+    var headers: [(String, String)] = []
+    let body: [UInt8]
+    if let literal = script.body {
+        body = Array(literal.utf8)
+        headers.append(("Content-Type", script.contentType ?? "application/json"))
+    } else if let count = script.bytes {
+        body = patternBytes(count)
+        headers.append(("Content-Type", script.contentType ?? "application/octet-stream"))
+    } else {
+        body = Array(echo(request, path: path, query: query, hit: hit).utf8)
+        headers.append(("Content-Type", script.contentType ?? "application/json"))
+    }
+    if request.head.headers.contains(name: "Origin") {
+        // Browsers read a cross-origin answer only with this: lets pages in a real browser call the upstream.
+        headers.append(("Access-Control-Allow-Origin", "*"))
+    }
+    if let cacheControl = script.cacheControl { headers.append(("Cache-Control", cacheControl)) }
+    for cookie in script.setCookies { headers.append(("Set-Cookie", cookie)) }
+    return (headers, body)
+}
+
+/// `{"method","path","query","headers","body","hit"}` for a request.
+func echo(_ request: ScriptedRequest, path: String, query: String?, hit: Int) -> String {
+    let headers = request.head.headers.map { "[\(jsonString($0.name)),\(jsonString($0.value))]" }
+    let body = request.body.map { jsonString(String(decoding: $0, as: UTF8.self)) } ?? "null"
+    return "{\"method\":\(jsonString(request.head.method.rawValue)),"
+        + "\"path\":\(jsonString(path)),"
+        + "\"query\":\(query.map(jsonString) ?? "null"),"
+        + "\"headers\":[\(headers.joined(separator: ","))],"
+        + "\"body\":\(body),"
+        + "\"hit\":\(hit)}"
+}
+
+/// The answer of a control endpoint (`/__hits`, `/__requests`, `/__connections`, `POST /__reset`).
+func controlAnswer(method: HTTPMethod, path: String, query: String?, counters: UpstreamCounters) -> (status: Int, json: String) {
+    switch (method, path) {
+    case (.GET, "/__hits"):
+        if let wanted = parseQuery(query).first(where: { $0.0 == "path" })?.1 {
+            return (200, "{\"path\":\(jsonString(wanted)),\"hits\":\(counters.hits(path: wanted))}")
+        }
+        let entries = counters.allHits().sorted { $0.key < $1.key }.map { "\(jsonString($0.key)):\($0.value)" }
+        return (
+            200,
+            "{\"hits\":{\(entries.joined(separator: ","))},\"connections\":\(counters.connections()),"
+                + "\"peakStreams\":\(counters.peakStreams())}"
+        )
+    case (.GET, "/__requests"):
+        let entries = counters.requests().map { seen in
+            "{\"path\":\(jsonString(seen.path)),\"host\":\(seen.host.map(jsonString) ?? "null"),"
+                + "\"sni\":\(seen.serverName.map(jsonString) ?? "null"),\"tls\":\(seen.tls)}"
+        }
+        return (200, "{\"requests\":[\(entries.joined(separator: ","))]}")
+    case (.GET, "/__connections"):
+        return (200, "{\"connections\":\(counters.connections()),\"peakStreams\":\(counters.peakStreams())}")
+    case (.POST, "/__reset"):
+        counters.reset()
+        return (200, "{\"reset\":true}")
+    default:
+        return (404, "{\"error\":\"unknown control endpoint\"}")
+    }
+}
+

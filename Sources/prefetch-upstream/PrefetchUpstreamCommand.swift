@@ -1,6 +1,7 @@
 // The scriptable test upstream as a process: prints one `listening on HOST:PORT` line once bound, then serves
 // until SIGTERM or SIGINT. With --tls-cert/--tls-key it serves HTTPS and records each connection's SNI name
-// (readable at GET /__requests).
+// (readable at GET /__requests). With --http2 it serves HTTP/2 (ALPN over TLS, h2c prior knowledge without), and
+// GET /__connections reports the peak of concurrent streams.
 import ArgumentParser
 import Dispatch
 import PrefetchTestUpstream
@@ -15,7 +16,7 @@ import Darwin
 struct PrefetchUpstreamCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "prefetch-upstream",
-        abstract: "A scriptable HTTP/1.1 upstream for tests and benchmarks (behaviour chosen by query parameters)."
+        abstract: "A scriptable HTTP/1.1 and HTTP/2 upstream for tests and benchmarks (behaviour chosen by query parameters)."
     )
 
     @Option(help: "Address to listen on.")
@@ -33,6 +34,9 @@ struct PrefetchUpstreamCommand: AsyncParsableCommand {
     @Option(help: "PEM private key of the --tls-cert certificate.")
     var tlsKey: String?
 
+    @Flag(help: "Serve HTTP/2: offered by ALPN next to HTTP/1.1 with TLS, h2c with prior knowledge only without.")
+    var http2 = false
+
     func validate() throws {
         if (tlsCert == nil) != (tlsKey == nil) {
             throw ValidationError("--tls-cert and --tls-key must be given together")
@@ -41,7 +45,7 @@ struct PrefetchUpstreamCommand: AsyncParsableCommand {
 
     func run() async throws {
         let tls = tlsCert.flatMap { cert in tlsKey.map { UpstreamTLS(certificatePath: cert, privateKeyPath: $0) } }
-        let upstream = try await TestUpstream.start(host: host, port: port, threads: threads, tls: tls)
+        let upstream = try await TestUpstream.start(host: host, port: port, threads: threads, tls: tls, http2: http2)
         let line = "listening on \(upstream.host):\(upstream.port)\n"
         // Unbuffered write: a parent process waits for this exact line.
         _ = Array(line.utf8).withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
