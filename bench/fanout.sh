@@ -10,6 +10,9 @@
 # Topology: 8 upstream processes, one per interface (a page's interfaces usually live on several backends).
 # A second service run puts all 8 interfaces on ONE upstream origin (the common case: the seed's own config),
 # where a per-host connection limit below the transfer limit would queue them (--max-connections-per-host).
+# HTTPS rows: the one-origin page against an HTTPS upstream speaking HTTP/1.1, and against one offering HTTP/2
+# by ALPN (`prefetch-upstream --http2`), where the page's requests multiplex over one connection per host. The
+# Node BFFs are measured over plain HTTP only, so the HTTPS rows compare with each other, not with them.
 # Env: BENCH_CONCURRENCY (default 32), BENCH_PAGES (measured page opens per target, default 3000),
 # BENCH_WARMUP_PAGES (default 300).
 source "$(dirname "$0")/lib.sh"
@@ -20,7 +23,7 @@ WARMUP_PAGES="${BENCH_WARMUP_PAGES:-300}"
 DELAY=50
 CLIENT="$BENCH_DIR/clients/fanout-client.js"
 
-ensure_apt curl
+ensure_apt curl openssl
 ensure_node
 build_release
 
@@ -30,19 +33,37 @@ for k in 0 1 2 3 4 5 6 7; do
   UPSTREAM_PORTS+=("${STARTED_LINE##*:}")
 done
 
-interfaces() { # ORIGINS: many|one
-  local k port sep=""
+# A throwaway CA and a certificate for 127.0.0.1, for the HTTPS upstreams.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$WORK/ca.key" -out "$WORK/ca.pem" \
+  -days 2 -subj "/CN=Bench CA" -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$WORK/leaf.key" -out "$WORK/leaf.csr" -subj "/CN=127.0.0.1" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$WORK/leaf.ext"
+openssl x509 -req -in "$WORK/leaf.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial -days 2 \
+  -extfile "$WORK/leaf.ext" -out "$WORK/leaf.pem" 2>/dev/null
+start upstream_https11 'listening on ' "$UPSTREAM" --port 0 --threads 1 --tls-cert "$WORK/leaf.pem" --tls-key "$WORK/leaf.key"
+HTTPS11_PORT="${STARTED_LINE##*:}"
+start upstream_https2 'listening on ' "$UPSTREAM" --port 0 --threads 1 --tls-cert "$WORK/leaf.pem" --tls-key "$WORK/leaf.key" --http2
+HTTPS2_PORT="${STARTED_LINE##*:}"
+
+interfaces() { # ORIGINS: many|one|https11|https2
+  local k base sep=""
   for k in 0 1 2 3 4 5 6 7; do
-    port="${UPSTREAM_PORTS[$k]}"
-    [ "$1" = one ] && port="${UPSTREAM_PORTS[0]}"
-    printf '%s{"name": "i%d", "api": "http://127.0.0.1:%s/i%d?delay=%d", "method": "GET", "urlParam": true}' "$sep" "$k" "$port" "$k" "$DELAY"
+    case "$1" in
+      many) base="http://127.0.0.1:${UPSTREAM_PORTS[$k]}" ;;
+      one) base="http://127.0.0.1:${UPSTREAM_PORTS[0]}" ;;
+      https11) base="https://127.0.0.1:$HTTPS11_PORT" ;;
+      https2) base="https://127.0.0.1:$HTTPS2_PORT" ;;
+    esac
+    printf '%s{"name": "i%d", "api": "%s/i%d?delay=%d", "method": "GET", "urlParam": true}' "$sep" "$k" "$base" "$k" "$DELAY"
     sep=", "
   done
 }
 cat >"$WORK/config.json" <<EOF
 {"code": 200, "data": {"name": "bench-fanout", "version": "1", "config": [
   {"url": "https://bench.example.com/fan/{n}", "interfaces": [$(interfaces many)]},
-  {"url": "https://bench.example.com/fan1/{n}", "interfaces": [$(interfaces one)]}
+  {"url": "https://bench.example.com/fan1/{n}", "interfaces": [$(interfaces one)]},
+  {"url": "https://bench.example.com/fans11/{n}", "interfaces": [$(interfaces https11)]},
+  {"url": "https://bench.example.com/fans2/{n}", "interfaces": [$(interfaces https2)]}
 ]}}
 EOF
 BASES="$(for k in 0 1 2 3 4 5 6 7; do printf 'http://127.0.0.1:%s/i%d?delay=%d,' "${UPSTREAM_PORTS[$k]}" "$k" "$DELAY"; done)"
@@ -67,9 +88,12 @@ LOAD_BEFORE="$(load_line)"
 client "direct (client -> upstreams, floor)" direct "$BASES" ""
 
 # One load client fires every trigger from 127.0.0.1: the per-caller trigger rate limit is off.
-start_service "$WORK/config.json" --trigger-rate 0
+start_service "$WORK/config.json" --trigger-rate 0 --ca-bundle "$WORK/ca.pem"
 client "service (8 origins)" service "$SERVICE_URL" "server=$SERVICE_PID"
 client "service (1 origin)" service "$SERVICE_URL" "server=$SERVICE_PID" "https://bench.example.com/fan1/"
+client "service (1 origin, HTTPS, HTTP/1.1)" service "$SERVICE_URL" "server=$SERVICE_PID" "https://bench.example.com/fans11/"
+client "service (1 origin, HTTPS, HTTP/2)" service "$SERVICE_URL" "server=$SERVICE_PID" "https://bench.example.com/fans2/"
+HTTPS_CONNECTIONS="HTTP/1.1 $(curl -s --cacert "$WORK/ca.pem" "https://127.0.0.1:$HTTPS11_PORT/__connections"), HTTP/2 $(curl -s --cacert "$WORK/ca.pem" "https://127.0.0.1:$HTTPS2_PORT/__connections")"
 stop "$SERVICE_PID"
 
 start_service "$WORK/config.json" --trigger-rate 0 --log-level warning
@@ -100,12 +124,19 @@ stop "$STARTED_PID"
       const s = r.serverSettleOverheadMs;
       console.log([r.label, f(r.overheadMs.p50), f(r.overheadMs.p99), s ? f(s.p50) : "-", s ? f(s.p99) : "-", f(cpuPerK(r)), r.pagesPerSecond, r.errors].join(" | "));
     }
-    const by = (p) => rows.find((r) => r.label.startsWith(p));
-    const service = by("service (8 origins)");
+    const by = (p) => rows.find((r) => r.label === p);
     const bffs = rows.filter((r) => r.label.startsWith("node bff"));
     const best = bffs.reduce((a, b) => (cpuPerK(a) <= cpuPerK(b) ? a : b));
-    console.log(`ratio cpu service/best-bff ${(cpuPerK(service) / cpuPerK(best)).toFixed(2)}x (best bff: ${best.label}; target <= 0.5x)`);
-    console.log(`ratio overhead p99 service ${f(service.overheadMs.p99)} ms (target <= 1 ms); best bff ${f(Math.min(...bffs.map((b) => b.overheadMs.p99)))} ms; direct ${f(by("direct").overheadMs.p99)} ms`);
+    const bestP99 = Math.min(...bffs.map((b) => b.overheadMs.p99));
+    const direct = by("direct (client -> upstreams, floor)");
+    for (const label of ["service (1 origin)", "service (8 origins)"]) {
+      const service = by(label);
+      console.log(`ratio cpu ${label}/best-bff ${(cpuPerK(service) / cpuPerK(best)).toFixed(2)}x (best bff: ${best.label}; target <= 0.5x)`);
+      console.log(`overhead p99 ${label} ${f(service.overheadMs.p99)} ms, floor ${f(direct.overheadMs.p99)} ms, best bff ${f(bestP99)} ms (target: below both bffs)`);
+    }
+    const h11 = by("service (1 origin, HTTPS, HTTP/1.1)"), h2 = by("service (1 origin, HTTPS, HTTP/2)");
+    console.log(`https one origin: HTTP/2 / HTTP/1.1 cpu ${(cpuPerK(h2) / cpuPerK(h11)).toFixed(2)}x, overhead p99 ${f(h2.overheadMs.p99)} vs ${f(h11.overheadMs.p99)} ms`);
+    console.log(`https upstream connections: ${process.argv[2]}`);
     for (const r of rows) if (r.errors) console.log(`errors ${r.label}: ${r.errors} first: ${r.firstError}`);
-  ' "$RESULTS"
+  ' "$RESULTS" "$HTTPS_CONNECTIONS"
 } | report fanout
