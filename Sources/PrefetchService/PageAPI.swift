@@ -22,7 +22,7 @@ struct PrefetchRoutes: Sendable {
         let router = RouteCollection(context: PageContext.self)
         router.post("/v1/prefetch") { request, context in
             let triggered = try await trigger(request, context: context)
-            return Answer(status: .accepted, value: TriggerAnswer(triggered))
+            return TriggerResponse(answer: TriggerAnswer(triggered))
         }
         router.get("/v1/prefetch/:ticket") { request, context in try await results(request, context: context) }
         router.get("/v1/prefetch/:ticket/data") { request, context in try await ticketData(request, context: context) }
