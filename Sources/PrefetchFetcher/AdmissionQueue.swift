@@ -30,6 +30,20 @@ struct AdmissionQueue<Element> {
         count += 1
     }
 
+    /// Puts `element` back at the front of `group`'s line (a fetch being retried keeps its place).
+    mutating func prepend(_ element: Element, group: String) {
+        arrivals += 1
+        var line = groups[group, default: Group(arrival: arrivals)]
+        if line.head > 0 {
+            line.head -= 1
+            line.items[line.head] = element
+        } else {
+            line.items.insert(element, at: 0)
+        }
+        groups[group] = line
+        count += 1
+    }
+
     /// The next element to admit, removed from the queue.
     mutating func popNext() -> Element? {
         guard count > 0 else { return nil }

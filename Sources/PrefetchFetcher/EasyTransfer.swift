@@ -45,6 +45,8 @@ final class EasyTransfer {
     private let maxResponseBytes: Int
     private let budget: BufferBudget
     private let handles: EasyHandlePool
+    /// This transfer may not reuse a pooled connection (a retry after an HTTP/2 framing error).
+    let freshConnection: Bool
 
     fileprivate var responseHeaders: [HTTPHeader] = []
     fileprivate var body: [UInt8] = []
@@ -55,7 +57,8 @@ final class EasyTransfer {
     private let admitted = ContinuousClock.now
 
     init(
-        ticket: Ticket, configuration: FetcherConfiguration, budget: BufferBudget, handles: EasyHandlePool, timeout: Duration
+        ticket: Ticket, configuration: FetcherConfiguration, budget: BufferBudget, handles: EasyHandlePool, timeout: Duration,
+        freshConnection: Bool = false
     ) throws(FetchError) {
         let request = ticket.request
         guard let handle = handles.take() else {
@@ -66,6 +69,7 @@ final class EasyTransfer {
         self.maxResponseBytes = max(0, request.maxResponseBytes)
         self.budget = budget
         self.handles = handles
+        self.freshConnection = freshConnection
         let errorSize = prefetch_error_size()
         errorBuffer = .allocate(capacity: errorSize)
         errorBuffer.initialize(repeating: 0, count: errorSize)
@@ -78,6 +82,7 @@ final class EasyTransfer {
 
         check(prefetch_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer))
         check(prefetch_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1))
+        if freshConnection { check(prefetch_easy_setopt_long(handle, CURLOPT_FRESH_CONNECT, 1)) }
         check(prefetch_easy_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https"))
         check(prefetch_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0))
         check(prefetch_easy_setopt_string(handle, CURLOPT_URL, request.url))
@@ -187,6 +192,9 @@ final class EasyTransfer {
         errorBuffer.deallocate()
     }
 
+    /// Whether any byte of a response (a status line, a header, the body) arrived.
+    private(set) var receivedAnything = false
+
     /// The outcome once libcurl reports the transfer done with `code`.
     func result(code: CURLcode) -> Result<FetchResponse, FetchError> {
         let elapsed = ticket.submitted.duration(to: .now)
@@ -222,6 +230,7 @@ final class EasyTransfer {
     }
 
     fileprivate func appendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        receivedAnything = true
         guard body.count + bytes.count <= maxResponseBytes else {
             exceededLimit = true
             return false
@@ -236,6 +245,7 @@ final class EasyTransfer {
     }
 
     fileprivate func appendHeaderLine(_ bytes: UnsafeRawBufferPointer) {
+        receivedAnything = true
         // Trim the line ending on bytes: as a String, "\r\n" is one Character.
         var end = bytes.count
         while end > 0, bytes[end - 1] == UInt8(ascii: "\r") || bytes[end - 1] == UInt8(ascii: "\n") { end -= 1 }

@@ -45,6 +45,20 @@ import Testing
         #expect(queue.drain().isEmpty)
     }
 
+    @Test func aPrependedElementGoesFirstInItsGroup() {
+        var queue = AdmissionQueue<String>()
+        queue.append("a1", group: "a")
+        queue.append("a2", group: "a")
+        #expect(queue.popNext() == "a1")
+        queue.prepend("a1-again", group: "a")
+        queue.prepend("b0", group: "b")
+        #expect(queue.count == 3)
+        var order: [String] = []
+        while let next = queue.popNext() { order.append(next) }
+        // b was never admitted, so it goes first; a's retry goes before a2.
+        #expect(order == ["b0", "a1-again", "a2"])
+    }
+
     /// One slot, held by a request that never answers while page A queues four requests and then page B one;
     /// once the slot frees, B's is served second, not fifth. Only the order of events decides, no timing.
     @Test func onePagesBurstDoesNotStarveAnother() async throws {

@@ -113,7 +113,9 @@ function summary(values) {
 (async () => {
   const base = runId * 10_000_000;
   const warm = await run(warmup, base, null);
-  if (warm.errors > 0) throw new Error(`warm-up errors: ${warm.errors} (${warm.firstError})`);
+  // A target that fails more than 1% of its warm-up pages is misconfigured; rarer failures are the target's own
+  // and are counted in the measured run's errors.
+  if (warm.errors > warmup / 100) throw new Error(`warm-up errors: ${warm.errors} (${warm.firstError})`);
   const before = Object.fromEntries(pids.map(([name, pid]) => [name, cpu(pid)]));
   const samples = [];
   const started = process.hrtime.bigint();
