@@ -271,6 +271,16 @@ public final class Orchestrator: Sendable {
         return outcome
     }
 
+    /// `read(_:index:wait:)` without suspending, for the event loop: the response when it is ready now, with every
+    /// effect of that read; nil (and no effect) for anything else, which the normal path then answers.
+    public func readIfReady(_ ticket: Ticket, index: Int) -> ReadOutcome? {
+        let key = ticket.requests[index].key
+        if ticket.timings.withLock({ $0[index].keptPrivate }) {
+            return store.readIfReady(privateKey(key, ticket: ticket.id))
+        }
+        return store.readIfReady(key)
+    }
+
     /// Reads every request of `ticket` at once, waiting up to `wait` for those in flight, for a reader already
     /// entitled to the ticket: what `read(_:index:wait:)` gives for each index, with one wait for the page.
     public func readAll(_ ticket: Ticket, wait: Duration) async -> [ReadOutcome] {

@@ -78,6 +78,9 @@ public struct ServiceSettings: Sendable {
     public var fetcher = FetcherConfiguration()
     /// The renderer pool's named profiles (`main` for first-party pages, `plain` for third-party ones).
     public var renderers: [String: RendererProfile] = RendererSettings.defaultProfiles
+    /// Answer the hottest read (a ready entry through a data endpoint) on the event loop, without a hop to a task.
+    /// Default on; off sends every request through the router.
+    public var fastHandoff = true
     /// How long graceful shutdown may take before in-flight work is cancelled. Default 10 s.
     public var shutdownGrace: Duration = .seconds(10)
 

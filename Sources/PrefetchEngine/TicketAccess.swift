@@ -105,6 +105,26 @@ extension Orchestrator {
 
     /// The ticket a read key opens, for a request from `origin`.
     public func ticket(forReadKey text: String, origin: TicketAccess.RequestOrigin) async throws(PrefetchError) -> Ticket {
+        let key = try openReadKey(text)
+        return try check(key, ticket: await tickets.ticket(Base64URL.encode(key.id)), origin: origin)
+    }
+
+    /// `ticket(forReadKey:origin:)` without suspending, for the event loop: the ticket when the key opens one held
+    /// by this replica for this origin; nil for anything else (a refusal, or a ticket held elsewhere), which the
+    /// normal path then answers.
+    public func localTicket(forReadKey text: String, origin: TicketAccess.RequestOrigin) -> Ticket? {
+        guard let key = try? openReadKey(text) else { return nil }
+        return try? check(key, ticket: tickets.localTicket(Base64URL.encode(key.id)), origin: origin)
+    }
+
+    private struct OpenedReadKey {
+        var nonce: [UInt8]
+        var expiry: [UInt8]
+        var id: [UInt8]
+        var mac: [UInt8]
+    }
+
+    private func openReadKey(_ text: String) throws(PrefetchError) -> OpenedReadKey {
         guard let bytes = Base64URL.decode(text), bytes.count == TicketAccess.encodedLength else {
             throw .invalidReadKey(reason: "it is malformed")
         }
@@ -112,11 +132,12 @@ extension Orchestrator {
         let expiry = Array(bytes[8..<16])
         let expiresMs = expiry.reduce(Int64(0)) { $0 << 8 | Int64($1) }
         let id = zip(bytes[16..<32], keyMask(nonce: nonce, expiry: expiry)).map { $0 ^ $1 }
-        let mac = Array(bytes[32...])
         guard expiresMs > Int64(Date().timeIntervalSince1970 * 1000) else { throw .invalidReadKey(reason: "it has expired") }
-        guard let ticket = await tickets.ticket(Base64URL.encode(id)),
-            constantTimeEqual(mac, readKeyMAC(nonce: nonce, expiry: expiry, ticketID: id, origin: ticket.pageOrigin))
-        else {
+        return OpenedReadKey(nonce: nonce, expiry: expiry, id: id, mac: Array(bytes[32...]))
+    }
+
+    private func check(_ key: OpenedReadKey, ticket: Ticket?, origin: TicketAccess.RequestOrigin) throws(PrefetchError) -> Ticket {
+        guard let ticket, constantTimeEqual(key.mac, readKeyMAC(nonce: key.nonce, expiry: key.expiry, ticketID: key.id, origin: ticket.pageOrigin)) else {
             throw .invalidReadKey(reason: "it was not issued by this service, or its ticket has expired")
         }
         guard origin.matches(ticket.pageOrigin) else { throw .originMismatch(origin: origin.shown) }

@@ -248,6 +248,8 @@ public protocol TicketRegistry: Sendable {
     func insert(_ ticket: Ticket) async
     /// The ticket with `id`, if it is known and unexpired.
     func ticket(_ id: String) async -> Ticket?
+    /// The ticket with `id` if this replica holds it (no I/O, for the event loop); nil does not mean unknown.
+    func localTicket(_ id: String) -> Ticket?
     /// The most recent tickets triggered on this replica, newest first.
     func recent(_ limit: Int) -> [Ticket]
     /// Tickets held by this replica.
@@ -285,6 +287,8 @@ public struct SharedTicketRegistry: TicketRegistry {
         let ticket = Ticket(record: record)
         return ticket.expiresAt > .now ? ticket : nil
     }
+
+    public func localTicket(_ id: String) -> Ticket? { local.ticket(id) }
 
     public func recent(_ limit: Int) -> [Ticket] { local.recent(limit) }
     public var count: Int { local.count }
@@ -370,6 +374,8 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
     }
 
     /// The most recent tickets, newest first.
+    public func localTicket(_ id: String) -> Ticket? { ticket(id) }
+
     public func recent(_ limit: Int) -> [Ticket] {
         state.withLock { state in
             var result: [Ticket] = []

@@ -129,8 +129,9 @@ public func buildApplication(
 
     // The page surface.
     let router = Router(context: PageContext.self)
+    let origins = AllowedOrigins(extra: settings.corsOrigins, currentConfig: currentConfig)
     router.add(middleware: MetricsMiddleware())
-    router.add(middleware: PageGuardMiddleware(origins: AllowedOrigins(extra: settings.corsOrigins, currentConfig: currentConfig), metrics: metrics))
+    router.add(middleware: PageGuardMiddleware(origins: origins, metrics: metrics))
     router.add(middleware: UnmatchedRouteMiddleware(surface: "page"))
     let routes = router.group().add(middleware: JSONBodyMiddleware())
     router.get("/healthz") { _, _ in HealthAnswer() }
@@ -152,9 +153,14 @@ public func buildApplication(
 
     // Shutdown runs in reverse: the page server stops first, then the operator server, the pools, the fetch
     // runner (draining in-flight fetches), the config updater, the store, the resolver and last the fetcher.
+    var pageHTTP1 = http1
+    if settings.fastHandoff {
+        let handoff = FastHandoff(orchestrator: orchestrator, origins: origins, requestMetrics: FastHandoffMetrics())
+        pageHTTP1.additionalChannelHandlers = { [FastHandoffInstaller(handoff: handoff)] }
+    }
     return Application(
         router: router,
-        server: .http1(configuration: http1),
+        server: .http1(configuration: pageHTTP1),
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
         services: services,
         onServerRunning: { channel in

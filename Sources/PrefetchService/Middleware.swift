@@ -67,7 +67,7 @@ struct PageGuardMiddleware: RouterMiddleware {
         if request.method == .options {
             response = Response(status: .noContent)
             if let origin {
-                decorate(&response, origin: origin, grant: grant)
+                Self.decorate(&response.headers, origin: origin, grant: grant)
                 response.headers[.accessControlAllowMethods] = "GET, POST, OPTIONS"
                 response.headers[.accessControlAllowHeaders] = "Authorization, Content-Type, \(TicketAccess.readKeyHeader)"
                 response.headers[.accessControlMaxAge] = "600"
@@ -79,7 +79,7 @@ struct PageGuardMiddleware: RouterMiddleware {
         } catch {
             response = try errorResponse(error, request: request, context: context)
         }
-        if let origin { decorate(&response, origin: origin, grant: grant) }
+        if let origin { Self.decorate(&response.headers, origin: origin, grant: grant) }
         return secure(response)
     }
 
@@ -87,25 +87,31 @@ struct PageGuardMiddleware: RouterMiddleware {
         try APIError(status: .forbidden, code: "origin-not-allowed", message: message, isMiss: true).response(from: request, context: context)
     }
 
-    func decorate(_ response: inout Response, origin: String, grant: AllowedOrigins.Grant) {
+    /// The CORS headers for an allowed `origin`.
+    static func decorate(_ headers: inout HTTPFields, origin: String, grant: AllowedOrigins.Grant) {
         switch grant {
         case .withCredentials:
-            response.headers[.accessControlAllowOrigin] = origin
-            response.headers[.accessControlAllowCredentials] = "true"
+            headers[.accessControlAllowOrigin] = origin
+            headers[.accessControlAllowCredentials] = "true"
         case .anyWithoutCredentials:
-            response.headers[.accessControlAllowOrigin] = "*"
+            headers[.accessControlAllowOrigin] = "*"
         case .none:
             return
         }
-        response.headers[.accessControlExposeHeaders] = "X-Prefetch, X-Prefetch-Reason"
-        response.headers.append(HTTPField(name: .vary, value: "Origin"))
+        headers[.accessControlExposeHeaders] = "X-Prefetch, X-Prefetch-Reason"
+        headers.append(HTTPField(name: .vary, value: "Origin"))
     }
 
     func secure(_ response: Response) -> Response {
         var response = response
-        response.headers[PrefetchHeaders.contentTypeOptions] = "nosniff"
-        response.headers[PrefetchHeaders.referrerPolicy] = "no-referrer"
+        Self.secure(&response.headers)
         return response
+    }
+
+    /// The headers every page-surface answer carries.
+    static func secure(_ headers: inout HTTPFields) {
+        headers[PrefetchHeaders.contentTypeOptions] = "nosniff"
+        headers[PrefetchHeaders.referrerPolicy] = "no-referrer"
     }
 }
 

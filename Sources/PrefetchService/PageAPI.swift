@@ -200,7 +200,11 @@ struct PrefetchRoutes: Sendable {
 
     /// The index of the interface chosen by `api` (as written in the config), `method` and `name`.
     static func select(_ candidates: [(name: String, api: String, method: HTTPMethod)], request: Request) throws(APIError) -> Int {
-        let query = request.uri.queryParameters
+        try select(candidates, query: request.uri.queryParameters)
+    }
+
+    /// `select(_:request:)` on a parsed query (the event-loop handoff has no `Request`).
+    static func select(_ candidates: [(name: String, api: String, method: HTTPMethod)], query: Parameters) throws(APIError) -> Int {
         let api = query.get("api")
         let name = query.get("name")
         guard api != nil || name != nil else {
@@ -230,7 +234,11 @@ struct PrefetchRoutes: Sendable {
     }
 
     static func waitParameter(_ request: Request) throws(APIError) -> Int? {
-        guard let text = request.uri.queryParameters.get("wait") else { return nil }
+        try waitParameter(request.uri.queryParameters)
+    }
+
+    static func waitParameter(_ query: Parameters) throws(APIError) -> Int? {
+        guard let text = query.get("wait") else { return nil }
         let digits = text.hasPrefix("-") ? text.dropFirst() : Substring(text)
         guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
             throw APIError.badRequest("invalid-wait", "wait \(quoted(text, limit: 40)) must be a whole number of milliseconds")
@@ -249,20 +257,27 @@ struct PrefetchRoutes: Sendable {
             || lower == "referrer-policy"
     }
 
+    /// The status, headers and body of a ready response's replay: the upstream's headers without the dropped
+    /// ones, then `X-Prefetch`, `Cache-Control: private, no-store` and a sandboxing CSP. Both handoff paths use it.
+    static func replayParts(_ response: StoredResponse, joined: Bool) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+        var fields = HTTPFields()
+        for header in response.headers where !isDropped(header.name) {
+            guard let name = HTTPField.Name(header.name) else { continue }
+            fields.append(HTTPField(name: name, value: header.value))
+        }
+        fields[PrefetchHeaders.served] = joined ? "joined" : "hit"
+        fields[.cacheControl] = "private, no-store"
+        fields[.contentSecurityPolicy] = "default-src 'none'; sandbox"
+        return (HTTPResponse.Status(code: response.status), fields, ByteBuffer(bytes: response.body))
+    }
+
     /// A stored response replayed as the page's own request would have received it, with the replay headers.
     func replay(_ outcome: ReadOutcome, wait: Duration) throws(APIError) -> Response {
         switch outcome {
         case .ready(let response, let joined):
             orchestrator.metrics.data(joined ? "joined" : "hit")
-            var fields = HTTPFields()
-            for header in response.headers where !Self.isDropped(header.name) {
-                guard let name = HTTPField.Name(header.name) else { continue }
-                fields.append(HTTPField(name: name, value: header.value))
-            }
-            fields[PrefetchHeaders.served] = joined ? "joined" : "hit"
-            fields[.cacheControl] = "private, no-store"
-            fields[.contentSecurityPolicy] = "default-src 'none'; sandbox"
-            return Response(status: HTTPResponse.Status(code: response.status), headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: response.body)))
+            let (status, fields, body) = Self.replayParts(response, joined: joined)
+            return Response(status: status, headers: fields, body: .init(byteBuffer: body))
         case .pending:
             orchestrator.metrics.data("pending")
             throw APIError.miss(.gatewayTimeout, "pending", "the upstream response was still pending after \(wait.milliseconds) ms")

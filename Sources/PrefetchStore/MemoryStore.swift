@@ -123,6 +123,18 @@ public final class MemoryStore: ResponseStore {
         return outcomes
     }
 
+    /// See `ResponseStore.readIfReady`.
+    public func readIfReady(_ key: StoreKey) -> ReadOutcome? {
+        let now = clock.now
+        let (outcome, effects) = state.withLock { state in
+            var effects = Effects()
+            let outcome = state.readIfReady(key, now: now, effects: &effects)
+            return (outcome, effects)
+        }
+        apply(effects)
+        return outcome
+    }
+
     /// See `ResponseStore.retain`.
     public func retain(labels: Set<String>) async -> Int {
         let now = clock.now

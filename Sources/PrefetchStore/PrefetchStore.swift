@@ -257,6 +257,11 @@ public protocol ResponseStore: Sendable {
     /// a store that can wait on them together does so.
     func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome]
 
+    /// A read that never suspends, for callers on an event loop: when the entry is a response within its TTL,
+    /// exactly what `read(_:wait:)` would hand out (a no-store response is consumed, counters move); otherwise nil
+    /// and nothing happens, and the caller takes the normal path. Stores that cannot answer without I/O return nil.
+    func readIfReady(_ key: StoreKey) -> ReadOutcome?
+
     /// Drops every entry, in flight or not, whose policy label is not in `labels` (used when a configuration
     /// update removes interfaces); their waiters get `.absent(.evicted)`. Returns how many entries were dropped.
     func retain(labels: Set<String>) async -> Int
@@ -266,6 +271,9 @@ public protocol ResponseStore: Sendable {
 }
 
 extension ResponseStore {
+    /// See `ResponseStore.readIfReady`: nil, always the normal path.
+    public func readIfReady(_ key: StoreKey) -> ReadOutcome? { nil }
+
     /// See `ResponseStore.read(_:wait:)` for several keys: one child task per key.
     public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {
         await withTaskGroup(of: (Int, ReadOutcome).self) { group in

@@ -145,7 +145,7 @@ extension Prefetch {
                 PREFETCH_ADMIN_PORT, PREFETCH_ADMIN_TOKEN, PREFETCH_IDENTITY_KEY, PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS \
                 (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, PREFETCH_CONFIG_FALLBACK, \
                 PREFETCH_CONFIG_INTERVAL, PREFETCH_CONFIG_FATIGUE, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_TRIGGER_RATE, \
-                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
+                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_FAST_HANDOFF, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
                 the environment, not on the command line. \
                 --config may be a file or an http(s) URL; the service follows it (interval, SIGHUP, POST /v1/config/refresh). \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
@@ -219,6 +219,9 @@ extension Prefetch {
 
         @Option(name: .customLong("httpdns"), help: "HTTPDNS endpoint (GET <url>?host=NAME answering {\"host\",\"ips\",\"ttl\"}); default off, env PREFETCH_HTTPDNS.")
         var httpdns: String?
+
+        @Flag(name: .customLong("no-fast-handoff"), help: "Send every data read through the router instead of answering ready entries on the event loop (env PREFETCH_FAST_HANDOFF=0).")
+        var noFastHandoff = false
 
         @Flag(name: .customLong("httpdns-allow-private"), help: "Accept HTTPDNS answers pointing at loopback, private or link-local addresses (env PREFETCH_HTTPDNS_ALLOW_PRIVATE=1).")
         var httpdnsAllowPrivate = false
@@ -312,6 +315,7 @@ extension Prefetch {
                 }
             }
             settings.dns.httpdns = httpdns ?? Environment.value("PREFETCH_HTTPDNS")
+            settings.fastHandoff = !(noFastHandoff || Environment.value("PREFETCH_FAST_HANDOFF") == "0")
             settings.dns.allowPrivateAddresses = httpdnsAllowPrivate || Environment.value("PREFETCH_HTTPDNS_ALLOW_PRIVATE") == "1"
             do {
                 try settings.dns.validate()

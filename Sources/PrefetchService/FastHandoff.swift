@@ -1,0 +1,240 @@
+import Dispatch
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import Logging
+import Metrics
+import NIOCore
+import NIOHTTPTypes
+import PrefetchEngine
+import PrefetchStore
+
+/// The hottest read answered on the event loop: `GET /v1/prefetch/{ticket}/data` (with the reader's credentials or
+/// a read key) and `GET /v1/data` with a read key, when the entry is a response ready in this process's store.
+///
+/// The normal path hops from the event loop to a task and back for every request; for a stored response that hop
+/// is most of the cost. This handler sits in each connection's pipeline after Hummingbird's connection-state
+/// handler (so idle and quiesce bookkeeping still see every request) and before the async channel. For a request
+/// it can answer it runs the same checks with the same code, in the same order, and writes the same bytes:
+/// `PageGuardMiddleware`'s origin rules and headers, `TicketAccess`, the interface selection, the store read
+/// (`readIfReady`: a no-store response is consumed here exactly once), the replay headers, the read recorded on
+/// the ticket, and the `data` and HTTP request metrics. Anything else (a refusal, a pending, failed, missing or
+/// private entry, a ticket held by another replica, a Redis store, a bad parameter) goes on, untouched, to the
+/// router, which answers it as always: the fast path has no error answers of its own. Pipelined requests stay in
+/// order because NIO's pipelining handler releases a request only once the previous response has ended.
+/// `--no-fast-handoff` turns it off.
+struct FastHandoff: Sendable {
+    let orchestrator: Orchestrator
+    let origins: AllowedOrigins
+    let requestMetrics: FastHandoffMetrics
+
+    static let ticketDataRoute = "/v1/prefetch/{ticket}/data"
+    static let pageDataRoute = "/v1/data"
+
+    /// The answer to `head`, or nil to let the router answer it.
+    func answer(_ head: HTTPRequest) -> (HTTPResponse, ByteBuffer)? {
+        guard head.method == .get, let target = head.path else { return nil }
+        let headers = head.headerFields
+        let origin = headers[.origin]
+        var grant = AllowedOrigins.Grant.none
+        if let origin {
+            grant = origins.grant(for: origin)
+            guard grant != .none else { return nil }
+        } else if headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site" {
+            return nil
+        }
+        let uri = URI(target)
+        let path = uri.path
+        let ticket: Ticket
+        let route: String
+        if path == Self.pageDataRoute {
+            guard let key = headers[PrefetchHeaders.readKey] else { return nil }
+            guard let opened = orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head)) else { return nil }
+            ticket = opened
+            route = Self.pageDataRoute
+        } else if path.hasPrefix("/v1/prefetch/"), path.hasSuffix("/data") {
+            let id = String(path.dropFirst("/v1/prefetch/".count).dropLast("/data".count))
+            guard Ticket.isWellFormed(id), let held = orchestrator.tickets.localTicket(id) else { return nil }
+            if let key = headers[PrefetchHeaders.readKey] {
+                guard orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head))?.id == held.id else { return nil }
+            } else {
+                let presented = orchestrator.credentials(in: headers.map { ($0.name.rawName, $0.value) })
+                guard (try? TicketAccess.authorize(held, presented: presented.identity)) != nil else { return nil }
+            }
+            ticket = held
+            route = Self.ticketDataRoute
+        } else {
+            return nil
+        }
+        let query = uri.queryParameters
+        // A malformed `wait` is the router's 400 to give; a valid one does not matter for an entry already ready.
+        guard Self.isValidWait(query),
+            let index = try? PrefetchRoutes.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, query: query)
+        else { return nil }
+        let asked = ContinuousClock.now
+        let started = DispatchTime.now().uptimeNanoseconds
+        guard case .ready(let response, let joined)? = orchestrator.readIfReady(ticket, index: index) else { return nil }
+        // From here on the entry has been read (a no-store one consumed): this handler answers, whatever follows.
+        let served = joined ? "joined" : "hit"
+        orchestrator.metrics.data(served)
+        orchestrator.metrics.fastHandoff()
+        // The header order of the routed answer: the replay's, the length (set as the response is made), then the
+        // guard's CORS and security headers.
+        var (status, fields, body) = PrefetchRoutes.replayParts(response, joined: joined)
+        fields[.contentLength] = String(body.readableBytes)
+        if let origin { PageGuardMiddleware.decorate(&fields, origin: origin, grant: grant) }
+        PageGuardMiddleware.secure(&fields)
+        ticket.recordRead(index, served: served, reason: nil, askedAt: asked)
+        requestMetrics.record(route: route, status: status, nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
+        return (HTTPResponse(status: status, headerFields: fields), body)
+    }
+
+    private static func isValidWait(_ query: Parameters) -> Bool {
+        do {
+            _ = try PrefetchRoutes.waitParameter(query)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    private func requestOrigin(_ head: HTTPRequest) -> TicketAccess.RequestOrigin {
+        .init(origin: head.headerFields[.origin], fetchSite: head.headerFields[PrefetchHeaders.secFetchSite], authority: head.authority)
+    }
+}
+
+/// The request metrics Hummingbird's `MetricsMiddleware` records, for answers it never sees: the same labels and
+/// dimensions, so a fast answer counts in the same series as a routed one.
+final class FastHandoffMetrics: Sendable {
+    private struct Series: Sendable {
+        let counter: Counter
+        let timer: Timer
+    }
+
+    private let series: [String: Series]
+
+    init() {
+        var series: [String: Series] = [:]
+        for route in [FastHandoff.ticketDataRoute, FastHandoff.pageDataRoute] {
+            let dimensions = [("http.route", route), ("http.request.method", "GET"), ("http.response.status_code", "200")]
+            series[route] = Series(
+                counter: Counter(label: "hb.requests", dimensions: dimensions),
+                timer: Timer(label: "http.server.request.duration", dimensions: dimensions, preferredDisplayUnit: .seconds)
+            )
+        }
+        self.series = series
+    }
+
+    func record(route: String, status: HTTPResponse.Status, nanoseconds: UInt64) {
+        guard status == .ok, let series = series[route] else {
+            // Replays of other statuses are counted under their own status code, created on first use.
+            let dimensions = [("http.route", route), ("http.request.method", "GET"), ("http.response.status_code", String(status.code))]
+            Counter(label: "hb.requests", dimensions: dimensions).increment()
+            Timer(label: "http.server.request.duration", dimensions: dimensions, preferredDisplayUnit: .seconds).recordNanoseconds(Int64(nanoseconds))
+            return
+        }
+        series.counter.increment()
+        series.timer.recordNanoseconds(Int64(nanoseconds))
+    }
+}
+
+/// Answers what `FastHandoff` can, passes everything else on. One per connection, on its event loop.
+///
+/// Hummingbird reads pipelined requests without waiting for the previous answer, so order is kept here: while a
+/// request passed to the router has not been answered (its response's end has not come back through this
+/// handler), every later request goes to the router too, which answers in order.
+final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private let handoff: FastHandoff
+    /// The answer to the request being read, written once its end arrives, and whether the connection closes after
+    /// it; nil while requests pass through.
+    private var answering: (head: HTTPResponse, body: ByteBuffer, close: Bool)?
+    /// The request being read goes to the router.
+    private var passing = false
+    /// Requests passed to the router and not yet answered.
+    private var routed = 0
+
+    init(handoff: FastHandoff) {
+        self.handoff = handoff
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            if routed == 0, let (response, body) = handoff.answer(head) {
+                // As Hummingbird's request loop does: `Connection: close` ends the connection after the answer.
+                answering = (response, body, head.headerFields[.connection] == "close")
+                passing = false
+            } else {
+                passing = true
+                routed += 1
+                context.fireChannelRead(data)
+            }
+        case .body:
+            // A GET's body (if any) is not read by the data endpoints; the fast path drops it as they do.
+            if passing { context.fireChannelRead(data) }
+        case .end:
+            if let answer = answering {
+                answering = nil
+                context.write(wrapOutboundOut(.head(answer.head)), promise: nil)
+                context.write(wrapOutboundOut(.body(answer.body)), promise: nil)
+                if answer.close {
+                    let loop = context.eventLoop.assumeIsolated()
+                    context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+                        _ = loop
+                        context.close(mode: .output, promise: nil)
+                    }
+                } else {
+                    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+                }
+            } else {
+                passing = false
+                context.fireChannelRead(data)
+            }
+        }
+    }
+}
+
+extension FastHandoffHandler {
+    /// The router's answers pass here on their way out; the end of one means one routed request fewer.
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data), routed > 0 { routed -= 1 }
+        context.write(data, promise: promise)
+    }
+}
+
+/// Installs a `FastHandoffHandler` right after Hummingbird's connection-state handler, then leaves. Hummingbird
+/// adds its extra handlers before that handler; the fast path must sit after it, or the connection's idle timer
+/// and graceful close would not see the requests it answers.
+final class FastHandoffInstaller: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+
+    private let handoff: FastHandoff
+
+    init(handoff: FastHandoff) {
+        self.handoff = handoff
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        // The connection-state handler is added after this one in the same set-up; install once it is there.
+        let loop = context.eventLoop.assumeIsolated()
+        let pipeline = context.pipeline
+        let handoff = handoff
+        loop.execute { [self] in
+            let operations = pipeline.syncOperations
+            if let state = try? operations.context(handlerType: HTTPConnectionStateHandler.self) {
+                try? operations.addHandler(FastHandoffHandler(handoff: handoff), position: .after(state.handler))
+            }
+            operations.removeHandler(self, promise: nil)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireChannelRead(data)
+    }
+}

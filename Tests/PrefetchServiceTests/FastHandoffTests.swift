@@ -1,0 +1,164 @@
+import Foundation
+import HTTPTypes
+import PrefetchEngine
+import PrefetchTestUpstream
+import Testing
+
+@testable import PrefetchService
+
+/// The data endpoints answered on the event loop (`FastHandoff`) against the same service with every request
+/// routed (`--no-fast-handoff`): same bytes for the same entry, the same refusals and misses, no-store handed out
+/// once, pipelined requests in order.
+@Suite struct FastHandoffTests {
+    static let page = "https://m.example.com/item"
+
+    static func config(_ port: Int) -> String {
+        let api = "http://127.0.0.1:\(port)"
+        return configText(pages: [
+            pageEntry(page, [
+                #"{"name": "plain", "api": "\#(api)/plain?body=%7B%22ok%22%3Atrue%7D&cacheControl=max-age%3D60", "method": "GET", "urlParam": true}"#,
+                #"{"name": "cookie", "api": "\#(api)/cookie?body=%7B%22me%22%3A1%7D&setCookie=sid%3Dabc%3B%20HttpOnly", "method": "GET", "urlParam": true}"#,
+                #"{"name": "once", "api": "\#(api)/once?body=%7B%22n%22%3A1%7D&cacheControl=no-store", "method": "GET", "urlParam": true}"#,
+                #"{"name": "slow", "api": "\#(api)/slow?hang=1", "method": "GET", "urlParam": true, "timeout": 4000}"#,
+            ]),
+            pageEntry("https://m.example.com/account", [
+                #"{"name": "me", "api": "https://api.example.com/me", "method": "GET", "credentials": "include"}"#,
+            ]),
+        ])
+    }
+
+    /// Runs `body` with the same config on two services: the fast handoff on, and off.
+    func withBoth(_ body: @Sendable (_ fast: LiveService, _ routed: LiveService) async throws -> Void) async throws {
+        try await withUpstream { upstream in
+            let routedSettings = {
+                var settings = testSettings()
+                settings.fastHandoff = false
+                return settings
+            }()
+            try await withService(config: Self.config(upstream.port)) { fast in
+                try await withService(config: Self.config(upstream.port), settings: routedSettings) { routed in
+                    try await body(fast, routed)
+                }
+            }
+        }
+    }
+
+    /// Triggers the page and waits (on the operator's debug view, which reads nothing) until every request but the
+    /// hanging one has its answer; returns the ticket and its read key.
+    func openPage(_ service: LiveService) async throws -> (ticket: String, readKey: String) {
+        let reply = try await service.trigger(Self.page)
+        let ticket = try #require(reply.json["ticket"] as? String)
+        let readKey = try #require(reply.json["readKey"] as? String)
+        let settled = try await eventually {
+            let view = try await service.admin(.get, "/v1/debug/opens?ticket=\(ticket)")
+            let opens = view.json["opens"] as? [[String: Any]] ?? []
+            let requests = opens.first?["requests"] as? [[String: Any]] ?? []
+            return requests.filter { $0["status"] is Int }.count == 3
+        }
+        #expect(settled, "the three answering interfaces did not answer")
+        return (ticket, readKey)
+    }
+
+    /// Reads the shared entry `name` of `ticket` until it is handed out (no-store entries excepted: this reads them).
+    func waitReady(_ service: LiveService, _ ticket: String, _ name: String) async throws {
+        let ready = try await eventually { try await service.separateRequest(.get, "/v1/prefetch/\(ticket)/data?name=\(name)").status == 200 }
+        #expect(ready, "\(name) was not handed out")
+    }
+
+    func fastCount(_ service: LiveService) async throws -> Int {
+        let text = try await service.admin(.get, "/metrics").text
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("prefetch_data_fast_total ") }) else { return 0 }
+        return Int(line.split(separator: " ").last ?? "") ?? -1
+    }
+
+    /// A raw answer without its `Date` line (the only header that depends on when it was written).
+    func raw(_ service: LiveService, _ target: String, headers: [String: String] = [:]) async throws -> String {
+        let extra = headers.map { "\($0.key): \($0.value)\r\n" }.joined()
+        let answer = try await rawExchange(port: service.port, "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(service.port)\r\n\(extra)Connection: close\r\n\r\n")
+        return answer.split(separator: "\r\n", omittingEmptySubsequences: false).filter { !$0.lowercased().hasPrefix("date:") }.joined(separator: "\r\n")
+    }
+
+    @Test func bothPathsWriteTheSameBytesForTheSameEntry() async throws {
+        try await withBoth { fast, routed in
+            let fastPage = try await openPage(fast)
+            let routedPage = try await openPage(routed)
+            for name in ["plain", "cookie"] {
+                try await waitReady(fast, fastPage.ticket, name)
+                try await waitReady(routed, routedPage.ticket, name)
+            }
+            let before = try await fastCount(fast)
+            for name in ["plain", "cookie"] {
+                let a = try await raw(fast, "/v1/prefetch/\(fastPage.ticket)/data?name=\(name)")
+                let b = try await raw(routed, "/v1/prefetch/\(routedPage.ticket)/data?name=\(name)")
+                #expect(rawStatus(a) == 200, "\(a)")
+                #expect(a == b, "\(name): fast\n\(a)\nrouted\n\(b)")
+            }
+            // The page's own read, cross-origin with the read key: CORS headers decided by the same rules.
+            let pageHeaders = ["Origin": "https://m.example.com"]
+            let a = try await raw(fast, "/v1/data?name=plain", headers: pageHeaders.merging(["X-Prefetch-Key": fastPage.readKey]) { $1 })
+            let b = try await raw(routed, "/v1/data?name=plain", headers: pageHeaders.merging(["X-Prefetch-Key": routedPage.readKey]) { $1 })
+            #expect(rawStatus(a) == 200, "\(a)")
+            #expect(a.contains("Access-Control-Allow-Origin: https://m.example.com"), "\(a)")
+            #expect(a == b, "read key: fast\n\(a)\nrouted\n\(b)")
+            // Three reads above were answered on the event loop; the routed service never does.
+            #expect(try await fastCount(fast) == before + 3)
+            #expect(try await fastCount(routed) == 0)
+        }
+    }
+
+    @Test func noStoreIsHandedOutOnceAndMissesAreTheRoutersAnswers() async throws {
+        try await withBoth { fast, routed in
+            let fastPage = try await openPage(fast)
+            let routedPage = try await openPage(routed)
+            var answers: [[String]] = []
+            for (service, ticket) in [(fast, fastPage.ticket), (routed, routedPage.ticket)] {
+                answers.append([
+                    try await raw(service, "/v1/prefetch/\(ticket)/data?name=once"),
+                    try await raw(service, "/v1/prefetch/\(ticket)/data?name=once"),
+                    try await raw(service, "/v1/prefetch/\(ticket)/data?name=slow&wait=0"),
+                    try await raw(service, "/v1/prefetch/\(ticket)/data?name=plain&wait=soon"),
+                    try await raw(service, "/v1/prefetch/\(ticket)/data?name=nope"),
+                ])
+            }
+            #expect(answers[0].map(rawStatus) == [200, 404, 504, 400, 404])
+            #expect(answers[0][1].contains("X-Prefetch-Reason: consumed"), "\(answers[0][1])")
+            #expect(answers[0] == answers[1])
+        }
+    }
+
+    @Test func aCredentialedTicketIsRefusedTheSameWayWithoutItsCredentials() async throws {
+        try await withBoth { fast, routed in
+            var answers: [String] = []
+            for service in [fast, routed] {
+                let reply = try await service.trigger("https://m.example.com/account", credentials: ["Cookie": "session=alice"])
+                let ticket = try #require(reply.json["ticket"] as? String)
+                answers.append(try await raw(service, "/v1/prefetch/\(ticket)/data?name=me", headers: ["Cookie": "session=mallory"]))
+                answers.append(try await raw(service, "/v1/prefetch/\(ticket)/data?name=me"))
+            }
+            #expect(answers.map(rawStatus) == [403, 401, 403, 401])
+            #expect(Array(answers[0...1]) == Array(answers[2...3]))
+        }
+    }
+
+    /// Three requests in one write: a fast answer, one the router answers (the results view), a fast answer.
+    @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
+        try await withBoth { fast, _ in
+            let opened = try await openPage(fast)
+            try await waitReady(fast, opened.ticket, "plain")
+            try await waitReady(fast, opened.ticket, "cookie")
+            let host = "Host: 127.0.0.1:\(fast.port)\r\n"
+            let text = "GET /v1/prefetch/\(opened.ticket)/data?name=plain HTTP/1.1\r\n\(host)\r\n"
+                + "GET /v1/prefetch/\(opened.ticket) HTTP/1.1\r\n\(host)\r\n"
+                + "GET /v1/prefetch/\(opened.ticket)/data?name=cookie HTTP/1.1\r\n\(host)Connection: close\r\n\r\n"
+            let answer = try await rawExchange(port: fast.port, text)
+            let plain = try #require(answer.range(of: #"{"ok":true}"#), "\(answer)")
+            let results = try #require(answer.range(of: #""results":"#), "\(answer)")
+            let cookie = try #require(answer.range(of: #"{"me":1}"#), "\(answer)")
+            #expect(plain.lowerBound < results.lowerBound && results.lowerBound < cookie.lowerBound)
+            #expect(answer.components(separatedBy: "HTTP/1.1 200 OK").count == 4)
+            // Both fast reads are counted as hits, like routed ones.
+            let metrics = try await fast.admin(.get, "/metrics").text
+            #expect(metrics.contains(#"prefetch_data_total{result="hit"} 4"#), "\(metrics.count) bytes of metrics")
+        }
+    }
+}
