@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Handoff: a stored 1 KiB JSON response read through GET /v1/prefetch/{ticket}/data?api=... under wrk, against
-# nginx (one worker, the same bytes as a static file) and a Node.js http server answering from a Map.
+# nginx (one worker, the same bytes as a static file) and a Node.js http server answering from a Map. The service
+# is measured twice in the same run: as shipped (the read answered on the event loop, `FastHandoff`) and with
+# `--no-fast-handoff` (every read routed through Hummingbird's handler task), the before and after of that path.
 #
 # Every server gets the very same request URL and answers the very same 1,024 body bytes. wrk runs with a fixed
 # 2 threads and 50 connections. Two placements are measured:
@@ -8,7 +10,8 @@
 #   split   the server pinned to CPU 0 and wrk to CPU 1 (taskset): one core per side, so single-threaded
 #           nginx and Node are compared per core with the multi-threaded service.
 # Env: BENCH_DURATION (seconds per measurement, default 10), BENCH_WARMUP (default 3), BENCH_PLACEMENTS
-# (default "shared split").
+# (default "shared split"), BENCH_PROFILE=1 (perf record -g of the service during the first measurement; the
+# top symbols are printed after the figures).
 source "$(dirname "$0")/lib.sh"
 
 DURATION="${BENCH_DURATION:-10}"
@@ -35,11 +38,11 @@ API_QUERY="$(node -p 'encodeURIComponent(process.argv[1])' "$API")"
 
 # trigger PAD_LENGTH: triggers the page with a padding parameter and prints the ticket. The padded page URL must
 # stay under the service's 8 KiB limit for page URLs (414 beyond it).
-trigger() {
-  local pad
+trigger() { # PAD_LENGTH [SERVICE_URL]
+  local pad url="${2:-$SERVICE_URL}"
   [ "$1" -ge 0 ] && [ $((${#PAGE} + 5 + $1)) -lt 8192 ] || { echo "padding of $1 bytes does not fit a page URL under 8 KiB" >&2; exit 1; }
   pad="$(head -c "$1" /dev/zero | tr '\0' 'x')"
-  curl -sf -X POST "$SERVICE_URL/v1/prefetch" -H 'Content-Type: application/json' -d "{\"url\": \"$PAGE?pad=$pad\"}" | node -e \
+  curl -sf -X POST "$url/v1/prefetch" -H 'Content-Type: application/json' -d "{\"url\": \"$PAGE?pad=$pad\"}" | node -e \
     'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).ticket))'
 }
 
@@ -57,6 +60,14 @@ grep -q '^HTTP/1.1 200' "$WORK/service.headers" || { echo "service did not answe
 [ "$size" -eq 1024 ] || { echo "stored body is $size bytes, expected 1024" >&2; exit 1; }
 node -e 'JSON.parse(require("fs").readFileSync(process.argv[1]))' "$WORK/www/handoff.json"
 log "service: 200, X-Prefetch: hit, 1024 bytes of JSON"
+
+# The same service with every read routed (the path before the fast handoff), on its own ports.
+start_serve routed "$PREFETCH" serve --config "$WORK/config.json" --no-fast-handoff
+ROUTED_PID=$STARTED_PID
+ROUTED_URL="$PAGE_URL"
+routed_ticket="$(trigger $((100 + 1024 - first)) "$ROUTED_URL")"
+ROUTED_PATH_QUERY="/v1/prefetch/$routed_ticket/data?api=$API_QUERY"
+curl -sf -o /dev/null "$ROUTED_URL$ROUTED_PATH_QUERY&wait=5000"
 
 # nginx: one worker, the same bytes as a static file under the same URL, tuned as a team would.
 chmod 755 "$WORK" "$WORK/www"
@@ -137,18 +148,33 @@ check_peer node "http://127.0.0.1:$NODE_PORT$PATH_QUERY"
   echo "load_before $(load_line)"
   echo "wrk -t$THREADS -c$CONNECTIONS -d${DURATION}s --latency (after a ${WARMUP}s warm-up), body 1024 bytes JSON"
   for placement in $PLACEMENTS; do
+    if [ -n "${BENCH_PROFILE:-}" ] && [ ! -e "$WORK/perf.data" ]; then
+      perf record -F 999 -g -p "$SERVICE_PID" -o "$WORK/perf.data" -- sleep "$((WARMUP + DURATION))" >/dev/null 2>&1 &
+      PERF_PID=$!
+    fi
     measure service "$SERVICE_URL$PATH_QUERY" "$placement" "$SERVICE_PID"
     s_rps=$RPS s_p99=$P99_MS s_cpu=$CPU_PER_K
+    measure routed "$ROUTED_URL$ROUTED_PATH_QUERY" "$placement" "$ROUTED_PID"
+    r_rps=$RPS r_p99=$P99_MS r_cpu=$CPU_PER_K
     measure nginx "http://127.0.0.1:$NGINX_PORT$PATH_QUERY" "$placement" "$NGINX_WORKER"
     n_rps=$RPS n_p99=$P99_MS n_cpu=$CPU_PER_K
     measure node "http://127.0.0.1:$NODE_PORT$PATH_QUERY" "$placement" "$NODE_PID"
     o_rps=$RPS o_p99=$P99_MS o_cpu=$CPU_PER_K
     printf '%-8s %-8s %10s %10s %14s\n' placement server "req/s" "p99 ms" "cpu s/1k req"
     printf '%-8s %-8s %10s %10s %14s\n' "$placement" service "$s_rps" "$s_p99" "$s_cpu"
+    printf '%-8s %-8s %10s %10s %14s\n' "$placement" routed "$r_rps" "$r_p99" "$r_cpu"
     printf '%-8s %-8s %10s %10s %14s\n' "$placement" nginx "$n_rps" "$n_p99" "$n_cpu"
     printf '%-8s %-8s %10s %10s %14s\n' "$placement" node "$o_rps" "$o_p99" "$o_cpu"
-    awk -v p="$placement" -v s="$s_rps" -v n="$n_rps" -v o="$o_rps" \
-      'BEGIN { printf "ratio %s service/nginx %.2fx  service/node %.2fx  (target: >= 0.8x nginx, > 1x node)\n", p, s / n, s / o }'
+    awk -v p="$placement" -v s="$s_rps" -v r="$r_rps" -v n="$n_rps" -v o="$o_rps" \
+      'BEGIN { printf "ratio %s service/nginx %.2fx  service/node %.2fx  (target: >= 0.8x nginx, > 1.5x node); routed/nginx %.2fx  routed/node %.2fx\n", p, s / n, s / o, r / n, r / o }'
   done
+  if [ -n "${PERF_PID:-}" ]; then
+    wait "$PERF_PID" || true
+    echo "profile of the service (fast handoff), first placement, top symbols by self time:"
+    perf report -i "$WORK/perf.data" --sort symbol --stdio -g none --no-children 2>/dev/null | grep -E '^ +[0-9]' | head -30 \
+      | swift demangle --simplified | cut -c1-160
+    echo "by thread:"
+    perf report -i "$WORK/perf.data" --sort comm --stdio -g none --no-children 2>/dev/null | grep -E '^ +[0-9]' | head -8
+  fi
   echo "load_after $(load_line)"
 } | report handoff
