@@ -29,7 +29,8 @@
 // every `pollInterval` in case a message was lost (or `run()` is not running). As in memory, a reader that arrived
 // during a flight keeps waiting when the flight is abandoned, for the next leader, until its own deadline. A reader
 // woken by a completion on this replica takes the response from the local tier, where the completion put it, rather
-// than reading Redis again.
+// than reading Redis again; and a reader on the replica that leads the flight knows it is pending without asking
+// (see `LocalLeads`), so a page's reads through the replica that triggered it cost Redis nothing until woken.
 //
 // Threads. hiredis is blocking: each pooled connection belongs to a worker with a serial dispatch queue, and async
 // callers suspend on continuations. Nothing blocks the cooperative pool. Every call is bounded by the connect and
@@ -112,6 +113,7 @@ public final class RedisStore: ResponseStore, Service {
     private let pool: RedisPool
     private let subscriber: RedisSubscriber
     private let waiters: LocalWaiters
+    private let leads: LocalLeads
     private let local: Mutex<LocalTier>
     private let flights = Mutex(FlightBook())
     private let waitingCount = Atomic<Int>(0)
@@ -159,13 +161,19 @@ public final class RedisStore: ResponseStore, Service {
         self.pool = RedisPool(size: configuration.connections, settings: settings, health: health)
         let waiters = LocalWaiters()
         self.waiters = waiters
+        let leads = LocalLeads(window: min(configuration.lockAge, configuration.localTTL))
+        self.leads = leads
         self.subscriber = RedisSubscriber(
             settings: settings, channel: keySpace.channel, health: health,
             onMessage: { message in
                 guard let (digest, payload) = KeySpace.parseAnnouncement(message) else { return }
+                leads.forget(digest)
                 waiters.notify(digest, payload: payload)
             },
-            onResubscribed: { waiters.notifyAll() })
+            onResubscribed: {
+                leads.forgetAll()
+                waiters.notifyAll()
+            })
         self.local = Mutex(
             LocalTier(
                 maxEntries: configuration.localEntries, maxBytes: configuration.localBytes,
@@ -226,7 +234,7 @@ public final class RedisStore: ResponseStore, Service {
     @discardableResult
     public func put(_ key: StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>) async -> Bool {
         let claim = claim(key, policy: policy)
-        let completion = completion(key, lockValue: claim.lockValue, policy: policy, result: result)
+        let completion = completion(keySpace.keys(digest: claim.digest), lockValue: claim.lockValue, policy: policy, result: result)
         let sentAt = clock.now
         let replies = await eval([claim.call, completion.call])
         guard case .leader(let token) = await settle(claim, key: key, policy: policy, reply: replies[0]) else {
@@ -238,30 +246,43 @@ public final class RedisStore: ResponseStore, Service {
             return true
         }
         _ = flights.withLock { $0.take(token, key: key) }
+        leads.ended(claim.digest, token: token)
         await settle(completion, key: key, reply: replies[1], sentAt: sentAt)
         return true
     }
 
     /// A begin for `key` ready to send: a fresh token, the lock value it is held under, and the script call.
-    private func claim(_ key: StoreKey, policy: StorePolicy) -> (token: FlightToken, lockValue: [UInt8], call: ScriptCall) {
+    private func claim(_ key: StoreKey, policy: StorePolicy) -> Claim {
         let keys = keySpace.keys(for: key)
         let token = FlightToken(UInt64.random(in: 1...UInt64.max))
         let lockValue = EntryCodec.lock(label: policy.label, token: token)
         let call = ScriptCall(
             Scripts.begin, keys: [keys.entry, keys.lock, keys.tombstone],
             arguments: [lockValue, Array(String(milliseconds(configuration.lockAge)).utf8)])
-        return (token, lockValue, call)
+        return Claim(token: token, lockValue: lockValue, digest: keys.digest, call: call)
+    }
+
+    /// A begin ready to send (see `claim`).
+    private struct Claim {
+        let token: FlightToken
+        let lockValue: [UInt8]
+        let digest: String
+        let call: ScriptCall
     }
 
     /// The outcome of a begin from Redis's reply: a leader's flight is recorded; no answer leads (or joins) in the
     /// fallback store.
     private func settle(
-        _ claim: (token: FlightToken, lockValue: [UInt8], call: ScriptCall), key: StoreKey, policy: StorePolicy,
+        _ claim: Claim, key: StoreKey, policy: StorePolicy,
         reply: Result<RedisValue, RedisCallError>
     ) async -> BeginOutcome {
         switch reply.map(\.text) {
         case .success("leader"):
-            record(claim.token, Flight(key: key, policy: policy, mode: .redis(lockValue: claim.lockValue), startedAt: clock.now))
+            let now = clock.now
+            record(
+                claim.token,
+                Flight(key: key, digest: claim.digest, policy: policy, mode: .redis(lockValue: claim.lockValue), startedAt: now))
+            leads.lead(claim.digest, token: claim.token, label: policy.label, startedAt: now)
             return .leader(claim.token)
         case .success("joined"):
             return .joined
@@ -270,7 +291,9 @@ public final class RedisStore: ResponseStore, Service {
         default:
             let outcome = await fallback.begin(key, policy: policy)
             guard case .leader(let fallbackToken) = outcome else { return outcome }
-            record(claim.token, Flight(key: key, policy: policy, mode: .fallback(fallbackToken), startedAt: clock.now))
+            record(
+                claim.token,
+                Flight(key: key, digest: claim.digest, policy: policy, mode: .fallback(fallbackToken), startedAt: clock.now))
             return .leader(claim.token)
         }
     }
@@ -282,14 +305,15 @@ public final class RedisStore: ResponseStore, Service {
             logger.debug("completion from a stale or unknown flight ignored", metadata: ["store.key": "\(key)"])
             return
         }
-        let keys = keySpace.keys(for: key)
+        let keys = keySpace.keys(digest: flight.digest)
         switch flight.mode {
         case .fallback(let fallbackToken):
             await fallback.complete(key, token: fallbackToken, result: result)
             noteFallbackResult(keys.digest, policy: flight.policy)
             waiters.notify(keys.digest)
         case .redis(let lockValue):
-            let completion = completion(key, lockValue: lockValue, policy: flight.policy, result: result)
+            leads.ended(keys.digest, token: token)
+            let completion = completion(keys, lockValue: lockValue, policy: flight.policy, result: result)
             let sentAt = clock.now
             let reply = await eval([completion.call])[0]
             await settle(completion, key: key, reply: reply, sentAt: sentAt)
@@ -312,9 +336,8 @@ public final class RedisStore: ResponseStore, Service {
 
     /// The complete script call for a flight held under `lockValue`.
     private func completion(
-        _ key: StoreKey, lockValue: [UInt8], policy: StorePolicy, result: Result<StoredResponse, StoreFailure>
+        _ keys: KeySpace.Keys, lockValue: [UInt8], policy: StorePolicy, result: Result<StoredResponse, StoreFailure>
     ) -> Completion {
-        let keys = keySpace.keys(for: key)
         let value: StoredValue
         let keep: Duration
         switch result {
@@ -376,8 +399,8 @@ public final class RedisStore: ResponseStore, Service {
         case .fallback(let fallbackToken):
             await fallback.abandon(key, token: fallbackToken)
         case .redis(let lockValue):
-            let keys = keySpace.keys(for: key)
-            _ = await eval(Scripts.abandon, keys: [keys.lock], arguments: [lockValue])
+            leads.ended(flight.digest, token: token)
+            _ = await eval(Scripts.abandon, keys: [keySpace.keys(digest: flight.digest).lock], arguments: [lockValue])
         }
     }
 
@@ -397,6 +420,7 @@ public final class RedisStore: ResponseStore, Service {
     /// dropped entry for at most `localTTL`.
     public func retain(labels: Set<String>) async -> Int {
         local.withLock { $0.retain(labels: labels) }
+        leads.retain(labels: labels)
         var dropped = Set<String>()
         var cursor = "0"
         let keptLabels = labels.sorted().map { Array($0.utf8) }
@@ -501,9 +525,13 @@ public final class RedisStore: ResponseStore, Service {
         defer { if let registration { waiters.unregister(registration) } }
         var arrivedDuringFlight = false
         defer { if arrivedDuringFlight { waitingCount.subtract(1, ordering: .relaxed) } }
+        // The first look needs no round trip while this replica holds the key's lock: the flight is pending.
+        var asked = !leads.isLeading(keys.digest, now: start)
         while true {
             let sentAt = clock.now
-            switch await probe(keys) {
+            let probed: Probe = asked ? await probe(keys) : .pending
+            asked = true
+            switch probed {
             case .value(.response(let response, let label), let pttl):
                 if pttl > 0 {
                     local.withLock {
@@ -665,6 +693,8 @@ struct Flight: Sendable {
     }
 
     var key: StoreKey
+    /// The key's digest (see `KeySpace`), so completing needs no second hash.
+    var digest: String
     var policy: StorePolicy
     var mode: Mode
     var startedAt: ContinuousClock.Instant
@@ -720,8 +750,12 @@ struct KeySpace: Sendable {
     }
 
     func keys(for key: StoreKey) -> Keys {
-        let digest = Self.digest(of: key)
-        return Keys(
+        keys(digest: Self.digest(of: key))
+    }
+
+    /// The names for the key whose digest is `digest`.
+    func keys(digest: String) -> Keys {
+        Keys(
             digest: digest, entry: "\(namespace):e:\(digest)", lock: "\(namespace):lock:\(digest)",
             tombstone: "\(namespace):t:\(digest)")
     }

@@ -142,6 +142,47 @@ import Testing
         }
     }
 
+    /// Scripts `server` has run so far (`EVALSHA` and `EVAL` calls).
+    static func scriptCalls(_ server: RedisServer) async -> Int {
+        let stats = await server.cli(["INFO", "commandstats"]) ?? ""
+        return stats.split(whereSeparator: \.isNewline).reduce(0) { total, line in
+            guard line.hasPrefix("cmdstat_evalsha:") || line.hasPrefix("cmdstat_eval:"),
+                let calls = line.split(separator: "=").dropFirst().first?.split(separator: ",").first
+            else { return total }
+            return total + (Int(calls) ?? 0)
+        }
+    }
+
+    @Test func aReaderOnTheLeadingReplicaAsksRedisOnlyOnceSomethingChanged() async throws {
+        try await withRedis { server in
+            try await withReplicas(server) { replicas in
+                let (a, b) = (replicas[0], replicas[1])
+                // Redis caches every script first, so each call below is one script call.
+                #expect(await put(a, key("/warm"), .success(response("warm"))))
+                #expect(await b.read(key("/warm"), wait: .zero).body == "warm")
+                let token = try #require(await a.begin(key("/lead"), policy: policy()).token)
+                let before = await Self.scriptCalls(server)
+                #expect(await a.read(key("/lead"), wait: .zero) == .pending)
+                #expect(await Self.scriptCalls(server) == before, "the leading replica knows its flight is pending")
+                #expect(await b.read(key("/lead"), wait: .zero) == .pending)
+                #expect(await Self.scriptCalls(server) == before + 1, "another replica asks Redis")
+                // Completed here: a waiting reader is woken with the response from the local tier.
+                async let waiter = a.read(key("/lead"), wait: .seconds(30))
+                do { let settled = await eventually { a.waitingReaders == 1 }; #expect(settled) }
+                let beforeCompletion = await Self.scriptCalls(server)
+                await a.complete(key("/lead"), token: token, result: .success(response("led here")))
+                #expect(await waiter.body == "led here")
+                #expect(await Self.scriptCalls(server) == beforeCompletion + 1, "only the completion went to Redis")
+
+                // Dropped by another replica: once its announcement arrives, the leader's readers ask Redis again.
+                _ = try #require(await a.begin(key("/dropped"), policy: policy("gone")).token)
+                #expect(await b.retain(labels: ["profile"]) >= 1)
+                let evicted = await eventually { await a.read(key("/dropped"), wait: .zero) == .absent(.evicted) }
+                #expect(evicted)
+            }
+        }
+    }
+
     /// A pool of one connection to `server`, and its health.
     static func onePool(_ server: RedisServer) throws -> (RedisPool, RedisHealthMonitor) {
         let endpoint = try RedisEndpoint(url: server.url)
