@@ -72,8 +72,11 @@ import Synchronization
 public final class RedisStore: ResponseStore, Service {
     /// Tuning for a `RedisStore`. The defaults suit a store on the same network.
     public struct Configuration: Sendable, Hashable {
-        /// Pooled blocking connections, each with its own thread. Default 4.
-        public var connections: Int = 4
+        /// Pooled blocking connections, each with its own thread. Calls that meet a busy connection go together in its
+        /// next round trip (see `RedisPool`), so a page's fan-out needs few: on a 2-core machine 1, 2 and 4 were
+        /// alike in latency within the noise, and fewer connections cost less CPU (fewer thread wake-ups). Two keep a
+        /// slow call (a `SCAN` for `retain` or `snapshot`) from holding up everything. Default 2.
+        public var connections: Int = 2
         /// How long connecting may take before Redis counts as unreachable. Default 500 ms.
         public var connectTimeout: Duration = .milliseconds(500)
         /// How long one command may take before Redis counts as unreachable. Default 500 ms.
