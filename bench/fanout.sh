@@ -100,6 +100,38 @@ start_service "$WORK/config.json" --trigger-rate 0 --log-level warning
 client "service, log-level warning (8 origins)" service "$SERVICE_URL" "server=$SERVICE_PID"
 stop "$SERVICE_PID"
 
+# The Redis store: the same 8-origin fan-out through `--store redis://` (a redis-server of its own, no persistence;
+# replicas sharing Redis need an identity key). Its CPU is the service's plus redis-server's; the ratios against the
+# memory store's "service (8 origins)" row (target: within 1.2x) are printed with the report.
+ensure_apt redis-server
+REDIS_PORT="$(free_port)"
+start redis 'Ready to accept connections' redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no
+REDIS_PID=$STARTED_PID
+IDENTITY_KEY="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+start_service "$WORK/config.json" --trigger-rate 0 --store "redis://127.0.0.1:$REDIS_PORT" --identity-key "$IDENTITY_KEY"
+client "service, redis store (8 origins)" service "$SERVICE_URL" "server=$SERVICE_PID,redis=$REDIS_PID"
+stop "$SERVICE_PID"
+stop "$REDIS_PID"
+node -e '
+  const fs = require("fs");
+  const [path, out] = process.argv.slice(1);
+  const rows = fs.readFileSync(path, "utf8").trim().split("\n").map(JSON.parse);
+  const redis = rows.find((r) => r.label === "service, redis store (8 origins)");
+  const memory = rows.find((r) => r.label === "service (8 origins)");
+  // The table counts one process per row: the Redis row counts the service and redis-server together.
+  const { server, redis: redisServer } = redis.cpuSeconds;
+  redis.cpuSeconds = { server: server + redisServer, service: server, redis: redisServer };
+  fs.writeFileSync(path, rows.map((r) => JSON.stringify(r)).join("\n") + "\n");
+  const perK = (seconds, r) => (seconds / r.upstreamRequests) * 1000;
+  const ratio = (a, b) => `${(a / b).toFixed(2)}x`;
+  const [p50, p99] = [redis.overheadMs.p50, redis.overheadMs.p99];
+  const cpu = perK(redis.cpuSeconds.server, redis), cpuMemory = perK(memory.cpuSeconds.server, memory);
+  fs.writeFileSync(out, [
+    `ratio redis/memory store (8 origins; target <= 1.2x): overhead p50 ${p50.toFixed(2)}/${memory.overheadMs.p50.toFixed(2)} ms = ${ratio(p50, memory.overheadMs.p50)}, p99 ${p99.toFixed(2)}/${memory.overheadMs.p99.toFixed(2)} ms = ${ratio(p99, memory.overheadMs.p99)}`,
+    `ratio redis/memory store cpu s / 1k upstream req: (service ${perK(server, redis).toFixed(3)} + redis-server ${perK(redisServer, redis).toFixed(3)}) / ${cpuMemory.toFixed(3)} = ${ratio(cpu, cpuMemory)}`,
+  ].join("\n") + "\n");
+' "$RESULTS" "$WORK/redis-store.txt"
+
 start bff_fetch 'listening on ' node "$BENCH_DIR/peers/bff.js" "$BASES" fetch
 client "node bff, fetch/undici (8 origins)" bff "http://127.0.0.1:${STARTED_LINE##*:}" "server=$STARTED_PID"
 stop "$STARTED_PID"
@@ -139,4 +171,5 @@ stop "$STARTED_PID"
     console.log(`https upstream connections: ${process.argv[2]}`);
     for (const r of rows) if (r.errors) console.log(`errors ${r.label}: ${r.errors} first: ${r.firstError}`);
   ' "$RESULTS" "$HTTPS_CONNECTIONS"
+  cat "$WORK/redis-store.txt"
 } | report fanout

@@ -42,10 +42,20 @@ static inline int prefetch_redis_fd(const redisContext *context) {
     return context->fd;
 }
 
-/// Sends one command and waits for its reply; NULL on an I/O or protocol error.
-static inline redisReply *prefetch_redis_command_argv(
+/// Queues one command in the connection's output buffer without any I/O (a pipeline's first half); REDIS_ERR only
+/// when out of memory.
+static inline int prefetch_redis_append_command_argv(
     redisContext *context, int argc, const char **argv, const size_t *lengths) {
-    return (redisReply *)redisCommandArgv(context, argc, argv, lengths);
+    return redisAppendCommandArgv(context, argc, argv, lengths);
+}
+
+/// Takes the next reply, first writing whatever is queued and then reading as needed (each read and write bounded by
+/// the connection timeout). Returns REDIS_ERR on an I/O or protocol error.
+static inline int prefetch_redis_get_reply(redisContext *context, redisReply **reply) {
+    void *raw = NULL;
+    int status = redisGetReply(context, &raw);
+    *reply = (redisReply *)raw;
+    return status;
 }
 
 /// Takes one already buffered reply without any I/O. Returns REDIS_OK with `*reply` NULL when none is buffered.

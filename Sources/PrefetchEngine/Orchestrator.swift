@@ -134,19 +134,35 @@ public final class Orchestrator: Sendable {
         var composed: [String] = []
         var jobs: [(index: Int, FetchRequest, StoreKey, FlightToken)] = []
         var timings: [RequestTiming] = []
-        for (index, planned) in plan.requests.enumerated() {
-            let (key, sendHeaders) = keyAndHeaders(for: planned, page: plan.pageURL, credentials: credentials)
+        var sendHeaders: [[HTTPHeader]] = []
+        for planned in plan.requests {
+            let (key, headers) = keyAndHeaders(for: planned, page: plan.pageURL, credentials: credentials)
             let interface = planned.interface
             let policy = StorePolicy(ttl: .seconds(interface.ttlSeconds), negativeTTL: settings.negativeTTL, label: interface.name)
             let timeout = Duration.milliseconds(interface.timeoutMilliseconds)
             requests.append(TicketRequest(name: interface.name, api: interface.api, method: interface.method, key: key, policy: policy, timeout: timeout))
             composed.append(planned.url)
+            sendHeaders.append(headers)
+        }
+        // The ticket's record does not depend on the flights' outcomes, so it is stored while they are claimed: with a
+        // shared store the two round trips overlap. Its timings are filled in below, before anyone learns its id.
+        let ticket = Ticket(
+            id: ticketID, page: page, pageOrigin: plan.pageURL.origin, matched: plan.matched, version: plan.version,
+            identity: credentials.identity, owner: caller, requests: requests,
+            timings: requests.map { _ in RequestTiming(origin: "leader", startedAt: now) }
+        )
+        async let inserted: Void = tickets.insert(ticket)
+        // Every request's single flight is claimed in one call: one round trip to a shared store, not one each.
+        let outcomes = await store.begin(requests.map { (key: $0.key, policy: $0.policy) })
+        for (index, planned) in plan.requests.enumerated() {
+            let interface = planned.interface
+            let (key, timeout) = (requests[index].key, requests[index].timeout)
             let role: String
-            switch await store.begin(key, policy: policy) {
+            switch outcomes[index] {
             case .leader(let token):
                 role = "leader"
                 let fetch = FetchRequest(
-                    method: interface.method.rawValue, url: planned.url, headers: sendHeaders, body: planned.body.map { Array($0.utf8) },
+                    method: interface.method.rawValue, url: planned.url, headers: sendHeaders[index], body: planned.body.map { Array($0.utf8) },
                     timeout: timeout, maxResponseBytes: settings.maximumResponseBytes,
                     connectTo: resolver.connectTo(url: planned.url), group: ticketID
                 )
@@ -157,11 +173,8 @@ public final class Orchestrator: Sendable {
             metrics.flight(interface.name, role: role)
             timings.append(RequestTiming(origin: role, startedAt: now, finishedAt: role == "leader" ? nil : now))
         }
-        let ticket = Ticket(
-            id: ticketID, page: page, pageOrigin: plan.pageURL.origin, matched: plan.matched, version: plan.version,
-            identity: credentials.identity, owner: caller, requests: requests, timings: timings
-        )
-        await tickets.insert(ticket)
+        ticket.timings.withLock { $0 = timings }
+        await inserted
         metrics.tickets.record(tickets.count)
         metrics.trigger("accepted")
         for (index, request, key, token) in jobs {

@@ -26,6 +26,9 @@ public struct ServiceSettings: Sendable {
     /// `redis://[user[:password]@]host:port[/db]`: share stored responses, single flights and tickets with other
     /// replicas through Redis. `nil`: the in-memory store (the default).
     public var storeURL: String?
+    /// Connections to Redis (each with its own thread) when `storeURL` is set; `nil`: the Redis store's default.
+    /// Calls that meet a busy connection are pipelined into its next round trip, so a few connections carry the load.
+    public var storeConnections: Int?
     /// Byte budget of the in-memory response store. Default 64 MiB.
     public var storeBytes: Int = 64 * 1024 * 1024
     /// The secret identities are keyed with (HMAC). Default: a random key for this process; replicas sharing a

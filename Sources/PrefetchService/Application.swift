@@ -54,7 +54,9 @@ public func buildApplication(
     let store: any ResponseStore
     let redis: RedisStore?
     if let url = settings.storeURL {
-        let shared = try RedisStore(url: url, logger: logger, metricsFactory: factory)
+        var configuration = RedisStore.Configuration()
+        if let connections = settings.storeConnections { configuration.connections = connections }
+        let shared = try RedisStore(url: url, configuration: configuration, logger: logger, metricsFactory: factory)
         redis = shared
         store = shared
         services.append(shared)

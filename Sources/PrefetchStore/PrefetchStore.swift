@@ -240,6 +240,18 @@ public protocol ResponseStore: Sendable {
     /// A flight older than the store's lock age may be taken over: the caller then leads and the old token is stale.
     func begin(_ key: StoreKey, policy: StorePolicy) async -> BeginOutcome
 
+    /// Claims the single flight for each of `requests`, in order, and answers one outcome per request, in the same
+    /// order: exactly what calling `begin(_:policy:)` for each in turn would answer (so of duplicate keys within one
+    /// call the first leads and the rest join). A page open claims all its requests at once through this, so a
+    /// shared store can do it in one round trip; the default does them one by one.
+    func begin(_ requests: [(key: StoreKey, policy: StorePolicy)]) async -> [BeginOutcome]
+
+    /// Begins `key` and, when that leads, completes it with `result` at once; returns whether it led (when it did
+    /// not, nothing was written). Meant for a key no one else flies, such as one named by a fresh random id, so a
+    /// shared store can do both in one round trip; the default calls `begin` and then `complete`.
+    @discardableResult
+    func put(_ key: StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>) async -> Bool
+
     /// Publishes the leader's result and wakes every waiter. A success is kept for `policy.ttl` (a no-store one
     /// until its first read), a failure for `policy.negativeTTL`. A stale or unknown token is ignored.
     func complete(_ key: StoreKey, token: FlightToken, result: Result<StoredResponse, StoreFailure>) async
@@ -284,5 +296,24 @@ extension ResponseStore {
             for await (index, outcome) in group { outcomes[index] = outcome }
             return outcomes
         }
+    }
+
+    /// Calls `begin(_:policy:)` for each request in turn: right for an in-process store, where a call costs no
+    /// round trip.
+    public func begin(_ requests: [(key: StoreKey, policy: StorePolicy)]) async -> [BeginOutcome] {
+        var outcomes: [BeginOutcome] = []
+        outcomes.reserveCapacity(requests.count)
+        for request in requests {
+            outcomes.append(await begin(request.key, policy: request.policy))
+        }
+        return outcomes
+    }
+
+    /// Calls `begin(_:policy:)` and, when it leads, `complete`.
+    @discardableResult
+    public func put(_ key: StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>) async -> Bool {
+        guard case .leader(let token) = await begin(key, policy: policy) else { return false }
+        await complete(key, token: token, result: result)
+        return true
     }
 }

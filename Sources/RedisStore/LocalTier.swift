@@ -25,6 +25,12 @@ struct LocalTier: Sendable {
     private(set) var items: [String: Item] = [:]
     private(set) var bytes = 0
     private var tick: UInt64 = 0
+    /// Every use in order, oldest first from `head`: (digest, tick). An entry is current while its tick is its item's
+    /// `lastUse`; older ones are skipped when evicting and dropped when the log is compacted. This makes the LRU
+    /// victim O(1) amortised: a full tier takes a new response on every completion, and scanning every item for the
+    /// oldest on each put cost more CPU than the Redis calls around it.
+    private(set) var uses: [(digest: String, tick: UInt64)] = []
+    private var head = 0
 
     init(maxEntries: Int, maxBytes: Int, ttlCap: Duration) {
         self.maxEntries = maxEntries
@@ -36,15 +42,13 @@ struct LocalTier: Sendable {
 
     /// The item for `digest` unless it is due.
     mutating func get(_ digest: String, now: ContinuousClock.Instant) -> Item? {
-        guard var item = items[digest] else { return nil }
+        guard let item = items[digest] else { return nil }
         guard now < item.expiresAt else {
             remove(digest)
             return nil
         }
-        tick += 1
-        item.lastUse = tick
-        items[digest] = item
-        return item
+        touch(digest)
+        return items[digest]
     }
 
     /// Keeps a ready response until the earlier of `redisExpiresAt` and `now + ttlCap`. No-store responses and
@@ -60,12 +64,40 @@ struct LocalTier: Sendable {
         guard size <= maxBytes else { return }
         remove(digest)
         while items.count >= maxEntries || bytes + size > maxBytes {
-            guard let victim = items.min(by: { $0.value.lastUse < $1.value.lastUse })?.key else { break }
+            guard let victim = leastRecentlyUsed() else { break }
             remove(victim)
         }
-        tick += 1
-        items[digest] = Item(response: response, label: label, expiresAt: expiresAt, bytes: size, lastUse: tick)
+        items[digest] = Item(response: response, label: label, expiresAt: expiresAt, bytes: size, lastUse: 0)
         bytes += size
+        touch(digest)
+    }
+
+    /// Marks the item held under `digest` as used now. Keeps the log within a small multiple of the items held:
+    /// superseded entries are dropped once they outnumber the items, and the consumed prefix once it is half the log.
+    private mutating func touch(_ digest: String) {
+        tick += 1
+        items[digest]?.lastUse = tick
+        uses.append((digest, tick))
+        if uses.count - head > 2 * items.count + 64 {
+            uses = uses[head...].filter { items[$0.digest]?.lastUse == $0.tick }
+            head = 0
+        } else if head >= 64 && head * 2 >= uses.count {
+            uses.removeFirst(head)
+            head = 0
+        }
+    }
+
+    /// The digest of the least recently used item, skipping (and dropping) log entries superseded by a later use or
+    /// a removal.
+    private mutating func leastRecentlyUsed() -> String? {
+        while head < uses.count {
+            let (digest, used) = uses[head]
+            head += 1
+            if items[digest]?.lastUse == used { return digest }
+        }
+        uses.removeAll(keepingCapacity: true)
+        head = 0
+        return nil
     }
 
     mutating func remove(_ digest: String) {

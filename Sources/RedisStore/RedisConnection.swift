@@ -111,6 +111,39 @@ final class RedisConnection {
 
     /// Sends one binary-safe command and waits (bounded by the command timeout) for its reply.
     func command(_ arguments: [[UInt8]]) throws(RedisCallError) -> RedisValue {
+        let (replies, error) = pipeline([arguments])
+        if let error { throw error }
+        return replies[0]
+    }
+
+    /// Sends every command in one write, then reads their replies in order, each read bounded by the command
+    /// timeout: one round trip for the lot instead of one per command. Redis runs pipelined commands in order, as
+    /// if sent one by one. Returns the replies that arrived, in order; when the connection breaks part-way, `error`
+    /// says why and the commands from `replies.count` on have no answer (each may or may not have run, as with a
+    /// single command that breaks). The connection is unusable after an error.
+    func pipeline(_ commands: [[[UInt8]]]) -> (replies: [RedisValue], error: RedisCallError?) {
+        for arguments in commands where !append(arguments) {
+            return ([], brokenError())
+        }
+        var replies: [RedisValue] = []
+        replies.reserveCapacity(commands.count)
+        for _ in commands {
+            var reply: UnsafeMutablePointer<redisReply>?
+            guard prefetch_redis_get_reply(context, &reply) == REDIS_OK, let reply else { return (replies, brokenError()) }
+            let value = Self.value(of: reply)
+            prefetch_redis_free_reply(reply)
+            if case .error(let message) = value, message.hasPrefix("NOAUTH") {
+                return (replies, RedisCallError(
+                    kind: .auth,
+                    message: "Redis at \(address) wants credentials the store URL does not give: \(message)"))
+            }
+            replies.append(value)
+        }
+        return (replies, nil)
+    }
+
+    /// Queues one binary-safe command in hiredis's output buffer (no I/O); false only when out of memory.
+    private func append(_ arguments: [[UInt8]]) -> Bool {
         // One contiguous buffer for every argument, plus a trailing byte so it is never empty.
         var flat: [UInt8] = []
         flat.reserveCapacity(arguments.reduce(1) { $0 + $1.count })
@@ -122,23 +155,17 @@ final class RedisConnection {
         }
         flat.append(0)
         let lengths = arguments.map(\.count)
-        let reply: UnsafeMutablePointer<redisReply>? = flat.withUnsafeBufferPointer { buffer in
+        let status = flat.withUnsafeBufferPointer { buffer in
             let base = UnsafeRawPointer(buffer.baseAddress!)
             var argv: [UnsafePointer<CChar>?] = offsets.map { (base + $0).assumingMemoryBound(to: CChar.self) }
             return argv.withUnsafeMutableBufferPointer { argvBuffer in
                 lengths.withUnsafeBufferPointer { lengthBuffer in
-                    prefetch_redis_command_argv(
+                    prefetch_redis_append_command_argv(
                         context, Int32(arguments.count), argvBuffer.baseAddress, lengthBuffer.baseAddress)
                 }
             }
         }
-        guard let reply else { throw brokenError() }
-        defer { prefetch_redis_free_reply(reply) }
-        let value = Self.value(of: reply)
-        if case .error(let message) = value, message.hasPrefix("NOAUTH") {
-            throw RedisCallError(kind: .auth, message: "Redis at \(address) wants credentials the store URL does not give: \(message)")
-        }
-        return value
+        return status == REDIS_OK
     }
 
     /// Waits up to `timeoutMilliseconds` for incoming data, then takes every reply that arrived; empty when

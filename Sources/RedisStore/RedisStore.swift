@@ -18,17 +18,25 @@
 // with `PX ttl` (a failure with `PX negativeTTL`), leaves an `expired` tombstone that outlives it, and PUBLISHes the
 // digest on the store's channel (`<ns>:done:<db>`). A result that is not kept (a failure with a zero negative TTL, a
 // response with a zero TTL) travels inside the message instead, so the waiting readers still get it.
+// A page open claims all its requests with `begin(_:)`: the scripts go in one pipeline on one connection, and Redis
+// runs them one after another, so each key answers exactly as a `begin` of its own would (of duplicates the first
+// leads). `put` (a ticket record) pipelines the begin script and the complete script the same way.
 //
 // Reads. `read` runs one Lua script: the value (a no-store one is deleted in the same atomic step and leaves a
 // `consumed` tombstone, so it is handed out exactly once across all replicas), `pending` while the lock is held,
 // or the tombstone's reason. A pending reader registers locally and sleeps until the announcement for its digest
 // arrives (one subscriber connection per store, on its own thread, dispatches to this replica's readers), re-checking
 // every `pollInterval` in case a message was lost (or `run()` is not running). As in memory, a reader that arrived
-// during a flight keeps waiting when the flight is abandoned, for the next leader, until its own deadline.
+// during a flight keeps waiting when the flight is abandoned, for the next leader, until its own deadline. A reader
+// woken by a completion on this replica takes the response from the local tier, where the completion put it, rather
+// than reading Redis again; and a reader on the replica that leads the flight knows it is pending without asking
+// (see `LocalLeads`), so a page's reads through the replica that triggered it cost Redis nothing until woken.
 //
 // Threads. hiredis is blocking: each pooled connection belongs to a worker with a serial dispatch queue, and async
 // callers suspend on continuations. Nothing blocks the cooperative pool. Every call is bounded by the connect and
-// command timeouts (`redisSetTimeout`).
+// command timeouts (`redisSetTimeout`). Calls that find their worker busy wait and then go together as one pipeline
+// (see `RedisPool`), so under load the round trips, and the thread wake-ups that cost more CPU than Redis itself,
+// grow with the connections rather than with the calls.
 //
 // Local tier. An optional small in-process LRU of ready responses (see `LocalTier`): never a no-store response,
 // never past the Redis expiry it was read with, and never older than `localTTL` (default 1 s). That last bound is
@@ -64,8 +72,11 @@ import Synchronization
 public final class RedisStore: ResponseStore, Service {
     /// Tuning for a `RedisStore`. The defaults suit a store on the same network.
     public struct Configuration: Sendable, Hashable {
-        /// Pooled blocking connections, each with its own thread. Default 4.
-        public var connections: Int = 4
+        /// Pooled blocking connections, each with its own thread. Calls that meet a busy connection go together in its
+        /// next round trip (see `RedisPool`), so a page's fan-out needs few: on a 2-core machine 1, 2 and 4 were
+        /// alike in latency within the noise, and fewer connections cost less CPU (fewer thread wake-ups). Two keep a
+        /// slow call (a `SCAN` for `retain` or `snapshot`) from holding up everything. Default 2.
+        public var connections: Int = 2
         /// How long connecting may take before Redis counts as unreachable. Default 500 ms.
         public var connectTimeout: Duration = .milliseconds(500)
         /// How long one command may take before Redis counts as unreachable. Default 500 ms.
@@ -105,6 +116,7 @@ public final class RedisStore: ResponseStore, Service {
     private let pool: RedisPool
     private let subscriber: RedisSubscriber
     private let waiters: LocalWaiters
+    private let leads: LocalLeads
     private let local: Mutex<LocalTier>
     private let flights = Mutex(FlightBook())
     private let waitingCount = Atomic<Int>(0)
@@ -152,13 +164,19 @@ public final class RedisStore: ResponseStore, Service {
         self.pool = RedisPool(size: configuration.connections, settings: settings, health: health)
         let waiters = LocalWaiters()
         self.waiters = waiters
+        let leads = LocalLeads(window: min(configuration.lockAge, configuration.localTTL))
+        self.leads = leads
         self.subscriber = RedisSubscriber(
             settings: settings, channel: keySpace.channel, health: health,
             onMessage: { message in
                 guard let (digest, payload) = KeySpace.parseAnnouncement(message) else { return }
+                leads.forget(digest)
                 waiters.notify(digest, payload: payload)
             },
-            onResubscribed: { waiters.notifyAll() })
+            onResubscribed: {
+                leads.forgetAll()
+                waiters.notifyAll()
+            })
         self.local = Mutex(
             LocalTier(
                 maxEntries: configuration.localEntries, maxBytes: configuration.localBytes,
@@ -193,16 +211,82 @@ public final class RedisStore: ResponseStore, Service {
 
     /// See `ResponseStore.begin`. Falls back to this replica's memory store while Redis is unreachable.
     public func begin(_ key: StoreKey, policy: StorePolicy) async -> BeginOutcome {
+        await begin([(key: key, policy: policy)])[0]
+    }
+
+    /// See `ResponseStore.begin(_:)`. Every key's script goes to Redis in one pipeline on one connection (one round
+    /// trip for a page's requests instead of one each); Redis runs them in order, so each key's outcome is exactly
+    /// what a `begin` of its own would get at that point, duplicates included (the first leads, the rest join).
+    /// Keys whose script got no answer (Redis went down, even part-way) fall back to this replica's memory store,
+    /// one by one in order, as a single `begin` does.
+    public func begin(_ requests: [(key: StoreKey, policy: StorePolicy)]) async -> [BeginOutcome] {
+        let claims = requests.map { claim($0.key, policy: $0.policy) }
+        let replies = await eval(claims.map(\.call))
+        var outcomes: [BeginOutcome] = []
+        outcomes.reserveCapacity(requests.count)
+        for (request, (claim, reply)) in zip(requests, zip(claims, replies)) {
+            outcomes.append(await settle(claim, key: request.key, policy: request.policy, reply: reply))
+        }
+        return outcomes
+    }
+
+    /// See `ResponseStore.put`. The begin and complete scripts go to Redis in one pipeline: the complete script runs
+    /// right after the begin script and only finds its lock when the begin led, so a key in flight or fresh is left
+    /// alone, exactly as a `begin` followed (when leading) by a `complete`. A key whose begin got no answer takes
+    /// that path through the fallback store.
+    @discardableResult
+    public func put(_ key: StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>) async -> Bool {
+        let claim = claim(key, policy: policy)
+        let completion = completion(keySpace.keys(digest: claim.digest), lockValue: claim.lockValue, policy: policy, result: result)
+        let sentAt = clock.now
+        let replies = await eval([claim.call, completion.call])
+        guard case .leader(let token) = await settle(claim, key: key, policy: policy, reply: replies[0]) else {
+            return false
+        }
+        guard case .success("leader") = replies[0].map(\.text) else {
+            // Led in the fallback store (Redis gave no answer): complete there.
+            await complete(key, token: token, result: result)
+            return true
+        }
+        _ = flights.withLock { $0.take(token, key: key) }
+        leads.ended(claim.digest, token: token)
+        await settle(completion, key: key, reply: replies[1], sentAt: sentAt)
+        return true
+    }
+
+    /// A begin for `key` ready to send: a fresh token, the lock value it is held under, and the script call.
+    private func claim(_ key: StoreKey, policy: StorePolicy) -> Claim {
         let keys = keySpace.keys(for: key)
         let token = FlightToken(UInt64.random(in: 1...UInt64.max))
         let lockValue = EntryCodec.lock(label: policy.label, token: token)
-        let reply = await eval(
+        let call = ScriptCall(
             Scripts.begin, keys: [keys.entry, keys.lock, keys.tombstone],
             arguments: [lockValue, Array(String(milliseconds(configuration.lockAge)).utf8)])
+        return Claim(token: token, lockValue: lockValue, digest: keys.digest, call: call)
+    }
+
+    /// A begin ready to send (see `claim`).
+    private struct Claim {
+        let token: FlightToken
+        let lockValue: [UInt8]
+        let digest: String
+        let call: ScriptCall
+    }
+
+    /// The outcome of a begin from Redis's reply: a leader's flight is recorded; no answer leads (or joins) in the
+    /// fallback store.
+    private func settle(
+        _ claim: Claim, key: StoreKey, policy: StorePolicy,
+        reply: Result<RedisValue, RedisCallError>
+    ) async -> BeginOutcome {
         switch reply.map(\.text) {
         case .success("leader"):
-            record(token, Flight(key: key, policy: policy, mode: .redis(lockValue: lockValue), startedAt: clock.now))
-            return .leader(token)
+            let now = clock.now
+            record(
+                claim.token,
+                Flight(key: key, digest: claim.digest, policy: policy, mode: .redis(lockValue: claim.lockValue), startedAt: now))
+            leads.lead(claim.digest, token: claim.token, label: policy.label, startedAt: now)
+            return .leader(claim.token)
         case .success("joined"):
             return .joined
         case .success("fresh"):
@@ -210,8 +294,10 @@ public final class RedisStore: ResponseStore, Service {
         default:
             let outcome = await fallback.begin(key, policy: policy)
             guard case .leader(let fallbackToken) = outcome else { return outcome }
-            record(token, Flight(key: key, policy: policy, mode: .fallback(fallbackToken), startedAt: clock.now))
-            return .leader(token)
+            record(
+                claim.token,
+                Flight(key: key, digest: claim.digest, policy: policy, mode: .fallback(fallbackToken), startedAt: clock.now))
+            return .leader(claim.token)
         }
     }
 
@@ -222,59 +308,90 @@ public final class RedisStore: ResponseStore, Service {
             logger.debug("completion from a stale or unknown flight ignored", metadata: ["store.key": "\(key)"])
             return
         }
-        let keys = keySpace.keys(for: key)
+        let keys = keySpace.keys(digest: flight.digest)
         switch flight.mode {
         case .fallback(let fallbackToken):
             await fallback.complete(key, token: fallbackToken, result: result)
             noteFallbackResult(keys.digest, policy: flight.policy)
             waiters.notify(keys.digest)
         case .redis(let lockValue):
-            let policy = flight.policy
-            let value: StoredValue
-            let keep: Duration
-            switch result {
-            case .success(let response):
-                value = .response(response, label: policy.label)
-                // A no-store response must sit in Redis for its one reader; it never travels in a message.
-                keep = response.noStore ? max(policy.ttl, .milliseconds(1)) : policy.ttl
-            case .failure(let failure):
-                value = .failure(failure, label: policy.label)
-                keep = policy.negativeTTL
-            }
-            let encoded = EntryCodec.encode(value)
-            let kept = keep > .zero
-            let announcement = KeySpace.announcement(keys.digest, payload: kept ? nil : encoded)
+            leads.ended(keys.digest, token: token)
+            let completion = completion(keys, lockValue: lockValue, policy: flight.policy, result: result)
             let sentAt = clock.now
-            let reply = await eval(
-                Scripts.complete, keys: [keys.entry, keys.lock, keys.tombstone],
-                arguments: [
-                    lockValue, encoded, Array(String(kept ? milliseconds(keep) : 0).utf8),
-                    Array(String(milliseconds(configuration.tombstoneAge)).utf8),
-                    Array(keySpace.channel.utf8), announcement,
-                ])
-            switch reply {
-            case .success(.integer(1)):
-                if kept, case .success(let response) = result {
-                    local.withLock {
-                        $0.put(keys.digest, response: response, label: policy.label,
-                               redisExpiresAt: sentAt + keep, now: sentAt)
-                    }
+            let reply = await eval([completion.call])[0]
+            await settle(completion, key: key, reply: reply, sentAt: sentAt)
+        }
+    }
+
+    /// What completing a Redis-led flight sends and needs afterwards.
+    private struct Completion {
+        let keys: KeySpace.Keys
+        let policy: StorePolicy
+        let result: Result<StoredResponse, StoreFailure>
+        /// The encoded result.
+        let encoded: [UInt8]
+        /// How long Redis keeps it; zero when it only travels in the announcement.
+        let keep: Duration
+        let call: ScriptCall
+
+        var kept: Bool { keep > .zero }
+    }
+
+    /// The complete script call for a flight held under `lockValue`.
+    private func completion(
+        _ keys: KeySpace.Keys, lockValue: [UInt8], policy: StorePolicy, result: Result<StoredResponse, StoreFailure>
+    ) -> Completion {
+        let value: StoredValue
+        let keep: Duration
+        switch result {
+        case .success(let response):
+            value = .response(response, label: policy.label)
+            // A no-store response must sit in Redis for its one reader; it never travels in a message.
+            keep = response.noStore ? max(policy.ttl, .milliseconds(1)) : policy.ttl
+        case .failure(let failure):
+            value = .failure(failure, label: policy.label)
+            keep = policy.negativeTTL
+        }
+        let encoded = EntryCodec.encode(value)
+        let kept = keep > .zero
+        let announcement = KeySpace.announcement(keys.digest, payload: kept ? nil : encoded)
+        let call = ScriptCall(
+            Scripts.complete, keys: [keys.entry, keys.lock, keys.tombstone],
+            arguments: [
+                lockValue, encoded, Array(String(kept ? milliseconds(keep) : 0).utf8),
+                Array(String(milliseconds(configuration.tombstoneAge)).utf8),
+                Array(keySpace.channel.utf8), announcement,
+            ])
+        return Completion(keys: keys, policy: policy, result: result, encoded: encoded, keep: keep, call: call)
+    }
+
+    /// Acts on Redis's reply to a completion sent at `sentAt`: a kept response goes to the local tier and this
+    /// replica's readers are woken; a result Redis could not take is kept in the fallback store instead.
+    private func settle(_ completion: Completion, key: StoreKey, reply: Result<RedisValue, RedisCallError>, sentAt: ContinuousClock.Instant) async {
+        let (keys, policy, result, encoded, kept) =
+            (completion.keys, completion.policy, completion.result, completion.encoded, completion.kept)
+        switch reply {
+        case .success(.integer(1)):
+            if kept, case .success(let response) = result {
+                local.withLock {
+                    $0.put(keys.digest, response: response, label: policy.label,
+                           redisExpiresAt: sentAt + completion.keep, now: sentAt)
                 }
-                waiters.notify(keys.digest, payload: kept ? nil : encoded)
-            case .success:
-                logger.debug(
-                    "completion from a flight whose lock expired or was dropped ignored",
-                    metadata: ["store.key": "\(key)"])
-            case .failure(let error):
-                logger.notice(
-                    "Redis unreachable at completion; keeping the result on this replica",
-                    metadata: ["store.key": "\(key)", "redis.error": "\(error)"])
-                if case .leader(let fallbackToken) = await fallback.begin(key, policy: policy) {
-                    await fallback.complete(key, token: fallbackToken, result: result)
-                    noteFallbackResult(keys.digest, policy: policy)
-                }
-                waiters.notify(keys.digest, payload: kept ? nil : encoded)
             }
+            waiters.notify(keys.digest, payload: kept ? nil : encoded)
+        case .success:
+            logger.debug(
+                "completion from a flight whose lock expired or was dropped ignored",
+                metadata: ["store.key": "\(key)"])
+        case .failure(let error):
+            logger.notice(
+                "Redis unreachable at completion; keeping the result on this replica",
+                metadata: ["store.key": "\(key)", "redis.error": "\(error)"])
+            if case .leader(let fallbackToken) = await fallback.begin(key, policy: policy) {
+                await fallback.complete(key, token: fallbackToken, result: result)
+                noteFallbackResult(keys.digest, policy: policy)
+            }
+            waiters.notify(keys.digest, payload: kept ? nil : encoded)
         }
     }
 
@@ -285,8 +402,8 @@ public final class RedisStore: ResponseStore, Service {
         case .fallback(let fallbackToken):
             await fallback.abandon(key, token: fallbackToken)
         case .redis(let lockValue):
-            let keys = keySpace.keys(for: key)
-            _ = await eval(Scripts.abandon, keys: [keys.lock], arguments: [lockValue])
+            leads.ended(flight.digest, token: token)
+            _ = await eval(Scripts.abandon, keys: [keySpace.keys(digest: flight.digest).lock], arguments: [lockValue])
         }
     }
 
@@ -306,6 +423,7 @@ public final class RedisStore: ResponseStore, Service {
     /// dropped entry for at most `localTTL`.
     public func retain(labels: Set<String>) async -> Int {
         local.withLock { $0.retain(labels: labels) }
+        leads.retain(labels: labels)
         var dropped = Set<String>()
         var cursor = "0"
         let keptLabels = labels.sorted().map { Array($0.utf8) }
@@ -410,9 +528,13 @@ public final class RedisStore: ResponseStore, Service {
         defer { if let registration { waiters.unregister(registration) } }
         var arrivedDuringFlight = false
         defer { if arrivedDuringFlight { waitingCount.subtract(1, ordering: .relaxed) } }
+        // The first look needs no round trip while this replica holds the key's lock: the flight is pending.
+        var asked = !leads.isLeading(keys.digest, now: start)
         while true {
             let sentAt = clock.now
-            switch await probe(keys) {
+            let probed: Probe = asked ? await probe(keys) : .pending
+            asked = true
+            switch probed {
             case .value(.response(let response, let label), let pttl):
                 if pttl > 0 {
                     local.withLock {
@@ -450,6 +572,11 @@ public final class RedisStore: ResponseStore, Service {
                 case .failure(let failure, let label):
                     return .counted(.failed(failure, joined: true), label: label)
                 }
+            }
+            // A flight completed on this replica put its (kept, not no-store) response in the local tier before the
+            // wake-up: serve it from there and spare Redis the second read.
+            if woken.fired, let item = local.withLock({ $0.get(keys.digest, now: clock.now) }) {
+                return .counted(.ready(item.response, joined: arrivedDuringFlight), label: item.label)
             }
         }
     }
@@ -513,22 +640,49 @@ public final class RedisStore: ResponseStore, Service {
     private func eval(_ script: LuaScript, keys: [String], arguments: [[UInt8]]) async
         -> Result<RedisValue, RedisCallError>
     {
-        await eval(script, keys: keys.map { Array($0.utf8) }, arguments: arguments)
+        await eval([ScriptCall(script, keys: keys, arguments: arguments)])[0]
     }
 
     private func eval(_ script: LuaScript, keys: [[UInt8]], arguments: [[UInt8]]) async
         -> Result<RedisValue, RedisCallError>
     {
-        let tail = [Array(String(keys.count).utf8)] + keys + arguments
-        var reply = await pool.execute([Array("EVALSHA".utf8), Array(script.sha.utf8)] + tail)
-        if case .success(.error(let message)) = reply, message.hasPrefix("NOSCRIPT") {
-            reply = await pool.execute([Array("EVAL".utf8), Array(script.source.utf8)] + tail)
+        await eval([ScriptCall(script, keys: keys, arguments: arguments)])[0]
+    }
+
+    /// Runs `calls` in one pipeline, by SHA; the calls Redis answers `NOSCRIPT` (its script cache was flushed, e.g.
+    /// by a restart) go again with their sources, in order, in a second pipeline. Results are in call order. A
+    /// Redis error reply (not an outage) is logged and reported as a failure so callers treat it like one.
+    private func eval(_ calls: [ScriptCall]) async -> [Result<RedisValue, RedisCallError>] {
+        var replies = await pool.execute(batch: calls.map { [Array("EVALSHA".utf8), Array($0.script.sha.utf8)] + $0.tail })
+        let uncached = replies.indices.filter { index in
+            if case .success(.error(let message)) = replies[index], message.hasPrefix("NOSCRIPT") { return true }
+            return false
         }
-        if case .success(.error(let message)) = reply {
+        if !uncached.isEmpty {
+            let retried = await pool.execute(
+                batch: uncached.map { [Array("EVAL".utf8), Array(calls[$0].script.source.utf8)] + calls[$0].tail })
+            for (index, reply) in zip(uncached, retried) { replies[index] = reply }
+        }
+        return replies.map { reply in
+            guard case .success(.error(let message)) = reply else { return reply }
             logger.error("Redis rejected a store script", metadata: ["redis.error": "\(message)"])
             return .failure(RedisCallError(kind: .io, message: message))
         }
-        return reply
+    }
+}
+
+/// One script call, ready to pipeline: `tail` is what follows the script's SHA or source in `EVALSHA`/`EVAL`.
+struct ScriptCall: Sendable {
+    let script: LuaScript
+    let tail: [[UInt8]]
+
+    init(_ script: LuaScript, keys: [[UInt8]], arguments: [[UInt8]]) {
+        self.script = script
+        self.tail = [Array(String(keys.count).utf8)] + keys + arguments
+    }
+
+    init(_ script: LuaScript, keys: [String], arguments: [[UInt8]]) {
+        self.init(script, keys: keys.map { Array($0.utf8) }, arguments: arguments)
     }
 }
 
@@ -542,6 +696,8 @@ struct Flight: Sendable {
     }
 
     var key: StoreKey
+    /// The key's digest (see `KeySpace`), so completing needs no second hash.
+    var digest: String
     var policy: StorePolicy
     var mode: Mode
     var startedAt: ContinuousClock.Instant
@@ -597,8 +753,12 @@ struct KeySpace: Sendable {
     }
 
     func keys(for key: StoreKey) -> Keys {
-        let digest = Self.digest(of: key)
-        return Keys(
+        keys(digest: Self.digest(of: key))
+    }
+
+    /// The names for the key whose digest is `digest`.
+    func keys(digest: String) -> Keys {
+        Keys(
             digest: digest, entry: "\(namespace):e:\(digest)", lock: "\(namespace):lock:\(digest)",
             tombstone: "\(namespace):t:\(digest)")
     }

@@ -217,6 +217,9 @@ extension Prefetch {
         @Option(help: "Response store: memory (default) or redis://[user[:password]@]host:port[/db] shared by replicas (env PREFETCH_STORE; prefer the env for a password).")
         var store: String?
 
+        @Option(name: .customLong("store-connections"), help: "Connections to the Redis store, each with its own thread; calls meeting a busy one are pipelined (default 2, env PREFETCH_STORE_CONNECTIONS).")
+        var storeConnections: Int?
+
         @Option(name: .customLong("httpdns"), help: "HTTPDNS endpoint (GET <url>?host=NAME answering {\"host\",\"ips\",\"ttl\"}); default off, env PREFETCH_HTTPDNS.")
         var httpdns: String?
 
@@ -254,6 +257,10 @@ extension Prefetch {
                     throw ValidationError("--store must be memory or redis://[user[:password]@]host:port[/db] (the value given starts otherwise)")
                 }
                 settings.storeURL = storeChoice
+            }
+            if let count = try storeConnections ?? Environment.integer("PREFETCH_STORE_CONNECTIONS") {
+                guard (1...64).contains(count) else { throw ValidationError("--store-connections \(count) must be between 1 and 64") }
+                settings.storeConnections = count
             }
             settings.host = host ?? Environment.value("PREFETCH_HOST") ?? settings.host
             if let port = try port ?? Environment.integer("PREFETCH_PORT") {

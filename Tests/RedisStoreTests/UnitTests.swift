@@ -115,6 +115,43 @@ import Testing
     }
 }
 
+extension LocalTierTests {
+    @Test func evictsExactlyTheLeastRecentlyUsedOverALongMixOfUses() {
+        var tier = LocalTier(maxEntries: 8, maxBytes: 1 << 20, ttlCap: .seconds(60))
+        // The reference: digests in order of use, oldest first.
+        var model: [String] = []
+        // A fixed linear congruential sequence: the same mix of uses on every run.
+        var state: UInt64 = 14
+        func next() -> UInt64 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return state >> 33
+        }
+        for step in 0..<20_000 {
+            let digest = "k\(next() % 24)"
+            switch next() % 10 {
+            case 0..<5:
+                tier.put(digest, response: response(digest), label: "l", redisExpiresAt: now + .seconds(60), now: now)
+                model.removeAll { $0 == digest }
+                if model.count == 8 { model.removeFirst() }
+                model.append(digest)
+            case 5..<9:
+                let found = tier.get(digest, now: now) != nil
+                #expect(found == model.contains(digest), "step \(step)")
+                if found {
+                    model.removeAll { $0 == digest }
+                    model.append(digest)
+                }
+            default:
+                tier.remove(digest)
+                model.removeAll { $0 == digest }
+            }
+            #expect(Set(tier.items.keys) == Set(model), "step \(step)")
+        }
+        // Live entries stay under 2 x 8 + 64, and the consumed prefix under the larger of 64 and the live part.
+        #expect(tier.uses.count <= 2 * (2 * 8 + 64), "the use log stays bounded")
+    }
+}
+
 @Suite struct HealthTests {
     @Test func backoffDoublesUpToTheCapAndResetsOnRecovery() {
         let start = ContinuousClock.now
