@@ -124,51 +124,55 @@ struct Validator {
     mutating func problem(_ path: String, _ message: String) { problems.append(ConfigProblem(path: path, message: message)) }
     mutating func warning(_ path: String, _ message: String) { warnings.append(ConfigProblem(path: path, message: message)) }
 
-    mutating func object(_ value: JSONValue?, _ path: String, required: Bool = true) -> JSONObject? {
+    // The helpers below take the JSON path as an autoclosure: it is only rendered when a problem names it, so a
+    // valid config builds none of the tens of thousands of path strings it would otherwise throw away.
+
+    mutating func object(_ value: JSONValue?, _ path: @autoclosure () -> String, required: Bool = true) -> JSONObject? {
         switch value {
         case .object(let object): return object
-        case nil: if required { problem(path, "is missing") }; return nil
-        case .some(let other): problem(path, "must be an object, got \(other.kindName)"); return nil
+        case nil: if required { problem(path(), "is missing") }; return nil
+        case .some(let other): problem(path(), "must be an object, got \(other.kindName)"); return nil
         }
     }
 
-    mutating func string(_ value: JSONValue?, _ path: String, required: Bool = true) -> String? {
+    mutating func string(_ value: JSONValue?, _ path: @autoclosure () -> String, required: Bool = true) -> String? {
         switch value {
         case .string(let text): return text
-        case nil: if required { problem(path, "is missing") }; return nil
-        case .some(let other): problem(path, "must be a string, got \(other.kindName)"); return nil
+        case nil: if required { problem(path(), "is missing") }; return nil
+        case .some(let other): problem(path(), "must be a string, got \(other.kindName)"); return nil
         }
     }
 
-    mutating func bool(_ value: JSONValue?, _ path: String) -> Bool {
+    mutating func bool(_ value: JSONValue?, _ path: @autoclosure () -> String) -> Bool {
         switch value {
         case .bool(let flag): return flag
         case nil: return false
-        case .some(let other): problem(path, "must be true or false, got \(other.kindName)"); return false
+        case .some(let other): problem(path(), "must be true or false, got \(other.kindName)"); return false
         }
     }
 
-    mutating func integer(_ value: JSONValue?, _ path: String, default fallback: Int, range: ClosedRange<Int>, unit: String) -> Int {
+    mutating func integer(_ value: JSONValue?, _ path: @autoclosure () -> String, default fallback: Int, range: ClosedRange<Int>, unit: String) -> Int {
         switch value {
         case nil: return fallback
         case .number(let literal):
             guard let number = Int(literal) else {
-                problem(path, "must be a whole number of \(unit), got \(literal)")
+                problem(path(), "must be a whole number of \(unit), got \(literal)")
                 return fallback
             }
             guard range.contains(number) else {
-                problem(path, "must be between \(range.lowerBound) and \(range.upperBound) \(unit), got \(number)")
+                problem(path(), "must be between \(range.lowerBound) and \(range.upperBound) \(unit), got \(number)")
                 return fallback
             }
             return number
         case .some(let other):
-            problem(path, "must be a number of \(unit), got \(other.kindName)")
+            problem(path(), "must be a number of \(unit), got \(other.kindName)")
             return fallback
         }
     }
 
-    mutating func unknownKeys(_ object: JSONObject, known: Set<String>, _ path: String) {
+    mutating func unknownKeys(_ object: JSONObject, known: Set<String>, _ path: @autoclosure () -> String) {
         for name in object.names where !known.contains(name) {
+            let path = path()
             warning(path.isEmpty ? name : "\(path).\(name)", "unknown key, ignored")
         }
     }
@@ -199,11 +203,11 @@ struct Validator {
         switch data["config"] {
         case .array(let entries):
             if entries.isEmpty { warning("data.config", "is empty: no page will be prefetched") }
-            var seen: [String: Int] = [:]
+            var seen: [PageKey: Int] = [:]
             for (index, entry) in entries.enumerated() {
-                let path = "data.config[\(index)]"
+                let path = ConfigPath(page: index)
                 guard let page = validatePage(entry, index: index, path: path) else { continue }
-                let key = page.pattern.map { Self.patternKey(origin: page.parsedURL.origin, $0) } ?? PageMatcher.exactKey(page.parsedURL)
+                let key = page.pattern.map { Self.patternKey(page.parsedURL, $0) } ?? PageMatcher.exactKey(page.parsedURL)
                 if let first = seen[key] {
                     problem("\(path).url", "\"\(page.url)\" duplicates data.config[\(first)].url (\"\(pages.first { $0.index == first }!.url)\")")
                     continue
@@ -219,19 +223,20 @@ struct Validator {
     }
 
     /// Patterns that differ only in capture names are the same page shape.
-    static func patternKey(origin: String, _ pattern: PathPattern) -> String {
-        origin + "/" + pattern.segments.map { segment -> String in
+    /// (No exact path contains `{` or `}`: such a segment is a pattern or an error, so the keys never collide.)
+    static func patternKey(_ url: HTTPURL, _ pattern: PathPattern) -> PageKey {
+        PageKey(url, "/" + pattern.segments.map { segment -> String in
             switch segment {
             case .literal(let text): text
             case .wildcard: "{}"
             case .capture(_, let prefix, let suffix): "\(prefix){}\(suffix)"
             }
-        }.joined(separator: "/")
+        }.joined(separator: "/"))
     }
 
-    mutating func validatePage(_ value: JSONValue, index: Int, path: String) -> PageEntry? {
-        guard let page = object(value, path) else { return nil }
-        unknownKeys(page, known: Self.pageKeys, path)
+    mutating func validatePage(_ value: JSONValue, index: Int, path: ConfigPath) -> PageEntry? {
+        guard let page = object(value, "\(path)") else { return nil }
+        unknownKeys(page, known: Self.pageKeys, "\(path)")
         var parsed: HTTPURL?
         var pattern: PathPattern?
         let url = string(page["url"], "\(path).url")
@@ -256,9 +261,9 @@ struct Validator {
         case .array(let items):
             if items.isEmpty { warning("\(path).interfaces", "is empty: nothing will be prefetched for this page") }
             var usedNames: Set<String> = []
-            var pending: [(Interface, explicit: Bool, path: String)] = []
+            var pending: [(Interface, explicit: Bool, path: ConfigPath)] = []
             for (position, item) in items.enumerated() {
-                let itemPath = "\(path).interfaces[\(position)]"
+                let itemPath = ConfigPath(page: index, interface: position)
                 if let (interface, explicit) = validateInterface(item, path: itemPath) {
                     pending.append((interface, explicit, itemPath))
                 }
@@ -269,7 +274,7 @@ struct Validator {
                     problem("\(entry.path).name", "\"\(entry.0.name)\" is used by another interface of this page")
                 }
             }
-            var apiMethods: Set<String> = []
+            var apiMethods: Set<MethodAndAPI> = []
             for var entry in pending {
                 if !entry.explicit {
                     var candidate = entry.0.name
@@ -281,8 +286,8 @@ struct Validator {
                     usedNames.insert(candidate)
                     entry.0.name = candidate
                 }
-                if !apiMethods.insert("\(entry.0.method.rawValue) \(entry.0.api)").inserted {
-                    warning(entry.path, "another interface of this page has the same method and api; select it by name in data requests")
+                if !apiMethods.insert(MethodAndAPI(method: entry.0.method, api: entry.0.api)).inserted {
+                    warning("\(entry.path)", "another interface of this page has the same method and api; select it by name in data requests")
                 }
                 interfaces.append(entry.0)
             }
@@ -293,9 +298,9 @@ struct Validator {
         return PageEntry(url: url, parsedURL: parsed, pattern: pattern, interfaces: interfaces, index: index)
     }
 
-    mutating func validateInterface(_ value: JSONValue, path: String) -> (Interface, explicit: Bool)? {
-        guard let item = object(value, path) else { return nil }
-        unknownKeys(item, known: Self.interfaceKeys, path)
+    mutating func validateInterface(_ value: JSONValue, path: ConfigPath) -> (Interface, explicit: Bool)? {
+        guard let item = object(value, "\(path)") else { return nil }
+        unknownKeys(item, known: Self.interfaceKeys, "\(path)")
         let problemCount = problems.count
 
         let api = string(item["api"], "\(path).api")
@@ -305,7 +310,7 @@ struct Validator {
         }
         var method: HTTPMethod?
         if let text = string(item["method"], "\(path).method") {
-            method = HTTPMethod(rawValue: text.uppercased())
+            method = HTTPMethod(rawValue: text) ?? HTTPMethod(rawValue: text.uppercased())
             if method == nil {
                 let supported = HTTPMethod.allCases.map(\.rawValue).joined(separator: ", ")
                 problem("\(path).method", "\(JSONValue.string(text).jsonText) is not a supported method (\(supported))")
@@ -403,18 +408,65 @@ struct Validator {
         }
     }
 
+    /// 1-64 bytes of ASCII letters, digits, `.`, `_`, `-`, the first a letter or digit.
     static func isValidName(_ name: String) -> Bool {
-        guard let first = name.unicodeScalars.first, name.utf8.count <= 64 else { return false }
-        let allowed = { (scalar: Unicode.Scalar) -> Bool in
-            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "." || scalar == "_" || scalar == "-")
-        }
-        return allowed(first) && first != "." && first != "-" && first != "_" && name.unicodeScalars.allSatisfy(allowed)
+        let utf8 = name.utf8
+        guard let first = utf8.first, utf8.count <= 64, ByteText.isASCIILetter(first) || ByteText.isDigit(first) else { return false }
+        return utf8.allSatisfy(isNameByte)
+    }
+
+    @inline(__always)
+    static func isNameByte(_ byte: UInt8) -> Bool {
+        ByteText.isASCIILetter(byte) || ByteText.isDigit(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
     }
 
     /// The last two path segments of the api, the extension dropped: `/topic/v1/ding/sinkList.json` is
     /// `ding.sinkList`. Characters outside the name alphabet become `_`.
+    ///
+    /// An ASCII path is read backwards on bytes (two segment ranges, one output buffer); a non-ASCII one takes
+    /// ``derivedNameFromCharacters(_:)``, where a non-ASCII scalar becomes one `_`.
     static func derivedName(from api: HTTPURL) -> String {
-        var segments = api.path.split(separator: "/").map(String.init)
+        var path = api.path
+        let onBytes = path.withUTF8 { bytes -> String? in
+            let text = ByteText(bytes)
+            guard text.isASCII(0..<bytes.count) else { return nil }
+            var last: Range<Int>?
+            var previous: Range<Int>?
+            var segmentEnd = bytes.count
+            var offset = bytes.count
+            while offset > 0 && previous == nil {
+                offset -= 1
+                guard bytes[offset] == UInt8(ascii: "/") else { continue }
+                if segmentEnd > offset + 1 {
+                    if last == nil { last = (offset + 1)..<segmentEnd } else { previous = (offset + 1)..<segmentEnd }
+                }
+                segmentEnd = offset
+            }
+            if previous == nil && offset == 0 && segmentEnd > 0 && bytes[0] != UInt8(ascii: "/") {
+                if last == nil { last = 0..<segmentEnd } else { previous = 0..<segmentEnd }
+            }
+            if let range = last, let dot = text.lastIndex(of: UInt8(ascii: "."), in: range), dot != range.lowerBound {
+                last = range.lowerBound..<dot
+            }
+            var name: [UInt8] = []
+            name.reserveCapacity(64)
+            for range in [previous, last].compactMap({ $0 }) {
+                if previous != nil && range == last { name.append(UInt8(ascii: ".")) }
+                for position in range {
+                    let byte = bytes[position]
+                    name.append(isNameByte(byte) ? byte : UInt8(ascii: "_"))
+                }
+            }
+            let start = name.firstIndex { $0 != UInt8(ascii: ".") && $0 != UInt8(ascii: "-") && $0 != UInt8(ascii: "_") } ?? name.count
+            if start == name.count { return "root" }
+            return String(decoding: name[start..<min(name.count, start + 64)], as: UTF8.self)
+        }
+        return onBytes ?? derivedNameFromCharacters(api.path)
+    }
+
+    /// ``derivedName(from:)`` by `Character`s and scalars, for a path with a non-ASCII byte.
+    static func derivedNameFromCharacters(_ path: String) -> String {
+        var segments = path.split(separator: "/").map(String.init)
         if let last = segments.last, let dot = last.lastIndex(of: "."), dot != last.startIndex {
             segments[segments.count - 1] = String(last[..<dot])
         }
@@ -426,4 +478,22 @@ struct Validator {
         if name.isEmpty { name = "root" }
         return String(name.prefix(64))
     }
+}
+
+/// Where in `data.config` a page or interface is, rendered as `data.config[1].interfaces[0]` only when a problem or
+/// warning names it.
+struct ConfigPath: CustomStringConvertible {
+    var page: Int
+    var interface: Int?
+
+    var description: String {
+        if let interface { return "data.config[\(page)].interfaces[\(interface)]" }
+        return "data.config[\(page)]"
+    }
+}
+
+/// A page's interface identified by method and api, for the same-request warning.
+struct MethodAndAPI: Hashable {
+    var method: HTTPMethod
+    var api: String
 }
