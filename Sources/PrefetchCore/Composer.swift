@@ -70,11 +70,17 @@ public enum Composer {
         }
 
         var url = interface.api
-        if let hash = url.firstIndex(of: "#") { url = String(url[..<hash]) }
+        // Bytes decide for an ASCII api (a `#`, `?` or `&` byte is then that `Character`); otherwise `Character`s do.
+        let asciiAPI = url.utf8.allSatisfy { $0 < 0x80 }
+        if asciiAPI {
+            if let hash = url.utf8.firstIndex(of: UInt8(ascii: "#")) { url = String(url[..<hash]) }
+        } else if let hash = url.firstIndex(of: "#") {
+            url = String(url[..<hash])
+        }
         if !queryParts.isEmpty {
             if interface.apiURL.query == nil {
                 url += "?"
-            } else if !url.hasSuffix("?") && !url.hasSuffix("&") {
+            } else if asciiAPI ? !(url.utf8.last == UInt8(ascii: "?") || url.utf8.last == UInt8(ascii: "&")) : !url.hasSuffix("?") && !url.hasSuffix("&") {
                 url += "&"
             }
             url += queryParts.joined(separator: "&")
@@ -84,10 +90,15 @@ public enum Composer {
 
     /// The lowercased names a page may not send: the config body's top-level keys and the decoded names
     /// of the api URL's own query.
-    static func fixedNames(of interface: Interface) -> Set<String> {
-        var names = Set(interface.body.members.map { nameSkeleton($0.name) })
-        for pair in QueryPair.split(interface.apiURL.query) { names.insert(nameSkeleton(pair.name)) }
-        names.remove("")
+    ///
+    /// A short array rather than a `Set`: a config fixes a handful of names, and hashing them per request cost more
+    /// than comparing.
+    static func fixedNames(of interface: Interface) -> [String] {
+        var names = interface.body.members.map { nameSkeleton($0.name) }
+        if let query = interface.apiURL.query, !query.isEmpty {
+            for pair in QueryPair.split(query) { names.append(pair.skeleton) }
+        }
+        names.removeAll { $0.isEmpty }
         return names
     }
 
@@ -149,16 +160,28 @@ struct QueryPair: Sendable {
     /// The non-empty `&`-separated pairs of a raw query, in order.
     static func split(_ query: String?) -> [QueryPair] {
         guard let query, !query.isEmpty else { return [] }
-        return query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
+        guard query.utf8.allSatisfy({ $0 < 0x80 }) else {
+            return query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
+        }
+        // ASCII: an `&` byte is an `&` Character, so the split is on bytes (UTF-8 view indexes are String indexes).
+        var pairs: [QueryPair] = []
+        let utf8 = query.utf8
+        var start = utf8.startIndex
+        while start < utf8.endIndex {
+            let end = utf8[start...].firstIndex(of: UInt8(ascii: "&")) ?? utf8.endIndex
+            if start < end { pairs.append(QueryPair(raw: query[start..<end], ascii: true)) }
+            start = end == utf8.endIndex ? end : utf8.index(after: end)
+        }
+        return pairs
     }
 
-    init(raw: Substring) {
+    init(raw: Substring, ascii: Bool = false) {
         // `;` is encoded (by `sanitizeQueryText`): a parser that splits pairs on it would otherwise read a page value
         // as a new pair.
         urlText = FormEncoding.sanitizeQueryText(raw)
         let rawName: Substring
         let rawValue: Substring
-        if let equals = raw.firstIndex(of: "=") {
+        if let equals = ascii ? raw.utf8.firstIndex(of: UInt8(ascii: "=")) : raw.firstIndex(of: "=") {
             rawName = raw[..<equals]
             rawValue = raw[raw.index(after: equals)...]
         } else {
@@ -216,6 +239,8 @@ enum FormEncoding {
 
     /// The text unchanged where it is legal in a query; any other byte, and `;`, percent-encoded.
     static func sanitizeQueryText(_ text: Substring) -> String {
+        // Nearly every pair is already clean: then it is returned as it is, without a copy through a byte array.
+        if text.utf8.allSatisfy({ isQuerySafe($0) && $0 != UInt8(ascii: ";") }) { return String(text) }
         let bytes = Array(text.utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
@@ -240,10 +265,10 @@ enum FormEncoding {
     /// Form-decodes `text`: `+` is a space (unless `plusIsSpace` is false), `%XX` a byte. A malformed `%`
     /// stays literal; bytes that are not valid UTF-8 leave the text as written.
     static func decode(_ text: Substring, plusIsSpace: Bool = true) -> String {
-        let bytes = Array(text.utf8)
-        guard bytes.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) else {
+        guard text.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) else {
             return String(text)
         }
+        let bytes = Array(text.utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var index = 0

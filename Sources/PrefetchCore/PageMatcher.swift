@@ -213,8 +213,38 @@ public struct PathPattern: Sendable, Hashable {
     }
 
     /// Parses a config path; `nil` when it has no pattern segment. Throws a message for a malformed one.
+    ///
+    /// An ASCII path is checked on bytes first: a path with no `*`, `{` or `}` byte has no pattern segment and
+    /// cannot be malformed, so most config entries (the exact pages) are settled by one scan; the others are cut
+    /// into segments by ``PathRules/segmentRanges(_:into:)``, each checked by the same rules as below.
     static func parse(_ path: String) throws(URLProblem) -> PathPattern? {
-        let raw = PathRules.segments(of: path)
+        var path = path
+        let onBytes = path.withUTF8 { bytes -> Result<PathPattern?, URLProblem>? in
+            let text = ByteText(bytes)
+            var special = false
+            for byte in bytes {
+                if byte >= 0x80 { return nil }
+                if byte == UInt8(ascii: "*") || byte == UInt8(ascii: "{") || byte == UInt8(ascii: "}") { special = true }
+            }
+            if !special { return .success(nil) }
+            var ranges: [Range<Int>] = []
+            PathRules.segmentRanges(text, into: &ranges)
+            return parseSegments(ranges.map { Substring(text.string($0)) })
+        }
+        if let onBytes { return try onBytes.get() }
+        return try parseSegments(PathRules.segments(of: path)).get()
+    }
+
+    /// The pattern rules over a path's segments.
+    private static func parseSegments(_ raw: [Substring]) -> Result<PathPattern?, URLProblem> {
+        do throws(URLProblem) {
+            return .success(try parseSegmentsThrowing(raw))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private static func parseSegmentsThrowing(_ raw: [Substring]) throws(URLProblem) -> PathPattern? {
         var segments: [Segment] = []
         var sawPattern = false
         var names: Set<String> = []
