@@ -109,16 +109,19 @@ public enum Composer {
     static func nameSkeleton(_ name: String) -> String {
         if name.utf8.allSatisfy({ $0 < 0x80 }) {
             // ASCII (nearly every name): NFKC changes nothing and case folding is lowercasing.
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(name.utf8.count)
-            for byte in name.utf8 {
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): bytes.append(byte)
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"): bytes.append(byte + 32)
-                default: break
+            // Written straight into the result (a short one stays inline in the `String`, with no allocation).
+            return String(unsafeUninitializedCapacity: name.utf8.count) { out in
+                var count = 0
+                for byte in name.utf8 {
+                    switch byte {
+                    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): out[count] = byte
+                    case UInt8(ascii: "A")...UInt8(ascii: "Z"): out[count] = byte + 32
+                    default: continue
+                    }
+                    count += 1
                 }
+                return count
             }
-            return String(decoding: bytes, as: UTF8.self)
         }
         return unicodeSkeleton(name)
     }

@@ -109,10 +109,12 @@ struct Validator {
     var problems: [ConfigProblem] = []
     var warnings: [ConfigProblem] = []
 
-    static let envelopeKeys: Set<String> = ["code", "data", "msg", "message"]
-    static let dataKeys: Set<String> = ["name", "version", "config"]
-    static let pageKeys: Set<String> = ["url", "interfaces"]
-    static let interfaceKeys: Set<String> = [
+    // The known keys are short arrays: membership by comparing short strings (a word or two each) is cheaper than
+    // hashing every member name of every object.
+    static let envelopeKeys: [String] = ["code", "data", "msg", "message"]
+    static let dataKeys: [String] = ["name", "version", "config"]
+    static let pageKeys: [String] = ["url", "interfaces"]
+    static let interfaceKeys: [String] = [
         "api", "method", "urlParam", "bodyParam", "body", "name", "ttl", "timeout", "headers", "params", "bodyType", "credentials",
     ]
     /// Headers a config may not set: the transport owns them, or they carry the page's credentials.
@@ -170,8 +172,9 @@ struct Validator {
         }
     }
 
-    mutating func unknownKeys(_ object: JSONObject, known: Set<String>, _ path: @autoclosure () -> String) {
-        for name in object.names where !known.contains(name) {
+    mutating func unknownKeys(_ object: JSONObject, known: [String], _ path: @autoclosure () -> String) {
+        for member in object.members where !known.contains(member.name) {
+            let name = member.name
             let path = path()
             warning(path.isEmpty ? name : "\(path).\(name)", "unknown key, ignored")
         }
@@ -200,10 +203,15 @@ struct Validator {
         case .some(let other): problem("data.version", "must be a non-empty string, got \(other.kindName == "a string" ? "an empty string" : other.kindName)")
         }
         var pages: [PageEntry] = []
+        // The exact pages' keys, computed once here for the duplicate check and handed to the matcher.
+        var exactKeys: [PageKey?] = []
         switch data["config"] {
         case .array(let entries):
             if entries.isEmpty { warning("data.config", "is empty: no page will be prefetched") }
             var seen: [PageKey: Int] = [:]
+            seen.reserveCapacity(entries.count)
+            pages.reserveCapacity(entries.count)
+            exactKeys.reserveCapacity(entries.count)
             for (index, entry) in entries.enumerated() {
                 let path = ConfigPath(page: index)
                 guard let page = validatePage(entry, index: index, path: path) else { continue }
@@ -214,12 +222,13 @@ struct Validator {
                 }
                 seen[key] = index
                 pages.append(page)
+                exactKeys.append(page.pattern == nil ? key : nil)
             }
         case nil: problem("data.config", "is missing")
         case .some(let other): problem("data.config", "must be an array of pages, got \(other.kindName)")
         }
         guard problems.isEmpty else { return nil }
-        return PrefetchConfig(name: name, version: version, pages: pages)
+        return PrefetchConfig(name: name, version: version, pages: pages, exactKeys: exactKeys)
     }
 
     /// Patterns that differ only in capture names are the same page shape.
@@ -260,36 +269,41 @@ struct Validator {
         switch page["interfaces"] {
         case .array(let items):
             if items.isEmpty { warning("\(path).interfaces", "is empty: nothing will be prefetched for this page") }
-            var usedNames: Set<String> = []
-            var pending: [(Interface, explicit: Bool, path: ConfigPath)] = []
+            var usedNames = SmallSet<String>()
+            // Built in place (an `Interface` is large: moving it beats copying it through tuples).
+            interfaces.reserveCapacity(items.count)
+            var explicit: [Bool] = []
+            var paths: [ConfigPath] = []
             for (position, item) in items.enumerated() {
                 let itemPath = ConfigPath(page: index, interface: position)
-                if let (interface, explicit) = validateInterface(item, path: itemPath) {
-                    pending.append((interface, explicit, itemPath))
+                if let (interface, isExplicit) = validateInterface(item, path: itemPath) {
+                    interfaces.append(interface)
+                    explicit.append(isExplicit)
+                    paths.append(itemPath)
                 }
             }
             // Explicit names first, so a derived name never takes one the author chose.
-            for entry in pending where entry.explicit {
-                if !usedNames.insert(entry.0.name).inserted {
-                    problem("\(entry.path).name", "\"\(entry.0.name)\" is used by another interface of this page")
+            for position in interfaces.indices where explicit[position] {
+                if !usedNames.insert(interfaces[position].name) {
+                    problem("\(paths[position]).name", "\"\(interfaces[position].name)\" is used by another interface of this page")
                 }
             }
-            var apiMethods: Set<MethodAndAPI> = []
-            for var entry in pending {
-                if !entry.explicit {
-                    var candidate = entry.0.name
+            var apiMethods = SmallSet<MethodAndAPI>()
+            for position in interfaces.indices {
+                if !explicit[position] {
+                    let derived = interfaces[position].name
+                    var candidate = derived
                     var suffix = 2
                     while usedNames.contains(candidate) {
-                        candidate = "\(entry.0.name)-\(suffix)"
+                        candidate = "\(derived)-\(suffix)"
                         suffix += 1
                     }
-                    usedNames.insert(candidate)
-                    entry.0.name = candidate
+                    _ = usedNames.insert(candidate)
+                    interfaces[position].name = candidate
                 }
-                if !apiMethods.insert(MethodAndAPI(method: entry.0.method, api: entry.0.api)).inserted {
-                    warning("\(entry.path)", "another interface of this page has the same method and api; select it by name in data requests")
+                if !apiMethods.insert(MethodAndAPI(method: interfaces[position].method, api: interfaces[position].api)) {
+                    warning("\(paths[position])", "another interface of this page has the same method and api; select it by name in data requests")
                 }
-                interfaces.append(entry.0)
             }
         case nil: problem("\(path).interfaces", "is missing")
         case .some(let other): problem("\(path).interfaces", "must be an array, got \(other.kindName)")
@@ -489,6 +503,30 @@ struct ConfigPath: CustomStringConvertible {
     var description: String {
         if let interface { return "data.config[\(page)].interfaces[\(interface)]" }
         return "data.config[\(page)]"
+    }
+}
+
+/// A set that stays a plain array while small: a page has a few interfaces, and allocating and hashing a `Set` per
+/// page cost more than comparing a few strings. Past 16 elements it becomes a `Set`.
+struct SmallSet<Element: Hashable> {
+    private var few: [Element] = []
+    private var many: Set<Element>?
+
+    func contains(_ element: Element) -> Bool {
+        if let many { return many.contains(element) }
+        return few.contains(element)
+    }
+
+    /// Inserts `element`; `false` when it was already there.
+    mutating func insert(_ element: Element) -> Bool {
+        if many != nil { return many!.insert(element).inserted }
+        if few.contains(element) { return false }
+        few.append(element)
+        if few.count > 16 {
+            many = Set(few)
+            few = []
+        }
+        return true
     }
 }
 

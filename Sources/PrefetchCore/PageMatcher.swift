@@ -36,14 +36,17 @@ public struct PageMatcher: Sendable {
         var openFirst: [Int] = []
     }
 
-    init(pages: [PageEntry]) {
+    /// - Parameter exactKeys: when given, the key of each exact page (`nil` for a pattern), as the validator already
+    ///   computed them for its duplicate check.
+    init(pages: [PageEntry], exactKeys: [PageKey?]? = nil) {
         self.pages = pages
         var unsorted: [BucketKey: [Int]] = [:]
+        exact.reserveCapacity(pages.count)
         for (position, page) in pages.enumerated() {
             if let pattern = page.pattern {
                 unsorted[BucketKey(page.parsedURL, pattern.segments.count), default: []].append(position)
             } else {
-                exact[Self.exactKey(page.parsedURL)] = position
+                exact[exactKeys?[position] ?? Self.exactKey(page.parsedURL)] = position
             }
         }
         for (key, var members) in unsorted {
@@ -254,8 +257,10 @@ public struct PathPattern: Sendable, Hashable {
                 sawPattern = true
                 continue
             }
-            let opens = part.filter { $0 == "{" }.count
-            let closes = part.filter { $0 == "}" }.count
+            // Counted on bytes when the segment is ASCII (each byte is then one `Character`).
+            let ascii = part.utf8.allSatisfy { $0 < 0x80 }
+            let opens = ascii ? part.utf8.count(where: { $0 == UInt8(ascii: "{") }) : part.filter { $0 == "{" }.count
+            let closes = ascii ? part.utf8.count(where: { $0 == UInt8(ascii: "}") }) : part.filter { $0 == "}" }.count
             if opens == 0 && closes == 0 {
                 if part.contains("*") { throw URLProblem("has \"*\" inside the segment \"\(part)\"; \"*\" must be a whole segment") }
                 segments.append(.literal(String(part)))

@@ -172,3 +172,25 @@ private func oldURL(_ text: String) -> Result<HTTPURL, URLProblem> {
         }
     }
 }
+
+@Suite struct ByteQuerySplitEquivalence {
+    static let pieces = ["a", "Z", "0", "=", "&", "&&", "%", "%2", "%41", "%3D", "+", " ", ";", "é", "e\u{301}", "&\u{301}", "=\u{301}", "中", "-7", "007", "role", "ROLE"]
+
+    /// The pairs as the `Character` split makes them (what `QueryPair.split` did for every query before).
+    static func characterSplit(_ query: String) -> [QueryPair] {
+        query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
+    }
+
+    @Test func randomQueriesSplitAsBefore() async {
+        let generator = Gen.int(in: 0...(Self.pieces.count - 1)).array(of: 0...16)
+        await propertyCheck(count: 2000, input: generator) { indexes in
+            let query = indexes.map { Self.pieces[$0] }.joined()
+            let new = QueryPair.split(query)
+            let old = Self.characterSplit(query)
+            #expect(new.map(\.urlText) == old.map(\.urlText), "\(query.debugDescription)")
+            #expect(new.map(\.name) == old.map(\.name))
+            #expect(new.map(\.skeleton) == old.map(\.skeleton))
+            #expect(new.map(\.jsonValue) == old.map(\.jsonValue))
+        }
+    }
+}
