@@ -83,7 +83,12 @@ public enum Composer {
             } else if asciiAPI ? !(url.utf8.last == UInt8(ascii: "?") || url.utf8.last == UInt8(ascii: "&")) : !url.hasSuffix("?") && !url.hasSuffix("&") {
                 url += "&"
             }
-            url += queryParts.joined(separator: "&")
+            // Appended in place, with room made once, rather than joined into a string of its own first.
+            url.reserveCapacity(url.utf8.count + queryParts.reduce(queryParts.count) { $0 + $1.utf8.count })
+            for (position, part) in queryParts.enumerated() {
+                if position > 0 { url += "&" }
+                url += part
+            }
         }
         return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
     }
@@ -107,23 +112,26 @@ public enum Composer {
     /// digits (PHP drops leading spaces, turns `.` and spaces into `_` and reads `name[]` as `name`; some
     /// binders ignore `_` and `-`). Two names with the same skeleton are the same name for the fixed-name rule.
     static func nameSkeleton(_ name: String) -> String {
-        if name.utf8.allSatisfy({ $0 < 0x80 }) {
-            // ASCII (nearly every name): NFKC changes nothing and case folding is lowercasing.
-            // Written straight into the result (a short one stays inline in the `String`, with no allocation).
-            return String(unsafeUninitializedCapacity: name.utf8.count) { out in
-                var count = 0
-                for byte in name.utf8 {
-                    switch byte {
-                    case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): out[count] = byte
-                    case UInt8(ascii: "A")...UInt8(ascii: "Z"): out[count] = byte + 32
-                    default: continue
-                    }
-                    count += 1
+        // ASCII (nearly every name): NFKC changes nothing and case folding is lowercasing. Written straight into
+        // the result (a short one stays inline in the `String`, with no allocation); the first non-ASCII byte
+        // abandons it for the Unicode rules.
+        var ascii = true
+        let skeleton = String(unsafeUninitializedCapacity: name.utf8.count) { out in
+            var count = 0
+            for byte in name.utf8 {
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): out[count] = byte
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"): out[count] = byte + 32
+                case 0x80...:
+                    ascii = false
+                    return 0
+                default: continue
                 }
-                return count
+                count += 1
             }
+            return count
         }
-        return unicodeSkeleton(name)
+        return ascii ? skeleton : unicodeSkeleton(name)
     }
 
     /// ``nameSkeleton(_:)`` by the Unicode rules, for any name.
@@ -167,8 +175,9 @@ struct QueryPair: Sendable {
             return query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
         }
         // ASCII: an `&` byte is an `&` Character, so the split is on bytes (UTF-8 view indexes are String indexes).
-        var pairs: [QueryPair] = []
         let utf8 = query.utf8
+        var pairs: [QueryPair] = []
+        pairs.reserveCapacity(utf8.count(where: { $0 == UInt8(ascii: "&") }) + 1)
         var start = utf8.startIndex
         while start < utf8.endIndex {
             let end = utf8[start...].firstIndex(of: UInt8(ascii: "&")) ?? utf8.endIndex
@@ -210,13 +219,17 @@ struct QueryPair: Sendable {
         isCanonicalInteger(value) ? .number(value) : .string(value)
     }
 
+    /// On bytes: a value that passes is all ASCII digits (after an optional `-`), where bytes are `Character`s.
     static func isCanonicalInteger(_ value: String) -> Bool {
-        var digits = Substring(value)
-        if digits.first == "-" { digits = digits.dropFirst() }
-        guard !digits.isEmpty, digits.utf8.count <= 15, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+        let utf8 = value.utf8
+        var start = utf8.startIndex
+        let negative = utf8.first == UInt8(ascii: "-")
+        if negative { start = utf8.index(after: start) }
+        let count = utf8.distance(from: start, to: utf8.endIndex)
+        guard count > 0, count <= 15, utf8[start...].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
             return false
         }
-        if digits.first == "0" { return digits.count == 1 && value.first != "-" }
+        if utf8[start] == UInt8(ascii: "0") { return count == 1 && !negative }
         return true
     }
 }

@@ -31,6 +31,7 @@ public enum JSONValue: Sendable, Hashable {
     /// The compact JSON text of this value.
     public var jsonText: String {
         var out = ""
+        out.reserveCapacity(64)
         JSONWriter.write(self, into: &out)
         return out
     }
