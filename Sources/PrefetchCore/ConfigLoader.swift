@@ -113,10 +113,8 @@ struct Validator {
     // hashing every member name of every object.
     static let envelopeKeys: [String] = ["code", "data", "msg", "message"]
     static let dataKeys: [String] = ["name", "version", "config"]
-    static let pageKeys: [String] = ["url", "interfaces"]
-    static let interfaceKeys: [String] = [
-        "api", "method", "urlParam", "bodyParam", "body", "name", "ttl", "timeout", "headers", "params", "bodyType", "credentials",
-    ]
+    // A page's keys (`url`, `interfaces`) and an interface's are dispatched by `switch` in one pass: see
+    // `validatePage` and ``InterfaceFields``.
     /// Headers a config may not set: the transport owns them, or they carry the page's credentials.
     static let forbiddenHeaders: Set<String> = [
         "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
@@ -245,10 +243,19 @@ struct Validator {
 
     mutating func validatePage(_ value: JSONValue, index: Int, path: ConfigPath) -> PageEntry? {
         guard let page = object(value, "\(path)") else { return nil }
-        unknownKeys(page, known: Self.pageKeys, "\(path)")
+        var urlValue: JSONValue?
+        var interfacesValue: JSONValue?
+        // One pass over the members (`unknownKeys` order: unknown keys are reported as they come).
+        for member in page.members {
+            switch member.name {
+            case "url": urlValue = member.value
+            case "interfaces": interfacesValue = member.value
+            default: warning("\(path).\(member.name)", "unknown key, ignored")
+            }
+        }
         var parsed: HTTPURL?
         var pattern: PathPattern?
-        let url = string(page["url"], "\(path).url")
+        let url = string(urlValue, "\(path).url")
         if let url {
             do {
                 let candidate = try HTTPURL(parsing: url)
@@ -266,7 +273,7 @@ struct Validator {
             }
         }
         var interfaces: [Interface] = []
-        switch page["interfaces"] {
+        switch interfacesValue {
         case .array(let items):
             if items.isEmpty { warning("\(path).interfaces", "is empty: nothing will be prefetched for this page") }
             var usedNames = SmallSet<String>()
@@ -314,28 +321,28 @@ struct Validator {
 
     mutating func validateInterface(_ value: JSONValue, path: ConfigPath) -> (Interface, explicit: Bool)? {
         guard let item = object(value, "\(path)") else { return nil }
-        unknownKeys(item, known: Self.interfaceKeys, "\(path)")
+        let fields = InterfaceFields(item) { name in warning("\(path).\(name)", "unknown key, ignored") }
         let problemCount = problems.count
 
-        let api = string(item["api"], "\(path).api")
+        let api = string(fields.api, "\(path).api")
         var apiURL: HTTPURL?
         if let api {
             do { apiURL = try HTTPURL(parsing: api) } catch { problem("\(path).api", "\"\(api)\" is not an absolute http(s) URL: \(error.message)") }
         }
         var method: HTTPMethod?
-        if let text = string(item["method"], "\(path).method") {
+        if let text = string(fields.method, "\(path).method") {
             method = HTTPMethod(rawValue: text) ?? HTTPMethod(rawValue: text.uppercased())
             if method == nil {
                 let supported = HTTPMethod.allCases.map(\.rawValue).joined(separator: ", ")
                 problem("\(path).method", "\(JSONValue.string(text).jsonText) is not a supported method (\(supported))")
             }
         }
-        let urlParam = bool(item["urlParam"], "\(path).urlParam")
-        let bodyParam = bool(item["bodyParam"], "\(path).bodyParam")
-        let body = object(item["body"], "\(path).body", required: false) ?? JSONObject()
+        let urlParam = bool(fields.urlParam, "\(path).urlParam")
+        let bodyParam = bool(fields.bodyParam, "\(path).bodyParam")
+        let body = object(fields.body, "\(path).body", required: false) ?? JSONObject()
 
         var bodyType = BodyType.json
-        if let text = string(item["bodyType"], "\(path).bodyType", required: false) {
+        if let text = string(fields.bodyType, "\(path).bodyType", required: false) {
             if let type = BodyType(rawValue: text) { bodyType = type } else { problem("\(path).bodyType", "\"\(text)\" is not json or form") }
         }
         if bodyType == .form || method == .GET || method == .DELETE {
@@ -352,18 +359,18 @@ struct Validator {
         }
 
         var credentials = CredentialsMode.sameSite
-        if let text = string(item["credentials"], "\(path).credentials", required: false) {
+        if let text = string(fields.credentials, "\(path).credentials", required: false) {
             if let mode = CredentialsMode(rawValue: text) {
                 credentials = mode
             } else {
                 problem("\(path).credentials", "\"\(text)\" is not same-site, omit or include")
             }
         }
-        let ttl = integer(item["ttl"], "\(path).ttl", default: Interface.Defaults.ttlSeconds, range: 1...86_400, unit: "seconds")
-        let timeout = integer(item["timeout"], "\(path).timeout", default: Interface.Defaults.timeoutMilliseconds, range: 1...60_000, unit: "milliseconds")
+        let ttl = integer(fields.ttl, "\(path).ttl", default: Interface.Defaults.ttlSeconds, range: 1...86_400, unit: "seconds")
+        let timeout = integer(fields.timeout, "\(path).timeout", default: Interface.Defaults.timeoutMilliseconds, range: 1...60_000, unit: "milliseconds")
 
         var headers: [(name: String, value: String)] = []
-        if let object = object(item["headers"], "\(path).headers", required: false) {
+        if let object = object(fields.headers, "\(path).headers", required: false) {
             for member in object.members {
                 let headerPath = "\(path).headers.\(member.name)"
                 guard case .string(let value) = member.value else {
@@ -383,7 +390,7 @@ struct Validator {
         }
 
         var params: Set<String>?
-        switch item["params"] {
+        switch fields.params {
         case nil: break
         case .array(let names):
             var set: Set<String> = []
@@ -396,7 +403,7 @@ struct Validator {
 
         var name: String
         var explicit = false
-        if let given = string(item["name"], "\(path).name", required: false) {
+        if let given = string(fields.name, "\(path).name", required: false) {
             name = given
             explicit = true
             if !Self.isValidName(given) {
@@ -409,7 +416,7 @@ struct Validator {
         guard problems.count == problemCount, let api, let apiURL, let method else { return nil }
         let interface = Interface(
             name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam, body: body,
-            hasBody: item["body"] != nil, ttlSeconds: ttl, timeoutMilliseconds: timeout, headers: headers, params: params,
+            hasBody: fields.body != nil, ttlSeconds: ttl, timeoutMilliseconds: timeout, headers: headers, params: params,
             bodyType: bodyType, credentials: credentials
         )
         return (interface, explicit)
@@ -503,6 +510,32 @@ struct ConfigPath: CustomStringConvertible {
     var description: String {
         if let interface { return "data.config[\(page)].interfaces[\(interface)]" }
         return "data.config[\(page)]"
+    }
+}
+
+/// An interface object's members by key, gathered in one pass instead of one search per key; unknown keys go to
+/// `unknown` in member order, as ``Validator/unknownKeys(_:known:_:)`` reports them.
+struct InterfaceFields {
+    var api, method, urlParam, bodyParam, body, name, ttl, timeout, headers, params, bodyType, credentials: JSONValue?
+
+    init(_ object: JSONObject, unknown: (String) -> Void) {
+        for member in object.members {
+            switch member.name {
+            case "api": api = member.value
+            case "method": method = member.value
+            case "urlParam": urlParam = member.value
+            case "bodyParam": bodyParam = member.value
+            case "body": body = member.value
+            case "name": name = member.value
+            case "ttl": ttl = member.value
+            case "timeout": timeout = member.value
+            case "headers": headers = member.value
+            case "params": params = member.value
+            case "bodyType": bodyType = member.value
+            case "credentials": credentials = member.value
+            default: unknown(member.name)
+            }
+        }
     }
 }
 

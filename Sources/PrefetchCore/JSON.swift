@@ -105,6 +105,11 @@ public struct JSONParser {
     private var depth = 0
     /// The decoded bytes of the string being read, when it has escapes (reused across strings).
     private var scratch: [UInt8] = []
+    /// The members of the objects being read, innermost last (reused): an object's array is made once, at its
+    /// closing brace, with exactly its members, instead of growing by doubling as members arrive.
+    private var memberStack: [JSONObject.Member] = []
+    /// The same for the elements of the arrays being read.
+    private var elementStack: [JSONValue] = []
 
     private init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
@@ -188,13 +193,14 @@ public struct JSONParser {
     private mutating func parseObject() throws(JSONParseError) -> JSONValue {
         try enter()
         index += 1
-        var members: [JSONObject.Member] = []
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
             index += 1
             depth -= 1
-            return .object(JSONObject(uniqueMembers: members))
+            return .object(JSONObject(uniqueMembers: []))
         }
+        let first = memberStack.count
+        defer { memberStack.removeSubrange(first...) }
         /// The names seen, once the object is too large for a linear scan to stay cheap.
         var names: Set<String>?
         while true {
@@ -208,15 +214,16 @@ public struct JSONParser {
                 duplicate = !seen.insert(name).inserted
                 names = seen
             } else {
-                duplicate = members.contains { $0.name == name }
-                if members.count == 16 { names = Set(members.map(\.name) + [name]) }
+                duplicate = memberStack[first...].contains { $0.name == name }
+                if memberStack.count - first == 16 { names = Set(memberStack[first...].map(\.name) + [name]) }
             }
             if duplicate { throw error("duplicate member name \"\(name)\"") }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after member name") }
             index += 1
             skipWhitespace()
-            members.append(JSONObject.Member(name: name, value: try parseValue()))
+            let value = try parseValue()
+            memberStack.append(JSONObject.Member(name: name, value: value))
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input inside an object") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -224,22 +231,24 @@ public struct JSONParser {
             throw error("expected ',' or '}' in an object")
         }
         depth -= 1
-        return .object(JSONObject(uniqueMembers: members))
+        return .object(JSONObject(uniqueMembers: Array(memberStack[first...])))
     }
 
     private mutating func parseArray() throws(JSONParseError) -> JSONValue {
         try enter()
         index += 1
-        var values: [JSONValue] = []
         skipWhitespace()
         if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
             index += 1
             depth -= 1
-            return .array(values)
+            return .array([])
         }
+        let first = elementStack.count
+        defer { elementStack.removeSubrange(first...) }
         while true {
             skipWhitespace()
-            values.append(try parseValue())
+            let value = try parseValue()
+            elementStack.append(value)
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input inside an array") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
@@ -247,7 +256,7 @@ public struct JSONParser {
             throw error("expected ',' or ']' in an array")
         }
         depth -= 1
-        return .array(values)
+        return .array(Array(elementStack[first...]))
     }
 
     @inline(__always)
