@@ -71,9 +71,18 @@ public enum Composer {
 
         var url = interface.api
         // Bytes decide for an ASCII api (a `#`, `?` or `&` byte is then that `Character`); otherwise `Character`s do.
-        let asciiAPI = url.utf8.allSatisfy { $0 < 0x80 }
+        var asciiAPI = false
+        let cut = url.utf8.withContiguousStorageIfAvailable { bytes -> String? in
+            var hash: Int?
+            for offset in 0..<bytes.count {
+                if bytes[offset] >= 0x80 { return nil }
+                if hash == nil && bytes[offset] == UInt8(ascii: "#") { hash = offset }
+            }
+            asciiAPI = true
+            return hash.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[..<$0]), as: UTF8.self) }
+        }
         if asciiAPI {
-            if let hash = url.utf8.firstIndex(of: UInt8(ascii: "#")) { url = String(url[..<hash]) }
+            if case .some(.some(let withoutFragment)) = cut { url = withoutFragment }
         } else if let hash = url.firstIndex(of: "#") {
             url = String(url[..<hash])
         }
@@ -170,30 +179,31 @@ struct QueryPair: Sendable {
 
     /// The non-empty `&`-separated pairs of a raw query, in order.
     static func split(_ query: String?) -> [QueryPair] {
-        guard let query, !query.isEmpty else { return [] }
-        guard query.utf8.allSatisfy({ $0 < 0x80 }) else {
-            return query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
+        guard var query, !query.isEmpty else { return [] }
+        // ASCII: an `&` or `=` byte is that `Character`, so the pairs are cut and decoded on the bytes.
+        let onBytes = query.withUTF8 { bytes -> [QueryPair]? in
+            let text = ByteText(bytes)
+            guard text.isASCII(0..<bytes.count) else { return nil }
+            var pairs: [QueryPair] = []
+            pairs.reserveCapacity(bytes.count(where: { $0 == UInt8(ascii: "&") }) + 1)
+            var start = 0
+            while start < bytes.count {
+                let end = text.firstIndex(of: UInt8(ascii: "&"), in: start..<bytes.count) ?? bytes.count
+                if start < end { pairs.append(QueryPair(bytes: UnsafeBufferPointer(rebasing: bytes[start..<end]))) }
+                start = end + 1
+            }
+            return pairs
         }
-        // ASCII: an `&` byte is an `&` Character, so the split is on bytes (UTF-8 view indexes are String indexes).
-        let utf8 = query.utf8
-        var pairs: [QueryPair] = []
-        pairs.reserveCapacity(utf8.count(where: { $0 == UInt8(ascii: "&") }) + 1)
-        var start = utf8.startIndex
-        while start < utf8.endIndex {
-            let end = utf8[start...].firstIndex(of: UInt8(ascii: "&")) ?? utf8.endIndex
-            if start < end { pairs.append(QueryPair(raw: query[start..<end], ascii: true)) }
-            start = end == utf8.endIndex ? end : utf8.index(after: end)
-        }
-        return pairs
+        return onBytes ?? query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
     }
 
-    init(raw: Substring, ascii: Bool = false) {
+    init(raw: Substring) {
         // `;` is encoded (by `sanitizeQueryText`): a parser that splits pairs on it would otherwise read a page value
         // as a new pair.
         urlText = FormEncoding.sanitizeQueryText(raw)
         let rawName: Substring
         let rawValue: Substring
-        if let equals = ascii ? raw.utf8.firstIndex(of: UInt8(ascii: "=")) : raw.firstIndex(of: "=") {
+        if let equals = raw.firstIndex(of: "=") {
             rawName = raw[..<equals]
             rawValue = raw[raw.index(after: equals)...]
         } else {
@@ -203,6 +213,23 @@ struct QueryPair: Sendable {
         name = FormEncoding.decode(rawName)
         skeleton = Composer.nameSkeleton(name)
         jsonValue = Self.typed(FormEncoding.decode(rawValue))
+    }
+
+    /// ``init(raw:)`` for the bytes of one ASCII pair.
+    init(bytes raw: UnsafeBufferPointer<UInt8>) {
+        urlText = FormEncoding.sanitizeQueryText(raw)
+        let rawName: UnsafeBufferPointer<UInt8>
+        let rawValue: UnsafeBufferPointer<UInt8>
+        if let equals = raw.firstIndex(of: UInt8(ascii: "=")) {
+            rawName = UnsafeBufferPointer(rebasing: raw[..<equals])
+            rawValue = UnsafeBufferPointer(rebasing: raw[(equals + 1)...])
+        } else {
+            rawName = raw
+            rawValue = UnsafeBufferPointer(rebasing: raw[raw.count...])
+        }
+        name = FormEncoding.decode(rawName, plusIsSpace: true)
+        skeleton = Composer.nameSkeleton(name)
+        jsonValue = Self.typed(FormEncoding.decode(rawValue, plusIsSpace: true))
     }
 
     /// A value captured from a `{name}` path segment (percent-decoded as a path, `+` kept).
@@ -239,8 +266,13 @@ enum FormEncoding {
     /// Bytes that pass through a query untouched (RFC 3986 `query` minus `#`; `%` handled separately).
     static func isQuerySafe(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-        default: "-._~!$&'()*+,;=:@/?".utf8.contains(byte)
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "!"), UInt8(ascii: "$"),
+            UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"),
+            UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "/"),
+            UInt8(ascii: "?"):
+            true
+        default: false
         }
     }
 
@@ -255,9 +287,19 @@ enum FormEncoding {
 
     /// The text unchanged where it is legal in a query; any other byte, and `;`, percent-encoded.
     static func sanitizeQueryText(_ text: Substring) -> String {
-        // Nearly every pair is already clean: then it is returned as it is, without a copy through a byte array.
-        if text.utf8.allSatisfy({ isQuerySafe($0) && $0 != UInt8(ascii: ";") }) { return String(text) }
-        let bytes = Array(text.utf8)
+        withBytes(text) { sanitizeQueryText($0) }
+    }
+
+    /// The UTF-8 of `text`, borrowed when it is contiguous (a native string), else copied.
+    static func withBytes<Result>(_ text: Substring, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+        if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
+        return Array(text.utf8).withUnsafeBufferPointer(body)
+    }
+
+    /// ``sanitizeQueryText(_:)-(Substring)`` on bytes.
+    static func sanitizeQueryText(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        // Nearly every pair is already clean: then it is returned as it is.
+        if bytes.allSatisfy({ isQuerySafe($0) && $0 != UInt8(ascii: ";") }) { return String(decoding: bytes, as: UTF8.self) }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var index = 0
@@ -281,10 +323,14 @@ enum FormEncoding {
     /// Form-decodes `text`: `+` is a space (unless `plusIsSpace` is false), `%XX` a byte. A malformed `%`
     /// stays literal; bytes that are not valid UTF-8 leave the text as written.
     static func decode(_ text: Substring, plusIsSpace: Bool = true) -> String {
-        guard text.utf8.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) else {
-            return String(text)
+        withBytes(text) { decode($0, plusIsSpace: plusIsSpace) }
+    }
+
+    /// ``decode(_:plusIsSpace:)-(Substring,_)`` on bytes (valid UTF-8, as cut from a `String` at ASCII bytes).
+    static func decode(_ bytes: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool) -> String {
+        guard bytes.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) else {
+            return String(decoding: bytes, as: UTF8.self)
         }
-        let bytes = Array(text.utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var index = 0
@@ -298,7 +344,7 @@ enum FormEncoding {
             out.append(plusIsSpace && byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
             index += 1
         }
-        return String(validating: out, as: UTF8.self) ?? String(text)
+        return String(validating: out, as: UTF8.self) ?? String(decoding: bytes, as: UTF8.self)
     }
 
     static func hexValue(_ byte: UInt8) -> UInt8 {

@@ -30,10 +30,7 @@ public enum JSONValue: Sendable, Hashable {
 
     /// The compact JSON text of this value.
     public var jsonText: String {
-        var out = ""
-        out.reserveCapacity(64)
-        JSONWriter.write(self, into: &out)
-        return out
+        JSONWriter.text(self)
     }
 }
 
@@ -394,75 +391,98 @@ public struct JSONParser {
 }
 
 /// Compact JSON serialisation, the form bodies are sent in.
+///
+/// Written into a byte buffer (one append per piece, no `String` growth bookkeeping) and made a `String` once.
 enum JSONWriter {
     /// Whether `text` has a character that must be escaped: the common case (none) is copied whole.
     static func needsEscaping(_ text: String) -> Bool {
-        var utf8 = text.utf8.makeIterator()
-        while let byte = utf8.next() {
-            switch byte {
+        if let answer = text.utf8.withContiguousStorageIfAvailable(needsEscaping) { return answer }
+        return Array(text.utf8).withUnsafeBufferPointer(needsEscaping)
+    }
+
+    static func needsEscaping(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        while index < utf8.count {
+            switch utf8[index] {
             case 0x00...0x1F, 0x22, 0x5C, 0x7F: return true
             case 0xE2:
                 // U+2028 and U+2029 (E2 80 A8/A9) are escaped so the output is also valid JavaScript.
-                if utf8.next() == 0x80, let third = utf8.next(), third == 0xA8 || third == 0xA9 { return true }
-            default: continue
+                if index + 2 < utf8.count, utf8[index + 1] == 0x80, utf8[index + 2] == 0xA8 || utf8[index + 2] == 0xA9 { return true }
+            default: break
             }
+            index += 1
         }
         return false
     }
 
-    static func write(_ value: JSONValue, into out: inout String) {
+    /// The compact JSON text of `value`.
+    static func text(_ value: JSONValue) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        write(value, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func write(_ value: JSONValue, into out: inout [UInt8]) {
         switch value {
-        case .null: out += "null"
-        case .bool(let flag): out += flag ? "true" : "false"
-        case .number(let literal): out += literal
+        case .null: append("null", to: &out)
+        case .bool(let flag): append(flag ? "true" : "false", to: &out)
+        case .number(let literal): out.append(contentsOf: literal.utf8)
         case .string(let text): writeString(text, into: &out)
         case .array(let values):
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (offset, element) in values.enumerated() {
-                if offset > 0 { out += "," }
+                if offset > 0 { out.append(UInt8(ascii: ",")) }
                 write(element, into: &out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let object):
-            out += "{"
+            out.append(UInt8(ascii: "{"))
             for (offset, member) in object.members.enumerated() {
-                if offset > 0 { out += "," }
+                if offset > 0 { out.append(UInt8(ascii: ",")) }
                 writeString(member.name, into: &out)
-                out += ":"
+                out.append(UInt8(ascii: ":"))
                 write(member.value, into: &out)
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 
-    static func writeString(_ text: String, into out: inout String) {
-        out += "\""
+    @inline(__always)
+    private static func append(_ literal: StaticString, to out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
+    static func writeString(_ text: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
         if !needsEscaping(text) {
-            out += text
-            out += "\""
+            out.append(contentsOf: text.utf8)
+            out.append(UInt8(ascii: "\""))
             return
         }
         for scalar in text.unicodeScalars {
             switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{08}": out += "\\b"
-            case "\u{0C}": out += "\\f"
-            case "\u{2028}": out += "\\u2028"
-            case "\u{2029}": out += "\\u2029"
+            case "\"": append("\\\"", to: &out)
+            case "\\": append("\\\\", to: &out)
+            case "\n": append("\\n", to: &out)
+            case "\r": append("\\r", to: &out)
+            case "\t": append("\\t", to: &out)
+            case "\u{08}": append("\\b", to: &out)
+            case "\u{0C}": append("\\f", to: &out)
+            case "\u{2028}": append("\\u2028", to: &out)
+            case "\u{2029}": append("\\u2029", to: &out)
             default:
                 if scalar.value < 0x20 || scalar.value == 0x7F {
-                    out += "\\u"
-                    let hex = String(scalar.value, radix: 16, uppercase: false)
-                    out += String(repeating: "0", count: 4 - hex.count) + hex
+                    append("\\u00", to: &out)
+                    out.append(lowerHex[Int(scalar.value >> 4)])
+                    out.append(lowerHex[Int(scalar.value & 0xF)])
                 } else {
-                    out.unicodeScalars.append(scalar)
+                    out.append(contentsOf: UTF8.encode(scalar)!)
                 }
             }
         }
-        out += "\""
+        out.append(UInt8(ascii: "\""))
     }
+
+    private static let lowerHex = Array("0123456789abcdef".utf8)
 }

@@ -194,3 +194,26 @@ private func oldURL(_ text: String) -> Result<HTTPURL, URLProblem> {
         }
     }
 }
+
+@Suite struct ByteJSONWriterEquivalence {
+    static let texts = ["", "a", "\"", "\\", "\n", "\r\t", "\u{08}\u{0C}", "\u{1}", "\u{1F}", "\u{7F}", "é", "中", "😀", "\u{2028}", "\u{2029}", "\u{2027}", "/", "e\u{301}"]
+
+    static func referenceText(_ value: JSONValue) -> String {
+        var out = ""
+        ReferenceJSONWriter.write(value, into: &out)
+        return out
+    }
+
+    @Test func randomValuesAreWrittenAsBefore() async {
+        let generator = Gen.int(in: 0...(Self.texts.count - 1)).array(of: 0...8)
+        await propertyCheck(count: 2000, input: generator) { indexes in
+            let text = indexes.map { Self.texts[$0] }.joined()
+            let value = JSONValue.object(JSONObject([
+                .init(name: text, value: .string(text)),
+                .init(name: "n", value: .array([.number("-1.5e3"), .bool(true), .bool(false), .null, .string(text)])),
+                .init(name: "o", value: .object(JSONObject([.init(name: "k" + text, value: .object(JSONObject()))]))),
+            ]))
+            #expect(value.jsonText == Self.referenceText(value), "\(text.debugDescription)")
+        }
+    }
+}

@@ -1,5 +1,6 @@
-// The JSON parser as it was before it moved to bytes (commit 1702bee), kept verbatim as an oracle: the byte parser
-// in PrefetchCore must accept and reject exactly what this does, with the same values and error positions. (The
+// The JSON parser and writer as they were before they moved to bytes (commit 1702bee), kept verbatim as oracles:
+// the byte parser in PrefetchCore must accept and reject exactly what this does, with the same values and error
+// positions, and the byte writer must write the same text. (The
 // URL, path and derived-name rules need no copy here: their `Character`-level originals are still in PrefetchCore,
 // as the path for non-ASCII text, and the tests hold the byte paths to them.)
 @testable import PrefetchCore
@@ -242,5 +243,79 @@ struct ReferenceJSONParser {
             }
             runStart = index
         }
+    }
+}
+
+/// The `String` writer as it was before it wrote bytes (commit 1702bee), verbatim: the oracle for `jsonText`.
+enum ReferenceJSONWriter {
+    /// Whether `text` has a character that must be escaped: the common case (none) is copied whole.
+    static func needsEscaping(_ text: String) -> Bool {
+        var utf8 = text.utf8.makeIterator()
+        while let byte = utf8.next() {
+            switch byte {
+            case 0x00...0x1F, 0x22, 0x5C, 0x7F: return true
+            case 0xE2:
+                // U+2028 and U+2029 (E2 80 A8/A9) are escaped so the output is also valid JavaScript.
+                if utf8.next() == 0x80, let third = utf8.next(), third == 0xA8 || third == 0xA9 { return true }
+            default: continue
+            }
+        }
+        return false
+    }
+
+    static func write(_ value: JSONValue, into out: inout String) {
+        switch value {
+        case .null: out += "null"
+        case .bool(let flag): out += flag ? "true" : "false"
+        case .number(let literal): out += literal
+        case .string(let text): writeString(text, into: &out)
+        case .array(let values):
+            out += "["
+            for (offset, element) in values.enumerated() {
+                if offset > 0 { out += "," }
+                write(element, into: &out)
+            }
+            out += "]"
+        case .object(let object):
+            out += "{"
+            for (offset, member) in object.members.enumerated() {
+                if offset > 0 { out += "," }
+                writeString(member.name, into: &out)
+                out += ":"
+                write(member.value, into: &out)
+            }
+            out += "}"
+        }
+    }
+
+    static func writeString(_ text: String, into out: inout String) {
+        out += "\""
+        if !needsEscaping(text) {
+            out += text
+            out += "\""
+            return
+        }
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\u{08}": out += "\\b"
+            case "\u{0C}": out += "\\f"
+            case "\u{2028}": out += "\\u2028"
+            case "\u{2029}": out += "\\u2029"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    out += "\\u"
+                    let hex = String(scalar.value, radix: 16, uppercase: false)
+                    out += String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        out += "\""
     }
 }
