@@ -30,28 +30,29 @@ import Foundation
 public enum Composer {
     /// The requests for `match` when the page was opened with `page`.
     public static func compose(page: HTTPURL, match: PageMatch) -> [PlannedRequest] {
-        let pairs = QueryPair.split(page.query) + match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) }
+        var pairs = QueryPair.split(page.query)
+        if !match.captures.isEmpty { pairs += match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) } }
         return match.entry.interfaces.map { compose(interface: $0, pairs: pairs) }
     }
 
+    /// One interface's request. The forwarded pairs are those `params` allows whose skeleton the config does not
+    /// fix; they are visited in place (no filtered copies), and the URL's query is appended as it is decided.
     static func compose(interface: Interface, pairs allPairs: [QueryPair]) -> PlannedRequest {
-        let allowed = interface.params.map { allowed in allPairs.filter { allowed.contains($0.name) } } ?? allPairs
-        let fixed = allowed.isEmpty ? [] : fixedNames(of: interface)
-        let pairs = fixed.isEmpty ? allowed : allowed.filter { !fixed.contains($0.skeleton) }
-        var queryParts: [String] = []
-        if interface.urlParam {
-            queryParts += pairs.map(\.urlText)
-        }
+        let allowedByParams = { (pair: QueryPair) in interface.params?.contains(pair.name) ?? true }
+        let fixed = allPairs.contains(where: allowedByParams) ? fixedNames(of: interface) : []
+        let forwarded = { (pair: QueryPair) in allowedByParams(pair) && (fixed.isEmpty || !fixed.contains(pair.skeleton)) }
 
         var merged = interface.body
         if interface.bodyParam {
-            for pair in pairs {
+            for pair in allPairs where forwarded(pair) {
                 merged[pair.name] = pair.jsonValue
             }
         }
 
         var headers = interface.headers
         var body: String?
+        /// The form-encoded body that goes into the query of a request without a body.
+        var bodyQuery: String?
         if interface.method.carriesBody {
             if interface.hasBody || interface.bodyParam {
                 switch interface.bodyType {
@@ -66,7 +67,7 @@ public enum Composer {
         } else {
             // Page parameters already forwarded raw by urlParam are not repeated.
             let fromBody = interface.bodyParam && !interface.urlParam ? merged : interface.body
-            if !fromBody.isEmpty { queryParts.append(FormEncoding.encode(fromBody)) }
+            if !fromBody.isEmpty { bodyQuery = FormEncoding.encode(fromBody) }
         }
 
         var url = interface.api
@@ -86,19 +87,27 @@ public enum Composer {
         } else if let hash = url.firstIndex(of: "#") {
             url = String(url[..<hash])
         }
-        if !queryParts.isEmpty {
-            if interface.apiURL.query == nil {
-                url += "?"
-            } else if asciiAPI ? !(url.utf8.last == UInt8(ascii: "?") || url.utf8.last == UInt8(ascii: "&")) : !url.hasSuffix("?") && !url.hasSuffix("&") {
+        // The query parts in order (the forwarded pairs with urlParam, then the body of a bodiless request), each
+        // appended with its separator: `?` or `&` before the first (as the api's own query needs), `&` between.
+        var partCount = 0
+        func appendPart(_ part: String) {
+            if partCount == 0 {
+                if interface.apiURL.query == nil {
+                    url += "?"
+                } else if asciiAPI ? !(url.utf8.last == UInt8(ascii: "?") || url.utf8.last == UInt8(ascii: "&")) : !url.hasSuffix("?") && !url.hasSuffix("&") {
+                    url += "&"
+                }
+            } else {
                 url += "&"
             }
-            // Appended in place, with room made once, rather than joined into a string of its own first.
-            url.reserveCapacity(url.utf8.count + queryParts.reduce(queryParts.count) { $0 + $1.utf8.count })
-            for (position, part) in queryParts.enumerated() {
-                if position > 0 { url += "&" }
-                url += part
-            }
+            url += part
+            partCount += 1
         }
+        if interface.urlParam {
+            url.reserveCapacity(url.utf8.count + allPairs.reduce(1) { $0 + $1.urlText.utf8.count + 1 } + (bodyQuery?.utf8.count ?? 0))
+            for pair in allPairs where forwarded(pair) { appendPart(pair.urlText) }
+        }
+        if let bodyQuery { appendPart(bodyQuery) }
         return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
     }
 

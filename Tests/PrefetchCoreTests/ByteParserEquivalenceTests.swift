@@ -217,3 +217,34 @@ private func oldURL(_ text: String) -> Result<HTTPURL, URLProblem> {
         }
     }
 }
+
+@Suite struct ByteComposerEquivalence {
+    static let pieces = ["a", "Z", "0", "=", "&", "%", "%2", "%41", "+", " ", "@", "/", "?", ":", "中", "é", ";", "\"", "<", "#", "role", "ROLE", "_", "id", "7", "007", "-3", "x", "X", "c", "k", "n", "%78"]
+    static let config: PrefetchConfig = try! makeConfig(pages: [#"""
+        {"url":"https://m.example.com/p/{id}","interfaces":[
+          {"name":"g","api":"http://api.example.com:8081/v1/data.json?role=x&#frag","method":"GET","urlParam":true,"bodyParam":true,"body":{"c":1,"_":2}},
+          {"name":"p","api":"https://api.example.com/v1/data.json?","method":"POST","urlParam":true,"bodyParam":true,"body":{"role":"u","n":null}},
+          {"name":"f","api":"https://api.example.com/v1/form","method":"PUT","bodyParam":true,"bodyType":"form","params":["id","a","Z"]},
+          {"name":"d","api":"https://api.example.com/v1/d?x=1","method":"DELETE","bodyParam":true,"body":{"k":true}},
+          {"name":"q","api":"https://api.example.com/v1/q","method":"GET","urlParam":true,"params":["role","a"]},
+          {"name":"u","api":"https://api.example.com/v1/\u00e9?#","method":"PATCH","urlParam":true,"body":{"x":[1]}}]}
+        """#])
+
+    @Test func randomQueriesComposeAsBefore() async throws {
+        let match = try #require(Self.config.matcher.match(try HTTPURL(parsing: "https://m.example.com/p/12")))
+        let generator = Gen.int(in: 0...(Self.pieces.count - 1)).array(of: 0...16)
+        await propertyCheck(count: 1500, input: generator) { indexes in
+            let query = indexes.map { Self.pieces[$0] }.joined()
+            guard let page = try? HTTPURL(parsing: "https://m.example.com/p/12?" + query) else { return }
+            let pairs = QueryPair.split(page.query) + match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) }
+            let oldPairs = ReferenceComposer.splitByCharacters(page.query) + match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) }
+            for interface in match.entry.interfaces {
+                let new = Composer.compose(interface: interface, pairs: pairs)
+                let old = ReferenceComposer.compose(interface: interface, pairs: oldPairs)
+                #expect(new.url == old.url, "\(interface.name) \(query.debugDescription)")
+                #expect(new.body == old.body, "\(interface.name) \(query.debugDescription)")
+                #expect(new.headers.map(\.name) == old.headers.map(\.name) && new.headers.map(\.value) == old.headers.map(\.value))
+            }
+        }
+    }
+}

@@ -319,3 +319,73 @@ enum ReferenceJSONWriter {
         out += "\""
     }
 }
+
+/// The composer's per-interface step as it was before the byte work (commit 1702bee), verbatim but for the names it
+/// calls: the oracle for `Composer.compose(interface:pairs:)`. Pairs come from the `Character` split.
+enum ReferenceComposer {
+    static func jsonText(_ value: JSONValue) -> String {
+        var out = ""
+        ReferenceJSONWriter.write(value, into: &out)
+        return out
+    }
+
+    static func referenceFixedNames(of interface: Interface) -> Set<String> {
+        var names = Set(interface.body.members.map { Composer.nameSkeleton($0.name) })
+        for pair in splitByCharacters(interface.apiURL.query) { names.insert(Composer.nameSkeleton(pair.name)) }
+        names.remove("")
+        return names
+    }
+
+    static func splitByCharacters(_ query: String?) -> [QueryPair] {
+        guard let query, !query.isEmpty else { return [] }
+        return query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
+    }
+
+    static func compose(interface: Interface, pairs allPairs: [QueryPair]) -> PlannedRequest {
+        let allowed = interface.params.map { allowed in allPairs.filter { allowed.contains($0.name) } } ?? allPairs
+        let fixed = allowed.isEmpty ? [] : referenceFixedNames(of: interface)
+        let pairs = fixed.isEmpty ? allowed : allowed.filter { !fixed.contains($0.skeleton) }
+        var queryParts: [String] = []
+        if interface.urlParam {
+            queryParts += pairs.map(\.urlText)
+        }
+
+        var merged = interface.body
+        if interface.bodyParam {
+            for pair in pairs {
+                merged[pair.name] = pair.jsonValue
+            }
+        }
+
+        var headers = interface.headers
+        var body: String?
+        if interface.method.carriesBody {
+            if interface.hasBody || interface.bodyParam {
+                switch interface.bodyType {
+                case .json:
+                    body = ReferenceComposer.jsonText(.object(merged))
+                    headers.append(("Content-Type", "application/json"))
+                case .form:
+                    body = FormEncoding.encode(merged)
+                    headers.append(("Content-Type", "application/x-www-form-urlencoded"))
+                }
+            }
+        } else {
+            // Page parameters already forwarded raw by urlParam are not repeated.
+            let fromBody = interface.bodyParam && !interface.urlParam ? merged : interface.body
+            if !fromBody.isEmpty { queryParts.append(FormEncoding.encode(fromBody)) }
+        }
+
+        var url = interface.api
+        if let hash = url.firstIndex(of: "#") { url = String(url[..<hash]) }
+        if !queryParts.isEmpty {
+            if interface.apiURL.query == nil {
+                url += "?"
+            } else if !url.hasSuffix("?") && !url.hasSuffix("&") {
+                url += "&"
+            }
+            url += queryParts.joined(separator: "&")
+        }
+        return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
+    }
+}
