@@ -44,6 +44,7 @@ public enum Composer {
 
         var merged = interface.body
         if interface.bodyParam {
+            merged.reserveCapacity(merged.members.count + allPairs.count)
             for pair in allPairs where forwarded(pair) {
                 merged[pair.name] = pair.jsonValue
             }

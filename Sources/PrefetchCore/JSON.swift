@@ -55,6 +55,11 @@ public struct JSONObject: Sendable, Hashable {
         for member in members { self[member.name] = member.value }
     }
 
+    /// Makes room for `count` members, so merging several into a copy grows its storage once.
+    mutating func reserveCapacity(_ count: Int) {
+        members.reserveCapacity(count)
+    }
+
     /// Members whose names are already known to be distinct (the parser checked): taken as they are.
     init(uniqueMembers members: [Member]) {
         self.members = members
