@@ -436,6 +436,10 @@ struct Validator {
         return utf8.allSatisfy(isNameByte)
     }
 
+    /// A byte of a derived name: itself when allowed in a name, else `_`.
+    @inline(__always)
+    static func mapped(_ byte: UInt8) -> UInt8 { isNameByte(byte) ? byte : UInt8(ascii: "_") }
+
     @inline(__always)
     static func isNameByte(_ byte: UInt8) -> Bool {
         ByteText.isASCIILetter(byte) || ByteText.isDigit(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
@@ -469,18 +473,31 @@ struct Validator {
             if let range = last, let dot = text.lastIndex(of: UInt8(ascii: "."), in: range), dot != range.lowerBound {
                 last = range.lowerBound..<dot
             }
-            var name: [UInt8] = []
-            name.reserveCapacity(64)
-            for range in [previous, last].compactMap({ $0 }) {
-                if previous != nil && range == last { name.append(UInt8(ascii: ".")) }
-                for position in range {
-                    let byte = bytes[position]
-                    name.append(isNameByte(byte) ? byte : UInt8(ascii: "_"))
+            // Leading `.`, `-` and `_` are dropped (after the mapping, which keeps them), then at most 64 bytes are kept,
+            // written straight into the `String`.
+            var skip = 0
+            let total = (previous.map { $0.count + 1 } ?? 0) + (last?.count ?? 0)
+            func byte(at position: Int) -> UInt8 {
+                // The name's bytes as if joined: `previous`, `.`, `last`, each mapped.
+                var position = position
+                if let previous {
+                    if position < previous.count { return mapped(bytes[previous.lowerBound + position]) }
+                    if position == previous.count { return UInt8(ascii: ".") }
+                    position -= previous.count + 1
                 }
+                return mapped(bytes[last!.lowerBound + position])
             }
-            let start = name.firstIndex { $0 != UInt8(ascii: ".") && $0 != UInt8(ascii: "-") && $0 != UInt8(ascii: "_") } ?? name.count
-            if start == name.count { return "root" }
-            return String(decoding: name[start..<min(name.count, start + 64)], as: UTF8.self)
+            while skip < total {
+                let leading = byte(at: skip)
+                guard leading == UInt8(ascii: ".") || leading == UInt8(ascii: "-") || leading == UInt8(ascii: "_") else { break }
+                skip += 1
+            }
+            if skip == total { return "root" }
+            let count = min(total - skip, 64)
+            return String(unsafeUninitializedCapacity: count) { out in
+                for offset in 0..<count { out[offset] = byte(at: skip + offset) }
+                return count
+            }
         }
         return onBytes ?? derivedNameFromCharacters(api.path)
     }
