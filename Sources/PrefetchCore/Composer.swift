@@ -30,28 +30,30 @@ import Foundation
 public enum Composer {
     /// The requests for `match` when the page was opened with `page`.
     public static func compose(page: HTTPURL, match: PageMatch) -> [PlannedRequest] {
-        let pairs = QueryPair.split(page.query) + match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) }
+        var pairs = QueryPair.split(page.query)
+        if !match.captures.isEmpty { pairs += match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) } }
         return match.entry.interfaces.map { compose(interface: $0, pairs: pairs) }
     }
 
+    /// One interface's request. The forwarded pairs are those `params` allows whose skeleton the config does not
+    /// fix; they are visited in place (no filtered copies), and the URL's query is appended as it is decided.
     static func compose(interface: Interface, pairs allPairs: [QueryPair]) -> PlannedRequest {
-        let allowed = interface.params.map { allowed in allPairs.filter { allowed.contains($0.name) } } ?? allPairs
-        let fixed = allowed.isEmpty ? [] : fixedNames(of: interface)
-        let pairs = fixed.isEmpty ? allowed : allowed.filter { !fixed.contains($0.skeleton) }
-        var queryParts: [String] = []
-        if interface.urlParam {
-            queryParts += pairs.map(\.urlText)
-        }
+        let allowedByParams = { (pair: QueryPair) in interface.params?.contains(pair.name) ?? true }
+        let fixed = allPairs.contains(where: allowedByParams) ? fixedNames(of: interface) : []
+        let forwarded = { (pair: QueryPair) in allowedByParams(pair) && (fixed.isEmpty || !fixed.contains(pair.skeleton)) }
 
         var merged = interface.body
         if interface.bodyParam {
-            for pair in pairs {
+            merged.reserveCapacity(merged.members.count + allPairs.count)
+            for pair in allPairs where forwarded(pair) {
                 merged[pair.name] = pair.jsonValue
             }
         }
 
         var headers = interface.headers
         var body: String?
+        /// The form-encoded body that goes into the query of a request without a body.
+        var bodyQuery: String?
         if interface.method.carriesBody {
             if interface.hasBody || interface.bodyParam {
                 switch interface.bodyType {
@@ -66,28 +68,61 @@ public enum Composer {
         } else {
             // Page parameters already forwarded raw by urlParam are not repeated.
             let fromBody = interface.bodyParam && !interface.urlParam ? merged : interface.body
-            if !fromBody.isEmpty { queryParts.append(FormEncoding.encode(fromBody)) }
+            if !fromBody.isEmpty { bodyQuery = FormEncoding.encode(fromBody) }
         }
 
         var url = interface.api
-        if let hash = url.firstIndex(of: "#") { url = String(url[..<hash]) }
-        if !queryParts.isEmpty {
-            if interface.apiURL.query == nil {
-                url += "?"
-            } else if !url.hasSuffix("?") && !url.hasSuffix("&") {
+        // Bytes decide for an ASCII api (a `#`, `?` or `&` byte is then that `Character`); otherwise `Character`s do.
+        var asciiAPI = false
+        let cut = url.utf8.withContiguousStorageIfAvailable { bytes -> String? in
+            var hash: Int?
+            for offset in 0..<bytes.count {
+                if bytes[offset] >= 0x80 { return nil }
+                if hash == nil && bytes[offset] == UInt8(ascii: "#") { hash = offset }
+            }
+            asciiAPI = true
+            return hash.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[..<$0]), as: UTF8.self) }
+        }
+        if asciiAPI {
+            if case .some(.some(let withoutFragment)) = cut { url = withoutFragment }
+        } else if let hash = url.firstIndex(of: "#") {
+            url = String(url[..<hash])
+        }
+        // The query parts in order (the forwarded pairs with urlParam, then the body of a bodiless request), each
+        // appended with its separator: `?` or `&` before the first (as the api's own query needs), `&` between.
+        var partCount = 0
+        func appendPart(_ part: String) {
+            if partCount == 0 {
+                if interface.apiURL.query == nil {
+                    url += "?"
+                } else if asciiAPI ? !(url.utf8.last == UInt8(ascii: "?") || url.utf8.last == UInt8(ascii: "&")) : !url.hasSuffix("?") && !url.hasSuffix("&") {
+                    url += "&"
+                }
+            } else {
                 url += "&"
             }
-            url += queryParts.joined(separator: "&")
+            url += part
+            partCount += 1
         }
+        if interface.urlParam {
+            url.reserveCapacity(url.utf8.count + allPairs.reduce(1) { $0 + $1.urlText.utf8.count + 1 } + (bodyQuery?.utf8.count ?? 0))
+            for pair in allPairs where forwarded(pair) { appendPart(pair.urlText) }
+        }
+        if let bodyQuery { appendPart(bodyQuery) }
         return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
     }
 
     /// The lowercased names a page may not send: the config body's top-level keys and the decoded names
     /// of the api URL's own query.
-    static func fixedNames(of interface: Interface) -> Set<String> {
-        var names = Set(interface.body.members.map { nameSkeleton($0.name) })
-        for pair in QueryPair.split(interface.apiURL.query) { names.insert(nameSkeleton(pair.name)) }
-        names.remove("")
+    ///
+    /// A short array rather than a `Set`: a config fixes a handful of names, and hashing them per request cost more
+    /// than comparing.
+    static func fixedNames(of interface: Interface) -> [String] {
+        var names = interface.body.members.map { nameSkeleton($0.name) }
+        if let query = interface.apiURL.query, !query.isEmpty {
+            for pair in QueryPair.split(query) { names.append(pair.skeleton) }
+        }
+        names.removeAll { $0.isEmpty }
         return names
     }
 
@@ -96,20 +131,26 @@ public enum Composer {
     /// digits (PHP drops leading spaces, turns `.` and spaces into `_` and reads `name[]` as `name`; some
     /// binders ignore `_` and `-`). Two names with the same skeleton are the same name for the fixed-name rule.
     static func nameSkeleton(_ name: String) -> String {
-        if name.utf8.allSatisfy({ $0 < 0x80 }) {
-            // ASCII (nearly every name): NFKC changes nothing and case folding is lowercasing.
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(name.utf8.count)
+        // ASCII (nearly every name): NFKC changes nothing and case folding is lowercasing. Written straight into
+        // the result (a short one stays inline in the `String`, with no allocation); the first non-ASCII byte
+        // abandons it for the Unicode rules.
+        var ascii = true
+        let skeleton = String(unsafeUninitializedCapacity: name.utf8.count) { out in
+            var count = 0
             for byte in name.utf8 {
                 switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): bytes.append(byte)
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"): bytes.append(byte + 32)
-                default: break
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): out[count] = byte
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"): out[count] = byte + 32
+                case 0x80...:
+                    ascii = false
+                    return 0
+                default: continue
                 }
+                count += 1
             }
-            return String(decoding: bytes, as: UTF8.self)
+            return count
         }
-        return unicodeSkeleton(name)
+        return ascii ? skeleton : unicodeSkeleton(name)
     }
 
     /// ``nameSkeleton(_:)`` by the Unicode rules, for any name.
@@ -148,8 +189,22 @@ struct QueryPair: Sendable {
 
     /// The non-empty `&`-separated pairs of a raw query, in order.
     static func split(_ query: String?) -> [QueryPair] {
-        guard let query, !query.isEmpty else { return [] }
-        return query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
+        guard var query, !query.isEmpty else { return [] }
+        // ASCII: an `&` or `=` byte is that `Character`, so the pairs are cut and decoded on the bytes.
+        let onBytes = query.withUTF8 { bytes -> [QueryPair]? in
+            let text = ByteText(bytes)
+            guard text.isASCII(0..<bytes.count) else { return nil }
+            var pairs: [QueryPair] = []
+            pairs.reserveCapacity(bytes.count(where: { $0 == UInt8(ascii: "&") }) + 1)
+            var start = 0
+            while start < bytes.count {
+                let end = text.firstIndex(of: UInt8(ascii: "&"), in: start..<bytes.count) ?? bytes.count
+                if start < end { pairs.append(QueryPair(bytes: UnsafeBufferPointer(rebasing: bytes[start..<end]))) }
+                start = end + 1
+            }
+            return pairs
+        }
+        return onBytes ?? query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
     }
 
     init(raw: Substring) {
@@ -170,6 +225,23 @@ struct QueryPair: Sendable {
         jsonValue = Self.typed(FormEncoding.decode(rawValue))
     }
 
+    /// ``init(raw:)`` for the bytes of one ASCII pair.
+    init(bytes raw: UnsafeBufferPointer<UInt8>) {
+        urlText = FormEncoding.sanitizeQueryText(raw)
+        let rawName: UnsafeBufferPointer<UInt8>
+        let rawValue: UnsafeBufferPointer<UInt8>
+        if let equals = raw.firstIndex(of: UInt8(ascii: "=")) {
+            rawName = UnsafeBufferPointer(rebasing: raw[..<equals])
+            rawValue = UnsafeBufferPointer(rebasing: raw[(equals + 1)...])
+        } else {
+            rawName = raw
+            rawValue = UnsafeBufferPointer(rebasing: raw[raw.count...])
+        }
+        name = FormEncoding.decode(rawName, plusIsSpace: true)
+        skeleton = Composer.nameSkeleton(name)
+        jsonValue = Self.typed(FormEncoding.decode(rawValue, plusIsSpace: true))
+    }
+
     /// A value captured from a `{name}` path segment (percent-decoded as a path, `+` kept).
     init(capturedName: String, value raw: String) {
         let value = FormEncoding.decode(Substring(raw), plusIsSpace: false)
@@ -184,13 +256,17 @@ struct QueryPair: Sendable {
         isCanonicalInteger(value) ? .number(value) : .string(value)
     }
 
+    /// On bytes: a value that passes is all ASCII digits (after an optional `-`), where bytes are `Character`s.
     static func isCanonicalInteger(_ value: String) -> Bool {
-        var digits = Substring(value)
-        if digits.first == "-" { digits = digits.dropFirst() }
-        guard !digits.isEmpty, digits.utf8.count <= 15, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+        let utf8 = value.utf8
+        var start = utf8.startIndex
+        let negative = utf8.first == UInt8(ascii: "-")
+        if negative { start = utf8.index(after: start) }
+        let count = utf8.distance(from: start, to: utf8.endIndex)
+        guard count > 0, count <= 15, utf8[start...].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
             return false
         }
-        if digits.first == "0" { return digits.count == 1 && value.first != "-" }
+        if utf8[start] == UInt8(ascii: "0") { return count == 1 && !negative }
         return true
     }
 }
@@ -200,8 +276,13 @@ enum FormEncoding {
     /// Bytes that pass through a query untouched (RFC 3986 `query` minus `#`; `%` handled separately).
     static func isQuerySafe(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-        default: "-._~!$&'()*+,;=:@/?".utf8.contains(byte)
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "!"), UInt8(ascii: "$"),
+            UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"),
+            UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "/"),
+            UInt8(ascii: "?"):
+            true
+        default: false
         }
     }
 
@@ -216,7 +297,19 @@ enum FormEncoding {
 
     /// The text unchanged where it is legal in a query; any other byte, and `;`, percent-encoded.
     static func sanitizeQueryText(_ text: Substring) -> String {
-        let bytes = Array(text.utf8)
+        withBytes(text) { sanitizeQueryText($0) }
+    }
+
+    /// The UTF-8 of `text`, borrowed when it is contiguous (a native string), else copied.
+    static func withBytes<Result>(_ text: Substring, _ body: (UnsafeBufferPointer<UInt8>) -> Result) -> Result {
+        if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
+        return Array(text.utf8).withUnsafeBufferPointer(body)
+    }
+
+    /// ``sanitizeQueryText(_:)-(Substring)`` on bytes.
+    static func sanitizeQueryText(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        // Nearly every pair is already clean: then it is returned as it is.
+        if bytes.allSatisfy({ isQuerySafe($0) && $0 != UInt8(ascii: ";") }) { return String(decoding: bytes, as: UTF8.self) }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var index = 0
@@ -240,9 +333,13 @@ enum FormEncoding {
     /// Form-decodes `text`: `+` is a space (unless `plusIsSpace` is false), `%XX` a byte. A malformed `%`
     /// stays literal; bytes that are not valid UTF-8 leave the text as written.
     static func decode(_ text: Substring, plusIsSpace: Bool = true) -> String {
-        let bytes = Array(text.utf8)
+        withBytes(text) { decode($0, plusIsSpace: plusIsSpace) }
+    }
+
+    /// ``decode(_:plusIsSpace:)-(Substring,_)`` on bytes (valid UTF-8, as cut from a `String` at ASCII bytes).
+    static func decode(_ bytes: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool) -> String {
         guard bytes.contains(where: { $0 == UInt8(ascii: "%") || (plusIsSpace && $0 == UInt8(ascii: "+")) }) else {
-            return String(text)
+            return String(decoding: bytes, as: UTF8.self)
         }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
@@ -257,7 +354,7 @@ enum FormEncoding {
             out.append(plusIsSpace && byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
             index += 1
         }
-        return String(validating: out, as: UTF8.self) ?? String(text)
+        return String(validating: out, as: UTF8.self) ?? String(decoding: bytes, as: UTF8.self)
     }
 
     static func hexValue(_ byte: UInt8) -> UInt8 {

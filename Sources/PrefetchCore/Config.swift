@@ -14,11 +14,11 @@ public struct PrefetchConfig: Sendable {
     /// The page index built from ``pages``.
     public let matcher: PageMatcher
 
-    init(name: String, version: String, pages: [PageEntry]) {
+    init(name: String, version: String, pages: [PageEntry], exactKeys: [PageKey?]? = nil) {
         self.name = name
         self.version = version
         self.pages = pages
-        self.matcher = PageMatcher(pages: pages)
+        self.matcher = PageMatcher(pages: pages, exactKeys: exactKeys)
     }
 
     /// Every interface name in the config (bounded: used as a metric label).

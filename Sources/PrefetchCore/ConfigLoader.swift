@@ -109,12 +109,12 @@ struct Validator {
     var problems: [ConfigProblem] = []
     var warnings: [ConfigProblem] = []
 
-    static let envelopeKeys: Set<String> = ["code", "data", "msg", "message"]
-    static let dataKeys: Set<String> = ["name", "version", "config"]
-    static let pageKeys: Set<String> = ["url", "interfaces"]
-    static let interfaceKeys: Set<String> = [
-        "api", "method", "urlParam", "bodyParam", "body", "name", "ttl", "timeout", "headers", "params", "bodyType", "credentials",
-    ]
+    // The known keys are short arrays: membership by comparing short strings (a word or two each) is cheaper than
+    // hashing every member name of every object.
+    static let envelopeKeys: [String] = ["code", "data", "msg", "message"]
+    static let dataKeys: [String] = ["name", "version", "config"]
+    // A page's keys (`url`, `interfaces`) and an interface's are dispatched by `switch` in one pass: see
+    // `validatePage` and ``InterfaceFields``.
     /// Headers a config may not set: the transport owns them, or they carry the page's credentials.
     static let forbiddenHeaders: Set<String> = [
         "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
@@ -124,51 +124,56 @@ struct Validator {
     mutating func problem(_ path: String, _ message: String) { problems.append(ConfigProblem(path: path, message: message)) }
     mutating func warning(_ path: String, _ message: String) { warnings.append(ConfigProblem(path: path, message: message)) }
 
-    mutating func object(_ value: JSONValue?, _ path: String, required: Bool = true) -> JSONObject? {
+    // The helpers below take the JSON path as an autoclosure: it is only rendered when a problem names it, so a
+    // valid config builds none of the tens of thousands of path strings it would otherwise throw away.
+
+    mutating func object(_ value: JSONValue?, _ path: @autoclosure () -> String, required: Bool = true) -> JSONObject? {
         switch value {
         case .object(let object): return object
-        case nil: if required { problem(path, "is missing") }; return nil
-        case .some(let other): problem(path, "must be an object, got \(other.kindName)"); return nil
+        case nil: if required { problem(path(), "is missing") }; return nil
+        case .some(let other): problem(path(), "must be an object, got \(other.kindName)"); return nil
         }
     }
 
-    mutating func string(_ value: JSONValue?, _ path: String, required: Bool = true) -> String? {
+    mutating func string(_ value: JSONValue?, _ path: @autoclosure () -> String, required: Bool = true) -> String? {
         switch value {
         case .string(let text): return text
-        case nil: if required { problem(path, "is missing") }; return nil
-        case .some(let other): problem(path, "must be a string, got \(other.kindName)"); return nil
+        case nil: if required { problem(path(), "is missing") }; return nil
+        case .some(let other): problem(path(), "must be a string, got \(other.kindName)"); return nil
         }
     }
 
-    mutating func bool(_ value: JSONValue?, _ path: String) -> Bool {
+    mutating func bool(_ value: JSONValue?, _ path: @autoclosure () -> String) -> Bool {
         switch value {
         case .bool(let flag): return flag
         case nil: return false
-        case .some(let other): problem(path, "must be true or false, got \(other.kindName)"); return false
+        case .some(let other): problem(path(), "must be true or false, got \(other.kindName)"); return false
         }
     }
 
-    mutating func integer(_ value: JSONValue?, _ path: String, default fallback: Int, range: ClosedRange<Int>, unit: String) -> Int {
+    mutating func integer(_ value: JSONValue?, _ path: @autoclosure () -> String, default fallback: Int, range: ClosedRange<Int>, unit: String) -> Int {
         switch value {
         case nil: return fallback
         case .number(let literal):
             guard let number = Int(literal) else {
-                problem(path, "must be a whole number of \(unit), got \(literal)")
+                problem(path(), "must be a whole number of \(unit), got \(literal)")
                 return fallback
             }
             guard range.contains(number) else {
-                problem(path, "must be between \(range.lowerBound) and \(range.upperBound) \(unit), got \(number)")
+                problem(path(), "must be between \(range.lowerBound) and \(range.upperBound) \(unit), got \(number)")
                 return fallback
             }
             return number
         case .some(let other):
-            problem(path, "must be a number of \(unit), got \(other.kindName)")
+            problem(path(), "must be a number of \(unit), got \(other.kindName)")
             return fallback
         }
     }
 
-    mutating func unknownKeys(_ object: JSONObject, known: Set<String>, _ path: String) {
-        for name in object.names where !known.contains(name) {
+    mutating func unknownKeys(_ object: JSONObject, known: [String], _ path: @autoclosure () -> String) {
+        for member in object.members where !known.contains(member.name) {
+            let name = member.name
+            let path = path()
             warning(path.isEmpty ? name : "\(path).\(name)", "unknown key, ignored")
         }
     }
@@ -196,45 +201,61 @@ struct Validator {
         case .some(let other): problem("data.version", "must be a non-empty string, got \(other.kindName == "a string" ? "an empty string" : other.kindName)")
         }
         var pages: [PageEntry] = []
+        // The exact pages' keys, computed once here for the duplicate check and handed to the matcher.
+        var exactKeys: [PageKey?] = []
         switch data["config"] {
         case .array(let entries):
             if entries.isEmpty { warning("data.config", "is empty: no page will be prefetched") }
-            var seen: [String: Int] = [:]
+            var seen: [PageKey: Int] = [:]
+            seen.reserveCapacity(entries.count)
+            pages.reserveCapacity(entries.count)
+            exactKeys.reserveCapacity(entries.count)
             for (index, entry) in entries.enumerated() {
-                let path = "data.config[\(index)]"
+                let path = ConfigPath(page: index)
                 guard let page = validatePage(entry, index: index, path: path) else { continue }
-                let key = page.pattern.map { Self.patternKey(origin: page.parsedURL.origin, $0) } ?? PageMatcher.exactKey(page.parsedURL)
+                let key = page.pattern.map { Self.patternKey(page.parsedURL, $0) } ?? PageMatcher.exactKey(page.parsedURL)
                 if let first = seen[key] {
                     problem("\(path).url", "\"\(page.url)\" duplicates data.config[\(first)].url (\"\(pages.first { $0.index == first }!.url)\")")
                     continue
                 }
                 seen[key] = index
                 pages.append(page)
+                exactKeys.append(page.pattern == nil ? key : nil)
             }
         case nil: problem("data.config", "is missing")
         case .some(let other): problem("data.config", "must be an array of pages, got \(other.kindName)")
         }
         guard problems.isEmpty else { return nil }
-        return PrefetchConfig(name: name, version: version, pages: pages)
+        return PrefetchConfig(name: name, version: version, pages: pages, exactKeys: exactKeys)
     }
 
     /// Patterns that differ only in capture names are the same page shape.
-    static func patternKey(origin: String, _ pattern: PathPattern) -> String {
-        origin + "/" + pattern.segments.map { segment -> String in
+    /// (No exact path contains `{` or `}`: such a segment is a pattern or an error, so the keys never collide.)
+    static func patternKey(_ url: HTTPURL, _ pattern: PathPattern) -> PageKey {
+        PageKey(url, "/" + pattern.segments.map { segment -> String in
             switch segment {
             case .literal(let text): text
             case .wildcard: "{}"
             case .capture(_, let prefix, let suffix): "\(prefix){}\(suffix)"
             }
-        }.joined(separator: "/")
+        }.joined(separator: "/"))
     }
 
-    mutating func validatePage(_ value: JSONValue, index: Int, path: String) -> PageEntry? {
-        guard let page = object(value, path) else { return nil }
-        unknownKeys(page, known: Self.pageKeys, path)
+    mutating func validatePage(_ value: JSONValue, index: Int, path: ConfigPath) -> PageEntry? {
+        guard let page = object(value, "\(path)") else { return nil }
+        var urlValue: JSONValue?
+        var interfacesValue: JSONValue?
+        // One pass over the members (`unknownKeys` order: unknown keys are reported as they come).
+        for member in page.members {
+            switch member.name {
+            case "url": urlValue = member.value
+            case "interfaces": interfacesValue = member.value
+            default: warning("\(path).\(member.name)", "unknown key, ignored")
+            }
+        }
         var parsed: HTTPURL?
         var pattern: PathPattern?
-        let url = string(page["url"], "\(path).url")
+        let url = string(urlValue, "\(path).url")
         if let url {
             do {
                 let candidate = try HTTPURL(parsing: url)
@@ -252,39 +273,44 @@ struct Validator {
             }
         }
         var interfaces: [Interface] = []
-        switch page["interfaces"] {
+        switch interfacesValue {
         case .array(let items):
             if items.isEmpty { warning("\(path).interfaces", "is empty: nothing will be prefetched for this page") }
-            var usedNames: Set<String> = []
-            var pending: [(Interface, explicit: Bool, path: String)] = []
+            var usedNames = SmallSet<String>()
+            // Built in place (an `Interface` is large: moving it beats copying it through tuples).
+            interfaces.reserveCapacity(items.count)
+            var explicit: [Bool] = []
+            var paths: [ConfigPath] = []
             for (position, item) in items.enumerated() {
-                let itemPath = "\(path).interfaces[\(position)]"
-                if let (interface, explicit) = validateInterface(item, path: itemPath) {
-                    pending.append((interface, explicit, itemPath))
+                let itemPath = ConfigPath(page: index, interface: position)
+                if let (interface, isExplicit) = validateInterface(item, path: itemPath) {
+                    interfaces.append(interface)
+                    explicit.append(isExplicit)
+                    paths.append(itemPath)
                 }
             }
             // Explicit names first, so a derived name never takes one the author chose.
-            for entry in pending where entry.explicit {
-                if !usedNames.insert(entry.0.name).inserted {
-                    problem("\(entry.path).name", "\"\(entry.0.name)\" is used by another interface of this page")
+            for position in interfaces.indices where explicit[position] {
+                if !usedNames.insert(interfaces[position].name) {
+                    problem("\(paths[position]).name", "\"\(interfaces[position].name)\" is used by another interface of this page")
                 }
             }
-            var apiMethods: Set<String> = []
-            for var entry in pending {
-                if !entry.explicit {
-                    var candidate = entry.0.name
+            var apiMethods = SmallSet<MethodAndAPI>()
+            for position in interfaces.indices {
+                if !explicit[position] {
+                    let derived = interfaces[position].name
+                    var candidate = derived
                     var suffix = 2
                     while usedNames.contains(candidate) {
-                        candidate = "\(entry.0.name)-\(suffix)"
+                        candidate = "\(derived)-\(suffix)"
                         suffix += 1
                     }
-                    usedNames.insert(candidate)
-                    entry.0.name = candidate
+                    _ = usedNames.insert(candidate)
+                    interfaces[position].name = candidate
                 }
-                if !apiMethods.insert("\(entry.0.method.rawValue) \(entry.0.api)").inserted {
-                    warning(entry.path, "another interface of this page has the same method and api; select it by name in data requests")
+                if !apiMethods.insert(MethodAndAPI(method: interfaces[position].method, api: interfaces[position].api)) {
+                    warning("\(paths[position])", "another interface of this page has the same method and api; select it by name in data requests")
                 }
-                interfaces.append(entry.0)
             }
         case nil: problem("\(path).interfaces", "is missing")
         case .some(let other): problem("\(path).interfaces", "must be an array, got \(other.kindName)")
@@ -293,30 +319,30 @@ struct Validator {
         return PageEntry(url: url, parsedURL: parsed, pattern: pattern, interfaces: interfaces, index: index)
     }
 
-    mutating func validateInterface(_ value: JSONValue, path: String) -> (Interface, explicit: Bool)? {
-        guard let item = object(value, path) else { return nil }
-        unknownKeys(item, known: Self.interfaceKeys, path)
+    mutating func validateInterface(_ value: JSONValue, path: ConfigPath) -> (Interface, explicit: Bool)? {
+        guard let item = object(value, "\(path)") else { return nil }
+        let fields = InterfaceFields(item) { name in warning("\(path).\(name)", "unknown key, ignored") }
         let problemCount = problems.count
 
-        let api = string(item["api"], "\(path).api")
+        let api = string(fields.api, "\(path).api")
         var apiURL: HTTPURL?
         if let api {
             do { apiURL = try HTTPURL(parsing: api) } catch { problem("\(path).api", "\"\(api)\" is not an absolute http(s) URL: \(error.message)") }
         }
         var method: HTTPMethod?
-        if let text = string(item["method"], "\(path).method") {
-            method = HTTPMethod(rawValue: text.uppercased())
+        if let text = string(fields.method, "\(path).method") {
+            method = HTTPMethod(rawValue: text) ?? HTTPMethod(rawValue: text.uppercased())
             if method == nil {
                 let supported = HTTPMethod.allCases.map(\.rawValue).joined(separator: ", ")
                 problem("\(path).method", "\(JSONValue.string(text).jsonText) is not a supported method (\(supported))")
             }
         }
-        let urlParam = bool(item["urlParam"], "\(path).urlParam")
-        let bodyParam = bool(item["bodyParam"], "\(path).bodyParam")
-        let body = object(item["body"], "\(path).body", required: false) ?? JSONObject()
+        let urlParam = bool(fields.urlParam, "\(path).urlParam")
+        let bodyParam = bool(fields.bodyParam, "\(path).bodyParam")
+        let body = object(fields.body, "\(path).body", required: false) ?? JSONObject()
 
         var bodyType = BodyType.json
-        if let text = string(item["bodyType"], "\(path).bodyType", required: false) {
+        if let text = string(fields.bodyType, "\(path).bodyType", required: false) {
             if let type = BodyType(rawValue: text) { bodyType = type } else { problem("\(path).bodyType", "\"\(text)\" is not json or form") }
         }
         if bodyType == .form || method == .GET || method == .DELETE {
@@ -333,18 +359,18 @@ struct Validator {
         }
 
         var credentials = CredentialsMode.sameSite
-        if let text = string(item["credentials"], "\(path).credentials", required: false) {
+        if let text = string(fields.credentials, "\(path).credentials", required: false) {
             if let mode = CredentialsMode(rawValue: text) {
                 credentials = mode
             } else {
                 problem("\(path).credentials", "\"\(text)\" is not same-site, omit or include")
             }
         }
-        let ttl = integer(item["ttl"], "\(path).ttl", default: Interface.Defaults.ttlSeconds, range: 1...86_400, unit: "seconds")
-        let timeout = integer(item["timeout"], "\(path).timeout", default: Interface.Defaults.timeoutMilliseconds, range: 1...60_000, unit: "milliseconds")
+        let ttl = integer(fields.ttl, "\(path).ttl", default: Interface.Defaults.ttlSeconds, range: 1...86_400, unit: "seconds")
+        let timeout = integer(fields.timeout, "\(path).timeout", default: Interface.Defaults.timeoutMilliseconds, range: 1...60_000, unit: "milliseconds")
 
         var headers: [(name: String, value: String)] = []
-        if let object = object(item["headers"], "\(path).headers", required: false) {
+        if let object = object(fields.headers, "\(path).headers", required: false) {
             for member in object.members {
                 let headerPath = "\(path).headers.\(member.name)"
                 guard case .string(let value) = member.value else {
@@ -364,7 +390,7 @@ struct Validator {
         }
 
         var params: Set<String>?
-        switch item["params"] {
+        switch fields.params {
         case nil: break
         case .array(let names):
             var set: Set<String> = []
@@ -377,7 +403,7 @@ struct Validator {
 
         var name: String
         var explicit = false
-        if let given = string(item["name"], "\(path).name", required: false) {
+        if let given = string(fields.name, "\(path).name", required: false) {
             name = given
             explicit = true
             if !Self.isValidName(given) {
@@ -390,7 +416,7 @@ struct Validator {
         guard problems.count == problemCount, let api, let apiURL, let method else { return nil }
         let interface = Interface(
             name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam, body: body,
-            hasBody: item["body"] != nil, ttlSeconds: ttl, timeoutMilliseconds: timeout, headers: headers, params: params,
+            hasBody: fields.body != nil, ttlSeconds: ttl, timeoutMilliseconds: timeout, headers: headers, params: params,
             bodyType: bodyType, credentials: credentials
         )
         return (interface, explicit)
@@ -403,18 +429,82 @@ struct Validator {
         }
     }
 
+    /// 1-64 bytes of ASCII letters, digits, `.`, `_`, `-`, the first a letter or digit.
     static func isValidName(_ name: String) -> Bool {
-        guard let first = name.unicodeScalars.first, name.utf8.count <= 64 else { return false }
-        let allowed = { (scalar: Unicode.Scalar) -> Bool in
-            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "." || scalar == "_" || scalar == "-")
-        }
-        return allowed(first) && first != "." && first != "-" && first != "_" && name.unicodeScalars.allSatisfy(allowed)
+        let utf8 = name.utf8
+        guard let first = utf8.first, utf8.count <= 64, ByteText.isASCIILetter(first) || ByteText.isDigit(first) else { return false }
+        return utf8.allSatisfy(isNameByte)
+    }
+
+    /// A byte of a derived name: itself when allowed in a name, else `_`.
+    @inline(__always)
+    static func mapped(_ byte: UInt8) -> UInt8 { isNameByte(byte) ? byte : UInt8(ascii: "_") }
+
+    @inline(__always)
+    static func isNameByte(_ byte: UInt8) -> Bool {
+        ByteText.isASCIILetter(byte) || ByteText.isDigit(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
     }
 
     /// The last two path segments of the api, the extension dropped: `/topic/v1/ding/sinkList.json` is
     /// `ding.sinkList`. Characters outside the name alphabet become `_`.
+    ///
+    /// An ASCII path is read backwards on bytes (two segment ranges, one output buffer); a non-ASCII one takes
+    /// ``derivedNameFromCharacters(_:)``, where a non-ASCII scalar becomes one `_`.
     static func derivedName(from api: HTTPURL) -> String {
-        var segments = api.path.split(separator: "/").map(String.init)
+        var path = api.path
+        let onBytes = path.withUTF8 { bytes -> String? in
+            let text = ByteText(bytes)
+            guard text.isASCII(0..<bytes.count) else { return nil }
+            var last: Range<Int>?
+            var previous: Range<Int>?
+            var segmentEnd = bytes.count
+            var offset = bytes.count
+            while offset > 0 && previous == nil {
+                offset -= 1
+                guard bytes[offset] == UInt8(ascii: "/") else { continue }
+                if segmentEnd > offset + 1 {
+                    if last == nil { last = (offset + 1)..<segmentEnd } else { previous = (offset + 1)..<segmentEnd }
+                }
+                segmentEnd = offset
+            }
+            if previous == nil && offset == 0 && segmentEnd > 0 && bytes[0] != UInt8(ascii: "/") {
+                if last == nil { last = 0..<segmentEnd } else { previous = 0..<segmentEnd }
+            }
+            if let range = last, let dot = text.lastIndex(of: UInt8(ascii: "."), in: range), dot != range.lowerBound {
+                last = range.lowerBound..<dot
+            }
+            // Leading `.`, `-` and `_` are dropped (after the mapping, which keeps them), then at most 64 bytes are kept,
+            // written straight into the `String`.
+            var skip = 0
+            let total = (previous.map { $0.count + 1 } ?? 0) + (last?.count ?? 0)
+            func byte(at position: Int) -> UInt8 {
+                // The name's bytes as if joined: `previous`, `.`, `last`, each mapped.
+                var position = position
+                if let previous {
+                    if position < previous.count { return mapped(bytes[previous.lowerBound + position]) }
+                    if position == previous.count { return UInt8(ascii: ".") }
+                    position -= previous.count + 1
+                }
+                return mapped(bytes[last!.lowerBound + position])
+            }
+            while skip < total {
+                let leading = byte(at: skip)
+                guard leading == UInt8(ascii: ".") || leading == UInt8(ascii: "-") || leading == UInt8(ascii: "_") else { break }
+                skip += 1
+            }
+            if skip == total { return "root" }
+            let count = min(total - skip, 64)
+            return String(unsafeUninitializedCapacity: count) { out in
+                for offset in 0..<count { out[offset] = byte(at: skip + offset) }
+                return count
+            }
+        }
+        return onBytes ?? derivedNameFromCharacters(api.path)
+    }
+
+    /// ``derivedName(from:)`` by `Character`s and scalars, for a path with a non-ASCII byte.
+    static func derivedNameFromCharacters(_ path: String) -> String {
+        var segments = path.split(separator: "/").map(String.init)
         if let last = segments.last, let dot = last.lastIndex(of: "."), dot != last.startIndex {
             segments[segments.count - 1] = String(last[..<dot])
         }
@@ -426,4 +516,72 @@ struct Validator {
         if name.isEmpty { name = "root" }
         return String(name.prefix(64))
     }
+}
+
+/// Where in `data.config` a page or interface is, rendered as `data.config[1].interfaces[0]` only when a problem or
+/// warning names it.
+struct ConfigPath: CustomStringConvertible {
+    var page: Int
+    var interface: Int?
+
+    var description: String {
+        if let interface { return "data.config[\(page)].interfaces[\(interface)]" }
+        return "data.config[\(page)]"
+    }
+}
+
+/// An interface object's members by key, gathered in one pass instead of one search per key; unknown keys go to
+/// `unknown` in member order, as ``Validator/unknownKeys(_:known:_:)`` reports them.
+struct InterfaceFields {
+    var api, method, urlParam, bodyParam, body, name, ttl, timeout, headers, params, bodyType, credentials: JSONValue?
+
+    init(_ object: JSONObject, unknown: (String) -> Void) {
+        for member in object.members {
+            switch member.name {
+            case "api": api = member.value
+            case "method": method = member.value
+            case "urlParam": urlParam = member.value
+            case "bodyParam": bodyParam = member.value
+            case "body": body = member.value
+            case "name": name = member.value
+            case "ttl": ttl = member.value
+            case "timeout": timeout = member.value
+            case "headers": headers = member.value
+            case "params": params = member.value
+            case "bodyType": bodyType = member.value
+            case "credentials": credentials = member.value
+            default: unknown(member.name)
+            }
+        }
+    }
+}
+
+/// A set that stays a plain array while small: a page has a few interfaces, and allocating and hashing a `Set` per
+/// page cost more than comparing a few strings. Past 16 elements it becomes a `Set`.
+struct SmallSet<Element: Hashable> {
+    private var few: [Element] = []
+    private var many: Set<Element>?
+
+    func contains(_ element: Element) -> Bool {
+        if let many { return many.contains(element) }
+        return few.contains(element)
+    }
+
+    /// Inserts `element`; `false` when it was already there.
+    mutating func insert(_ element: Element) -> Bool {
+        if many != nil { return many!.insert(element).inserted }
+        if few.contains(element) { return false }
+        few.append(element)
+        if few.count > 16 {
+            many = Set(few)
+            few = []
+        }
+        return true
+    }
+}
+
+/// A page's interface identified by method and api, for the same-request warning.
+struct MethodAndAPI: Hashable {
+    var method: HTTPMethod
+    var api: String
 }

@@ -30,15 +30,147 @@ public struct HTTPURL: Sendable, Hashable {
     public static let maximumLength = 96 * 1024
 
     /// Parses `text`, or throws a message saying what is wrong with it.
+    ///
+    /// Works on the UTF-8 bytes: the length and control-character checks scan them once and, when every byte is
+    /// ASCII (nearly every URL: browsers and config authors percent-encode the rest), the whole parse is byte
+    /// comparisons and slices, one pass with no `Character` work. Text with a non-ASCII byte takes
+    /// ``init(parsingCharacters:)``, which keeps the `Character` semantics of the original parser (a `/` followed
+    /// by a combining mark is not a delimiter; hosts accept any alphabetic scalar), so the accepted set is the same.
     public init(parsing text: String) throws(URLProblem) {
-        let bytes = Array(text.utf8)
-        if bytes.isEmpty { throw URLProblem("is empty") }
-        if bytes.count > Self.maximumLength {
-            throw URLProblem("is \(bytes.count) bytes long; the limit is \(Self.maximumLength)")
+        var text = text
+        let outcome = text.withUTF8 { bytes in Self.parseBytes(bytes) }
+        switch outcome {
+        case .parsed(let url): self = url
+        case .failed(let problem): throw problem
+        case .notASCII: try self.init(parsingCharacters: text)
         }
-        if let bad = bytes.firstIndex(where: { $0 < 0x20 || $0 == 0x7F }) {
-            throw URLProblem("contains a control character (byte \(bytes[bad])) at offset \(bad)")
+    }
+
+    /// What the byte parser concluded.
+    private enum ByteOutcome {
+        case parsed(HTTPURL)
+        case failed(URLProblem)
+        /// Well-formed so far (length, no control character) but not ASCII: the `Character` parser decides.
+        case notASCII
+    }
+
+    private init(scheme: String, host: String, port: Int?, path: String, query: String?, fragment: String?) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.path = path
+        self.query = query
+        self.fragment = fragment
+    }
+
+    /// The byte parser: the same checks in the same order as the `Character` parser, on ASCII input.
+    private static func parseBytes(_ bytes: UnsafeBufferPointer<UInt8>) -> ByteOutcome {
+        if bytes.isEmpty { return .failed(URLProblem("is empty")) }
+        if bytes.count > maximumLength {
+            return .failed(URLProblem("is \(bytes.count) bytes long; the limit is \(maximumLength)"))
         }
+        var ascii = true
+        for offset in 0..<bytes.count {
+            let byte = bytes[offset]
+            if byte < 0x20 || byte == 0x7F {
+                return .failed(URLProblem("contains a control character (byte \(byte)) at offset \(offset)"))
+            }
+            if byte >= 0x80 { ascii = false }
+        }
+        guard ascii else { return .notASCII }
+        let text = ByteText(bytes)
+        let colonOffset = text.firstIndex(of: UInt8(ascii: ":"), in: 0..<bytes.count)
+        guard let colon = colonOffset, colon + 3 <= bytes.count, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else {
+            return .failed(URLProblem("is not an absolute http(s) URL (no \"://\")"))
+        }
+        let scheme: String
+        if text.equalsIgnoringASCIICase(0..<colon, "http") {
+            scheme = "http"
+        } else if text.equalsIgnoringASCIICase(0..<colon, "https") {
+            scheme = "https"
+        } else {
+            return .failed(URLProblem("has scheme \"\(text.string(0..<colon))\"; only http and https are supported"))
+        }
+        let restStart = colon + 3
+        var authorityEnd = restStart
+        while authorityEnd < bytes.count {
+            let byte = bytes[authorityEnd]
+            if byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") || byte == UInt8(ascii: "\\") { break }
+            authorityEnd += 1
+        }
+        let authority = restStart..<authorityEnd
+        if authorityEnd < bytes.count && bytes[authorityEnd] == UInt8(ascii: "\\") { return .failed(URLProblem("has a backslash after the host")) }
+        if text.firstIndex(of: UInt8(ascii: "@"), in: authority) != nil {
+            return .failed(URLProblem("carries credentials (user@host), which are not accepted"))
+        }
+        if authority.isEmpty { return .failed(URLProblem("has no host")) }
+
+        let host: Range<Int>
+        var portText: Range<Int>?
+        let bracketed = bytes[authority.lowerBound] == UInt8(ascii: "[")
+        if bracketed {
+            guard let close = text.firstIndex(of: UInt8(ascii: "]"), in: authority) else {
+                return .failed(URLProblem("has an unterminated IPv6 address"))
+            }
+            host = authority.lowerBound..<(close + 1)
+            if close + 1 < authority.upperBound {
+                guard bytes[close + 1] == UInt8(ascii: ":") else { return .failed(URLProblem("has junk after the IPv6 address")) }
+                portText = (close + 2)..<authority.upperBound
+            }
+            let inner = (host.lowerBound + 1)..<(host.upperBound - 1)
+            if inner.isEmpty || !inner.allSatisfy({ ByteText.isIPv6Byte(bytes[$0]) }) {
+                return .failed(URLProblem("has an invalid IPv6 address \"\(text.string(host))\""))
+            }
+        } else if let colon = text.lastIndex(of: UInt8(ascii: ":"), in: authority) {
+            host = authority.lowerBound..<colon
+            portText = (colon + 1)..<authority.upperBound
+        } else {
+            host = authority
+        }
+        if host.isEmpty { return .failed(URLProblem("has no host")) }
+        if !bracketed {
+            for offset in host where !ByteText.isHostByte(bytes[offset]) {
+                return .failed(URLProblem("has an invalid character \"\(Character(Unicode.Scalar(bytes[offset])))\" in its host"))
+            }
+            if bytes[host.lowerBound] == UInt8(ascii: ".") || text.containsDoubleDot(host) {
+                return .failed(URLProblem("has an invalid host \"\(text.string(host))\""))
+            }
+        }
+        var port: Int?
+        if let portText {
+            guard let value = ByteText.portValue(bytes, portText) else {
+                return .failed(URLProblem("has an invalid port \"\(text.string(portText))\""))
+            }
+            port = value
+        }
+        if port == (scheme == "https" ? 443 : 80) { port = nil }
+
+        var pathEnd = bytes.count
+        var fragment: String?
+        if let hash = text.firstIndex(of: UInt8(ascii: "#"), in: authorityEnd..<bytes.count) {
+            fragment = text.string((hash + 1)..<bytes.count)
+            pathEnd = hash
+        }
+        var query: String?
+        if let question = text.firstIndex(of: UInt8(ascii: "?"), in: authorityEnd..<pathEnd) {
+            query = text.string((question + 1)..<pathEnd)
+            pathEnd = question
+        }
+        return .parsed(HTTPURL(
+            scheme: scheme,
+            host: text.lowercasedString(host),
+            port: port,
+            path: authorityEnd == pathEnd ? "/" : text.string(authorityEnd..<pathEnd),
+            query: query,
+            fragment: fragment
+        ))
+    }
+
+    /// The original `Character`-level parser, for text with a non-ASCII byte (after the byte checks passed).
+    ///
+    /// Kept because grapheme clustering decides what a delimiter is there (`/` followed by U+0301 is one
+    /// `Character`, not a `/`), and hosts accept any alphabetic scalar.
+    init(parsingCharacters text: String) throws(URLProblem) {
         guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else {
             throw URLProblem("is not an absolute http(s) URL (no \"://\")")
         }
@@ -123,6 +255,10 @@ public struct URLProblem: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 /// Path handling shared by the matcher and the config loader.
+///
+/// ASCII paths (the page URLs a browser sends, every path in a generated config) are segmented on bytes into
+/// offset ranges; a path with a non-ASCII byte is split as `Character`s, as it always was, because a `/`
+/// followed by a combining mark is not a separator there.
 enum PathRules {
     /// The segments of a path after removing dot segments (RFC 3986 §5.2.4), as a browser resolves them,
     /// and ignoring one trailing slash: `/a/b/` and `/a/b` are the same page; `/` stays the root.
@@ -142,6 +278,87 @@ enum PathRules {
 
     /// The canonical path used as a lookup key.
     static func canonical(_ path: String) -> String {
-        "/" + segments(of: path).joined(separator: "/")
+        var path = path
+        let onBytes = path.withUTF8 { bytes -> String?? in
+            let text = ByteText(bytes)
+            guard text.isASCII(0..<bytes.count) else { return .none }
+            var ranges: [Range<Int>] = []
+            segmentRanges(text, into: &ranges)
+            return .some(canonical(text, ranges))
+        }
+        switch onBytes {
+        case .some(.some(let built)): return built
+        case .some(.none): return path
+        case .none: return "/" + segments(of: path).joined(separator: "/")
+        }
+    }
+
+    /// ``segments(of:)`` for an ASCII path, as offset ranges into `text` (`output` is replaced).
+    static func segmentRanges(_ text: ByteText, into output: inout [Range<Int>]) {
+        output.removeAll(keepingCapacity: true)
+        let count = text.bytes.count
+        // `split` then `dropFirst`: whatever precedes the first `/` is not a segment.
+        guard let firstSlash = text.firstIndex(of: UInt8(ascii: "/"), in: 0..<count) else { return }
+        var start = firstSlash + 1
+        while true {
+            let end = text.firstIndex(of: UInt8(ascii: "/"), in: start..<count) ?? count
+            let piece = start..<end
+            switch dotSegment(text, piece) {
+            case 1: break
+            case 2: if !output.isEmpty { output.removeLast() }
+            default: output.append(piece)
+            }
+            if end == count { break }
+            start = end + 1
+        }
+        if let last = output.last, last.isEmpty { output.removeLast() }
+    }
+
+    /// 1 for a `.` segment, 2 for a `..` segment (in the spellings ``segments(of:)`` lists), else 0.
+    @inline(__always)
+    static func dotSegment(_ text: ByteText, _ piece: Range<Int>) -> Int {
+        switch piece.count {
+        case 1: return text.equals(piece, ".") ? 1 : 0
+        case 2: return text.equals(piece, "..") ? 2 : 0
+        case 3: return text.equals(piece, "%2e") || text.equals(piece, "%2E") ? 1 : 0
+        case 4:
+            return text.equals(piece, ".%2e") || text.equals(piece, ".%2E") || text.equals(piece, "%2e.") || text.equals(piece, "%2E.") ? 2 : 0
+        case 6: return text.equals(piece, "%2e%2e") || text.equals(piece, "%2E%2E") ? 2 : 0
+        default: return 0
+        }
+    }
+
+    /// `"/" + segments joined by "/"`, or `nil` when that is exactly the path already (no copy needed).
+    static func canonical(_ text: ByteText, _ ranges: [Range<Int>]) -> String? {
+        let count = text.bytes.count
+        if count > 0 && text.bytes[0] == UInt8(ascii: "/") {
+            if ranges.isEmpty {
+                if count == 1 { return nil }
+            } else if ranges[0].lowerBound == 1 && ranges[ranges.count - 1].upperBound == count {
+                var contiguous = true
+                for position in 1..<ranges.count where ranges[position].lowerBound != ranges[position - 1].upperBound + 1 {
+                    contiguous = false
+                    break
+                }
+                if contiguous { return nil }
+            }
+        }
+        let length = ranges.reduce(0) { $0 + $1.count + 1 } + (ranges.isEmpty ? 1 : 0)
+        return String(unsafeUninitializedCapacity: length) { out in
+            var written = 0
+            if ranges.isEmpty {
+                out[0] = UInt8(ascii: "/")
+                return 1
+            }
+            for range in ranges {
+                out[written] = UInt8(ascii: "/")
+                written += 1
+                for offset in range {
+                    out[written] = text.bytes[offset]
+                    written += 1
+                }
+            }
+            return written
+        }
     }
 }

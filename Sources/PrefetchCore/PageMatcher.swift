@@ -16,45 +16,114 @@
 ///
 /// Exact lookups are one hash lookup; patterns are bucketed by origin and segment count and kept sorted
 /// by specificity, so the first pattern that matches is the answer.
+///
+/// Lookups run on the page path's UTF-8 bytes: the path is cut into segment offset ranges once, the exact key
+/// reuses the path itself when it is already canonical, and within a bucket the patterns are also indexed by
+/// their first segment's literal, so a page only tries the patterns that can match (in the same order as a
+/// scan of the whole sorted bucket would).
 public struct PageMatcher: Sendable {
-    private var exact: [String: Int] = [:]
-    private var patterns: [String: [Int]] = [:]
+    private var exact: [PageKey: Int] = [:]
+    private var patterns: [BucketKey: Bucket] = [:]
     private let pages: [PageEntry]
 
-    init(pages: [PageEntry]) {
+    /// Patterns of one origin and segment count, in precedence order.
+    struct Bucket: Sendable {
+        /// Page positions, most specific first.
+        var sorted: [Int] = []
+        /// Offsets into `sorted` of the patterns whose first segment is this literal.
+        var byFirstLiteral: [String: [Int]] = [:]
+        /// Offsets into `sorted` of the patterns whose first segment is `*` or a capture.
+        var openFirst: [Int] = []
+    }
+
+    /// - Parameter exactKeys: when given, the key of each exact page (`nil` for a pattern), as the validator already
+    ///   computed them for its duplicate check.
+    init(pages: [PageEntry], exactKeys: [PageKey?]? = nil) {
         self.pages = pages
+        var unsorted: [BucketKey: [Int]] = [:]
+        exact.reserveCapacity(pages.count)
         for (position, page) in pages.enumerated() {
             if let pattern = page.pattern {
-                patterns[Self.bucketKey(origin: page.parsedURL.origin, segmentCount: pattern.segments.count), default: []].append(position)
+                unsorted[BucketKey(page.parsedURL, pattern.segments.count), default: []].append(position)
             } else {
-                exact[Self.exactKey(page.parsedURL)] = position
+                exact[exactKeys?[position] ?? Self.exactKey(page.parsedURL)] = position
             }
         }
-        for key in patterns.keys {
-            patterns[key]!.sort { lhs, rhs in
+        for (key, var members) in unsorted {
+            members.sort { lhs, rhs in
                 let order = pages[lhs].pattern!.specificity(comparedTo: pages[rhs].pattern!)
                 return order == .orderedSame ? lhs < rhs : order == .orderedDescending
             }
+            var bucket = Bucket(sorted: members)
+            for (offset, position) in members.enumerated() {
+                if case .literal(let text)? = pages[position].pattern!.segments.first {
+                    bucket.byFirstLiteral[text, default: []].append(offset)
+                } else {
+                    bucket.openFirst.append(offset)
+                }
+            }
+            patterns[key] = bucket
         }
     }
 
     /// The key under which an exact entry or page URL is looked up.
-    static func exactKey(_ url: HTTPURL) -> String {
-        url.origin + PathRules.canonical(url.path)
-    }
-
-    static func bucketKey(origin: String, segmentCount: Int) -> String {
-        "\(origin)#\(segmentCount)"
+    static func exactKey(_ url: HTTPURL) -> PageKey {
+        PageKey(url, PathRules.canonical(url.path))
     }
 
     /// The entry for `page`, with the values its `{name}` segments captured, or `nil`.
     public func match(_ page: HTTPURL) -> PageMatch? {
+        var path = page.path
+        let onBytes = path.withUTF8 { bytes -> PageMatch?? in
+            let text = ByteText(bytes)
+            guard text.isASCII(0..<bytes.count) else { return .none }
+            var ranges: [Range<Int>] = []
+            ranges.reserveCapacity(8)
+            PathRules.segmentRanges(text, into: &ranges)
+            let canonical = PathRules.canonical(text, ranges) ?? page.path
+            if let position = exact[PageKey(page, canonical)] {
+                return PageMatch(entry: pages[position], captures: [])
+            }
+            guard let bucket = patterns[BucketKey(page, ranges.count)] else { return .some(nil) }
+            let firstLiteral = ranges.isEmpty ? nil : bucket.byFirstLiteral[text.string(ranges[0])]
+            return .some(Self.firstMatch(in: bucket, literal: firstLiteral ?? []) { position in
+                pages[position].pattern!.match(text, ranges)
+            }.map { PageMatch(entry: pages[$0.position], captures: $0.captures) })
+        }
+        if let onBytes { return onBytes }
+        return matchCharacters(page)
+    }
+
+    /// Walks the candidates of `bucket` that can match, in precedence order: the patterns whose first literal is
+    /// the page's first segment merged with those whose first segment is open.
+    private static func firstMatch(
+        in bucket: Bucket, literal: [Int], _ attempt: (Int) -> [(name: String, value: String)]?
+    ) -> (position: Int, captures: [(name: String, value: String)])? {
+        var literalNext = 0
+        var openNext = 0
+        while literalNext < literal.count || openNext < bucket.openFirst.count {
+            let offset: Int
+            if openNext == bucket.openFirst.count || (literalNext < literal.count && literal[literalNext] < bucket.openFirst[openNext]) {
+                offset = literal[literalNext]
+                literalNext += 1
+            } else {
+                offset = bucket.openFirst[openNext]
+                openNext += 1
+            }
+            let position = bucket.sorted[offset]
+            if let captures = attempt(position) { return (position, captures) }
+        }
+        return nil
+    }
+
+    /// The original `Substring` matching, for a path with a non-ASCII byte.
+    private func matchCharacters(_ page: HTTPURL) -> PageMatch? {
         if let position = exact[Self.exactKey(page)] {
             return PageMatch(entry: pages[position], captures: [])
         }
         let segments = PathRules.segments(of: page.path)
-        guard let candidates = patterns[Self.bucketKey(origin: page.origin, segmentCount: segments.count)] else { return nil }
-        for position in candidates {
+        guard let bucket = patterns[BucketKey(page, segments.count)] else { return nil }
+        for position in bucket.sorted {
             if let captures = pages[position].pattern!.match(segments) {
                 return PageMatch(entry: pages[position], captures: captures)
             }
@@ -62,6 +131,34 @@ public struct PageMatcher: Sendable {
         return nil
     }
 }
+
+/// Scheme, host and port: hashing the parts avoids building `origin` strings per lookup.
+struct OriginKey: Hashable, Sendable {
+    var scheme: String
+    var host: String
+    var port: Int?
+
+    init(_ url: HTTPURL) {
+        scheme = url.scheme
+        host = url.host
+        port = url.port
+    }
+}
+
+/// An origin and one more part: the canonical path of an exact page (``PageKey``), or the segment count of a
+/// pattern bucket (``BucketKey``).
+struct OriginKeyed<Detail: Hashable & Sendable>: Hashable, Sendable {
+    var origin: OriginKey
+    var detail: Detail
+
+    init(_ url: HTTPURL, _ detail: Detail) {
+        origin = OriginKey(url)
+        self.detail = detail
+    }
+}
+
+typealias PageKey = OriginKeyed<String>
+typealias BucketKey = OriginKeyed<Int>
 
 /// A matched page: its config entry and the values captured by `{name}` segments, in path order.
 public struct PageMatch: Sendable {
@@ -94,11 +191,63 @@ public struct PathPattern: Sendable, Hashable {
         }
     }
 
-    public var segments: [Segment]
+    public var segments: [Segment] {
+        didSet { isASCII = Self.isASCII(segments) }
+    }
+
+    /// Whether every literal and affix is ASCII: then matching an ASCII page path is byte comparison, which is
+    /// what `Character` comparison amounts to there. Otherwise the `Substring` matcher decides (a non-ASCII
+    /// literal compares by canonical equivalence, as `String` does).
+    private(set) var isASCII: Bool
+
+    init(segments: [Segment]) {
+        self.segments = segments
+        self.isASCII = Self.isASCII(segments)
+    }
+
+    private static func isASCII(_ segments: [Segment]) -> Bool {
+        segments.allSatisfy { segment in
+            switch segment {
+            case .literal(let text): text.utf8.allSatisfy { $0 < 0x80 }
+            case .wildcard: true
+            case .capture(_, let prefix, let suffix): prefix.utf8.allSatisfy { $0 < 0x80 } && suffix.utf8.allSatisfy { $0 < 0x80 }
+            }
+        }
+    }
 
     /// Parses a config path; `nil` when it has no pattern segment. Throws a message for a malformed one.
+    ///
+    /// An ASCII path is checked on bytes first: a path with no `*`, `{` or `}` byte has no pattern segment and
+    /// cannot be malformed, so most config entries (the exact pages) are settled by one scan; the others are cut
+    /// into segments by ``PathRules/segmentRanges(_:into:)``, each checked by the same rules as below.
     static func parse(_ path: String) throws(URLProblem) -> PathPattern? {
-        let raw = PathRules.segments(of: path)
+        var path = path
+        let onBytes = path.withUTF8 { bytes -> Result<PathPattern?, URLProblem>? in
+            let text = ByteText(bytes)
+            var special = false
+            for byte in bytes {
+                if byte >= 0x80 { return nil }
+                if byte == UInt8(ascii: "*") || byte == UInt8(ascii: "{") || byte == UInt8(ascii: "}") { special = true }
+            }
+            if !special { return .success(nil) }
+            var ranges: [Range<Int>] = []
+            PathRules.segmentRanges(text, into: &ranges)
+            return parseSegments(ranges.map { Substring(text.string($0)) })
+        }
+        if let onBytes { return try onBytes.get() }
+        return try parseSegments(PathRules.segments(of: path)).get()
+    }
+
+    /// The pattern rules over a path's segments.
+    private static func parseSegments(_ raw: [Substring]) -> Result<PathPattern?, URLProblem> {
+        do throws(URLProblem) {
+            return .success(try parseSegmentsThrowing(raw))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private static func parseSegmentsThrowing(_ raw: [Substring]) throws(URLProblem) -> PathPattern? {
         var segments: [Segment] = []
         var sawPattern = false
         var names: Set<String> = []
@@ -108,8 +257,10 @@ public struct PathPattern: Sendable, Hashable {
                 sawPattern = true
                 continue
             }
-            let opens = part.filter { $0 == "{" }.count
-            let closes = part.filter { $0 == "}" }.count
+            // Counted on bytes when the segment is ASCII (each byte is then one `Character`).
+            let ascii = part.utf8.allSatisfy { $0 < 0x80 }
+            let opens = ascii ? part.utf8.count(where: { $0 == UInt8(ascii: "{") }) : part.filter { $0 == "{" }.count
+            let closes = ascii ? part.utf8.count(where: { $0 == UInt8(ascii: "}") }) : part.filter { $0 == "}" }.count
             if opens == 0 && closes == 0 {
                 if part.contains("*") { throw URLProblem("has \"*\" inside the segment \"\(part)\"; \"*\" must be a whole segment") }
                 segments.append(.literal(String(part)))
@@ -149,6 +300,36 @@ public struct PathPattern: Sendable, Hashable {
             }
         }
         return captures
+    }
+
+    /// The captures when the ASCII path in `text`, already cut into `path` segment ranges, matches, else `nil`.
+    func match(_ text: ByteText, _ path: [Range<Int>]) -> [(name: String, value: String)]? {
+        guard path.count == segments.count else { return nil }
+        guard isASCII else { return match(path.map { Substring(text.string($0)) }) }
+        var captures: [(name: String, value: String)] = []
+        for (segment, part) in zip(segments, path) {
+            switch segment {
+            case .literal(let literal):
+                if !Self.bytes(text, part, equal: literal) { return nil }
+            case .wildcard:
+                if part.isEmpty { return nil }
+            case .capture(let name, let prefix, let suffix):
+                let prefixCount = prefix.utf8.count
+                let suffixCount = suffix.utf8.count
+                guard part.count > prefixCount + suffixCount,
+                    Self.bytes(text, part.lowerBound..<(part.lowerBound + prefixCount), equal: prefix),
+                    Self.bytes(text, (part.upperBound - suffixCount)..<part.upperBound, equal: suffix)
+                else { return nil }
+                captures.append((name, text.string((part.lowerBound + prefixCount)..<(part.upperBound - suffixCount))))
+            }
+        }
+        return captures
+    }
+
+    @inline(__always)
+    private static func bytes(_ text: ByteText, _ range: Range<Int>, equal literal: String) -> Bool {
+        if let equal = literal.utf8.withContiguousStorageIfAvailable({ text.equals(range, $0) }) { return equal }
+        return literal.utf8.elementsEqual(UnsafeBufferPointer(rebasing: text.bytes[range]))
     }
 
     /// `.orderedDescending` when `self` is more specific than `other`.

@@ -39,9 +39,21 @@ for _ in 0..<5 {
 }
 parseTimes.sort()
 let loaded = config!
+
+// The JSON parse alone (JSONParser builds the tree the validator then reads), to split the load into its stages.
+var jsonTimes: [Double] = []
+for _ in 0..<5 {
+    let start = clock.now
+    let tree = try JSONParser.parse(configBytes)
+    jsonTimes.append(milliseconds(clock.now - start))
+    if case .null = tree { print("unreachable") }
+}
+jsonTimes.sort()
 print("config_bytes \(configBytes.count)")
 print("config_pages \(loaded.pages.count) (\(loaded.pages.filter { $0.pattern != nil }.count) patterns), interfaces \(loaded.interfaceCount)")
 print(String(format: "config_parse_ms best %.1f median %.1f", parseTimes[0], parseTimes[2]))
+print(String(format: "config_parse_mb_per_s best %.1f median %.1f", Double(configBytes.count) / parseTimes[0] / 1000, Double(configBytes.count) / parseTimes[2] / 1000))
+print(String(format: "json_parse_ms best %.1f median %.1f (JSONParser.parse alone, tree built and freed)", jsonTimes[0], jsonTimes[2]))
 
 /// Plans every page of `subset` round-robin for `seconds`; returns plans per second and the requests composed
 /// (so the work cannot be optimised away).
@@ -70,8 +82,32 @@ func measure(_ subset: [String], seconds: Double) -> (perSecond: Double, request
     return (Double(plans) / (milliseconds(elapsed) / 1000), requests, misses)
 }
 
+/// The stages of a plan on their own: parsing the page URL, then also matching it (what is left is composing).
+func measureStages(_ subset: [String], seconds: Double) -> (parse: Double, parseAndMatch: Double) {
+    func perCall(_ body: (String) -> Int) -> Double {
+        var sink = 0
+        var calls = 0
+        let start = clock.now
+        let deadline = Duration.milliseconds(Int64(seconds * 1000))
+        while clock.now - start < deadline {
+            for page in subset { sink &+= body(page) }
+            calls += subset.count
+        }
+        if sink == -1 { print("unreachable") }
+        return milliseconds(clock.now - start) * 1000 / Double(calls)
+    }
+    let parse = perCall { page in (try? HTTPURL(parsing: page))?.path.utf8.count ?? 0 }
+    let parseAndMatch = perCall { page in
+        guard let url = try? HTTPURL(parsing: page) else { return 0 }
+        return loaded.matcher.match(url)?.entry.interfaces.count ?? 0
+    }
+    return (parse, parseAndMatch)
+}
+
 let all = measure(pages.map(\.url), seconds: seconds)
+let stages = measureStages(pages.map(\.url), seconds: seconds / 2)
 print(String(format: "plans_per_second all %.0f (%.2f us per plan)", all.perSecond, 1e6 / all.perSecond))
+print(String(format: "plan_stages_us parse %.2f, parse+match %.2f, whole plan %.2f (all pages)", stages.parse, stages.parseAndMatch, 1e6 / all.perSecond))
 for kind in ["exact", "capture", "star", "miss"] {
     let subset = pages.filter { $0.kind == kind }.map(\.url)
     guard !subset.isEmpty else { continue }
