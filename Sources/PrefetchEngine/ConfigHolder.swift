@@ -14,5 +14,13 @@ public final class ConfigHolder: Sendable {
     public var current: PrefetchConfig? { value.withLock { $0 } }
 
     /// Replaces the config; triggers already running keep the plan they made.
-    public func replace(_ config: PrefetchConfig?) { value.withLock { $0 = config } }
+    public func replace(_ config: PrefetchConfig?) {
+        let previous = value.withLock { current in
+            let previous = current
+            current = config
+            return previous
+        }
+        // Released here, after the lock: a reader never waits for a 10,000-page config's teardown.
+        _ = previous
+    }
 }
