@@ -108,7 +108,7 @@ extension ConfigUpdater {
         case .file(let path):
             switch await files.readContents(path) {
             case .failure(let error): return .abnormal(error)
-            case .success(let bytes): return classify(bytes, source: path)
+            case .success(let bytes): return await classify(bytes, source: path)
             }
         case .url(let url):
             guard let fetcher else {
@@ -130,12 +130,16 @@ extension ConfigUpdater {
                     ConfigCheckError(
                         code: .httpStatus, source: url, message: "\(url): HTTP status \(response.status), not 2xx"))
             }
-            return classify(response.body, source: url)
+            return await classify(response.body, source: url)
         }
     }
 
-    /// Validates a body in full.
-    func classify(_ bytes: [UInt8], source: String) -> SourceAnswer {
+    /// Validates a body in full, off the cooperative pool.
+    func classify(_ bytes: [UInt8], source: String) async -> SourceAnswer {
+        await files.compute { Self.classifyNow(bytes, source: source) }
+    }
+
+    static func classifyNow(_ bytes: [UInt8], source: String) -> SourceAnswer {
         do {
             return .normal(try ConfigLoader.parse(bytes, source: source), bytes: bytes)
         } catch {
@@ -195,7 +199,7 @@ extension ConfigUpdater {
             case .failure:
                 lastGood = "no last-good copy at \(path)"
             case .success(let bytes):
-                switch classify(bytes, source: path) {
+                switch await classify(bytes, source: path) {
                 case .normal(let config, let bytes):
                     logger.warning(
                         "no config source answered; serving the last-good copy",

@@ -17,7 +17,8 @@ struct FileSignature: Sendable, Hashable {
     var modifiedNanoseconds: Int64
 }
 
-/// Blocking file work (stat, read, fsync) on a private serial queue, so the cooperative pool never blocks.
+/// Blocking file work (stat, read, fsync), and the validation of what was read, on a private serial queue, so the
+/// cooperative pool never blocks: validating a 10,000-page config takes tens of milliseconds.
 struct BlockingFileIO: Sendable {
     private let queue = DispatchQueue(label: "prefetch.config-updater.file-io")
 
@@ -25,6 +26,11 @@ struct BlockingFileIO: Sendable {
         await withCheckedContinuation { continuation in
             queue.async { continuation.resume(returning: body()) }
         }
+    }
+
+    /// Runs CPU-heavy work (a config's validation) on the queue, off the cooperative pool.
+    func compute<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await run(body)
     }
 
     /// The file's signature, or `nil` when it cannot be stat'ed (missing, unreadable directory).
