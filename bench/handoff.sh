@@ -21,6 +21,7 @@ CONNECTIONS=50
 THREADS=2
 
 ensure_apt wrk nginx-light curl
+[ -z "${BENCH_PROFILE:-}" ] || ensure_apt linux-perf
 ensure_node
 build_release
 
