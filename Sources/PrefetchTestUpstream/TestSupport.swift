@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Runs `body` with a fresh upstream on 127.0.0.1 (TLS when given), always shut down afterwards, also when
 /// `body` throws.
@@ -44,3 +45,12 @@ public func builtExecutable(_ name: String) -> URL? {
     }
     return nil
 }
+
+private let launchLock = Mutex(())
+
+/// Starts `process`, one launch at a time in the whole test process: Foundation's `Process.run` has crashed when
+/// several threads spawned children at once, and every test target runs in one process.
+public func launchSerially(_ process: Process) throws {
+    try launchLock.withLock { _ in try process.run() }
+}
+

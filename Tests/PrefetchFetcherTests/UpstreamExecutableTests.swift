@@ -40,7 +40,7 @@ final class UpstreamProcess: Sendable {
                 continuation.finish()
             }
         }
-        try process.run()
+        try launchSerially(process)
         let line = await withTaskGroup(of: String?.self) { group in
             group.addTask {
                 for await line in lines { return line }

@@ -347,9 +347,7 @@ func rawStatus(_ answer: String) -> Int? {
 
 /// Foundation's `Process.run()` crashed once here (a bad pointer in `memcpy` inside `Process.run`) while several
 /// suites spawned children at the same moment; the tests start their child processes one at a time.
-private let launchLock = Mutex(())
-
-/// Starts `process`, one launch at a time.
+/// Starts `process`, one launch at a time (see `launchSerially`).
 func launch(_ process: Process) throws {
-    try launchLock.withLock { _ in try process.run() }
+    try launchSerially(process)
 }

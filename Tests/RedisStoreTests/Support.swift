@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import MetricsTestKit
 import PrefetchStore
+import PrefetchTestUpstream
 import Synchronization
 import Testing
 
@@ -52,7 +53,7 @@ final class RedisServer: Sendable {
         launched.terminationHandler = { [self] finished in
             _ = self.exited.withLock { $0.insert(finished.processIdentifier) }
         }
-        try launched.run()
+        try launchSerially(launched)
         process.withLock { $0 = launched }
         for _ in 0..<500 {
             if await ping() { return }
@@ -91,7 +92,7 @@ final class RedisServer: Sendable {
         let pipe = Pipe()
         cli.standardOutput = pipe
         cli.standardError = FileHandle.nullDevice
-        guard (try? cli.run()) != nil else { return nil }
+        guard (try? launchSerially(cli)) != nil else { return nil }
         for _ in 0..<200 where cli.isRunning {
             try? await Task.sleep(for: .milliseconds(10))
         }
