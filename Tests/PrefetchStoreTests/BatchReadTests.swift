@@ -8,12 +8,8 @@ import Testing
     @Test func outcomesComeInTheOrderAskedWithFlightsSettledAsTheyComplete() async throws {
         let store = makeStore()
         await put(store, key("/done"), .success(response("done")))
-        guard case .leader(let first) = await store.begin(key("/first"), policy: policy()),
-            case .leader(let second) = await store.begin(key("/second"), policy: policy())
-        else {
-            Issue.record("expected to lead both flights")
-            return
-        }
+        let first = try await lead(store, key("/first"))
+        let second = try await lead(store, key("/second"))
         async let outcomes = store.read([key("/first"), key("/done"), key("/never"), key("/second")], wait: .seconds(30))
         let waiting = await eventually { store.waitingReaders == 2 }
         #expect(waiting)
@@ -36,12 +32,8 @@ import Testing
 
     @Test func theDeadlineLeavesUnfinishedFlightsPendingAndKeepsWhatCompleted() async throws {
         let store = makeStore()
-        guard case .leader(let quick) = await store.begin(key("/quick"), policy: policy()),
-            case .leader = await store.begin(key("/stuck"), policy: policy())
-        else {
-            Issue.record("expected to lead both flights")
-            return
-        }
+        let quick = try await lead(store, key("/quick"))
+        _ = try await lead(store, key("/stuck"))
         async let outcomes = store.read([key("/stuck"), key("/quick")], wait: .milliseconds(300))
         let waiting = await eventually { store.waitingReaders == 2 }
         #expect(waiting)
@@ -54,10 +46,7 @@ import Testing
 
     @Test func aCancelledReaderGetsPendingAndLeavesNoWaiterBehind() async throws {
         let store = makeStore()
-        guard case .leader = await store.begin(key("/stuck"), policy: policy()) else {
-            Issue.record("expected to lead")
-            return
-        }
+        _ = try await lead(store, key("/stuck"))
         let reader = Task { await store.read([key("/stuck"), key("/stuck")], wait: .seconds(30)) }
         let waiting = await eventually { store.waitingReaders == 2 }
         #expect(waiting)
@@ -68,10 +57,7 @@ import Testing
 
     @Test func withoutAWaitNothingWaits() async throws {
         let store = makeStore()
-        guard case .leader = await store.begin(key("/stuck"), policy: policy()) else {
-            Issue.record("expected to lead")
-            return
-        }
+        _ = try await lead(store, key("/stuck"))
         #expect(await store.read([key("/stuck")], wait: .zero) == [.pending])
         #expect(store.waitingReaders == 0)
     }

@@ -138,9 +138,9 @@ import Testing
         #expect(await waiter == .ready(response("second"), joined: true))
     }
 
-    @Test func abandonedFlightWithoutWaitersIsForgotten() async {
+    @Test func abandonedFlightWithoutWaitersIsForgotten() async throws {
         let store = makeStore()
-        guard case .leader(let token) = await store.begin(key(), policy: policy()) else { return }
+        let token = try await lead(store, key(), policy: policy())
         await store.abandon(key(), token: token)
         #expect(await store.snapshot().entries == 0)
         #expect(await store.read(key(), wait: .zero) == .absent(.notFound))
@@ -217,9 +217,9 @@ import Testing
         }
     }
 
-    @Test func noStoreResponseGoesToExactlyOneOfManyConcurrentWaiters() async {
+    @Test func noStoreResponseGoesToExactlyOneOfManyConcurrentWaiters() async throws {
         let store = makeStore()
-        guard case .leader(let token) = await store.begin(key(), policy: policy()) else { return }
+        let token = try await lead(store, key(), policy: policy())
         let outcomes = await withTaskGroup(of: ReadOutcome.self) { group in
             for _ in 0..<20 { group.addTask { await store.read(key(), wait: .seconds(10)) } }
             do { let settled = await eventually { store.waitingReaders == 20 }; #expect(settled) }
@@ -231,11 +231,11 @@ import Testing
         #expect(await store.read(key(), wait: .zero) == .absent(.consumed))
     }
 
-    @Test func noStoreResponseIsDeliveredExactlyOnceWhileDeadlinesRaceTheCompletion() async {
+    @Test func noStoreResponseIsDeliveredExactlyOnceWhileDeadlinesRaceTheCompletion() async throws {
         let store = makeStore()
         for round in 0..<50 {
             let k = key("/race/\(round)")
-            guard case .leader(let token) = await store.begin(k, policy: policy()) else { return }
+            let token = try await lead(store, k, policy: policy())
             let delivered = await withTaskGroup(of: Int.self) { group in
                 for reader in 0..<10 {
                     group.addTask {
@@ -256,11 +256,11 @@ import Testing
         #expect(store.waitingReaders == 0)
     }
 
-    @Test func retainDropsEntriesOfRemovedInterfaces() async {
+    @Test func retainDropsEntriesOfRemovedInterfaces() async throws {
         let store = makeStore()
         await put(store, key("/a"), .success(response("a")), policy: policy("kept"))
         await put(store, key("/b"), .success(response("b")), policy: policy("removed"))
-        guard case .leader(let token) = await store.begin(key("/c"), policy: policy("gone")) else { return }
+        let token = try await lead(store, key("/c"), policy: policy("gone"))
         async let waiter = store.read(key("/c"), wait: .seconds(10))
         do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
 
@@ -303,10 +303,10 @@ import Testing
         #expect(await store.read(key("/item/\(n)"), wait: .zero).response != nil, "the newest entry is kept")
     }
 
-    @Test func pendingEntriesSurviveEviction() async {
+    @Test func pendingEntriesSurviveEviction() async throws {
         let budget = 32 * 1024
         let store = makeStore(budget: budget)
-        guard case .leader(let token) = await store.begin(key("/slow"), policy: policy()) else { return }
+        let token = try await lead(store, key("/slow"), policy: policy())
         for n in 0..<30 {
             await put(store, key("/filler/\(n)"), .success(response(bytes: 3_000)))
         }
@@ -338,11 +338,11 @@ import Testing
         #expect(snapshot.expiredUnused == 2, "b and c were evicted unread")
     }
 
-    @Test func oversizeResponseReachesWaitersButIsNotKept() async {
+    @Test func oversizeResponseReachesWaitersButIsNotKept() async throws {
         let budget = 4_096
         let store = makeStore(budget: budget)
         await put(store, key("/small"), .success(response("small")))
-        guard case .leader(let token) = await store.begin(key("/huge"), policy: policy()) else { return }
+        let token = try await lead(store, key("/huge"), policy: policy())
         async let waiter = store.read(key("/huge"), wait: .seconds(10))
         do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
         await store.complete(key("/huge"), token: token, result: .success(response(bytes: 10_000)))

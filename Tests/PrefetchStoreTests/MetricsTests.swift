@@ -12,7 +12,7 @@ import Testing
         _ = await store.read(key("/a"), wait: .zero)
         _ = await store.read(key("/missing"), wait: .zero)
 
-        guard case .leader(let token) = await store.begin(key("/b"), policy: policy("feed")) else { return }
+        let token = try await lead(store, key("/b"), policy: policy("feed"))
         async let waiter = store.read(key("/b"), wait: .seconds(10))
         do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
         await store.complete(key("/b"), token: token, result: .success(response("b")))

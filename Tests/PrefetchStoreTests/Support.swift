@@ -1,5 +1,6 @@
 import Logging
 import MetricsTestKit
+import Testing
 
 @testable import PrefetchStore
 
@@ -38,6 +39,14 @@ func eventually(_ condition: () async -> Bool) async -> Bool {
         try? await Task.sleep(for: .milliseconds(10))
     }
     return await condition()
+}
+
+/// Claims the flight for `key`; fails the test (it throws) unless this caller leads.
+func lead(_ store: MemoryStore, _ key: StoreKey, policy: StorePolicy = policy()) async throws -> FlightToken {
+    let outcome = await store.begin(key, policy: policy)
+    var token: FlightToken?
+    if case .leader(let leading) = outcome { token = leading }
+    return try #require(token, "expected to lead the flight for \(key), got \(outcome)")
 }
 
 /// Claims and completes a flight; returns the token used.
