@@ -1,12 +1,29 @@
 #!/usr/bin/env bash
-# The main job: builds the service and serves the HTTP API on the sample config (configs/prefetch.json),
-# in-memory store, on 127.0.0.1:8080. Extra arguments replace the default subcommand, e.g.
+# The main job. Without arguments: builds the service and serves the offline demo (configs/demo.json), whose
+# page's interfaces are answered by the project's own demo upstream (prefetch-upstream on 127.0.0.1:9090, started
+# and stopped with it): open http://127.0.0.1:8080/ and follow the link. Page surface 127.0.0.1:8080, operator
+# surface (/ui, /metrics) 127.0.0.1:8081, in-memory store.
+# With arguments: runs that `prefetch` subcommand instead, e.g. the production command
+# `scripts/run.sh serve --config configs/prefetch.json`, or
 # `scripts/run.sh plan 'https://m.example.com/help/new?id=163&itemId=126'`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-deps.sh build
 swift build -c release --product prefetch
-if [ $# -eq 0 ]; then
-  set -- serve
+if [ $# -gt 0 ]; then
+  exec .build/release/prefetch "$@"
 fi
-exec .build/release/prefetch "$@"
+
+swift build -c release --product prefetch-upstream
+.build/release/prefetch-upstream --port 9090 >/dev/null &
+upstream=$!
+trap 'kill -TERM "$upstream" 2>/dev/null || true' EXIT
+.build/release/prefetch serve --config configs/demo.json --port 8080 --admin-port 8081 &
+serve=$!
+trap 'kill -TERM "$serve" 2>/dev/null || true' INT TERM
+echo "demo: open http://127.0.0.1:8080/ (the demo shell opens a page whose data is prefetched), then http://127.0.0.1:8081/ui" >&2
+status=0
+wait "$serve" || status=$?
+# A signal interrupts `wait`: let the service finish its graceful shutdown before the upstream goes.
+while kill -0 "$serve" 2>/dev/null; do wait "$serve" || status=$?; done
+exit "$status"

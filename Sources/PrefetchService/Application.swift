@@ -151,7 +151,7 @@ public func buildApplication(
     router.get("/openapi.yaml") { _, _ in OpenAPIDocument.response() }
     routes.addRoutes(prefetch.routes)
     routes.addRoutes(renderers.routes)
-    router.addRoutes(StaticRoutes().routes)
+    router.addRoutes(StaticRoutes(currentConfig: currentConfig, adminPort: settings.adminPort).routes)
 
     // Shutdown runs in reverse: the page server stops first, then the operator server, the pools, the fetch
     // runner (draining in-flight fetches), the config updater, the store, the resolver and last the fetcher.
