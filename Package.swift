@@ -249,6 +249,7 @@ let package = Package(
         .testTarget(
             name: "PrefetchStoreTests",
             dependencies: [
+                "PrefetchTestUpstream",
                 "PrefetchStore",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
@@ -270,6 +271,7 @@ let package = Package(
         .testTarget(
             name: "RendererPoolTests",
             dependencies: [
+                "PrefetchTestUpstream",
                 "RendererPool",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -281,6 +283,7 @@ let package = Package(
         .testTarget(
             name: "ConfigUpdaterTests",
             dependencies: [
+                "PrefetchTestUpstream",
                 "ConfigUpdater",
                 "PrefetchCore",
                 "PrefetchFetcher",

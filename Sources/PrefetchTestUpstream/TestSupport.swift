@@ -54,3 +54,14 @@ public func launchSerially(_ process: Process) throws {
     try launchLock.withLock { _ in try process.run() }
 }
 
+/// Polls `condition` every 10 ms until it holds or `seconds` pass; returns whether it held. The one polling helper
+/// of every test target: a bound on how long a test waits for something to happen, never what decides an outcome.
+public func eventually(within seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return try await condition()
+}
+

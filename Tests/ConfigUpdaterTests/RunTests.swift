@@ -7,6 +7,7 @@ import ServiceLifecycleTestKit
 import Testing
 import UnixSignals
 
+import PrefetchTestUpstream
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -5,6 +5,7 @@ import PrefetchCore
 import PrefetchFetcher
 import Synchronization
 import Testing
+import PrefetchTestUpstream
 
 /// How many pages the test config of `version` has: readers use it to tell a torn config from a whole one.
 func pageCount(forVersion version: Int) -> Int {
@@ -94,16 +95,6 @@ func checkNow(_ updater: ConfigUpdater, trigger: RefreshTrigger = .manual) async
     }
 }
 
-/// Polls `condition` every 20 ms for at most `seconds`; returns whether it became true.
-func eventually(within seconds: Int = 10, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
-}
-
 /// Records an issue unless `condition` becomes true within `seconds`.
 ///
 /// Use this rather than `#expect(await eventually { ... })`: with Swift 6.3.1, an `#expect` around an `await` of a
@@ -112,7 +103,7 @@ func expectEventually(
     _ comment: Comment? = nil, within seconds: Int = 10, sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: () -> Bool
 ) async {
-    let happened = await eventually(within: seconds, condition)
+    let happened = await eventually(within: Double(seconds), condition)
     #expect(happened, comment, sourceLocation: sourceLocation)
 }
 

@@ -64,16 +64,6 @@ func closedPort() async throws -> Int {
     return port
 }
 
-/// Polls `condition` every 20 ms for at most `seconds`; returns whether it became true.
-func eventually(within seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int(seconds * 1000)))
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
-}
-
 /// The value of `prefetch_dns_lookups_total{source, outcome}` (0 when never incremented).
 func lookups(_ metrics: TestMetrics, _ source: String, _ outcome: String) -> Int64 {
     (try? metrics.expectCounter("prefetch_dns_lookups_total", [("source", source), ("outcome", outcome)]))?

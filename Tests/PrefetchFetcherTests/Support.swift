@@ -56,16 +56,6 @@ struct Echo {
     }
 }
 
-/// Polls `condition` every 20 ms for at most `seconds`; returns whether it became true.
-func eventually(within seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int(seconds * 1000)))
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return condition()
-}
-
 /// Threads of this process right now.
 func processThreadCount() -> Int {
     (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task").count) ?? 0

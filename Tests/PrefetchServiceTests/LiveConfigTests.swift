@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Testing
+import PrefetchTestUpstream
 
 /// `serve` following a config URL: a real local HTTP server (python3's http.server over a directory the
 /// test rewrites) stands in for the config server.

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Testing
+import PrefetchTestUpstream
 
 /// Process renderers under a real `prefetch serve`: warm on start, leased through the API, and none left
 /// behind once the service has shut down.

@@ -227,16 +227,6 @@ func q(_ text: String) -> String {
     return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
 }
 
-/// Polls `condition` every 25 ms for at most `seconds`; returns whether it became true.
-func eventually(within seconds: Double = 5, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int(seconds * 1000)))
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(25))
-    }
-    return try await condition()
-}
-
 // MARK: Processes
 
 /// A child process whose stdout and stderr go to files (read without blocking any thread), killed by `stop`

@@ -1,4 +1,5 @@
 import Testing
+import PrefetchTestUpstream
 
 @testable import PrefetchStore
 

@@ -1,5 +1,6 @@
 import MetricsTestKit
 import Testing
+import PrefetchTestUpstream
 
 @testable import PrefetchStore
 

@@ -32,15 +32,6 @@ func policy(_ label: String = "profile", ttl: Duration = .seconds(30), negativeT
     StorePolicy(ttl: ttl, negativeTTL: negativeTTL, label: label)
 }
 
-/// Waits (bounded, 5 s) until `condition` holds; returns whether it did.
-func eventually(_ condition: () async -> Bool) async -> Bool {
-    for _ in 0..<500 {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return await condition()
-}
-
 /// Claims the flight for `key`; fails the test (it throws) unless this caller leads.
 func lead(_ store: MemoryStore, _ key: StoreKey, policy: StorePolicy = policy()) async throws -> FlightToken {
     let outcome = await store.begin(key, policy: policy)

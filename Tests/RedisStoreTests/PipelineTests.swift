@@ -2,6 +2,7 @@ import Logging
 import MetricsTestKit
 import PrefetchStore
 import Testing
+import PrefetchTestUpstream
 
 @testable import RedisStore
 

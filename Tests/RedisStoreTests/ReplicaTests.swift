@@ -1,6 +1,7 @@
 import MetricsTestKit
 import PrefetchStore
 import Testing
+import PrefetchTestUpstream
 
 @testable import RedisStore
 
@@ -269,7 +270,7 @@ import Testing
                 #expect(await bounded(10, "snapshot during outage") { await b.snapshot() } != nil)
 
                 try await server.launch()
-                do { let settled = await eventually(seconds: 15) { !a.isDegraded && !b.isDegraded }; #expect(settled, "both reconnect by themselves") }
+                do { let settled = await eventually(within: 15) { !a.isDegraded && !b.isDegraded }; #expect(settled, "both reconnect by themselves") }
                 #expect(a.reconnects >= 1 && b.reconnects >= 1)
                 #expect(try metrics[1].expectCounter("prefetch_store_redis_reconnects_total").totalValue >= 1)
                 #expect(try metrics[1].expectGauge("prefetch_store_redis_up").lastValue == 1)

@@ -238,16 +238,6 @@ func put(_ store: RedisStore, _ key: StoreKey, _ result: Result<StoredResponse, 
     return true
 }
 
-/// Waits (bounded, `seconds`) until `condition` holds; returns whether it did.
-func eventually(seconds: Int = 10, _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return await condition()
-}
-
 /// Runs `operation`, recording an issue and returning nil if it has not finished within `seconds`.
 func bounded<T: Sendable>(
     _ seconds: Int = 10, _ what: String, _ operation: @escaping @Sendable () async -> T

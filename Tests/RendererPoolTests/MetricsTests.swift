@@ -1,6 +1,7 @@
 import Metrics
 import MetricsTestKit
 import Testing
+import PrefetchTestUpstream
 
 @testable import RendererPool
 

@@ -6,6 +6,7 @@ import Darwin
 import Logging
 import ServiceLifecycle
 import Testing
+import PrefetchTestUpstream
 
 @testable import RendererPool
 

@@ -24,16 +24,6 @@ func modelledProfile(
     return profile
 }
 
-/// Polls `condition` every 10 ms until it holds or `seconds` pass; returns whether it held.
-func eventually(within seconds: Double = 10, _ condition: () async -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now.advanced(by: .milliseconds(seconds * 1000))
-    while ContinuousClock.now < deadline {
-        if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return await condition()
-}
-
 /// Runs `body` while `pool.run()` runs in a child task; cancels the run afterwards and waits for it to end.
 @discardableResult
 func withRunningPool<T: Sendable>(
