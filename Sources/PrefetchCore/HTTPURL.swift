@@ -80,7 +80,9 @@ public struct HTTPURL: Sendable, Hashable {
         guard ascii else { return .notASCII }
         let text = ByteText(bytes)
         let colonOffset = text.firstIndex(of: UInt8(ascii: ":"), in: 0..<bytes.count)
-        guard let colon = colonOffset, colon + 3 <= bytes.count, bytes[colon + 1] == UInt8(ascii: "/"), bytes[colon + 2] == UInt8(ascii: "/") else {
+        guard let colon = colonOffset, colon + 3 <= bytes.count, bytes[colon + 1] == UInt8(ascii: "/"),
+            bytes[colon + 2] == UInt8(ascii: "/")
+        else {
             return .failed(URLProblem("is not an absolute http(s) URL (no \"://\")"))
         }
         let scheme: String
@@ -99,7 +101,9 @@ public struct HTTPURL: Sendable, Hashable {
             authorityEnd += 1
         }
         let authority = restStart..<authorityEnd
-        if authorityEnd < bytes.count && bytes[authorityEnd] == UInt8(ascii: "\\") { return .failed(URLProblem("has a backslash after the host")) }
+        if authorityEnd < bytes.count && bytes[authorityEnd] == UInt8(ascii: "\\") {
+            return .failed(URLProblem("has a backslash after the host"))
+        }
         if text.firstIndex(of: UInt8(ascii: "@"), in: authority) != nil {
             return .failed(URLProblem("carries credentials (user@host), which are not accepted"))
         }
@@ -156,14 +160,15 @@ public struct HTTPURL: Sendable, Hashable {
             query = text.string((question + 1)..<pathEnd)
             pathEnd = question
         }
-        return .parsed(HTTPURL(
-            scheme: scheme,
-            host: text.lowercasedString(host),
-            port: port,
-            path: authorityEnd == pathEnd ? "/" : text.string(authorityEnd..<pathEnd),
-            query: query,
-            fragment: fragment
-        ))
+        return .parsed(
+            HTTPURL(
+                scheme: scheme,
+                host: text.lowercasedString(host),
+                port: port,
+                path: authorityEnd == pathEnd ? "/" : text.string(authorityEnd..<pathEnd),
+                query: query,
+                fragment: fragment
+            ))
     }
 
     /// The original `Character`-level parser, for text with a non-ASCII byte (after the byte checks passed).
@@ -221,7 +226,9 @@ public struct HTTPURL: Sendable, Hashable {
         }
         var port: Int?
         if let portText {
-            guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy(\.isASCII), let value = Int(portText), value > 0, value <= 65535 else {
+            guard !portText.isEmpty, portText.count <= 5, portText.allSatisfy(\.isASCII), let value = Int(portText), value > 0,
+                value <= 65535
+            else {
                 throw URLProblem("has an invalid port \"\(portText)\"")
             }
             port = value
@@ -322,7 +329,8 @@ enum PathRules {
         case 2: return text.equals(piece, "..") ? 2 : 0
         case 3: return text.equals(piece, "%2e") || text.equals(piece, "%2E") ? 1 : 0
         case 4:
-            return text.equals(piece, ".%2e") || text.equals(piece, ".%2E") || text.equals(piece, "%2e.") || text.equals(piece, "%2E.") ? 2 : 0
+            return text.equals(piece, ".%2e") || text.equals(piece, ".%2E") || text.equals(piece, "%2e.") || text.equals(piece, "%2E.")
+                ? 2 : 0
         case 6: return text.equals(piece, "%2e%2e") || text.equals(piece, "%2E%2E") ? 2 : 0
         default: return 0
         }

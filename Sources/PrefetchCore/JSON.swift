@@ -145,7 +145,12 @@ public struct JSONParser {
         var line = 1
         var column = 1
         for byte in UnsafeBufferPointer(rebasing: bytes[..<min(index, bytes.count)]) {
-            if byte == UInt8(ascii: "\n") { line += 1; column = 1 } else { column += 1 }
+            if byte == UInt8(ascii: "\n") {
+                line += 1
+                column = 1
+            } else {
+                column += 1
+            }
         }
         return JSONParseError(message: message, line: line, column: column)
     }
@@ -166,9 +171,15 @@ public struct JSONParser {
         case UInt8(ascii: "{"): return try parseObject()
         case UInt8(ascii: "["): return try parseArray()
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
         default:
             let byte = bytes[index]
@@ -228,8 +239,14 @@ public struct JSONParser {
             memberStack.append(JSONObject.Member(name: name, value: value))
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input inside an object") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; break }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                break
+            }
             throw error("expected ',' or '}' in an object")
         }
         depth -= 1
@@ -253,8 +270,14 @@ public struct JSONParser {
             elementStack.append(value)
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input inside an array") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; break }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                break
+            }
             throw error("expected ',' or ']' in an array")
         }
         depth -= 1

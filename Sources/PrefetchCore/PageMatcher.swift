@@ -86,9 +86,10 @@ public struct PageMatcher: Sendable {
             }
             guard let bucket = patterns[BucketKey(page, ranges.count)] else { return .some(nil) }
             let firstLiteral = ranges.isEmpty ? nil : bucket.byFirstLiteral[text.string(ranges[0])]
-            return .some(Self.firstMatch(in: bucket, literal: firstLiteral ?? []) { position in
-                pages[position].pattern!.match(text, ranges)
-            }.map { PageMatch(entry: pages[$0.position], captures: $0.captures) })
+            return .some(
+                Self.firstMatch(in: bucket, literal: firstLiteral ?? []) { position in
+                    pages[position].pattern!.match(text, ranges)
+                }.map { PageMatch(entry: pages[$0.position], captures: $0.captures) })
         }
         if let onBytes { return onBytes }
         return matchCharacters(page)

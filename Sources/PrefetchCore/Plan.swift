@@ -23,18 +23,21 @@ public struct Plan: Sendable {
         guard let match = config.matcher.match(url) else {
             throw PlanError.noMatch(page: page)
         }
-        return Plan(page: page, pageURL: url, matched: match.entry.url, version: config.version, requests: Composer.compose(page: url, match: match))
+        return Plan(
+            page: page, pageURL: url, matched: match.entry.url, version: config.version, requests: Composer.compose(page: url, match: match)
+        )
     }
 
     /// The JSON shape documented for `prefetch plan --json`:
     /// `{"page","matched","version","requests":[{"name","api","method","url","headers":{},"body"}]}`.
     public var json: JSONValue {
-        .object(JSONObject([
-            .init(name: "page", value: .string(page)),
-            .init(name: "matched", value: .string(matched)),
-            .init(name: "version", value: .string(version)),
-            .init(name: "requests", value: .array(requests.map(\.json))),
-        ]))
+        .object(
+            JSONObject([
+                .init(name: "page", value: .string(page)),
+                .init(name: "matched", value: .string(matched)),
+                .init(name: "version", value: .string(version)),
+                .init(name: "requests", value: .array(requests.map(\.json))),
+            ]))
     }
 
     /// A human-readable listing of the requests.
@@ -54,14 +57,15 @@ public struct Plan: Sendable {
 extension PlannedRequest {
     /// `{"name","api","method","url","headers":{...},"body": <text or null>}`.
     public var json: JSONValue {
-        .object(JSONObject([
-            .init(name: "name", value: .string(name)),
-            .init(name: "api", value: .string(interface.api)),
-            .init(name: "method", value: .string(method.rawValue)),
-            .init(name: "url", value: .string(url)),
-            .init(name: "headers", value: .object(JSONObject(headers.map { .init(name: $0.name, value: .string($0.value)) }))),
-            .init(name: "body", value: body.map(JSONValue.string) ?? .null),
-        ]))
+        .object(
+            JSONObject([
+                .init(name: "name", value: .string(name)),
+                .init(name: "api", value: .string(interface.api)),
+                .init(name: "method", value: .string(method.rawValue)),
+                .init(name: "url", value: .string(url)),
+                .init(name: "headers", value: .object(JSONObject(headers.map { .init(name: $0.name, value: .string($0.value)) }))),
+                .init(name: "body", value: body.map(JSONValue.string) ?? .null),
+            ]))
     }
 }
 

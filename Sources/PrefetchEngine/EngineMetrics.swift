@@ -47,8 +47,12 @@ public final class EngineMetrics: Sendable {
     }
 
     func trigger(_ result: String) { counter("prefetch_triggers_total", [("result", result)]).increment() }
-    func flight(_ interface: String, role: String) { counter("prefetch_flights_total", [("interface", interface), ("role", role)]).increment() }
-    func fetch(_ interface: String, outcome: String) { counter("prefetch_fetches_total", [("interface", interface), ("outcome", outcome)]).increment() }
+    func flight(_ interface: String, role: String) {
+        counter("prefetch_flights_total", [("interface", interface), ("role", role)]).increment()
+    }
+    func fetch(_ interface: String, outcome: String) {
+        counter("prefetch_fetches_total", [("interface", interface), ("outcome", outcome)]).increment()
+    }
     /// Counts a data request by `result` (`hit`, `joined`, `pending`, `failed` or a miss reason).
     public func data(_ result: String) { counter("prefetch_data_total", [("result", result)]).increment() }
     /// Counts a read answered on the event loop, without a hop to a task (a subset of `prefetch_data_total`).

@@ -62,7 +62,8 @@ public final class Orchestrator: Sendable {
         self.currentConfig = currentConfig
         self.limiter = RateLimiter(rate: settings.triggerRate, burst: settings.triggerBurst)
         self.addressLimiter = RateLimiter(
-            rate: settings.addressTriggerRate ?? settings.triggerRate * 10, burst: settings.addressTriggerBurst ?? settings.triggerBurst * 10)
+            rate: settings.addressTriggerRate ?? settings.triggerRate * 10,
+            burst: settings.addressTriggerBurst ?? settings.triggerBurst * 10)
         self.credentialNames = Set(settings.credentialHeaders.map { $0.lowercased() })
     }
 
@@ -90,7 +91,9 @@ public final class Orchestrator: Sendable {
 
     /// What a planned request is keyed by, and the headers it is sent with, for a caller with `credentials`.
     public func keyAndHeaders(for request: PlannedRequest, page: HTTPURL, credentials: Credentials) -> (StoreKey, [HTTPHeader]) {
-        let sendCredentials = !credentials.headers.isEmpty && SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL)
+        let sendCredentials =
+            !credentials.headers.isEmpty
+            && SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL)
         var headers = request.headers.map { HTTPHeader(name: $0.name, value: $0.value) }
         var identity = Identity.anonymous
         if sendCredentials {
@@ -140,7 +143,9 @@ public final class Orchestrator: Sendable {
             let interface = planned.interface
             let policy = StorePolicy(ttl: .seconds(interface.ttlSeconds), negativeTTL: settings.negativeTTL, label: interface.name)
             let timeout = Duration.milliseconds(interface.timeoutMilliseconds)
-            requests.append(TicketRequest(name: interface.name, api: interface.api, method: interface.method, key: key, policy: policy, timeout: timeout))
+            requests.append(
+                TicketRequest(
+                    name: interface.name, api: interface.api, method: interface.method, key: key, policy: policy, timeout: timeout))
             composed.append(planned.url)
             sendHeaders.append(headers)
         }
@@ -162,7 +167,8 @@ public final class Orchestrator: Sendable {
             case .leader(let token):
                 role = "leader"
                 let fetch = FetchRequest(
-                    method: interface.method.rawValue, url: planned.url, headers: sendHeaders[index], body: planned.body.map { Array($0.utf8) },
+                    method: interface.method.rawValue, url: planned.url, headers: sendHeaders[index],
+                    body: planned.body.map { Array($0.utf8) },
                     timeout: timeout, maxResponseBytes: settings.maximumResponseBytes,
                     connectTo: resolver.connectTo(url: planned.url), group: ticketID
                 )
@@ -184,8 +190,13 @@ public final class Orchestrator: Sendable {
                 await self.execute(request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index)
             }
             if !accepted {
-                await store.complete(key, token: token, result: .failure(StoreFailure(code: FetchErrorCode.shutdown.rawValue, message: "the service is shutting down")))
-                ticket.record(index) { $0.finishedAt = .now; $0.error = FetchErrorCode.shutdown.rawValue }
+                await store.complete(
+                    key, token: token,
+                    result: .failure(StoreFailure(code: FetchErrorCode.shutdown.rawValue, message: "the service is shutting down")))
+                ticket.record(index) {
+                    $0.finishedAt = .now
+                    $0.error = FetchErrorCode.shutdown.rawValue
+                }
             }
         }
         return Triggered(ticket: ticket, urls: composed, readKey: readKey(for: ticket))
@@ -197,13 +208,17 @@ public final class Orchestrator: Sendable {
     }
 
     /// Runs one leader fetch and publishes its result.
-    private func execute(_ request: FetchRequest, key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int) async {
+    private func execute(
+        _ request: FetchRequest, key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int
+    ) async {
         metrics.inFlight.record(fetcher.inFlight + 1)
         defer { metrics.inFlight.record(fetcher.inFlight) }
         ticket.record(index) { $0.startedAt = .now }
         do {
             let response = try await fetcher.fetch(request)
-            let headers = response.headers.filter { !Self.hopByHop.contains($0.name.lowercased()) }.map { StoredHeader(name: $0.name, value: $0.value) }
+            let headers = response.headers.filter { !Self.hopByHop.contains($0.name.lowercased()) }.map {
+                StoredHeader(name: $0.name, value: $0.value)
+            }
             let cacheControl = response.headers.filter { $0.name.lowercased() == "cache-control" }.map { $0.value.lowercased() }
             let noStore = cacheControl.contains { $0.contains("no-store") }
             ticket.record(index) {
@@ -223,7 +238,9 @@ public final class Orchestrator: Sendable {
                 logger.info("fetch failed", metadata: ["interface": "\(label)", "error": "upstream_5xx", "status": "\(response.status)"])
                 return
             }
-            let stored = StoredResponse(status: response.status, headers: headers, body: response.body, fetchedAt: .now, noStore: noStore, elapsed: response.elapsed)
+            let stored = StoredResponse(
+                status: response.status, headers: headers, body: response.body, fetchedAt: .now, noStore: noStore, elapsed: response.elapsed
+            )
             let setsCookie = response.headers.contains { $0.name.lowercased() == "set-cookie" || $0.name.lowercased() == "set-cookie2" }
             let isPrivate = cacheControl.contains { $0.contains("private") }
             if key.identity == .anonymous && (setsCookie || isPrivate) {
@@ -237,14 +254,22 @@ public final class Orchestrator: Sendable {
                 let why = setsCookie ? "sets a cookie" : "is Cache-Control: private"
                 await store.complete(
                     key, token: token,
-                    result: .failure(StoreFailure(code: Self.privateCode, message: "the anonymous response \(why); only the page open that fetched it may read it")))
+                    result: .failure(
+                        StoreFailure(
+                            code: Self.privateCode, message: "the anonymous response \(why); only the page open that fetched it may read it"
+                        )))
                 metrics.fetch(label, outcome: Self.privateCode)
                 logger.info("fetch completed, kept private", metadata: ["interface": "\(label)", "status": "\(response.status)"])
                 return
             }
             await store.complete(key, token: token, result: .success(stored))
             metrics.fetch(label, outcome: "ok")
-            logger.info("fetch completed", metadata: ["interface": "\(label)", "status": "\(response.status)", "bytes": "\(response.body.count)", "ms": "\(response.elapsed.milliseconds)"])
+            logger.info(
+                "fetch completed",
+                metadata: [
+                    "interface": "\(label)", "status": "\(response.status)", "bytes": "\(response.body.count)",
+                    "ms": "\(response.elapsed.milliseconds)",
+                ])
         } catch {
             if error.code == .connect && !request.connectTo.isEmpty, let host = try? HTTPURL(parsing: request.url).host {
                 // The pinned address refused: give the host back to libcurl's own resolution until the next lookup.
@@ -260,7 +285,8 @@ public final class Orchestrator: Sendable {
                 $0.finishedAt = .now
                 $0.error = error.code.rawValue
             }
-            logger.info("fetch failed", metadata: ["interface": "\(label)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
+            logger.info(
+                "fetch failed", metadata: ["interface": "\(label)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
         }
     }
 

@@ -60,9 +60,12 @@ public func fetchPage(
                 let result: PageFetchResult
                 do throws(FetchError) {
                     let response = try await fetcher.fetch(fetch)
-                    result = PageFetchResult(name: request.name, method: fetch.method, url: fetch.url, status: response.status, bytes: response.body.count, elapsed: response.elapsed)
+                    result = PageFetchResult(
+                        name: request.name, method: fetch.method, url: fetch.url, status: response.status, bytes: response.body.count,
+                        elapsed: response.elapsed)
                 } catch {
-                    result = PageFetchResult(name: request.name, method: fetch.method, url: fetch.url, bytes: 0, elapsed: .now - start, error: error)
+                    result = PageFetchResult(
+                        name: request.name, method: fetch.method, url: fetch.url, bytes: 0, elapsed: .now - start, error: error)
                 }
                 onResult(result)
                 return result

@@ -36,11 +36,14 @@ public enum RendererSettings {
         let profiles: [String: RendererProfile]
         do {
             profiles = try JSONDecoder().decode(File.self, from: data).renderers
-        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context), let DecodingError.keyNotFound(_, context),
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context), let DecodingError.keyNotFound(
+            _, context),
             let DecodingError.dataCorrupted(context)
         {
             let path = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-            throw LoadError(path: path.isEmpty ? "(root)" : String(path.dropFirst()), problems: ["\(path.isEmpty ? "" : String(path.dropFirst()) + ": ")\(context.debugDescription)"])
+            throw LoadError(
+                path: path.isEmpty ? "(root)" : String(path.dropFirst()),
+                problems: ["\(path.isEmpty ? "" : String(path.dropFirst()) + ": ")\(context.debugDescription)"])
         } catch {
             throw LoadError(path: path, problems: ["\(error)"])
         }

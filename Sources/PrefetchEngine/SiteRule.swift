@@ -16,7 +16,9 @@ import PrefetchCore
 /// `include` explicitly. IP-address hosts are only same-site with the identical address. An https page never
 /// sends credentials to an http api (a browser would keep `Secure` cookies back).
 public enum SiteRule {
-    static let suffixSecondLevels: Set<String> = ["co", "com", "net", "org", "gov", "edu", "ac", "ne", "or", "go", "gv", "mil", "nic", "ltd", "plc", "sch"]
+    static let suffixSecondLevels: Set<String> = [
+        "co", "com", "net", "org", "gov", "edu", "ac", "ne", "or", "go", "gv", "mil", "nic", "ltd", "plc", "sch",
+    ]
 
     /// Whether `mode` lets the page's credentials go to `api` when the page is `page`.
     public static func allowsCredentials(_ mode: CredentialsMode, page: HTTPURL, api: HTTPURL) -> Bool {
@@ -52,6 +54,7 @@ public enum SiteRule {
     static func isIPAddress(_ host: String) -> Bool {
         if host.hasPrefix("[") { return true }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }
+        return parts.count == 4
+            && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }
     }
 }

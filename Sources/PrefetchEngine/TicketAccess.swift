@@ -100,7 +100,9 @@ extension Orchestrator {
     }
 
     private func readKeyMAC(nonce: [UInt8], expiry: [UInt8], ticketID: [UInt8], origin: String) -> [UInt8] {
-        Array(settings.identityKey.mac(domain: "prefetch-read-key-v2", [nonce, expiry, ticketID, Array(origin.utf8)]).prefix(TicketAccess.macLength))
+        Array(
+            settings.identityKey.mac(domain: "prefetch-read-key-v2", [nonce, expiry, ticketID, Array(origin.utf8)]).prefix(
+                TicketAccess.macLength))
     }
 
     /// The ticket a read key opens, for a request from `origin`.
@@ -137,7 +139,9 @@ extension Orchestrator {
     }
 
     private func check(_ key: OpenedReadKey, ticket: Ticket?, origin: TicketAccess.RequestOrigin) throws(PrefetchError) -> Ticket {
-        guard let ticket, constantTimeEqual(key.mac, readKeyMAC(nonce: key.nonce, expiry: key.expiry, ticketID: key.id, origin: ticket.pageOrigin)) else {
+        guard let ticket,
+            constantTimeEqual(key.mac, readKeyMAC(nonce: key.nonce, expiry: key.expiry, ticketID: key.id, origin: ticket.pageOrigin))
+        else {
             throw .invalidReadKey(reason: "it was not issued by this service, or its ticket has expired")
         }
         guard origin.matches(ticket.pageOrigin) else { throw .originMismatch(origin: origin.shown) }

@@ -120,7 +120,8 @@ public final class Ticket: Sendable {
             requests: requests.map {
                 TicketRecord.Request(
                     name: $0.name, api: $0.api, method: $0.method.rawValue, identity: $0.key.identity.digest, request: $0.key.request,
-                    ttlMs: $0.policy.ttl.milliseconds, negativeTTLMs: $0.policy.negativeTTL.milliseconds, timeoutMs: $0.timeout.milliseconds)
+                    ttlMs: $0.policy.ttl.milliseconds, negativeTTLMs: $0.policy.negativeTTL.milliseconds, timeoutMs: $0.timeout.milliseconds
+                )
             })
     }
 
@@ -204,7 +205,8 @@ public enum Base64URL {
     static func isDigit(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-            UInt8(ascii: "-"), UInt8(ascii: "_"): true
+            UInt8(ascii: "-"), UInt8(ascii: "_"):
+            true
         default: false
         }
     }
@@ -353,7 +355,9 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
                 state.drop(oldest)
                 state.head += 1
             }
-            while state.bytes > budgetBytes, let heaviest = state.owners.max(by: { $0.value.bytes < $1.value.bytes }), let id = heaviest.value.ids.first {
+            while state.bytes > budgetBytes, let heaviest = state.owners.max(by: { $0.value.bytes < $1.value.bytes }),
+                let id = heaviest.value.ids.first
+            {
                 state.drop(id)
             }
             if state.head > 1024 && state.head * 2 > state.order.count {

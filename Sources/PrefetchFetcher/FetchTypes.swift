@@ -1,4 +1,5 @@
 import Synchronization
+
 /// One HTTP header as a name/value pair. Order and repetition are significant wherever a list of them appears.
 public struct HTTPHeader: Sendable, Hashable {
     /// The header name, as sent or received (not case-normalised).

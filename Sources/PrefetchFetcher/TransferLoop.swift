@@ -200,7 +200,8 @@ final class TransferLoop {
         guard code == CURLE_HTTP2, method == "GET" || method == "HEAD", !transfer.receivedAnything, !transfer.freshConnection,
             !ticket.isFinished, ContinuousClock.now < ticket.deadline
         else { return false }
-        fetcher.logger.debug("retrying on a new connection after an HTTP/2 framing error", metadata: ["host": "\(hostOf(ticket.request.url))"])
+        fetcher.logger.debug(
+            "retrying on a new connection after an HTTP/2 framing error", metadata: ["host": "\(hostOf(ticket.request.url))"])
         freshConnection.insert(ObjectIdentifier(ticket))
         queued.prepend(ticket, group: ticket.request.group ?? "")
         return true

@@ -58,7 +58,8 @@ extension APIError {
             case .unknownTicket, .credentialsRequired, .identityMismatch, .invalidReadKey, .originMismatch: true
             default: false
             }
-        self.init(status: status, code: error.code, message: error.message, isMiss: isMiss, retryAfter: error.retryAfter?.wholeSecondsRoundedUp)
+        self.init(
+            status: status, code: error.code, message: error.message, isMiss: isMiss, retryAfter: error.retryAfter?.wholeSecondsRoundedUp)
     }
 }
 

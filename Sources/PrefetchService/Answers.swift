@@ -1,4 +1,3 @@
-import Synchronization
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -6,6 +5,7 @@ import NIOCore
 import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
+import Synchronization
 
 /// `POST /v1/prefetch`: the ticket, the read key for the page, and what each request is doing.
 struct TriggerAnswer: Codable, Sendable {
@@ -115,10 +115,12 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        var writer = JSONBytesWriter(capacity: 512 + outcomes.reduce(0) { total, outcome in
-            if case .ready(let response, _) = outcome { return total + response.body.count + 256 }
-            return total + 128
-        })
+        var writer = JSONBytesWriter(
+            capacity: 512
+                + outcomes.reduce(0) { total, outcome in
+                    if case .ready(let response, _) = outcome { return total + response.body.count + 256 }
+                    return total + 128
+                })
         writer.beginObject()
         writer.key("ticket")
         writer.string(ticket.id)

@@ -107,8 +107,11 @@ public func buildApplication(
     admin.add(middleware: UnmatchedRouteMiddleware(surface: "operator"))
     // Route groups run their middleware only for routes they hold, so an unknown route stays a 404 or 405.
     let adminRoutes = admin.group().add(middleware: JSONBodyMiddleware())
-    adminRoutes.addRoutes(ConfigRoutes(updater: updater, orchestrator: orchestrator, source: settings.configSource?.source ?? "fixed").routes)
-    adminRoutes.addRoutes(DebugRoutes(orchestrator: orchestrator, renderers: renderers, configPath: settings.configSource?.source ?? settings.configPath).routes)
+    adminRoutes.addRoutes(
+        ConfigRoutes(updater: updater, orchestrator: orchestrator, source: settings.configSource?.source ?? "fixed").routes)
+    adminRoutes.addRoutes(
+        DebugRoutes(orchestrator: orchestrator, renderers: renderers, configPath: settings.configSource?.source ?? settings.configPath)
+            .routes)
     adminRoutes.addRoutes(renderers.statisticsRoutes)
     admin.get("/metrics") { _, _ in
         metrics.inFlight.record(fetcher.inFlight)

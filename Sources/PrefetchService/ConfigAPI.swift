@@ -42,7 +42,9 @@ struct ConfigRoutes: Sendable {
         router.get("/v1/config") { _, _ -> Response in
             guard let updater else {
                 let loaded = orchestrator.currentConfig()
-                let status = FixedStatus(name: loaded?.name, version: loaded?.version, source: source, active: loaded == nil ? "none" : "primary", ready: loaded != nil)
+                let status = FixedStatus(
+                    name: loaded?.name, version: loaded?.version, source: source, active: loaded == nil ? "none" : "primary",
+                    ready: loaded != nil)
                 return try JSONEncoding.response(loaded == nil ? .serviceUnavailable : .ok, status)
             }
             return try JSONEncoding.response(.ok, updater.status())
@@ -67,14 +69,19 @@ struct ConfigRoutes: Sendable {
                 }
             }
             guard let updater else {
-                throw APIError(status: .conflict, code: "fixed-config", message: "this service runs a fixed config; there is no source to check")
+                throw APIError(
+                    status: .conflict, code: "fixed-config", message: "this service runs a fixed config; there is no source to check")
             }
             if !lastRefresh.admit(interval: Self.minimumRefreshInterval) {
-                return try JSONEncoding.response(.ok, RefreshAnswer(outcome: "throttled", coalesced: false, errors: [], status: updater.status()))
+                return try JSONEncoding.response(
+                    .ok, RefreshAnswer(outcome: "throttled", coalesced: false, errors: [], status: updater.status()))
             }
             let result = await updater.refresh(trigger: trigger)
             return try JSONEncoding.response(
-                .ok, RefreshAnswer(outcome: result.outcome.rawValue, coalesced: result.coalesced, errors: result.errors.map(\.message), status: result.status))
+                .ok,
+                RefreshAnswer(
+                    outcome: result.outcome.rawValue, coalesced: result.coalesced, errors: result.errors.map(\.message),
+                    status: result.status))
         }
         router.get("/v1/plan") { request, _ -> Response in
             guard let page = request.uri.queryParameters.get("url") else {
@@ -82,7 +89,9 @@ struct ConfigRoutes: Sendable {
             }
             do throws(PrefetchError) {
                 let plan = try orchestrator.plan(page: page)
-                return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: plan.json.jsonText)))
+                return Response(
+                    status: .ok, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(string: plan.json.jsonText)))
             } catch {
                 throw APIError(error)
             }

@@ -130,7 +130,8 @@ final class FastHandoffMetrics: Sendable {
             // Replays of other statuses are counted under their own status code, created on first use.
             let dimensions = [("http.route", route), ("http.request.method", "GET"), ("http.response.status_code", String(status.code))]
             Counter(label: "hb.requests", dimensions: dimensions).increment()
-            Timer(label: "http.server.request.duration", dimensions: dimensions, preferredDisplayUnit: .seconds).recordNanoseconds(Int64(nanoseconds))
+            Timer(label: "http.server.request.duration", dimensions: dimensions, preferredDisplayUnit: .seconds).recordNanoseconds(
+                Int64(nanoseconds))
             return
         }
         series.counter.increment()

@@ -59,7 +59,8 @@ struct PageGuardMiddleware: RouterMiddleware {
                 metrics.denied("origin-not-allowed")
                 return secure(try refusal(request, context: context, "the origin \(quoted(origin, limit: 80)) may not call this service"))
             }
-        } else if request.headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site", !Self.publicAssets.contains(request.uri.path) {
+        } else if request.headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site", !Self.publicAssets.contains(request.uri.path)
+        {
             metrics.denied("origin-not-allowed")
             return secure(try refusal(request, context: context, "cross-site requests without an allowed Origin are refused"))
         }
@@ -84,7 +85,8 @@ struct PageGuardMiddleware: RouterMiddleware {
     }
 
     func refusal(_ request: Request, context: PageContext, _ message: String) throws -> Response {
-        try APIError(status: .forbidden, code: "origin-not-allowed", message: message, isMiss: true).response(from: request, context: context)
+        try APIError(status: .forbidden, code: "origin-not-allowed", message: message, isMiss: true).response(
+            from: request, context: context)
     }
 
     /// The CORS headers for an allowed `origin`.
@@ -139,7 +141,9 @@ final class AllowedOrigins: Sendable {
     }
 
     func grant(for origin: String) -> Grant {
-        if origin != "null", let parsed = try? HTTPURL(parsing: origin), parsed.origin == origin.lowercased() || parsed.origin + "/" == origin.lowercased() {
+        if origin != "null", let parsed = try? HTTPURL(parsing: origin),
+            parsed.origin == origin.lowercased() || parsed.origin + "/" == origin.lowercased()
+        {
             if extra.contains(parsed.origin) || configOrigins().contains(parsed.origin) { return .withCredentials }
         }
         return any ? .anyWithoutCredentials : .none
@@ -163,10 +167,13 @@ struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if request.method == .post {
             let type = request.headers[.contentType] ?? ""
-            let mediaType = type.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+            let mediaType =
+                type.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
             guard mediaType == "application/json" else {
                 let shown = type.isEmpty ? "no Content-Type" : "Content-Type \(quoted(type, limit: 80))"
-                throw APIError(status: .unsupportedMediaType, code: "unsupported-media-type", message: "the request has \(shown); send application/json")
+                throw APIError(
+                    status: .unsupportedMediaType, code: "unsupported-media-type",
+                    message: "the request has \(shown); send application/json")
             }
         }
         return try await next(request, context)
@@ -212,13 +219,16 @@ struct AdminGuardMiddleware<Context: RequestContext>: RouterMiddleware {
             metrics.denied("admin-unauthorized")
             throw APIError(
                 status: .forbidden, code: "host-not-allowed",
-                message: "the operator surface answers requests addressed to an IP address, localhost or its --admin-host; set --admin-token to answer other names")
+                message:
+                    "the operator surface answers requests addressed to an IP address, localhost or its --admin-host; set --admin-token to answer other names"
+            )
         }
         if let origin = request.headers[.origin] {
             let own = "http://" + (request.head.authority ?? "").lowercased()
             if origin.lowercased() != own {
                 metrics.denied("admin-unauthorized")
-                throw APIError(status: .forbidden, code: "origin-not-allowed", message: "the operator surface does not answer pages of other origins")
+                throw APIError(
+                    status: .forbidden, code: "origin-not-allowed", message: "the operator surface does not answer pages of other origins")
             }
         }
         if let token {
@@ -228,8 +238,11 @@ struct AdminGuardMiddleware<Context: RequestContext>: RouterMiddleware {
             // Hashing both sides first makes the comparison independent of the token's length as well.
             guard let presented, constantTimeEqual(Array(SHA256.hash(data: Array(presented.utf8))), token) else {
                 metrics.denied("admin-unauthorized")
-                var error = try APIError(status: .unauthorized, code: "admin-unauthorized", message: "the operator surface needs Authorization: Bearer <admin token>")
-                    .response(from: request, context: context)
+                var error = try APIError(
+                    status: .unauthorized, code: "admin-unauthorized",
+                    message: "the operator surface needs Authorization: Bearer <admin token>"
+                )
+                .response(from: request, context: context)
                 error.headers[.wwwAuthenticate] = "Bearer realm=\"prefetch-admin\""
                 return error
             }

@@ -34,7 +34,8 @@ struct PrefetchRoutes: Sendable {
 
     /// The request body as a JSON object (at most `maximumRequestBody` bytes, within the body timeout).
     func jsonBody(_ request: Request, context: PageContext, allowEmpty: Bool = false) async throws(APIError) -> JSONObject {
-        let buffer = try await readBody(request, limit: orchestrator.settings.maximumRequestBody, timeout: orchestrator.settings.bodyTimeout)
+        let buffer = try await readBody(
+            request, limit: orchestrator.settings.maximumRequestBody, timeout: orchestrator.settings.bodyTimeout)
         if allowEmpty && buffer.readableBytes == 0 { return JSONObject() }
         let value: JSONValue
         do {
@@ -85,7 +86,8 @@ struct PrefetchRoutes: Sendable {
     /// The page URL of a trigger body.
     static func pageURL(_ object: JSONObject) throws(APIError) -> String {
         guard case .string(let page)? = object["url"] else {
-            throw APIError.badRequest("missing-url", object["url"] == nil ? "\"url\" (the page URL) is required" : "\"url\" must be a string")
+            throw APIError.badRequest(
+                "missing-url", object["url"] == nil ? "\"url\" (the page URL) is required" : "\"url\" must be a string")
         }
         return page
     }
@@ -142,7 +144,7 @@ struct PrefetchRoutes: Sendable {
         do {
             let ticket = try await entitledTicket(request, context: context)
             return try await replay(ticket, request: request)
-        } catch where error.code != "unknown-ticket" {
+        } catch  where error.code != "unknown-ticket" {
             // A refused reader is recorded on the ticket too, so the debug view shows who was turned away.
             if let id = context.parameters.get("ticket"), let ticket = await orchestrator.tickets.ticket(id),
                 let index = try? Self.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, request: request),
@@ -179,7 +181,8 @@ struct PrefetchRoutes: Sendable {
         }
         let index = try Self.select(plan.requests.map { ($0.name, $0.interface.api, $0.method) }, request: request)
         let (key, _) = orchestrator.keyAndHeaders(for: plan.requests[index], page: plan.pageURL, credentials: presented(request))
-        let wait = orchestrator.clampWait(try Self.waitParameter(request), default: .milliseconds(plan.requests[index].interface.timeoutMilliseconds))
+        let wait = orchestrator.clampWait(
+            try Self.waitParameter(request), default: .milliseconds(plan.requests[index].interface.timeoutMilliseconds))
         return try replay(await orchestrator.store.read(key, wait: wait), wait: wait)
     }
 
@@ -315,7 +318,9 @@ func readBody(_ request: Request, limit: Int, timeout: Duration) async throws(AP
             }
             defer { group.cancelAll() }
             guard let first = try await group.next(), let buffer = first else {
-                throw APIError(status: .requestTimeout, code: "body-timeout", message: "the request body did not arrive within \(timeout.milliseconds) ms")
+                throw APIError(
+                    status: .requestTimeout, code: "body-timeout",
+                    message: "the request body did not arrive within \(timeout.milliseconds) ms")
             }
             return buffer
         }

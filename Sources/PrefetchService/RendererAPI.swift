@@ -1,10 +1,10 @@
-import PrefetchStore
 import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
 import PrefetchCore
 import PrefetchEngine
+import PrefetchStore
 import RendererPool
 
 /// `POST /v1/renderers/acquire`: a leased renderer. The id is the capability to release it.
@@ -84,7 +84,9 @@ struct RendererRoutes: Sendable {
             if RandomID.isWellFormed(id), await pools.release(id: id, healthy: healthy) {
                 return ReleaseAnswer(id: id, released: true, healthy: healthy)
             }
-            throw APIError(status: .notFound, code: "unknown-lease", message: "the lease \(quoted(id, limit: 80)) is unknown, already released or reclaimed")
+            throw APIError(
+                status: .notFound, code: "unknown-lease",
+                message: "the lease \(quoted(id, limit: 80)) is unknown, already released or reclaimed")
         }
         router.post("/v1/open") { request, context in try await open(request, context: context) }
         return router
@@ -114,23 +116,33 @@ struct RendererRoutes: Sendable {
     func acquire(profile: String, page: String?, caller: String) async throws(APIError) -> Answer<LeaseAnswer> {
         guard pools.pool(named: profile) != nil else {
             let known = pools.pools.keys.sorted().joined(separator: ", ")
-            throw APIError(status: .notFound, code: "unknown-profile", message: "no renderer profile named \(quoted(profile, limit: 60)) (profiles: \(known))")
+            throw APIError(
+                status: .notFound, code: "unknown-profile",
+                message: "no renderer profile named \(quoted(profile, limit: 60)) (profiles: \(known))")
         }
         do {
             let lease = try await pools.acquire(profile: profile, page: page, caller: caller)
             return Answer(
                 status: .ok,
                 value: LeaseAnswer(
-                    id: lease.id, profile: lease.profile, warm: lease.warm, waitedMs: lease.waited.milliseconds, createMs: lease.createTime.milliseconds,
+                    id: lease.id, profile: lease.profile, warm: lease.warm, waitedMs: lease.waited.milliseconds,
+                    createMs: lease.createTime.milliseconds,
                     uses: lease.uses))
         } catch {
             switch error.code {
             case .timeout:
-                throw APIError(status: .serviceUnavailable, code: "timeout", message: "no \(profile) renderer became free in time: \(error.message)", retryAfter: 1)
+                throw APIError(
+                    status: .serviceUnavailable, code: "timeout", message: "no \(profile) renderer became free in time: \(error.message)",
+                    retryAfter: 1)
             case .shutdown: throw APIError(status: .serviceUnavailable, code: "shutdown", message: "the service is shutting down")
             case .callerLimit:
-                throw APIError(status: .tooManyRequests, code: "caller-limit", message: "this caller already holds its share of the \(profile) pool: \(error.message)", retryAfter: 1)
-            default: throw APIError(status: .serviceUnavailable, code: "create-failed", message: "no \(profile) renderer could be created: \(error.message)", retryAfter: 1)
+                throw APIError(
+                    status: .tooManyRequests, code: "caller-limit",
+                    message: "this caller already holds its share of the \(profile) pool: \(error.message)", retryAfter: 1)
+            default:
+                throw APIError(
+                    status: .serviceUnavailable, code: "create-failed",
+                    message: "no \(profile) renderer could be created: \(error.message)", retryAfter: 1)
             }
         }
     }
@@ -142,9 +154,12 @@ struct RendererRoutes: Sendable {
             let round = { (value: Double) in (value * 10).rounded() / 10 }
             profiles[name] = PoolsAnswer.Pool(
                 idle: s.idle, leased: s.leased, warming: s.warming, pending: s.pending, created: s.created, destroyed: s.destroyed,
-                warmHits: s.warmHits, coldStarts: s.coldStarts, timeouts: s.timeouts, reclaimed: s.reclaimed, createFailures: s.createFailures,
+                warmHits: s.warmHits, coldStarts: s.coldStarts, timeouts: s.timeouts, reclaimed: s.reclaimed,
+                createFailures: s.createFailures,
                 memoryMB: s.memoryMB,
-                acquireWaitMs: .init(p50: round(s.acquireWaitMs.p50), p90: round(s.acquireWaitMs.p90), p99: round(s.acquireWaitMs.p99), samples: s.acquireWaitMs.samples))
+                acquireWaitMs: .init(
+                    p50: round(s.acquireWaitMs.p50), p90: round(s.acquireWaitMs.p90), p99: round(s.acquireWaitMs.p99),
+                    samples: s.acquireWaitMs.samples))
         }
         return PoolsAnswer(profiles: profiles)
     }
@@ -161,11 +176,14 @@ struct RendererRoutes: Sendable {
         let profile = try Self.string(object, "profile") ?? (known ? "main" : "plain")
         let leaseCaller = caller(request, context: context)
         async let lease = { () async -> Result<Answer<LeaseAnswer>, APIError> in
-            do throws(APIError) { return .success(try await acquire(profile: profile, page: page, caller: leaseCaller)) } catch { return .failure(error) }
+            do throws(APIError) { return .success(try await acquire(profile: profile, page: page, caller: leaseCaller)) } catch {
+                return .failure(error)
+            }
         }()
         var answer = OpenAnswer()
         do throws(PrefetchError) {
-            answer.prefetch = TriggerAnswer(try await prefetch.orchestrator.trigger(page: page, headers: headers, caller: context.callerAddress))
+            answer.prefetch = TriggerAnswer(
+                try await prefetch.orchestrator.trigger(page: page, headers: headers, caller: context.callerAddress))
         } catch {
             if case .invalidPageURL = error { throw APIError(error) }
             if case .pageURLTooLong = error { throw APIError(error) }

@@ -27,7 +27,8 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             let allow = methods.joined(separator: ", ")
             let message = "\(request.method.rawValue) is not allowed on \(quoted(request.uri.path, limit: 120)); allowed: \(allow)"
-            var response = try APIError(status: .methodNotAllowed, code: "method-not-allowed", message: message).response(from: request, context: context)
+            var response = try APIError(status: .methodNotAllowed, code: "method-not-allowed", message: message).response(
+                from: request, context: context)
             response.headers[.allow] = allow
             return response
         }
@@ -69,7 +70,9 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
                 let key = String(line.dropFirst(4).dropLast())
                 pending = operations.contains(key) ? key.uppercased() : nil
             } else if line.hasPrefix("      tags: ["), let method = pending, !result.isEmpty {
-                let tags = line.dropFirst("      tags: [".count).prefix { $0 != "]" }.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                let tags = line.dropFirst("      tags: [".count).prefix { $0 != "]" }.split(separator: ",").map {
+                    $0.trimmingCharacters(in: .whitespaces)
+                }
                 if tags.contains(surface) { result[result.count - 1].methods.append(method) }
                 pending = nil
             }

@@ -1,4 +1,3 @@
-import Synchronization
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -6,6 +5,7 @@ import NIOCore
 import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
+import Synchronization
 
 /// The static files pages load from the page surface: the page client (`/v1/client.js`) and the demo shell and
 /// page. Static files live in `Resources/web` (plain HTML and JS, no build step) and are read once, on first use.
@@ -20,7 +20,9 @@ struct StaticRoutes: Sendable {
     var routes: RouteCollection<PageContext> {
         let router = RouteCollection(context: PageContext.self)
         router.get("/") { request, _ in landing(request) }
-        for (path, file) in [("/v1/client.js", "client.js"), ("/demo/shell.html", "demo/shell.html"), ("/demo/page.html", "demo/page.html")] {
+        for (path, file) in [
+            ("/v1/client.js", "client.js"), ("/demo/shell.html", "demo/shell.html"), ("/demo/page.html", "demo/page.html"),
+        ] {
             router.get(RouterPath(path)) { request, _ in WebFiles.response(file, request: request) }
         }
         router.get("/demo") { _, _ in Response(status: .found, headers: [.location: "/demo/shell.html"]) }
@@ -39,7 +41,8 @@ extension StaticRoutes {
             guard let url = try? HTTPURL(parsing: page.url), url.path == "/demo/page.html", !page.interfaces.isEmpty else { continue }
             let query = page.interfaces.map { "api=" + Self.queryValue($0.api) }.joined(separator: "&")
             let names = page.interfaces.map(\.name).joined(separator: ", ")
-            demos.append(#"<li><a href="/demo/shell.html?\#(Self.html(query))">Open the demo page with prefetch</a> (\#(Self.html(names)))</li>"#)
+            demos.append(
+                #"<li><a href="/demo/shell.html?\#(Self.html(query))">Open the demo page with prefetch</a> (\#(Self.html(names)))</li>"#)
         }
         let hostName = host.split(separator: ":").first.map(String.init) ?? "127.0.0.1"
         let operatorLink =
@@ -195,7 +198,8 @@ struct DebugRoutes: Sendable {
                 OpensAnswer.Read(served: read.served, reason: read.reason, askedMs: since(read.askedAt), answeredMs: since(read.answeredAt))
             }
             return OpensAnswer.Request(
-                name: request.name, api: request.api, method: request.method.rawValue, flight: timing.origin, startMs: since(timing.startedAt),
+                name: request.name, api: request.api, method: request.method.rawValue, flight: timing.origin,
+                startMs: since(timing.startedAt),
                 endMs: timing.finishedAt.map(since), status: timing.status, bytes: timing.bytes, error: timing.error, reads: ownReads)
         }
         return OpensAnswer.Open(
@@ -209,12 +213,14 @@ struct DebugRoutes: Sendable {
         let loaded = orchestrator.currentConfig()
         return StatusAnswer(
             store: .init(
-                bytes: store.bytes, budget: store.budget, entries: store.entries, pending: store.pending, hits: store.hits, joins: store.joins,
+                bytes: store.bytes, budget: store.budget, entries: store.entries, pending: store.pending, hits: store.hits,
+                joins: store.joins,
                 misses: store.misses, evictions: store.evictions),
             tickets: .init(count: orchestrator.tickets.count, bytes: orchestrator.tickets.bytes, budget: orchestrator.settings.ticketBytes),
             renderers: await renderers.snapshot(),
             config: .init(
-                loaded: loaded != nil, name: loaded?.name, version: loaded?.version, pages: loaded?.pages.count, interfaces: loaded?.interfaceCount,
+                loaded: loaded != nil, name: loaded?.name, version: loaded?.version, pages: loaded?.pages.count,
+                interfaces: loaded?.interfaceCount,
                 source: configPath))
     }
 }
@@ -241,7 +247,9 @@ enum WebFiles {
 
     static func response(_ name: String, request: Request) -> Response {
         guard let file = files[name] else {
-            return Response(status: .notFound, headers: [.contentType: "text/plain; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: "\(name) is missing from this build\n")))
+            return Response(
+                status: .notFound, headers: [.contentType: "text/plain; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: "\(name) is missing from this build\n")))
         }
         var headers: HTTPFields = [
             .eTag: file.etag, .cacheControl: name.hasSuffix(".js") ? "public, max-age=300" : "no-cache",

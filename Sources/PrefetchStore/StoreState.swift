@@ -71,7 +71,8 @@ struct StoreState {
         if let at = index[key] {
             switch slots[at]!.entry.begin(token: token, policy: policy, now: now, lockAge: lockAge) {
             case .leader:
-                effects.note(.notice, "flight taken over: its lock age passed or its leader abandoned", key: key, ["store.flight": "\(token)"])
+                effects.note(
+                    .notice, "flight taken over: its lock age passed or its leader abandoned", key: key, ["store.flight": "\(token)"])
                 return .leader(token)
             case .joined:
                 return .joined
@@ -117,7 +118,8 @@ struct StoreState {
             } else if !makeRoom(total - slot.bytes, effects: &effects) {
                 rejection = StoreFailure(
                     code: StoreFailure.storeFullCode,
-                    message: "no room for a response of \(response.accountedBytes) bytes: in-flight entries hold the budget of \(budget) bytes")
+                    message:
+                        "no room for a response of \(response.accountedBytes) bytes: in-flight entries hold the budget of \(budget) bytes")
                 effects.note(.warning, "store full of in-flight entries; response not kept", key: key)
             }
         }

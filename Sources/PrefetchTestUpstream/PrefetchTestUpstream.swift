@@ -114,7 +114,8 @@ public final class TestUpstream: Sendable {
                     counters.connectionOpened()
                     guard let sslContext else {
                         if http2 {
-                            return addHTTP2Handlers(to: channel, counters: counters, connection: ConnectionInfo(serverName: nil, tls: false))
+                            return addHTTP2Handlers(
+                                to: channel, counters: counters, connection: ConnectionInfo(serverName: nil, tls: false))
                         }
                         return channel.eventLoop.makeCompletedFuture {
                             try addHTTPHandlers(to: channel, counters: counters, serverName: nil, tls: false)

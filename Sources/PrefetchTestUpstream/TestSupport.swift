@@ -64,4 +64,3 @@ public func eventually(within seconds: Double = 10, _ condition: () async throws
     }
     return try await condition()
 }
-

@@ -294,4 +294,3 @@ func controlAnswer(method: HTTPMethod, path: String, query: String?, counters: U
         return (404, "{\"error\":\"unknown control endpoint\"}")
     }
 }
-

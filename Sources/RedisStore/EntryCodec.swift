@@ -36,8 +36,10 @@ enum EntryCodec {
     static let failureKind = UInt8(ascii: "F")
     static let lockKind = UInt8(ascii: "L")
 
-    static func encode(_ value: StoredValue, wallNow: Int64 = wallClockMilliseconds(),
-                       now: ContinuousClock.Instant = .now) -> [UInt8] {
+    static func encode(
+        _ value: StoredValue, wallNow: Int64 = wallClockMilliseconds(),
+        now: ContinuousClock.Instant = .now
+    ) -> [UInt8] {
         var out: [UInt8] = []
         switch value {
         case .response(let response, let label):
@@ -71,8 +73,10 @@ enum EntryCodec {
         return out
     }
 
-    static func decode(_ bytes: [UInt8], wallNow: Int64 = wallClockMilliseconds(),
-                       now: ContinuousClock.Instant = .now) -> StoredValue? {
+    static func decode(
+        _ bytes: [UInt8], wallNow: Int64 = wallClockMilliseconds(),
+        now: ContinuousClock.Instant = .now
+    ) -> StoredValue? {
         var reader = ByteReader(bytes: bytes)
         guard let kind = reader.byte(), let labelLength = reader.uint16(),
             let label = reader.string(count: Int(labelLength))

@@ -133,9 +133,12 @@ final class RedisConnection {
             let value = Self.value(of: reply)
             prefetch_redis_free_reply(reply)
             if case .error(let message) = value, message.hasPrefix("NOAUTH") {
-                return (replies, RedisCallError(
-                    kind: .auth,
-                    message: "Redis at \(address) wants credentials the store URL does not give: \(message)"))
+                return (
+                    replies,
+                    RedisCallError(
+                        kind: .auth,
+                        message: "Redis at \(address) wants credentials the store URL does not give: \(message)")
+                )
             }
             replies.append(value)
         }
@@ -201,7 +204,8 @@ final class RedisConnection {
         let savedErrno = errno
         // EOF, a reset or a broken pipe mean the server dropped the connection before our command ran; a timeout
         // means it may have run.
-        let closed = code == REDIS_ERR_EOF
+        let closed =
+            code == REDIS_ERR_EOF
             || (code == REDIS_ERR_IO && (savedErrno == EPIPE || savedErrno == ECONNRESET))
         return RedisCallError(kind: closed ? .closed : .io, message: "Redis connection broke: \(message)")
     }

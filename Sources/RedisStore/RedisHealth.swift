@@ -69,8 +69,10 @@ final class RedisHealthMonitor: Sendable {
     private let endpoint: RedisEndpoint
     private let clock = ContinuousClock()
 
-    init(endpoint: RedisEndpoint, initialBackoff: Duration, maxBackoff: Duration, logger: Logger,
-         factory: any MetricsFactory) {
+    init(
+        endpoint: RedisEndpoint, initialBackoff: Duration, maxBackoff: Duration, logger: Logger,
+        factory: any MetricsFactory
+    ) {
         self.state = Mutex(RedisHealth(initialBackoff: initialBackoff, maxBackoff: maxBackoff))
         self.upGauge = Gauge(label: "prefetch_store_redis_up", factory: factory)
         self.reconnectCounter = Counter(label: "prefetch_store_redis_reconnects_total", factory: factory)

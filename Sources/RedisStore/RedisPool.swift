@@ -147,7 +147,9 @@ final class RedisWorker: Sendable {
     }
 
     /// The replies that arrived, then `error` for each command that got none.
-    private static func settle(_ replies: [RedisValue], _ error: RedisCallError, count: Int)
+    private static func settle(
+        _ replies: [RedisValue], _ error: RedisCallError, count: Int
+    )
         -> [Result<RedisValue, RedisCallError>]
     {
         replies.map { .success($0) } + failing(count - replies.count, error)

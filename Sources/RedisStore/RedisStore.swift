@@ -57,9 +57,9 @@
 // plus `prefetch_store_redis_up` and `prefetch_store_redis_reconnects_total`. Redis expiries are silent, so
 // evictions and wasted prefetches are only counted for the fallback store.
 
+import CoreMetrics
 import Crypto
 import Logging
-import CoreMetrics
 import PrefetchStore
 import ServiceLifecycle
 import Synchronization
@@ -367,15 +367,18 @@ public final class RedisStore: ResponseStore, Service {
 
     /// Acts on Redis's reply to a completion sent at `sentAt`: a kept response goes to the local tier and this
     /// replica's readers are woken; a result Redis could not take is kept in the fallback store instead.
-    private func settle(_ completion: Completion, key: StoreKey, reply: Result<RedisValue, RedisCallError>, sentAt: ContinuousClock.Instant) async {
+    private func settle(
+        _ completion: Completion, key: StoreKey, reply: Result<RedisValue, RedisCallError>, sentAt: ContinuousClock.Instant
+    ) async {
         let (keys, policy, result, encoded, kept) =
             (completion.keys, completion.policy, completion.result, completion.encoded, completion.kept)
         switch reply {
         case .success(.integer(1)):
             if kept, case .success(let response) = result {
                 local.withLock {
-                    $0.put(keys.digest, response: response, label: policy.label,
-                           redisExpiresAt: sentAt + completion.keep, now: sentAt)
+                    $0.put(
+                        keys.digest, response: response, label: policy.label,
+                        redisExpiresAt: sentAt + completion.keep, now: sentAt)
                 }
             }
             waiters.notify(keys.digest, payload: kept ? nil : encoded)
@@ -538,8 +541,9 @@ public final class RedisStore: ResponseStore, Service {
             case .value(.response(let response, let label), let pttl):
                 if pttl > 0 {
                     local.withLock {
-                        $0.put(keys.digest, response: response, label: label,
-                               redisExpiresAt: sentAt + .milliseconds(pttl), now: sentAt)
+                        $0.put(
+                            keys.digest, response: response, label: label,
+                            redisExpiresAt: sentAt + .milliseconds(pttl), now: sentAt)
                     }
                 }
                 return .counted(.ready(response, joined: arrivedDuringFlight), label: label)
@@ -637,13 +641,17 @@ public final class RedisStore: ResponseStore, Service {
 
     /// Runs a script by SHA, sending its source only when Redis does not have it cached. A Redis error reply (not
     /// an outage) is logged and reported as a failure so callers treat it like one.
-    private func eval(_ script: LuaScript, keys: [String], arguments: [[UInt8]]) async
+    private func eval(
+        _ script: LuaScript, keys: [String], arguments: [[UInt8]]
+    ) async
         -> Result<RedisValue, RedisCallError>
     {
         await eval([ScriptCall(script, keys: keys, arguments: arguments)])[0]
     }
 
-    private func eval(_ script: LuaScript, keys: [[UInt8]], arguments: [[UInt8]]) async
+    private func eval(
+        _ script: LuaScript, keys: [[UInt8]], arguments: [[UInt8]]
+    ) async
         -> Result<RedisValue, RedisCallError>
     {
         await eval([ScriptCall(script, keys: keys, arguments: arguments)])[0]

@@ -1,3 +1,7 @@
+import Logging
+import Subprocess
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,9 +9,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Logging
-import Subprocess
-import Synchronization
 #if canImport(System)
 import System
 #else

@@ -1,8 +1,9 @@
 import ArgumentParser
 import CMallocTuning
+import ConfigUpdater
+import Foundation
 import Logging
 import Metrics
-import ConfigUpdater
 import PrefetchCore
 import PrefetchDNS
 import PrefetchEngine
@@ -12,8 +13,6 @@ import PrefetchStore
 import Prometheus
 import ServiceLifecycle
 import UnixSignals
-
-import Foundation
 
 /// The `prefetch` command line. Each subcommand parses its arguments and calls into the libraries.
 @main
@@ -163,34 +162,55 @@ extension Prefetch {
         @Option(name: .customLong("admin-host"), help: "Address of the operator surface (default 127.0.0.1, env PREFETCH_ADMIN_HOST).")
         var adminHost: String?
 
-        @Option(name: .customLong("admin-port"), help: "Port of the operator surface, 0 for any free port (default 8081, env PREFETCH_ADMIN_PORT).")
+        @Option(
+            name: .customLong("admin-port"),
+            help: "Port of the operator surface, 0 for any free port (default 8081, env PREFETCH_ADMIN_PORT).")
         var adminPort: Int?
 
-        @Option(name: .customLong("admin-token"), help: "Require 'Authorization: Bearer TOKEN' on the operator surface (env PREFETCH_ADMIN_TOKEN; prefer the env).")
+        @Option(
+            name: .customLong("admin-token"),
+            help: "Require 'Authorization: Bearer TOKEN' on the operator surface (env PREFETCH_ADMIN_TOKEN; prefer the env).")
         var adminToken: String?
 
-        @Option(name: .customLong("identity-key"), help: "Secret (32+ bytes) identities and read keys are keyed with; replicas share it (env PREFETCH_IDENTITY_KEY; default: kept in --state-dir, else per process).")
+        @Option(
+            name: .customLong("identity-key"),
+            help:
+                "Secret (32+ bytes) identities and read keys are keyed with; replicas share it (env PREFETCH_IDENTITY_KEY; default: kept in --state-dir, else per process)."
+        )
         var identityKey: String?
 
-        @Option(name: .customLong("trigger-rate"), help: "Triggers per second one caller may sustain, 0 for no limit (default 10, env PREFETCH_TRIGGER_RATE).")
+        @Option(
+            name: .customLong("trigger-rate"),
+            help: "Triggers per second one caller may sustain, 0 for no limit (default 10, env PREFETCH_TRIGGER_RATE).")
         var triggerRate: Double?
 
-        @Option(name: .customLong("trigger-burst"), help: "Triggers one caller may make in a burst (default 40, env PREFETCH_TRIGGER_BURST).")
+        @Option(
+            name: .customLong("trigger-burst"), help: "Triggers one caller may make in a burst (default 40, env PREFETCH_TRIGGER_BURST).")
         var triggerBurst: Int?
 
-        @Option(name: .customLong("ticket-bytes"), help: "Bytes tickets may hold; the oldest go first (default 16777216, env PREFETCH_TICKET_BYTES).")
+        @Option(
+            name: .customLong("ticket-bytes"),
+            help: "Bytes tickets may hold; the oldest go first (default 16777216, env PREFETCH_TICKET_BYTES).")
         var ticketBytes: Int?
 
-        @Option(name: .customLong("in-flight-bytes"), help: "Bytes all responses still arriving may hold together (default 67108864, env PREFETCH_IN_FLIGHT_BYTES).")
+        @Option(
+            name: .customLong("in-flight-bytes"),
+            help: "Bytes all responses still arriving may hold together (default 67108864, env PREFETCH_IN_FLIGHT_BYTES).")
         var inFlightBytes: Int?
 
-        @Option(name: .customLong("max-transfers"), help: "Upstream transfers at once; more wait, fairly across page opens (default 512, env PREFETCH_MAX_TRANSFERS).")
+        @Option(
+            name: .customLong("max-transfers"),
+            help: "Upstream transfers at once; more wait, fairly across page opens (default 512, env PREFETCH_MAX_TRANSFERS).")
         var maxTransfers: Int?
 
-        @Option(name: .customLong("max-connections-per-host"), help: "Connections to one upstream host (default: --max-transfers, env PREFETCH_MAX_CONNECTIONS_PER_HOST).")
+        @Option(
+            name: .customLong("max-connections-per-host"),
+            help: "Connections to one upstream host (default: --max-transfers, env PREFETCH_MAX_CONNECTIONS_PER_HOST).")
         var maxConnectionsPerHost: Int?
 
-        @Option(name: .customLong("idle-timeout"), help: "Seconds a connection may idle, and the longest a request head may take (default 30, env PREFETCH_IDLE_TIMEOUT).")
+        @Option(
+            name: .customLong("idle-timeout"),
+            help: "Seconds a connection may idle, and the longest a request head may take (default 30, env PREFETCH_IDLE_TIMEOUT).")
         var idleTimeout: Int?
 
         @Option(name: .customLong("store-bytes"), help: "Byte budget of the response store (default 67108864, env PREFETCH_STORE_BYTES).")
@@ -199,37 +219,61 @@ extension Prefetch {
         @Option(name: .customLong("cors-origin"), help: "An extra origin allowed to read data cross-origin; repeatable; * for any.")
         var corsOrigins: [String] = []
 
-        @Option(help: "Renderer profiles file (default: $PREFETCH_RENDERERS, or configs/renderers.json when it exists, else built-in main and plain).")
+        @Option(
+            help:
+                "Renderer profiles file (default: $PREFETCH_RENDERERS, or configs/renderers.json when it exists, else built-in main and plain)."
+        )
         var renderers: String?
 
-        @Option(name: .customLong("config-fallback"), help: "CDN copy of a URL config, used after repeated abnormal answers (env PREFETCH_CONFIG_FALLBACK).")
+        @Option(
+            name: .customLong("config-fallback"),
+            help: "CDN copy of a URL config, used after repeated abnormal answers (env PREFETCH_CONFIG_FALLBACK).")
         var configFallback: String?
 
         @Option(name: .customLong("config-interval"), help: "Seconds between config checks (default 60, env PREFETCH_CONFIG_INTERVAL).")
         var configInterval: Int?
 
-        @Option(name: .customLong("config-fatigue"), help: "Minimum seconds between two checks of a URL config, whatever triggers them (default 30, env PREFETCH_CONFIG_FATIGUE).")
+        @Option(
+            name: .customLong("config-fatigue"),
+            help: "Minimum seconds between two checks of a URL config, whatever triggers them (default 30, env PREFETCH_CONFIG_FATIGUE).")
         var configFatigue: Int?
 
         @Option(name: .customLong("state-dir"), help: "Directory for the last-good config copy (env PREFETCH_STATE_DIR; default none).")
         var stateDirectory: String?
 
-        @Option(help: "Response store: memory (default) or redis://[user[:password]@]host:port[/db] shared by replicas (env PREFETCH_STORE; prefer the env for a password).")
+        @Option(
+            help:
+                "Response store: memory (default) or redis://[user[:password]@]host:port[/db] shared by replicas (env PREFETCH_STORE; prefer the env for a password)."
+        )
         var store: String?
 
-        @Option(name: .customLong("store-connections"), help: "Connections to the Redis store, each with its own thread; calls meeting a busy one are pipelined (default 2, env PREFETCH_STORE_CONNECTIONS).")
+        @Option(
+            name: .customLong("store-connections"),
+            help:
+                "Connections to the Redis store, each with its own thread; calls meeting a busy one are pipelined (default 2, env PREFETCH_STORE_CONNECTIONS)."
+        )
         var storeConnections: Int?
 
-        @Option(name: .customLong("httpdns"), help: "HTTPDNS endpoint (GET <url>?host=NAME answering {\"host\",\"ips\",\"ttl\"}); default off, env PREFETCH_HTTPDNS.")
+        @Option(
+            name: .customLong("httpdns"),
+            help: "HTTPDNS endpoint (GET <url>?host=NAME answering {\"host\",\"ips\",\"ttl\"}); default off, env PREFETCH_HTTPDNS.")
         var httpdns: String?
 
-        @Flag(name: .customLong("no-fast-handoff"), help: "Send every data read through the router instead of answering ready entries on the event loop (env PREFETCH_FAST_HANDOFF=0).")
+        @Flag(
+            name: .customLong("no-fast-handoff"),
+            help:
+                "Send every data read through the router instead of answering ready entries on the event loop (env PREFETCH_FAST_HANDOFF=0)."
+        )
         var noFastHandoff = false
 
-        @Flag(name: .customLong("httpdns-allow-private"), help: "Accept HTTPDNS answers pointing at loopback, private or link-local addresses (env PREFETCH_HTTPDNS_ALLOW_PRIVATE=1).")
+        @Flag(
+            name: .customLong("httpdns-allow-private"),
+            help: "Accept HTTPDNS answers pointing at loopback, private or link-local addresses (env PREFETCH_HTTPDNS_ALLOW_PRIVATE=1).")
         var httpdnsAllowPrivate = false
 
-        @Option(name: .customLong("ca-bundle"), help: "Extra CA bundle (PEM) for private upstreams; TLS verification is never off (env PREFETCH_CA_BUNDLE).")
+        @Option(
+            name: .customLong("ca-bundle"),
+            help: "Extra CA bundle (PEM) for private upstreams; TLS verification is never off (env PREFETCH_CA_BUNDLE).")
         var caBundle: String?
 
         @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
@@ -254,7 +298,8 @@ extension Prefetch {
             if storeChoice != "memory" {
                 guard storeChoice.hasPrefix("redis://") else {
                     // Never echo the value: it may carry a password.
-                    throw ValidationError("--store must be memory or redis://[user[:password]@]host:port[/db] (the value given starts otherwise)")
+                    throw ValidationError(
+                        "--store must be memory or redis://[user[:password]@]host:port[/db] (the value given starts otherwise)")
                 }
                 settings.storeURL = storeChoice
             }
@@ -273,7 +318,8 @@ extension Prefetch {
                 settings.adminPort = port
             }
             if settings.port != 0, settings.port == settings.adminPort, settings.host == settings.adminHost {
-                throw ValidationError("--admin-port \(settings.adminPort) is the page port: the operator surface needs a listener of its own")
+                throw ValidationError(
+                    "--admin-port \(settings.adminPort) is the page port: the operator surface needs a listener of its own")
             }
             settings.adminToken = adminToken ?? Environment.value("PREFETCH_ADMIN_TOKEN")
             if let token = settings.adminToken, token.utf8.count < 16 {
@@ -302,7 +348,9 @@ extension Prefetch {
                 settings.fetcher.maxConnectionsPerHost = count
             }
             if let seconds = try idleTimeout ?? Environment.integer("PREFETCH_IDLE_TIMEOUT") {
-                guard (1...3600).contains(seconds) else { throw ValidationError("--idle-timeout \(seconds) must be between 1 and 3600 seconds") }
+                guard (1...3600).contains(seconds) else {
+                    throw ValidationError("--idle-timeout \(seconds) must be between 1 and 3600 seconds")
+                }
                 settings.idleTimeout = .seconds(seconds)
             }
             if let burst = try triggerBurst ?? Environment.integer("PREFETCH_TRIGGER_BURST") {
@@ -313,7 +361,9 @@ extension Prefetch {
                 guard bytes >= 1024 * 1024 else { throw ValidationError("--store-bytes \(bytes) is below the minimum of 1048576") }
                 settings.storeBytes = bytes
             }
-            if let path = renderers ?? Environment.value("PREFETCH_RENDERERS") ?? (FileManager.default.fileExists(atPath: "configs/renderers.json") ? "configs/renderers.json" : nil) {
+            if let path = renderers ?? Environment.value("PREFETCH_RENDERERS")
+                ?? (FileManager.default.fileExists(atPath: "configs/renderers.json") ? "configs/renderers.json" : nil)
+            {
                 do {
                     settings.renderers = try RendererSettings.load(path: path)
                 } catch {
@@ -330,17 +380,23 @@ extension Prefetch {
                 throw ValidationError("\(error)")
             }
             if let bundle = caBundle ?? Environment.value("PREFETCH_CA_BUNDLE") {
-                guard FileManager.default.isReadableFile(atPath: bundle) else { throw ValidationError("--ca-bundle \(bundle) is not a readable file") }
+                guard FileManager.default.isReadableFile(atPath: bundle) else {
+                    throw ValidationError("--ca-bundle \(bundle) is not a readable file")
+                }
                 settings.fetcher.caBundlePath = bundle
             }
-            settings.corsOrigins = corsOrigins + (Environment.value("PREFETCH_CORS_ORIGINS")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } ?? [])
+            settings.corsOrigins =
+                corsOrigins
+                + (Environment.value("PREFETCH_CORS_ORIGINS")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } ?? [])
             for origin in settings.corsOrigins where origin != "*" {
                 guard let parsed = try? HTTPURL(parsing: origin), parsed.origin == origin.lowercased() else {
-                    throw ValidationError("--cors-origin \"\(origin)\" must be an origin like https://m.example.com (scheme, host, optional port) or *")
+                    throw ValidationError(
+                        "--cors-origin \"\(origin)\" must be an origin like https://m.example.com (scheme, host, optional port) or *")
                 }
             }
             settings.identityKey = try IdentityKeySource.load(
-                given: identityKey ?? Environment.value("PREFETCH_IDENTITY_KEY"), stateDirectory: source.stateDirectory, shared: settings.storeURL != nil)
+                given: identityKey ?? Environment.value("PREFETCH_IDENTITY_KEY"), stateDirectory: source.stateDirectory,
+                shared: settings.storeURL != nil)
             return settings
         }
 
@@ -376,7 +432,9 @@ extension Prefetch {
                     Console.out("prefetch listening on http://\(settings.host):\(port) (config \(settings.configPath))")
                 },
                 onAdminRunning: { port in
-                    Console.out("prefetch operator surface on http://\(settings.adminHost):\(port)\(settings.adminToken == nil ? "" : " (bearer token required)")")
+                    Console.out(
+                        "prefetch operator surface on http://\(settings.adminHost):\(port)\(settings.adminToken == nil ? "" : " (bearer token required)")"
+                    )
                 })
             let group = ServiceGroup(
                 configuration: .init(
@@ -425,13 +483,16 @@ extension Prefetch {
                 throw ExitCode(error.code == "no-config" ? 3 : 2)
             }
             let start = ContinuousClock.now
-            let results = try await fetchPage(plan, headers: headers, settings: ServiceSettings(), logger: Logger(label: "prefetch")) { result in
+            let results = try await fetchPage(plan, headers: headers, settings: ServiceSettings(), logger: Logger(label: "prefetch")) {
+                result in
                 Console.out(result.line)
             }
             let failed = results.filter { $0.error != nil }.count
             let bytes = results.reduce(0) { $0 + $1.bytes }
             let elapsed = ContinuousClock.now - start
-            print("\(results.count) requests, \(results.count - failed) answered, \(failed) failed, \(bytes) bytes in \((elapsed / .milliseconds(1)).rounded()) ms")
+            print(
+                "\(results.count) requests, \(results.count - failed) answered, \(failed) failed, \(bytes) bytes in \((elapsed / .milliseconds(1)).rounded()) ms"
+            )
             if failed > 0 { throw ExitCode(1) }
         }
     }
@@ -466,7 +527,8 @@ enum IdentityKeySource {
         }
         if shared {
             throw ValidationError(
-                "--store redis:// needs --identity-key (or PREFETCH_IDENTITY_KEY), the same secret on every replica, so that a user has one identity everywhere")
+                "--store redis:// needs --identity-key (or PREFETCH_IDENTITY_KEY), the same secret on every replica, so that a user has one identity everywhere"
+            )
         }
         guard let stateDirectory else { return .random() }
         let path = stateDirectory + "/" + fileName

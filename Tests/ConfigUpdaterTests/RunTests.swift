@@ -2,12 +2,12 @@ import ConfigUpdater
 import Foundation
 import PrefetchCore
 import PrefetchFetcher
+import PrefetchTestUpstream
 import ServiceLifecycle
 import ServiceLifecycleTestKit
 import Testing
 import UnixSignals
 
-import PrefetchTestUpstream
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

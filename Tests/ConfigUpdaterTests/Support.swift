@@ -3,9 +3,9 @@ import Foundation
 import Logging
 import PrefetchCore
 import PrefetchFetcher
+import PrefetchTestUpstream
 import Synchronization
 import Testing
-import PrefetchTestUpstream
 
 /// How many pages the test config of `version` has: readers use it to tell a torn config from a whole one.
 func pageCount(forVersion version: Int) -> Int {

@@ -1,6 +1,7 @@
-@testable import PrefetchCore
 import PropertyBased
 import Testing
+
+@testable import PrefetchCore
 
 // The byte parsers held to the `Character`-level ones they replaced: on random strings built from pieces chosen to
 // hit every rule (delimiters, case, ports, IPv6, dot segments, combining marks, non-ASCII letters, control bytes),
@@ -100,7 +101,9 @@ private func oldURL(_ text: String) -> Result<HTTPURL, URLProblem> {
         let pages = entries.map { #"{"url":"https://m.example.com\#($0)","interfaces":[]}"# }
         return try! makeConfig(pages: pages)
     }()
-    static let pathPieces = ["a", "b", "c", "/", "/", "/", ".html", "v1", "x", ".", "..", "%2e", "p", "s", "q", "é", "e\u{301}", "K", "\u{212A}", "//"]
+    static let pathPieces = [
+        "a", "b", "c", "/", "/", "/", ".html", "v1", "x", ".", "..", "%2e", "p", "s", "q", "é", "e\u{301}", "K", "\u{212A}", "//",
+    ]
 
     /// The old matcher: exact by canonical path, then every pattern of the bucket in precedence order.
     static func referenceMatch(_ url: HTTPURL) -> (String, [String])? {
@@ -149,8 +152,10 @@ private func oldURL(_ text: String) -> Result<HTTPURL, URLProblem> {
             let text = indexes.map { Self.pieces[$0] }.joined()
             for candidate in [text, "{" + text + "}", "[" + text + "]", "{\"k\":\"" + text + "\"}"] {
                 let bytes = Array(candidate.utf8)
-                #expect(Self.outcome { () throws(JSONParseError) in try JSONParser.parse(bytes) }
-                    == Self.outcome { () throws(JSONParseError) in try ReferenceJSONParser.parse(bytes) }, "\(candidate.debugDescription)")
+                #expect(
+                    Self.outcome { () throws(JSONParseError) in try JSONParser.parse(bytes) }
+                        == Self.outcome { () throws(JSONParseError) in try ReferenceJSONParser.parse(bytes) },
+                    "\(candidate.debugDescription)")
             }
         }
     }
@@ -167,14 +172,18 @@ private func oldURL(_ text: String) -> Result<HTTPURL, URLProblem> {
         cases.append(Array((String(repeating: "[", count: 64) + String(repeating: "]", count: 64)).utf8))
         cases.append(Array((String(repeating: "[", count: 65) + String(repeating: "]", count: 65)).utf8))
         for bytes in cases {
-            #expect(Self.outcome { () throws(JSONParseError) in try JSONParser.parse(bytes) }
-                == Self.outcome { () throws(JSONParseError) in try ReferenceJSONParser.parse(bytes) }, "\(bytes)")
+            #expect(
+                Self.outcome { () throws(JSONParseError) in try JSONParser.parse(bytes) }
+                    == Self.outcome { () throws(JSONParseError) in try ReferenceJSONParser.parse(bytes) }, "\(bytes)")
         }
     }
 }
 
 @Suite struct ByteQuerySplitEquivalence {
-    static let pieces = ["a", "Z", "0", "=", "&", "&&", "%", "%2", "%41", "%3D", "+", " ", ";", "é", "e\u{301}", "&\u{301}", "=\u{301}", "中", "-7", "007", "role", "ROLE"]
+    static let pieces = [
+        "a", "Z", "0", "=", "&", "&&", "%", "%2", "%41", "%3D", "+", " ", ";", "é", "e\u{301}", "&\u{301}", "=\u{301}", "中", "-7", "007",
+        "role", "ROLE",
+    ]
 
     /// The pairs as the `Character` split makes them (what `QueryPair.split` did for every query before).
     static func characterSplit(_ query: String) -> [QueryPair] {
@@ -196,7 +205,10 @@ private func oldURL(_ text: String) -> Result<HTTPURL, URLProblem> {
 }
 
 @Suite struct ByteJSONWriterEquivalence {
-    static let texts = ["", "a", "\"", "\\", "\n", "\r\t", "\u{08}\u{0C}", "\u{1}", "\u{1F}", "\u{7F}", "é", "中", "😀", "\u{2028}", "\u{2029}", "\u{2027}", "/", "e\u{301}"]
+    static let texts = [
+        "", "a", "\"", "\\", "\n", "\r\t", "\u{08}\u{0C}", "\u{1}", "\u{1F}", "\u{7F}", "é", "中", "😀", "\u{2028}", "\u{2029}", "\u{2027}",
+        "/", "e\u{301}",
+    ]
 
     static func referenceText(_ value: JSONValue) -> String {
         var out = ""
@@ -208,19 +220,24 @@ private func oldURL(_ text: String) -> Result<HTTPURL, URLProblem> {
         let generator = Gen.int(in: 0...(Self.texts.count - 1)).array(of: 0...8)
         await propertyCheck(count: 2000, input: generator) { indexes in
             let text = indexes.map { Self.texts[$0] }.joined()
-            let value = JSONValue.object(JSONObject([
-                .init(name: text, value: .string(text)),
-                .init(name: "n", value: .array([.number("-1.5e3"), .bool(true), .bool(false), .null, .string(text)])),
-                .init(name: "o", value: .object(JSONObject([.init(name: "k" + text, value: .object(JSONObject()))]))),
-            ]))
+            let value = JSONValue.object(
+                JSONObject([
+                    .init(name: text, value: .string(text)),
+                    .init(name: "n", value: .array([.number("-1.5e3"), .bool(true), .bool(false), .null, .string(text)])),
+                    .init(name: "o", value: .object(JSONObject([.init(name: "k" + text, value: .object(JSONObject()))]))),
+                ]))
             #expect(value.jsonText == Self.referenceText(value), "\(text.debugDescription)")
         }
     }
 }
 
 @Suite struct ByteComposerEquivalence {
-    static let pieces = ["a", "Z", "0", "=", "&", "%", "%2", "%41", "+", " ", "@", "/", "?", ":", "中", "é", ";", "\"", "<", "#", "role", "ROLE", "_", "id", "7", "007", "-3", "x", "X", "c", "k", "n", "%78"]
-    static let config: PrefetchConfig = try! makeConfig(pages: [#"""
+    static let pieces = [
+        "a", "Z", "0", "=", "&", "%", "%2", "%41", "+", " ", "@", "/", "?", ":", "中", "é", ";", "\"", "<", "#", "role", "ROLE", "_", "id",
+        "7", "007", "-3", "x", "X", "c", "k", "n", "%78",
+    ]
+    static let config: PrefetchConfig = try! makeConfig(pages: [
+        #"""
         {"url":"https://m.example.com/p/{id}","interfaces":[
           {"name":"g","api":"http://api.example.com:8081/v1/data.json?role=x&#frag","method":"GET","urlParam":true,"bodyParam":true,"body":{"c":1,"_":2}},
           {"name":"p","api":"https://api.example.com/v1/data.json?","method":"POST","urlParam":true,"bodyParam":true,"body":{"role":"u","n":null}},
@@ -228,7 +245,8 @@ private func oldURL(_ text: String) -> Result<HTTPURL, URLProblem> {
           {"name":"d","api":"https://api.example.com/v1/d?x=1","method":"DELETE","bodyParam":true,"body":{"k":true}},
           {"name":"q","api":"https://api.example.com/v1/q","method":"GET","urlParam":true,"params":["role","a"]},
           {"name":"u","api":"https://api.example.com/v1/\u00e9?#","method":"PATCH","urlParam":true,"body":{"x":[1]}}]}
-        """#])
+        """#
+    ])
 
     @Test func randomQueriesComposeAsBefore() async throws {
         let match = try #require(Self.config.matcher.match(try HTTPURL(parsing: "https://m.example.com/p/12")))
@@ -237,7 +255,8 @@ private func oldURL(_ text: String) -> Result<HTTPURL, URLProblem> {
             let query = indexes.map { Self.pieces[$0] }.joined()
             guard let page = try? HTTPURL(parsing: "https://m.example.com/p/12?" + query) else { return }
             let pairs = QueryPair.split(page.query) + match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) }
-            let oldPairs = ReferenceComposer.splitByCharacters(page.query) + match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) }
+            let oldPairs =
+                ReferenceComposer.splitByCharacters(page.query) + match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) }
             for interface in match.entry.interfaces {
                 let new = Composer.compose(interface: interface, pairs: pairs)
                 let old = ReferenceComposer.compose(interface: interface, pairs: oldPairs)

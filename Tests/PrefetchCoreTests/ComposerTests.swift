@@ -1,5 +1,6 @@
-@testable import PrefetchCore
 import Testing
+
+@testable import PrefetchCore
 
 /// The seed's table (SEEDS.md §3), row by row, and every composition rule around it.
 @Suite struct SeedRows {
@@ -15,7 +16,8 @@ import Testing
     }
 
     @Test func postWithURLParamKeepsTheConfigBody() throws {
-        let config = try singleInterfaceConfig(#"{"api":"https://m.example.com/xx.json","method":"POST","urlParam":true,"body":{"cityId":123456}}"#)
+        let config = try singleInterfaceConfig(
+            #"{"api":"https://m.example.com/xx.json","method":"POST","urlParam":true,"body":{"cityId":123456}}"#)
         let request = try firstRequest(Self.page, config)
         #expect(request.url == "https://m.example.com/xx.json?id=163&itemId=126")
         #expect(request.body == #"{"cityId":123456}"#)
@@ -24,14 +26,16 @@ import Testing
     }
 
     @Test func postWithBodyParamMergesIntoTheBody() throws {
-        let config = try singleInterfaceConfig(#"{"api":"https://m.example.com/xx.json","method":"POST","bodyParam":true,"body":{"cityId":123456}}"#)
+        let config = try singleInterfaceConfig(
+            #"{"api":"https://m.example.com/xx.json","method":"POST","bodyParam":true,"body":{"cityId":123456}}"#)
         let request = try firstRequest(Self.page, config)
         #expect(request.url == "https://m.example.com/xx.json")
         #expect(request.body == #"{"cityId":123456,"id":163,"itemId":126}"#)
     }
 
     @Test func postWithBothDoesBoth() throws {
-        let config = try singleInterfaceConfig(#"{"api":"https://m.example.com/xx.json","method":"POST","urlParam":true,"bodyParam":true,"body":{"cityId":123456}}"#)
+        let config = try singleInterfaceConfig(
+            #"{"api":"https://m.example.com/xx.json","method":"POST","urlParam":true,"bodyParam":true,"body":{"cityId":123456}}"#)
         let request = try firstRequest(Self.page, config)
         #expect(request.url == "https://m.example.com/xx.json?id=163&itemId=126")
         #expect(request.body == #"{"cityId":123456,"id":163,"itemId":126}"#)
@@ -42,21 +46,23 @@ import Testing
         let plan = try Plan.make(page: Self.page, config: config)
         #expect(plan.matched == "https://m.example.com/help/new")
         let rows = plan.requests.map { "\($0.method.rawValue) \($0.url) \($0.body ?? "-")" }
-        #expect(rows == [
-            "GET https://m.example.com/xx.json?id=163&itemId=126 -",
-            #"POST https://m.example.com/xx.json?id=163&itemId=126 {"cityId":123456}"#,
-            #"POST https://m.example.com/xx.json {"cityId":123456,"id":163,"itemId":126}"#,
-            #"POST https://m.example.com/xx.json?id=163&itemId=126 {"cityId":123456,"id":163,"itemId":126}"#,
-        ])
+        #expect(
+            rows == [
+                "GET https://m.example.com/xx.json?id=163&itemId=126 -",
+                #"POST https://m.example.com/xx.json?id=163&itemId=126 {"cityId":123456}"#,
+                #"POST https://m.example.com/xx.json {"cityId":123456,"id":163,"itemId":126}"#,
+                #"POST https://m.example.com/xx.json?id=163&itemId=126 {"cityId":123456,"id":163,"itemId":126}"#,
+            ])
     }
 
     @Test func theSeedConfigVerbatimLoadsAndPlans() throws {
         let config = try ConfigLoader.load(path: repositoryRoot + "/Tests/PrefetchCoreTests/Fixtures/seed-config.json").config
         let plan = try Plan.make(page: "https://test.example.com/act/pre/ApRflg5XnZqP.html?id=9&name=a+b", config: config)
-        #expect(plan.requests.map(\.url) == [
-            "https://test.example.com/act/napi/distribution/info?id=9&name=a+b",
-            "https://test.example.com/topic/v1/ding/sinkList.json?id=9&name=a+b",
-        ])
+        #expect(
+            plan.requests.map(\.url) == [
+                "https://test.example.com/act/napi/distribution/info?id=9&name=a+b",
+                "https://test.example.com/topic/v1/ding/sinkList.json?id=9&name=a+b",
+            ])
         #expect(plan.requests[1].body == #"{"visitRecord":{},"id":9,"name":"a b"}"#)
         #expect(plan.requests.map(\.name) == ["distribution.info", "ding.sinkList"])
     }
@@ -69,7 +75,9 @@ import Testing
     }
 
     @Test func originalEncodingPassesThroughUnchanged() throws {
-        #expect(try url(page: "https://m.example.com/help/new?q=%E4%B8%AD&s=a+b&t=%2B") == "https://m.example.com/xx.json?q=%E4%B8%AD&s=a+b&t=%2B")
+        #expect(
+            try url(page: "https://m.example.com/help/new?q=%E4%B8%AD&s=a+b&t=%2B")
+                == "https://m.example.com/xx.json?q=%E4%B8%AD&s=a+b&t=%2B")
     }
 
     @Test func originalOrderIsKeptIncludingRepeats() throws {
@@ -77,12 +85,18 @@ import Testing
     }
 
     @Test func anExistingAPIQueryIsExtendedWithAmpersand() throws {
-        #expect(try url(api: "https://m.example.com/xx.json?v=2", page: "https://m.example.com/help/new?id=1") == "https://m.example.com/xx.json?v=2&id=1")
+        #expect(
+            try url(api: "https://m.example.com/xx.json?v=2", page: "https://m.example.com/help/new?id=1")
+                == "https://m.example.com/xx.json?v=2&id=1")
     }
 
     @Test func theAPIFragmentIsDropped() throws {
-        #expect(try url(api: "https://m.example.com/xx.json#top", page: "https://m.example.com/help/new?id=1") == "https://m.example.com/xx.json?id=1")
-        #expect(try url(api: "https://m.example.com/xx.json?v=2#top", page: "https://m.example.com/help/new") == "https://m.example.com/xx.json?v=2")
+        #expect(
+            try url(api: "https://m.example.com/xx.json#top", page: "https://m.example.com/help/new?id=1")
+                == "https://m.example.com/xx.json?id=1")
+        #expect(
+            try url(api: "https://m.example.com/xx.json?v=2#top", page: "https://m.example.com/help/new")
+                == "https://m.example.com/xx.json?v=2")
     }
 
     @Test func anEmptyPageQueryAddsNothing() throws {
@@ -96,7 +110,9 @@ import Testing
     }
 
     @Test func bytesIllegalInAQueryArePercentEncoded() throws {
-        #expect(try url(page: "https://m.example.com/help/new?q=a b\"<>中&p=100%") == "https://m.example.com/xx.json?q=a%20b%22%3C%3E%E4%B8%AD&p=100%25")
+        #expect(
+            try url(page: "https://m.example.com/help/new?q=a b\"<>中&p=100%")
+                == "https://m.example.com/xx.json?q=a%20b%22%3C%3E%E4%B8%AD&p=100%25")
     }
 
     @Test func theAllowListFiltersByDecodedName() throws {
@@ -109,13 +125,18 @@ import Testing
 
 @Suite struct BodyParamRules {
     func body(_ page: String, body: String = #"{"cityId":123456}"#, extra: String = "") throws -> String? {
-        let config = try singleInterfaceConfig(#"{"api":"https://m.example.com/xx.json","method":"POST","bodyParam":true,"body":\#(body)\#(extra)}"#)
+        let config = try singleInterfaceConfig(
+            #"{"api":"https://m.example.com/xx.json","method":"POST","bodyParam":true,"body":\#(body)\#(extra)}"#)
         return try firstRequest(page, config).body
     }
 
     @Test func canonicalIntegersBecomeNumbersEverythingElseStrings() throws {
-        let page = "https://m.example.com/help/new?a=0&b=163&c=-4&d=007&e=1e3&f=%2B5&g=-0&h=1.5&i=123456789012345&j=1234567890123456&k=&l=true"
-        #expect(try body(page, body: "{}") == #"{"a":0,"b":163,"c":-4,"d":"007","e":"1e3","f":"+5","g":"-0","h":"1.5","i":123456789012345,"j":"1234567890123456","k":"","l":"true"}"#)
+        let page =
+            "https://m.example.com/help/new?a=0&b=163&c=-4&d=007&e=1e3&f=%2B5&g=-0&h=1.5&i=123456789012345&j=1234567890123456&k=&l=true"
+        #expect(
+            try body(page, body: "{}")
+                == #"{"a":0,"b":163,"c":-4,"d":"007","e":"1e3","f":"+5","g":"-0","h":"1.5","i":123456789012345,"j":"1234567890123456","k":"","l":"true"}"#
+        )
     }
 
     @Test func formDecodingAppliesPlusAndPercent() throws {
@@ -147,8 +168,9 @@ import Testing
     }
 
     @Test func configBodyLiteralsSurviveUnchanged() throws {
-        #expect(try body("https://m.example.com/help/new", body: #"{"price":1.50,"big":12345678901234567890,"nested":{"b":[1,true,null]}}"#)
-            == #"{"price":1.50,"big":12345678901234567890,"nested":{"b":[1,true,null]}}"#)
+        #expect(
+            try body("https://m.example.com/help/new", body: #"{"price":1.50,"big":12345678901234567890,"nested":{"b":[1,true,null]}}"#)
+                == #"{"price":1.50,"big":12345678901234567890,"nested":{"b":[1,true,null]}}"#)
     }
 
     @Test func withoutBodyOrBodyParamAPostSendsNoBody() throws {
@@ -161,27 +183,32 @@ import Testing
 
 @Suite struct MethodAndBodyTypeRules {
     @Test func getNeverCarriesABodyBodyParamGoesToTheQuery() throws {
-        let config = try singleInterfaceConfig(#"{"api":"https://m.example.com/xx.json?v=1","method":"GET","bodyParam":true,"body":{"cityId":123456}}"#)
+        let config = try singleInterfaceConfig(
+            #"{"api":"https://m.example.com/xx.json?v=1","method":"GET","bodyParam":true,"body":{"cityId":123456}}"#)
         let request = try firstRequest("https://m.example.com/help/new?id=163&q=a+b&cityId=9", config)
         #expect(request.body == nil)
         #expect(request.url == "https://m.example.com/xx.json?v=1&cityId=123456&id=163&q=a+b")
     }
 
     @Test func getWithBothForwardsPageParametersOnce() throws {
-        let config = try singleInterfaceConfig(#"{"api":"https://m.example.com/xx.json","method":"GET","urlParam":true,"bodyParam":true,"body":{"cityId":1}}"#)
+        let config = try singleInterfaceConfig(
+            #"{"api":"https://m.example.com/xx.json","method":"GET","urlParam":true,"bodyParam":true,"body":{"cityId":1}}"#)
         let request = try firstRequest("https://m.example.com/help/new?id=163", config)
         #expect(request.url == "https://m.example.com/xx.json?id=163&cityId=1")
     }
 
     @Test func formBodiesAreFormEncoded() throws {
-        let config = try singleInterfaceConfig(#"{"api":"https://m.example.com/xx.json","method":"POST","bodyParam":true,"bodyType":"form","body":{"cityId":123456,"name":"a b&c","on":true,"none":null}}"#)
+        let config = try singleInterfaceConfig(
+            #"{"api":"https://m.example.com/xx.json","method":"POST","bodyParam":true,"bodyType":"form","body":{"cityId":123456,"name":"a b&c","on":true,"none":null}}"#
+        )
         let request = try firstRequest("https://m.example.com/help/new?id=163&q=%E4%B8%AD", config)
         #expect(request.body == "cityId=123456&name=a+b%26c&on=true&none=&id=163&q=%E4%B8%AD")
         #expect(request.headers.first { $0.name == "Content-Type" }?.value == "application/x-www-form-urlencoded")
     }
 
     @Test func staticHeadersAreSentInOrderBeforeContentType() throws {
-        let config = try singleInterfaceConfig(#"{"api":"https://m.example.com/xx.json","method":"POST","body":{},"headers":{"X-B":"2","X-A":"1"}}"#)
+        let config = try singleInterfaceConfig(
+            #"{"api":"https://m.example.com/xx.json","method":"POST","body":{},"headers":{"X-B":"2","X-A":"1"}}"#)
         let request = try firstRequest("https://m.example.com/help/new", config)
         #expect(request.headers.map(\.name) == ["X-B", "X-A", "Content-Type"])
     }
@@ -204,12 +231,14 @@ import Testing
 
     @Test(arguments: hostile)
     func composedRequestsKeepTheAPIOriginAndPath(page: String) throws {
-        let config = try makeConfig(pages: [#"""
+        let config = try makeConfig(pages: [
+            #"""
             {"url":"https://m.example.com/help/new","interfaces":[
               {"name":"get","api":"https://api.example.com:8443/v1/x.json?k=v","method":"GET","urlParam":true,"bodyParam":true},
               {"name":"post","api":"https://api.example.com:8443/v1/x.json","method":"POST","urlParam":true,"bodyParam":true,"body":{}},
               {"name":"form","api":"https://api.example.com:8443/v1/x.json","method":"POST","bodyParam":true,"bodyType":"form"}]}
-            """#])
+            """#
+        ])
         let plan = try Plan.make(page: page, config: config)
         for request in plan.requests {
             let url = try HTTPURL(parsing: request.url)
@@ -225,18 +254,22 @@ import Testing
 
     @Test func controlCharactersInThePageURLAreRefused() {
         #expect(throws: PlanError.self) {
-            try Plan.make(page: "https://m.example.com/help/new?x=\r\nHost: evil", config: try singleInterfaceConfig(#"{"api":"https://a.example.com/","method":"GET"}"#))
+            try Plan.make(
+                page: "https://m.example.com/help/new?x=\r\nHost: evil",
+                config: try singleInterfaceConfig(#"{"api":"https://a.example.com/","method":"GET"}"#))
         }
     }
 }
 
 @Suite struct NamedSegments {
     @Test func capturedSegmentsAreForwardedLikeQueryParameters() throws {
-        let config = try makeConfig(pages: [#"""
+        let config = try makeConfig(pages: [
+            #"""
             {"url":"https://m.example.com/item/{itemId}/detail-{tab}.html","interfaces":[
               {"name":"u","api":"https://api.example.com/item","method":"GET","urlParam":true},
               {"name":"b","api":"https://api.example.com/item","method":"POST","bodyParam":true}]}
-            """#])
+            """#
+        ])
         let plan = try Plan.make(page: "https://m.example.com/item/0042/detail-a%20b+c.html?from=home", config: config)
         #expect(plan.requests[0].url == "https://api.example.com/item?from=home&itemId=0042&tab=a+b%2Bc")
         #expect(plan.requests[1].body == #"{"from":"home","itemId":"0042","tab":"a b+c"}"#)
@@ -283,7 +316,8 @@ import Testing
 
     @Test(arguments: shadows)
     func postFormSendsOnlyTheConfigValue(query: String) throws {
-        let interface = #"{"api":"https://m.example.com/xx.json","method":"POST","urlParam":true,"bodyParam":true,"bodyType":"form","body":{"role":"user"}}"#
+        let interface =
+            #"{"api":"https://m.example.com/xx.json","method":"POST","urlParam":true,"bodyParam":true,"bodyType":"form","body":{"role":"user"}}"#
         let request = try request(interface, page: query)
         #expect(request.url == "https://m.example.com/xx.json?id=163&x=a+b")
         #expect(request.body == "role=user&id=163&x=a+b")
@@ -291,9 +325,12 @@ import Testing
 
     @Test func aCaseVariantOfABodyKeyIsDroppedForEveryMethod() throws {
         for method in ["GET", "DELETE", "POST", "PUT", "PATCH"] {
-            let interface = #"{"api":"https://m.example.com/xx.json","method":"\#(method)","urlParam":true,"bodyParam":true,"body":{"Role":"user"}}"#
+            let interface =
+                #"{"api":"https://m.example.com/xx.json","method":"\#(method)","urlParam":true,"bodyParam":true,"body":{"Role":"user"}}"#
             let request = try request(interface, page: "rOlE=admin")
-            #expect(!request.url.contains("admin") && !(request.body ?? "").contains("admin"), "\(method): \(request.url) \(request.body ?? "-")")
+            #expect(
+                !request.url.contains("admin") && !(request.body ?? "").contains("admin"),
+                "\(method): \(request.url) \(request.body ?? "-")")
         }
     }
 
@@ -316,10 +353,12 @@ import Testing
     }
 
     @Test func aCapturedSegmentNamedLikeABodyKeyIsNotForwarded() throws {
-        let config = try makeConfig(pages: [#"""
+        let config = try makeConfig(pages: [
+            #"""
             {"url":"https://m.example.com/item/{role}/x.html","interfaces":[
               {"api":"https://api.example.com/item","method":"POST","urlParam":true,"bodyParam":true,"body":{"role":"user"}}]}
-            """#])
+            """#
+        ])
         let request = try firstRequest("https://m.example.com/item/admin/x.html?id=1", config)
         #expect(request.url == "https://api.example.com/item?id=1")
         #expect(request.body == #"{"role":"user","id":1}"#)
@@ -336,4 +375,3 @@ import Testing
         #expect(Composer.nameSkeleton("\u{17F}cope") == "scope")
     }
 }
-

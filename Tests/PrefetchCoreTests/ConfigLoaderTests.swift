@@ -1,5 +1,6 @@
-@testable import PrefetchCore
 import Testing
+
+@testable import PrefetchCore
 
 @Suite struct ConfigValidation {
     func envelope(_ pages: String, code: String = "200", version: String = #""1""#) -> String {
@@ -19,83 +20,94 @@ import Testing
     }
 
     @Test func everyProblemIsReportedAtOnceWithItsPath() {
-        let text = envelope(#"""
+        let text = envelope(
+            #"""
             {"url":"https://m.example.com/a","interfaces":[{"api":"https://m.example.com/x","method":"GET"}]},
             {"url":"https://m.example.com/b","interfaces":[
                {"api":"https://m.example.com/x","method":"PUT "},
                {"api":"/relative","method":"GET","body":[1]},
                {"api":"ftp://m.example.com/x","method":"GET","urlParam":"yes"}]}
             """#)
-        #expect(problems(text) == [
-            #"data.config[1].interfaces[0].method: "PUT " is not a supported method (GET, POST, PUT, PATCH, DELETE)"#,
-            #"data.config[1].interfaces[1].api: "/relative" is not an absolute http(s) URL: is not an absolute http(s) URL (no "://")"#,
-            "data.config[1].interfaces[1].body: must be an object, got an array",
-            #"data.config[1].interfaces[2].api: "ftp://m.example.com/x" is not an absolute http(s) URL: has scheme "ftp"; only http and https are supported"#,
-            "data.config[1].interfaces[2].urlParam: must be true or false, got a string",
-        ])
+        #expect(
+            problems(text) == [
+                #"data.config[1].interfaces[0].method: "PUT " is not a supported method (GET, POST, PUT, PATCH, DELETE)"#,
+                #"data.config[1].interfaces[1].api: "/relative" is not an absolute http(s) URL: is not an absolute http(s) URL (no "://")"#,
+                "data.config[1].interfaces[1].body: must be an object, got an array",
+                #"data.config[1].interfaces[2].api: "ftp://m.example.com/x" is not an absolute http(s) URL: has scheme "ftp"; only http and https are supported"#,
+                "data.config[1].interfaces[2].urlParam: must be true or false, got a string",
+            ])
     }
 
     @Test func duplicatePagesAreRejectedIncludingEquivalentSpellings() {
-        let text = envelope(#"""
+        let text = envelope(
+            #"""
             {"url":"https://m.example.com/a","interfaces":[]},
             {"url":"HTTPS://M.EXAMPLE.COM:443/a/","interfaces":[]},
             {"url":"https://m.example.com/i/{id}","interfaces":[]},
             {"url":"https://m.example.com/i/{other}","interfaces":[]}
             """#)
-        #expect(problems(text) == [
-            #"data.config[1].url: "HTTPS://M.EXAMPLE.COM:443/a/" duplicates data.config[0].url ("https://m.example.com/a")"#,
-            #"data.config[3].url: "https://m.example.com/i/{other}" duplicates data.config[2].url ("https://m.example.com/i/{id}")"#,
-        ])
+        #expect(
+            problems(text) == [
+                #"data.config[1].url: "HTTPS://M.EXAMPLE.COM:443/a/" duplicates data.config[0].url ("https://m.example.com/a")"#,
+                #"data.config[3].url: "https://m.example.com/i/{other}" duplicates data.config[2].url ("https://m.example.com/i/{id}")"#,
+            ])
     }
 
     @Test func pageURLsMayNotCarryAQueryOrFragment() {
         let text = envelope(#"{"url":"https://m.example.com/a?x=1","interfaces":[]},{"url":"https://m.example.com/b#f","interfaces":[]}"#)
-        #expect(problems(text) == [
-            #"data.config[0].url: "https://m.example.com/a?x=1" must not have a query: the page's query feeds the requests"#,
-            #"data.config[1].url: "https://m.example.com/b#f" must not have a #fragment"#,
-        ])
+        #expect(
+            problems(text) == [
+                #"data.config[0].url: "https://m.example.com/a?x=1" must not have a query: the page's query feeds the requests"#,
+                #"data.config[1].url: "https://m.example.com/b#f" must not have a #fragment"#,
+            ])
     }
 
     @Test func extensionFieldsAreChecked() {
-        let text = envelope(#"""
+        let text = envelope(
+            #"""
             {"url":"https://m.example.com/a","interfaces":[
               {"api":"https://m.example.com/x","method":"POST","name":"bad name!","ttl":0,"timeout":"fast",
                "headers":{"Host":"evil","X-Ok":"1","X-Bad":"a\r\nb","X-Num":1},"params":["a",2],"bodyType":"xml","credentials":"always"}]}
             """#)
-        #expect(problems(text) == [
-            #"data.config[0].interfaces[0].bodyType: "xml" is not json or form"#,
-            #"data.config[0].interfaces[0].credentials: "always" is not same-site, omit or include"#,
-            "data.config[0].interfaces[0].ttl: must be between 1 and 86400 seconds, got 0",
-            "data.config[0].interfaces[0].timeout: must be a number of milliseconds, got a string",
-            "data.config[0].interfaces[0].headers.Host: may not be set by the config (the service or the page owns it)",
-            "data.config[0].interfaces[0].headers.X-Bad: has a control character in its value",
-            "data.config[0].interfaces[0].headers.X-Num: must be a string, got a number",
-            "data.config[0].interfaces[0].params[1]: must be a string, got a number",
-            #"data.config[0].interfaces[0].name: "bad name!" must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"#,
-        ])
+        #expect(
+            problems(text) == [
+                #"data.config[0].interfaces[0].bodyType: "xml" is not json or form"#,
+                #"data.config[0].interfaces[0].credentials: "always" is not same-site, omit or include"#,
+                "data.config[0].interfaces[0].ttl: must be between 1 and 86400 seconds, got 0",
+                "data.config[0].interfaces[0].timeout: must be a number of milliseconds, got a string",
+                "data.config[0].interfaces[0].headers.Host: may not be set by the config (the service or the page owns it)",
+                "data.config[0].interfaces[0].headers.X-Bad: has a control character in its value",
+                "data.config[0].interfaces[0].headers.X-Num: must be a string, got a number",
+                "data.config[0].interfaces[0].params[1]: must be a string, got a number",
+                #"data.config[0].interfaces[0].name: "bad name!" must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"#,
+            ])
     }
 
     @Test func nestedValuesAreRefusedInFormAndGETBodies() {
-        let text = envelope(#"""
+        let text = envelope(
+            #"""
             {"url":"https://m.example.com/a","interfaces":[
               {"api":"https://m.example.com/x","method":"POST","bodyType":"form","body":{"a":{"b":1}}},
               {"api":"https://m.example.com/y","method":"GET","body":{"list":[1]}}]}
             """#)
-        #expect(problems(text) == [
-            "data.config[0].interfaces[0].body.a: must be a string, number, boolean or null in a form body, got an object",
-            "data.config[0].interfaces[1].body.list: must be a string, number, boolean or null in a GET request (its body goes into the query string), got an array",
-        ])
+        #expect(
+            problems(text) == [
+                "data.config[0].interfaces[0].body.a: must be a string, number, boolean or null in a form body, got an object",
+                "data.config[0].interfaces[1].body.list: must be a string, number, boolean or null in a GET request (its body goes into the query string), got an array",
+            ])
     }
 
     @Test func unknownKeysAreWarningsNotFailures() throws {
-        let text = #"{"code":200,"msg":"ok","extra":1,"data":{"name":"n","version":"1","future":true,"config":[{"url":"https://m.example.com/a","weight":3,"interfaces":[{"api":"https://m.example.com/x","method":"GET","retry":2}]}]}}"#
+        let text =
+            #"{"code":200,"msg":"ok","extra":1,"data":{"name":"n","version":"1","future":true,"config":[{"url":"https://m.example.com/a","weight":3,"interfaces":[{"api":"https://m.example.com/x","method":"GET","retry":2}]}]}}"#
         let loaded = try ConfigLoader.parse(Array(text.utf8), source: "test")
-        #expect(loaded.warnings.map(\.description) == [
-            "extra: unknown key, ignored",
-            "data.future: unknown key, ignored",
-            "data.config[0].weight: unknown key, ignored",
-            "data.config[0].interfaces[0].retry: unknown key, ignored",
-        ])
+        #expect(
+            loaded.warnings.map(\.description) == [
+                "extra: unknown key, ignored",
+                "data.future: unknown key, ignored",
+                "data.config[0].weight: unknown key, ignored",
+                "data.config[0].interfaces[0].retry: unknown key, ignored",
+            ])
     }
 
     @Test func defaultsApplyToAbsentExtensionFields() throws {
@@ -111,18 +123,22 @@ import Testing
     }
 
     @Test func derivedNamesAreUniqueWithinAPageAndNeverTakeAnExplicitOne() throws {
-        let config = try makeConfig(pages: [#"""
+        let config = try makeConfig(pages: [
+            #"""
             {"url":"https://m.example.com/a","interfaces":[
               {"api":"https://m.example.com/v1/user/info","method":"GET"},
               {"api":"https://m.example.com/v2/user/info.json","method":"POST"},
               {"api":"https://m.example.com/","method":"GET"},
               {"api":"https://m.example.com/x","method":"GET","name":"user.info-3"}]}
-            """#])
+            """#
+        ])
         #expect(config.pages[0].interfaces.map(\.name) == ["user.info", "user.info-2", "root", "user.info-3"])
     }
 
     @Test func explicitNamesMustBeUniqueWithinAPage() {
-        let text = envelope(#"{"url":"https://m.example.com/a","interfaces":[{"api":"https://m.example.com/x","method":"GET","name":"a"},{"api":"https://m.example.com/y","method":"GET","name":"a"}]}"#)
+        let text = envelope(
+            #"{"url":"https://m.example.com/a","interfaces":[{"api":"https://m.example.com/x","method":"GET","name":"a"},{"api":"https://m.example.com/y","method":"GET","name":"a"}]}"#
+        )
         #expect(problems(text) == [#"data.config[0].interfaces[1].name: "a" is used by another interface of this page"#])
     }
 
@@ -139,7 +155,10 @@ import Testing
         do {
             _ = try ConfigLoader.load(path: "/nonexistent/prefetch.json")
         } catch {
-            #expect(error.problems.map(\.description) == ["cannot read the config file /nonexistent/prefetch.json: no such file or not readable"])
+            #expect(
+                error.problems.map(\.description) == [
+                    "cannot read the config file /nonexistent/prefetch.json: no such file or not readable"
+                ])
         }
     }
 

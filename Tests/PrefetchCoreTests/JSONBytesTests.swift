@@ -54,7 +54,9 @@ import Testing
         writer.endObject()
         writer.endObject()
         let text = String(decoding: writer.bytes, as: UTF8.self)
-        #expect(text == #"{"text":"plain \"quoted\" back\\slash\nline\u0001ctl \u2028 中","n":-42,"list":[true,null,{"a": 1.50},[]],"empty":{}}"#)
+        #expect(
+            text == #"{"text":"plain \"quoted\" back\\slash\nline\u0001ctl \u2028 中","n":-42,"list":[true,null,{"a": 1.50},[]],"empty":{}}"#
+        )
         #expect(JSONBytes.isValid(writer.bytes))
         let object = try #require(try JSONSerialization.jsonObject(with: Data(writer.bytes)) as? [String: Any])
         #expect(object["text"] as? String == "plain \"quoted\" back\\slash\nline\u{1}ctl \u{2028} 中")

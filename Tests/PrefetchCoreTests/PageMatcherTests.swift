@@ -1,6 +1,7 @@
-@testable import PrefetchCore
 import PropertyBased
 import Testing
+
+@testable import PrefetchCore
 
 @Suite struct PageMatching {
     static let config: PrefetchConfig = {
@@ -88,9 +89,18 @@ import Testing
 
     @Test func malformedPatternsAreConfigErrors() {
         let text = { (url: String) in #"{"code":200,"data":{"name":"n","version":"1","config":[{"url":"\#(url)","interfaces":[]}]}}"# }
-        #expect(problems(text("https://m.example.com/a{x}{y}")) == [#"data.config[0].url: "https://m.example.com/a{x}{y}" has a malformed pattern segment "a{x}{y}" (one {name} per segment)"#])
-        #expect(problems(text("https://m.example.com/{x}/{x}")) == [#"data.config[0].url: "https://m.example.com/{x}/{x}" uses the segment name {x} twice"#])
-        #expect(problems(text("https://m.example.com/a*")) == [#"data.config[0].url: "https://m.example.com/a*" has "*" inside the segment "a*"; "*" must be a whole segment"#])
+        #expect(
+            problems(text("https://m.example.com/a{x}{y}")) == [
+                #"data.config[0].url: "https://m.example.com/a{x}{y}" has a malformed pattern segment "a{x}{y}" (one {name} per segment)"#
+            ])
+        #expect(
+            problems(text("https://m.example.com/{x}/{x}")) == [
+                #"data.config[0].url: "https://m.example.com/{x}/{x}" uses the segment name {x} twice"#
+            ])
+        #expect(
+            problems(text("https://m.example.com/a*")) == [
+                #"data.config[0].url: "https://m.example.com/a*" has "*" inside the segment "a*"; "*" must be a whole segment"#
+            ])
     }
 }
 
@@ -121,14 +131,19 @@ import Testing
 }
 
 @Suite struct ComposedURLProperties {
-    static let alphabet: [String] = ["a", "Z", "0", "=", "&", "%", "%2", "%41", "%0D%0A", "+", " ", "@", "/", "//", "?", "\\", ":", "中", "é", ";", "'", "\"", "<", "..", "%00", "#"]
+    static let alphabet: [String] = [
+        "a", "Z", "0", "=", "&", "%", "%2", "%41", "%0D%0A", "+", " ", "@", "/", "//", "?", "\\", ":", "中", "é", ";", "'", "\"", "<", "..",
+        "%00", "#",
+    ]
 
     @Test func forAnyPageQueryTheComposedURLKeepsTheAPITarget() async throws {
-        let config = try makeConfig(pages: [#"""
+        let config = try makeConfig(pages: [
+            #"""
             {"url":"https://m.example.com/p","interfaces":[
               {"name":"g","api":"http://api.example.com:8081/v1/data.json?fixed=1","method":"GET","urlParam":true,"bodyParam":true,"body":{"c":1}},
               {"name":"p","api":"https://api.example.com/v1/data.json","method":"POST","urlParam":true,"bodyParam":true}]}
-            """#])
+            """#
+        ])
         let pieces = Gen.int(in: 0...(Self.alphabet.count - 1)).array(of: 0...40)
         await propertyCheck(count: 300, input: pieces) { indexes in
             let query = indexes.map { Self.alphabet[$0] }.joined()

@@ -41,7 +41,12 @@ struct ReferenceJSONParser {
         var line = 1
         var column = 1
         for byte in bytes[..<min(index, bytes.count)] {
-            if byte == UInt8(ascii: "\n") { line += 1; column = 1 } else { column += 1 }
+            if byte == UInt8(ascii: "\n") {
+                line += 1
+                column = 1
+            } else {
+                column += 1
+            }
         }
         return JSONParseError(message: message, line: line, column: column)
     }
@@ -61,9 +66,15 @@ struct ReferenceJSONParser {
         case UInt8(ascii: "{"): return try parseObject()
         case UInt8(ascii: "["): return try parseArray()
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
         default:
             let byte = bytes[index]
@@ -111,8 +122,14 @@ struct ReferenceJSONParser {
             object.setForReference(name, try parseValue())
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input inside an object") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; break }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                break
+            }
             throw error("expected ',' or '}' in an object")
         }
         depth -= 1
@@ -134,8 +151,14 @@ struct ReferenceJSONParser {
             values.append(try parseValue())
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input inside an array") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; break }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                break
+            }
             throw error("expected ',' or ']' in an array")
         }
         depth -= 1
@@ -208,7 +231,10 @@ struct ReferenceJSONParser {
                 return String(scalars)
             }
             if byte < 0x20 { throw error("unescaped control character in a string") }
-            if byte != UInt8(ascii: "\\") { index += 1; continue }
+            if byte != UInt8(ascii: "\\") {
+                index += 1
+                continue
+            }
             try flushRun(self, upTo: index, into: &scalars)
             index += 1
             guard index < bytes.count else { throw error("unterminated escape") }

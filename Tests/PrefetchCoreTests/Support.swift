@@ -1,5 +1,6 @@
-@testable import PrefetchCore
 import Testing
+
+@testable import PrefetchCore
 
 /// Builds a config from a list of page entries written as JSON text.
 func makeConfig(pages: [String], version: String = "1") throws -> PrefetchConfig {

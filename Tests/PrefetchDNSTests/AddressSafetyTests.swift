@@ -28,7 +28,10 @@ import Testing
                 let settings = DNSSettings(httpdns: stubEndpoint(stub, json: json), allowPrivateAddresses: allowPrivateAddresses)
                 try await withResolver(settings, fetcher: fetcher, metrics: metrics, logger: logs.logger) { resolver in
                     resolver.prefetch(hosts: [host])
-                    do { let settled = await eventually { resolver.answer(for: host) != nil }; #expect(settled) }
+                    do {
+                        let settled = await eventually { resolver.answer(for: host) != nil }
+                        #expect(settled)
+                    }
                     try await body(resolver)
                 }
             }
@@ -98,7 +101,10 @@ import Testing
         try await withFetcher { fetcher in
             try await withResolver(DNSSettings(httpdns: endpoint), fetcher: fetcher, logger: logs.logger) { resolver in
                 resolver.prefetch(hosts: [])
-                do { let started = await eventually { logs.all.contains { $0.contains("dns resolver starting") } }; #expect(started) }
+                do {
+                    let started = await eventually { logs.all.contains { $0.contains("dns resolver starting") } }
+                    #expect(started)
+                }
             }
         }
         let lines = logs.all.filter { $0.hasPrefix("warning") && $0.contains("plain http://") }

@@ -15,7 +15,10 @@ import Testing
             let settings = DNSSettings(httpdns: "http://127.0.0.1:\(port)/dns")
             try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
                 resolver.prefetch(hosts: ["localhost"])
-                do { let settled = await eventually { resolver.answer(for: "localhost") != nil }; #expect(settled) }
+                do {
+                    let settled = await eventually { resolver.answer(for: "localhost") != nil }
+                    #expect(settled)
+                }
                 let answer = try #require(resolver.answer(for: "localhost"))
                 #expect(answer.source == .system)
                 #expect(answer.addresses.allSatisfy { $0 == "127.0.0.1" || $0 == "::1" })
@@ -43,7 +46,10 @@ import Testing
                 let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body))
                 try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
                     resolver.prefetch(hosts: ["localhost"])
-                    do { let settled = await eventually { resolver.answer(for: "localhost") != nil }; #expect(settled) }
+                    do {
+                        let settled = await eventually { resolver.answer(for: "localhost") != nil }
+                        #expect(settled)
+                    }
                     #expect(resolver.answer(for: "localhost")?.source == .system)
                     #expect(resolver.answer(for: "localhost")?.addresses.contains("evil.example") == false)
                     #expect(stub.hits(path: "/dns") >= 1)
@@ -62,7 +68,10 @@ import Testing
                 let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body, delayMs: 3000), timeoutMs: 200)
                 try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
                     resolver.prefetch(hosts: ["localhost"])
-                    do { let settled = await eventually { resolver.answer(for: "localhost") != nil }; #expect(settled) }
+                    do {
+                        let settled = await eventually { resolver.answer(for: "localhost") != nil }
+                        #expect(settled)
+                    }
                     #expect(resolver.answer(for: "localhost")?.source == .system)
                     #expect(lookups(metrics, "httpdns", "timeout") >= 1)
                     #expect(lookups(metrics, "httpdns", "fallback") >= 1)
@@ -75,10 +84,14 @@ import Testing
         try await withUpstream { stub in
             try await withFetcher { fetcher in
                 let body = #"{"host":"api.prefetch.test","ips":["127.0.0.1"],"ttl":60}"#
-                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body, delayMs: 1500), timeoutMs: 5000, allowPrivateAddresses: true)
+                let settings = DNSSettings(
+                    httpdns: stubEndpoint(stub, json: body, delayMs: 1500), timeoutMs: 5000, allowPrivateAddresses: true)
                 try await withResolver(settings, fetcher: fetcher) { resolver in
                     resolver.prefetch(hosts: ["api.prefetch.test"])
-                    do { let settled = await eventually { resolver.lookupsInFlight == 1 }; #expect(settled) }
+                    do {
+                        let settled = await eventually { resolver.lookupsInFlight == 1 }
+                        #expect(settled)
+                    }
                     // While the lookup is pending, request-time lookups answer at once, with nothing pinned.
                     var answered = 0
                     for _ in 0..<10_000 where resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty {
@@ -86,7 +99,10 @@ import Testing
                     }
                     #expect(answered == 10_000)
                     #expect(resolver.lookupsInFlight == 1)
-                    do { let settled = await eventually { !resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty }; #expect(settled) }
+                    do {
+                        let settled = await eventually { !resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty }
+                        #expect(settled)
+                    }
                     #expect(resolver.connectTo(host: "API.prefetch.test", port: 443) == ["api.prefetch.test:443:127.0.0.1:443"])
                 }
             }
@@ -99,7 +115,10 @@ import Testing
                 let body = #"{"host":"api.prefetch.test","ips":["2001:DB8::10","192.0.2.10"],"ttl":60}"#
                 try await withResolver(DNSSettings(httpdns: stubEndpoint(stub, json: body)), fetcher: fetcher) { resolver in
                     resolver.prefetch(hosts: ["api.prefetch.test"])
-                    do { let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }; #expect(settled) }
+                    do {
+                        let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }
+                        #expect(settled)
+                    }
                     #expect(resolver.answer(for: "api.prefetch.test")?.addresses == ["2001:db8::10", "192.0.2.10"])
                     #expect(
                         resolver.connectTo(url: "https://api.prefetch.test/v1/items")
@@ -115,10 +134,14 @@ import Testing
             try await withFetcher { fetcher in
                 let metrics = TestMetrics()
                 let body = #"{"host":"api.prefetch.test","ips":["127.0.0.1"],"ttl":1}"#
-                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body), minTTL: 1, refreshAhead: 0.5, allowPrivateAddresses: true)
+                let settings = DNSSettings(
+                    httpdns: stubEndpoint(stub, json: body), minTTL: 1, refreshAhead: 0.5, allowPrivateAddresses: true)
                 try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
                     resolver.prefetch(hosts: ["api.prefetch.test"])
-                    do { let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }; #expect(settled) }
+                    do {
+                        let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }
+                        #expect(settled)
+                    }
                     let first = try #require(resolver.answer(for: "api.prefetch.test"))
                     // Sample for 3 s (three lifetimes): the host always has an answer.
                     var gaps = 0
@@ -149,13 +172,19 @@ import Testing
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await resolver.run() }
                     resolver.prefetch(hosts: ["api.prefetch.test"])
-                    do { let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }; #expect(settled) }
+                    do {
+                        let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }
+                        #expect(settled)
+                    }
                     group.cancelAll()
                     try await group.waitForAll()
                 }
                 // run() has returned: nothing refreshes the 1 s answer, so it stops being served.
                 let answer = try #require(resolver.answer(for: "api.prefetch.test"))
-                do { let settled = await eventually(within: 3) { resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty }; #expect(settled) }
+                do {
+                    let settled = await eventually(within: 3) { resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty }
+                    #expect(settled)
+                }
                 #expect(resolver.answer(for: "api.prefetch.test") == nil)
                 #expect(ContinuousClock.now >= answer.expiresAt)
             }
@@ -166,10 +195,16 @@ import Testing
         let metrics = TestMetrics()
         try await withResolver(DNSSettings(), metrics: metrics) { resolver in
             resolver.prefetch(hosts: ["LOCALHOST.", "127.0.0.1", "[::1]", ""])
-            do { let settled = await eventually { resolver.answer(for: "localhost") != nil }; #expect(settled) }
+            do {
+                let settled = await eventually { resolver.answer(for: "localhost") != nil }
+                #expect(settled)
+            }
             #expect(resolver.connectTo(url: "http://127.0.0.1:8080/").isEmpty)
             #expect(resolver.connectTo(url: "http://localhost:8080/x").count == 1)
-            do { let settled = await eventually { (try? metrics.expectGauge("prefetch_dns_cached_hosts"))?.lastValue == 1 }; #expect(settled) }
+            do {
+                let settled = await eventually { (try? metrics.expectGauge("prefetch_dns_cached_hosts"))?.lastValue == 1 }
+                #expect(settled)
+            }
             resolver.prefetch(hosts: [String]())
             #expect(resolver.answer(for: "localhost") == nil)
             #expect(resolver.connectTo(url: "http://localhost:8080/x").isEmpty)

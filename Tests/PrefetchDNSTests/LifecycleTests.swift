@@ -19,7 +19,10 @@ struct LifecycleTests {
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         group.addTask { try await resolver.run() }
                         resolver.prefetch(hosts: ["api.prefetch.test"])
-                        do { let settled = await eventually { stub.hits(path: "/dns") == 1 }; #expect(settled) }
+                        do {
+                            let settled = await eventually { stub.hits(path: "/dns") == 1 }
+                            #expect(settled)
+                        }
                         #expect(resolver.lookupsInFlight == 1)
                         trigger.triggerGracefulShutdown()
                         // run() returns long before the 30 s answer would arrive (the suite's time limit bounds it).

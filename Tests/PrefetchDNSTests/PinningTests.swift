@@ -18,12 +18,16 @@ import Testing
                         let settings = DNSSettings(httpdns: stubEndpoint(stub, json: Self.answerForLoopback), allowPrivateAddresses: true)
                         try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
                             resolver.prefetch(hosts: ["api.prefetch.test"])
-                            do { let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }; #expect(settled) }
+                            do {
+                                let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }
+                                #expect(settled)
+                            }
                             #expect(resolver.answer(for: "api.prefetch.test")?.source == .httpdns)
                             #expect(lookups(metrics, "httpdns", "ok") >= 1)
 
                             let cookie = "sid=1; Domain=api.prefetch.test; Path=/; Secure; HttpOnly"
-                            let url = "https://api.prefetch.test:\(api.port)/items?setCookie="
+                            let url =
+                                "https://api.prefetch.test:\(api.port)/items?setCookie="
                                 + cookie.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
                             let connectTo = resolver.connectTo(url: url)
                             #expect(connectTo == ["api.prefetch.test:\(api.port):127.0.0.1:\(api.port)"])
@@ -63,7 +67,10 @@ import Testing
                         let settings = DNSSettings(httpdns: stubEndpoint(stub, json: Self.answerForLoopback), allowPrivateAddresses: true)
                         try await withResolver(settings, fetcher: fetcher) { resolver in
                             resolver.prefetch(hosts: ["api.prefetch.test"])
-                            do { let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }; #expect(settled) }
+                            do {
+                                let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }
+                                #expect(settled)
+                            }
                             let url = "https://api.prefetch.test:\(other.port)/items"
                             let connectTo = resolver.connectTo(url: url)
                             #expect(!connectTo.isEmpty)

@@ -65,18 +65,32 @@ import Testing
         try await withUpstream { upstream in
             try await withFetcher(FetcherConfiguration(maxTransfers: 1)) { fetcher in
                 let base = "http://127.0.0.1:\(upstream.port)/fair"
-                let blocker = Task { try? await fetcher.fetch(FetchRequest(url: "http://127.0.0.1:\(upstream.port)/block?hang=1", timeout: .seconds(30))) }
-                do { let settled = await eventually { upstream.hits(path: "/block") == 1 }; #expect(settled) }
+                let blocker = Task {
+                    try? await fetcher.fetch(FetchRequest(url: "http://127.0.0.1:\(upstream.port)/block?hang=1", timeout: .seconds(30)))
+                }
+                do {
+                    let settled = await eventually { upstream.hits(path: "/block") == 1 }
+                    #expect(settled)
+                }
                 let burst = Task {
                     await withTaskGroup(of: Void.self) { group in
                         for index in 1...4 {
-                            group.addTask { _ = try? await fetcher.fetch(FetchRequest(url: "\(base)?n=a\(index)", timeout: .seconds(30), group: "page-a")) }
+                            group.addTask {
+                                _ = try? await fetcher.fetch(
+                                    FetchRequest(url: "\(base)?n=a\(index)", timeout: .seconds(30), group: "page-a"))
+                            }
                         }
                     }
                 }
-                do { let settled = await eventually { fetcher.inFlight == 5 }; #expect(settled) }
+                do {
+                    let settled = await eventually { fetcher.inFlight == 5 }
+                    #expect(settled)
+                }
                 let other = Task { try await fetcher.fetch(FetchRequest(url: "\(base)?n=b1", timeout: .seconds(30), group: "page-b")) }
-                do { let settled = await eventually { fetcher.inFlight == 6 }; #expect(settled) }
+                do {
+                    let settled = await eventually { fetcher.inFlight == 6 }
+                    #expect(settled)
+                }
                 blocker.cancel()
                 let answer = try await other.value
                 await burst.value
@@ -99,7 +113,8 @@ import Testing
                     await withTaskGroup(of: Void.self) { group in
                         for index in 0..<12 {
                             group.addTask {
-                                _ = try? await fetcher.fetch(FetchRequest(url: "http://127.0.0.1:\(upstream.port)/one?delay=1500&n=\(index)", timeout: .seconds(30)))
+                                _ = try? await fetcher.fetch(
+                                    FetchRequest(url: "http://127.0.0.1:\(upstream.port)/one?delay=1500&n=\(index)", timeout: .seconds(30)))
                             }
                         }
                     }

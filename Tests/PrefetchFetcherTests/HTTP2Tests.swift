@@ -15,7 +15,9 @@ import Testing
         try await withUpstream(tls: pki.tls(for: "api.prefetch.test"), http2: true) { upstream in
             let configuration = FetcherConfiguration(maxConnectionsPerHost: 1, caBundlePath: pki.caPath)
             try await withFetcher(configuration) { fetcher in
-                let answers = await fetchEight(fetcher, base: "https://api.prefetch.test:\(upstream.port)", connectTo: ["api.prefetch.test:\(upstream.port):127.0.0.1:\(upstream.port)"])
+                let answers = await fetchEight(
+                    fetcher, base: "https://api.prefetch.test:\(upstream.port)",
+                    connectTo: ["api.prefetch.test:\(upstream.port):127.0.0.1:\(upstream.port)"])
                 #expect(answers.map(\.status) == Array(repeating: 200, count: 8))
                 #expect(answers.allSatisfy { $0.httpVersion == "2" }, "versions: \(answers.map(\.httpVersion))")
                 #expect(upstream.connections() == 1)

@@ -70,7 +70,8 @@ struct FetcherTests {
             try await withFetcher { fetcher in
                 let response = try await fetcher.fetch(
                     FetchRequest(
-                        url: "http://127.0.0.1:\(upstream.port)/c?status=404&setCookie=a%3D1%3B%20Path%3D%2F&setCookie=b%3D2&cacheControl=max-age%3D30"
+                        url:
+                            "http://127.0.0.1:\(upstream.port)/c?status=404&setCookie=a%3D1%3B%20Path%3D%2F&setCookie=b%3D2&cacheControl=max-age%3D30"
                     )
                 )
                 #expect(response.status == 404)
@@ -137,11 +138,17 @@ struct FetcherTests {
             try await withFetcher { fetcher in
                 let url = "http://127.0.0.1:\(upstream.port)/hang?hang=1"
                 let task = Task { await failureCode(fetcher, FetchRequest(url: url, timeout: .seconds(30))) }
-                do { let settled = await eventually { upstream.hits(path: "/hang") == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { upstream.hits(path: "/hang") == 1 }
+                    #expect(settled)
+                }
                 #expect(fetcher.inFlight == 1)
                 task.cancel()
                 #expect(await task.value == .cancelled)
-                do { let settled = await eventually { fetcher.inFlight == 0 }; #expect(settled) }
+                do {
+                    let settled = await eventually { fetcher.inFlight == 0 }
+                    #expect(settled)
+                }
                 // The fetcher stays usable.
                 let after = try await fetcher.fetch(FetchRequest(url: "http://127.0.0.1:\(upstream.port)/ok"))
                 #expect(after.status == 200)
@@ -154,7 +161,10 @@ struct FetcherTests {
             try await withFetcher(FetcherConfiguration(maxTransfers: 1)) { fetcher in
                 let url = "http://127.0.0.1:\(upstream.port)/slow?delay=2000"
                 async let first = failureCode(fetcher, FetchRequest(url: url, timeout: .seconds(10)))
-                do { let settled = await eventually { upstream.hits(path: "/slow") == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { upstream.hits(path: "/slow") == 1 }
+                    #expect(settled)
+                }
                 let second = await failureCode(fetcher, FetchRequest(url: url, timeout: .milliseconds(200)))
                 #expect(second == .timeout)
                 let firstCode = await first
@@ -218,7 +228,10 @@ struct FetcherTests {
         try await withUpstream { upstream in
             let fetcher = Fetcher(logger: Logger(label: "prefetch.fetcher.test"))
             let early = Task { try await fetcher.fetch(FetchRequest(url: "http://127.0.0.1:\(upstream.port)/early")) }
-            do { let settled = await eventually { fetcher.inFlight == 1 }; #expect(settled) }
+            do {
+                let settled = await eventually { fetcher.inFlight == 1 }
+                #expect(settled)
+            }
             #expect(upstream.hits(path: "/early") == 0)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await fetcher.run() }
@@ -237,7 +250,10 @@ struct FetcherTests {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await fetcher.run() }
                     async let inFlight = fetcher.fetch(FetchRequest(url: url, timeout: .seconds(10)))
-                    do { let settled = await eventually { upstream.hits(path: "/drain") == 1 }; #expect(settled) }
+                    do {
+                        let settled = await eventually { upstream.hits(path: "/drain") == 1 }
+                        #expect(settled)
+                    }
                     trigger.triggerGracefulShutdown()
                     let status = try await inFlight.status
                     #expect(status == 200)
@@ -260,7 +276,10 @@ struct FetcherTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await fetcher.run() }
                 async let pending = failureCode(fetcher, FetchRequest(url: url, timeout: .seconds(30)))
-                do { let settled = await eventually { upstream.hits(path: "/abort") == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { upstream.hits(path: "/abort") == 1 }
+                    #expect(settled)
+                }
                 group.cancelAll()
                 try await group.next()
                 let code = await pending

@@ -1,7 +1,7 @@
 import Foundation
 import PrefetchFetcher
-import Synchronization
 import PrefetchTestUpstream
+import Synchronization
 import Testing
 
 /// A `prefetch-upstream` child process, stopped with SIGTERM.

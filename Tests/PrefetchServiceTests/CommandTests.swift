@@ -18,7 +18,9 @@ struct CommandTests {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/drain"
             let config = try TempConfig(
-                configText(pages: [pageEntry(page, [#"{"name": "slow", "api": "\#(upstream.base)/drain/slow?delay=1000", "method": "GET"}"#])])
+                configText(pages: [
+                    pageEntry(page, [#"{"name": "slow", "api": "\#(upstream.base)/drain/slow?delay=1000", "method": "GET"}"#])
+                ])
             )
             defer { config.remove() }
             let server = try await Server.start(configPath: config.path)
@@ -46,7 +48,9 @@ struct CommandTests {
     }
 
     @Test func serveRefusesAnInvalidConfigWithExitCode2() async throws {
-        let config = try TempConfig(#"{"code": 200, "data": {"name": "x", "version": "1", "config": [{"url": "https://m.example.test/p", "interfaces": [{"api": "ftp://x", "method": "GET"}]}]}}"#)
+        let config = try TempConfig(
+            #"{"code": 200, "data": {"name": "x", "version": "1", "config": [{"url": "https://m.example.test/p", "interfaces": [{"api": "ftp://x", "method": "GET"}]}]}}"#
+        )
         defer { config.remove() }
         let run = try await runExecutable("prefetch", ["serve", "--config", config.path, "--port", "0"])
         #expect(run.status == 2, "\(run.stderr)")
@@ -60,10 +64,12 @@ struct CommandTests {
             let page = "\(upstream.base)/pages/cli"
             let config = try TempConfig(
                 configText(pages: [
-                    pageEntry(page, [
-                        #"{"name": "one", "api": "\#(upstream.base)/cli/one", "method": "GET", "urlParam": true}"#,
-                        #"{"name": "two", "api": "\#(upstream.base)/cli/two?bytes=7", "method": "POST", "body": {"a": 1}}"#,
-                    ])
+                    pageEntry(
+                        page,
+                        [
+                            #"{"name": "one", "api": "\#(upstream.base)/cli/one", "method": "GET", "urlParam": true}"#,
+                            #"{"name": "two", "api": "\#(upstream.base)/cli/two?bytes=7", "method": "POST", "body": {"a": 1}}"#,
+                        ])
                 ])
             )
             defer { config.remove() }
@@ -90,10 +96,12 @@ struct CommandTests {
             let page = "\(upstream.base)/pages/cli-fail"
             let config = try TempConfig(
                 configText(pages: [
-                    pageEntry(page, [
-                        #"{"name": "fine", "api": "\#(upstream.base)/cli/fine", "method": "GET"}"#,
-                        #"{"name": "dead", "api": "http://127.0.0.1:\#(closedPort)/cli/dead", "method": "GET", "timeout": 2000}"#,
-                    ])
+                    pageEntry(
+                        page,
+                        [
+                            #"{"name": "fine", "api": "\#(upstream.base)/cli/fine", "method": "GET"}"#,
+                            #"{"name": "dead", "api": "http://127.0.0.1:\#(closedPort)/cli/dead", "method": "GET", "timeout": 2000}"#,
+                        ])
                 ])
             )
             defer { config.remove() }
@@ -110,12 +118,16 @@ struct CommandTests {
     @Test func planEndpointEqualsThePlanCommand() async throws {
         let page = "https://m.example.test/help/new"
         let config = configText(pages: [
-            pageEntry(page, [
-                #"{"api": "https://m.example.test/xx.json", "method": "GET", "urlParam": true}"#,
-                #"{"api": "https://api.example.test/topic/v1/ding/sinkList.json", "method": "POST", "urlParam": true, "bodyParam": true, "body": {"cityId": 123456, "visitRecord": {}}, "headers": {"X-Client": "h5"}}"#,
-                #"{"api": "https://m.example.test/form", "method": "PUT", "bodyParam": true, "bodyType": "form", "params": ["id"]}"#,
-            ]),
-            pageEntry("https://m.example.test/item/{id}.html", [#"{"api": "https://m.example.test/item.json", "method": "GET", "urlParam": true}"#]),
+            pageEntry(
+                page,
+                [
+                    #"{"api": "https://m.example.test/xx.json", "method": "GET", "urlParam": true}"#,
+                    #"{"api": "https://api.example.test/topic/v1/ding/sinkList.json", "method": "POST", "urlParam": true, "bodyParam": true, "body": {"cityId": 123456, "visitRecord": {}}, "headers": {"X-Client": "h5"}}"#,
+                    #"{"api": "https://m.example.test/form", "method": "PUT", "bodyParam": true, "bodyType": "form", "params": ["id"]}"#,
+                ]),
+            pageEntry(
+                "https://m.example.test/item/{id}.html",
+                [#"{"api": "https://m.example.test/item.json", "method": "GET", "urlParam": true}"#]),
         ])
         let file = try TempConfig(config)
         defer { file.remove() }

@@ -15,15 +15,19 @@ import Testing
     static func config(_ port: Int) -> String {
         let api = "http://127.0.0.1:\(port)"
         return configText(pages: [
-            pageEntry(page, [
-                #"{"name": "plain", "api": "\#(api)/plain?body=%7B%22ok%22%3Atrue%7D&cacheControl=max-age%3D60", "method": "GET", "urlParam": true}"#,
-                #"{"name": "cookie", "api": "\#(api)/cookie?body=%7B%22me%22%3A1%7D&setCookie=sid%3Dabc%3B%20HttpOnly", "method": "GET", "urlParam": true}"#,
-                #"{"name": "once", "api": "\#(api)/once?body=%7B%22n%22%3A1%7D&cacheControl=no-store", "method": "GET", "urlParam": true}"#,
-                #"{"name": "slow", "api": "\#(api)/slow?hang=1", "method": "GET", "urlParam": true, "timeout": 4000}"#,
-            ]),
-            pageEntry("https://m.example.com/account", [
-                #"{"name": "me", "api": "https://api.example.com/me", "method": "GET", "credentials": "include"}"#,
-            ]),
+            pageEntry(
+                page,
+                [
+                    #"{"name": "plain", "api": "\#(api)/plain?body=%7B%22ok%22%3Atrue%7D&cacheControl=max-age%3D60", "method": "GET", "urlParam": true}"#,
+                    #"{"name": "cookie", "api": "\#(api)/cookie?body=%7B%22me%22%3A1%7D&setCookie=sid%3Dabc%3B%20HttpOnly", "method": "GET", "urlParam": true}"#,
+                    #"{"name": "once", "api": "\#(api)/once?body=%7B%22n%22%3A1%7D&cacheControl=no-store", "method": "GET", "urlParam": true}"#,
+                    #"{"name": "slow", "api": "\#(api)/slow?hang=1", "method": "GET", "urlParam": true, "timeout": 4000}"#,
+                ]),
+            pageEntry(
+                "https://m.example.com/account",
+                [
+                    #"{"name": "me", "api": "https://api.example.com/me", "method": "GET", "credentials": "include"}"#
+                ]),
         ])
     }
 
@@ -61,7 +65,9 @@ import Testing
 
     /// Reads the shared entry `name` of `ticket` until it is handed out (no-store entries excepted: this reads them).
     func waitReady(_ service: LiveService, _ ticket: String, _ name: String) async throws {
-        let ready = try await eventually { try await service.separateRequest(.get, "/v1/prefetch/\(ticket)/data?name=\(name)").status == 200 }
+        let ready = try await eventually {
+            try await service.separateRequest(.get, "/v1/prefetch/\(ticket)/data?name=\(name)").status == 200
+        }
         #expect(ready, "\(name) was not handed out")
     }
 
@@ -74,8 +80,10 @@ import Testing
     /// A raw answer without its `Date` line (the only header that depends on when it was written).
     func raw(_ service: LiveService, _ target: String, headers: [String: String] = [:]) async throws -> String {
         let extra = headers.map { "\($0.key): \($0.value)\r\n" }.joined()
-        let answer = try await rawExchange(port: service.port, "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(service.port)\r\n\(extra)Connection: close\r\n\r\n")
-        return answer.split(separator: "\r\n", omittingEmptySubsequences: false).filter { !$0.lowercased().hasPrefix("date:") }.joined(separator: "\r\n")
+        let answer = try await rawExchange(
+            port: service.port, "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(service.port)\r\n\(extra)Connection: close\r\n\r\n")
+        return answer.split(separator: "\r\n", omittingEmptySubsequences: false).filter { !$0.lowercased().hasPrefix("date:") }.joined(
+            separator: "\r\n")
     }
 
     @Test func bothPathsWriteTheSameBytesForTheSameEntry() async throws {
@@ -96,7 +104,8 @@ import Testing
             // The page's own read, cross-origin with the read key: CORS headers decided by the same rules.
             let pageHeaders = ["Origin": "https://m.example.com"]
             let a = try await raw(fast, "/v1/data?name=plain", headers: pageHeaders.merging(["X-Prefetch-Key": fastPage.readKey]) { $1 })
-            let b = try await raw(routed, "/v1/data?name=plain", headers: pageHeaders.merging(["X-Prefetch-Key": routedPage.readKey]) { $1 })
+            let b = try await raw(
+                routed, "/v1/data?name=plain", headers: pageHeaders.merging(["X-Prefetch-Key": routedPage.readKey]) { $1 })
             #expect(rawStatus(a) == 200, "\(a)")
             #expect(a.contains("Access-Control-Allow-Origin: https://m.example.com"), "\(a)")
             #expect(a == b, "read key: fast\n\(a)\nrouted\n\(b)")
@@ -147,7 +156,8 @@ import Testing
             try await waitReady(fast, opened.ticket, "plain")
             try await waitReady(fast, opened.ticket, "cookie")
             let host = "Host: 127.0.0.1:\(fast.port)\r\n"
-            let text = "GET /v1/prefetch/\(opened.ticket)/data?name=plain HTTP/1.1\r\n\(host)\r\n"
+            let text =
+                "GET /v1/prefetch/\(opened.ticket)/data?name=plain HTTP/1.1\r\n\(host)\r\n"
                 + "GET /v1/prefetch/\(opened.ticket) HTTP/1.1\r\n\(host)\r\n"
                 + "GET /v1/prefetch/\(opened.ticket)/data?name=cookie HTTP/1.1\r\n\(host)Connection: close\r\n\r\n"
             let answer = try await rawExchange(port: fast.port, text)

@@ -7,22 +7,29 @@ import Testing
 @Suite struct LandingPageTests {
     @Test func itLinksTheDemoPageThroughTheShellWhenTheConfigHasOne() async throws {
         let config = configText(pages: [
-            pageEntry("http://127.0.0.1:8080/demo/page.html", [
-                #"{"name": "demo.profile", "api": "http://127.0.0.1:9090/demo/profile?delay=300&x=<b>", "method": "GET"}"#
-            ])
+            pageEntry(
+                "http://127.0.0.1:8080/demo/page.html",
+                [
+                    #"{"name": "demo.profile", "api": "http://127.0.0.1:9090/demo/profile?delay=300&x=<b>", "method": "GET"}"#
+                ])
         ])
         try await withService(config: config) { service in
             let reply = try await service.get("/")
             #expect(reply.status == 200)
             #expect(reply.header("Content-Type") == "text/html; charset=utf-8")
             #expect(reply.header("X-Content-Type-Options") == "nosniff")
-            #expect(reply.text.contains(#"href="/demo/shell.html?api=http%3A%2F%2F127.0.0.1%3A9090%2Fdemo%2Fprofile%3Fdelay%3D300%26x%3D%3Cb%3E""#), "\(reply.text)")
+            #expect(
+                reply.text.contains(
+                    #"href="/demo/shell.html?api=http%3A%2F%2F127.0.0.1%3A9090%2Fdemo%2Fprofile%3Fdelay%3D300%26x%3D%3Cb%3E""#),
+                "\(reply.text)")
             #expect(!reply.text.contains("<b>"), "config text is escaped")
         }
     }
 
     @Test func withoutADemoEntryItSaysHowToGetOne() async throws {
-        try await withService(config: configText(pages: [pageEntry("https://m.example.com/p", [#"{"api": "https://api.example.com/a", "method": "GET"}"#])])) { service in
+        try await withService(
+            config: configText(pages: [pageEntry("https://m.example.com/p", [#"{"api": "https://api.example.com/a", "method": "GET"}"#])])
+        ) { service in
             let reply = try await service.get("/")
             #expect(reply.status == 200)
             #expect(reply.text.contains("No demo page in the config in force"))

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
-import Testing
 import PrefetchTestUpstream
+import Testing
 
 /// `serve` following a config URL: a real local HTTP server (python3's http.server over a directory the
 /// test rewrites) stands in for the config server.
@@ -44,7 +44,8 @@ import PrefetchTestUpstream
     }
 
     static func config(version: String, api: String) -> String {
-        configText(version: version, pages: [pageEntry("https://m.example.test/live", [#"{"name": "feed", "api": "\#(api)", "method": "GET"}"#])])
+        configText(
+            version: version, pages: [pageEntry("https://m.example.test/live", [#"{"name": "feed", "api": "\#(api)", "method": "GET"}"#])])
     }
 
     func planVersion(_ server: CommandTests.Server) async throws -> String? {

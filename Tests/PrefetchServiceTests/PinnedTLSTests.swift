@@ -1,8 +1,8 @@
 import Foundation
 import HTTPTypes
 import PrefetchDNS
-import PrefetchFetcher
 import PrefetchEngine
+import PrefetchFetcher
 import PrefetchService
 import PrefetchTestUpstream
 import Testing
@@ -24,7 +24,13 @@ import Testing
             settings.dns.allowPrivateAddresses = true
             settings.fetcher.caBundlePath = pki.caPath
             let page = "https://m.prefetch.test/pinned"
-            let config = configText(pages: [pageEntry(page, [#"{"name": "info", "api": "https://\#(Self.host):\#(upstream.port)/tls/info", "method": "GET", "credentials": "include"}"#])])
+            let config = configText(pages: [
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "info", "api": "https://\#(Self.host):\#(upstream.port)/tls/info", "method": "GET", "credentials": "include"}"#
+                    ])
+            ])
             try await withService(config: config, settings: settings) { service in
                 try await body(service, page)
             }
@@ -35,7 +41,9 @@ import Testing
     func settledData(_ service: LiveService, _ page: String) async throws -> Reply {
         var reply: Reply?
         _ = await eventually(within: 15) {
-            guard let ticket = try? await service.ticket(page + "?n=\(UUID().uuidString)", credentials: ["Cookie": "sid=7"]) else { return false }
+            guard let ticket = try? await service.ticket(page + "?n=\(UUID().uuidString)", credentials: ["Cookie": "sid=7"]) else {
+                return false
+            }
             reply = try? await service.get("/v1/prefetch/\(ticket)/data?name=info&wait=4000", headers: ["Cookie": "sid=7"])
             return reply != nil && reply?.header("X-Prefetch-Reason") != "dns"
         }
@@ -72,7 +80,8 @@ import Testing
                 let data = try await settledData(service, page)
                 #expect(data.status == 502, "\(data.text)")
                 #expect(data.header("X-Prefetch-Reason") == "tls")
-                #expect(impostor.requests().filter { $0.path == "/tls/info" }.isEmpty, "no request reaches a server that failed verification")
+                #expect(
+                    impostor.requests().filter { $0.path == "/tls/info" }.isEmpty, "no request reaches a server that failed verification")
             }
         } catch {
             try? await impostor.shutdown()

@@ -28,17 +28,21 @@ struct PrefetchServiceTests {
             let samePage = "\(base)/pages/compose"
             let crossPage = "https://m.example.test/compose"
             let config = configText(pages: [
-                pageEntry(samePage, [
-                    #"{"name": "c.get", "api": "\#(base)/compose/get?v=2", "method": "GET", "urlParam": true, "headers": {"X-Client": "h5"}}"#,
-                    #"{"name": "c.post", "api": "\#(base)/compose/post", "method": "POST", "urlParam": true, "bodyParam": true, "body": {"cityId": 123456}}"#,
-                    #"{"name": "c.form", "api": "\#(base)/compose/form", "method": "POST", "bodyParam": true, "bodyType": "form", "body": {"cityId": 123456}, "params": ["id"]}"#,
-                    #"{"name": "c.omit", "api": "\#(base)/compose/omit", "method": "GET", "credentials": "omit"}"#,
-                ]),
-                pageEntry(crossPage, [
-                    #"{"name": "x.default", "api": "\#(base)/cross/default", "method": "GET"}"#,
-                    #"{"name": "x.include", "api": "\#(base)/cross/include", "method": "GET", "credentials": "include"}"#,
-                    #"{"name": "x.omit", "api": "\#(base)/cross/omit", "method": "GET", "credentials": "omit"}"#,
-                ]),
+                pageEntry(
+                    samePage,
+                    [
+                        #"{"name": "c.get", "api": "\#(base)/compose/get?v=2", "method": "GET", "urlParam": true, "headers": {"X-Client": "h5"}}"#,
+                        #"{"name": "c.post", "api": "\#(base)/compose/post", "method": "POST", "urlParam": true, "bodyParam": true, "body": {"cityId": 123456}}"#,
+                        #"{"name": "c.form", "api": "\#(base)/compose/form", "method": "POST", "bodyParam": true, "bodyType": "form", "body": {"cityId": 123456}, "params": ["id"]}"#,
+                        #"{"name": "c.omit", "api": "\#(base)/compose/omit", "method": "GET", "credentials": "omit"}"#,
+                    ]),
+                pageEntry(
+                    crossPage,
+                    [
+                        #"{"name": "x.default", "api": "\#(base)/cross/default", "method": "GET"}"#,
+                        #"{"name": "x.include", "api": "\#(base)/cross/include", "method": "GET", "credentials": "include"}"#,
+                        #"{"name": "x.omit", "api": "\#(base)/cross/omit", "method": "GET", "credentials": "omit"}"#,
+                    ]),
             ])
             try await withService(config: config) { service in
                 let page = samePage + "?id=163&q=%E4%B8%AD+x"
@@ -101,9 +105,10 @@ struct PrefetchServiceTests {
                 let items = results.json["results"] as? [[String: Any]] ?? []
                 #expect(items.map { $0["state"] as? String } == ["ready", "ready", "ready", "ready"])
                 #expect(items.allSatisfy { $0["status"] as? Int == 200 && $0["bodyEncoding"] as? String == "json" })
-                #expect(items.compactMap { ($0["body"] as? [String: Any])?["path"] as? String } == [
-                    "/compose/get", "/compose/post", "/compose/form", "/compose/omit",
-                ])
+                #expect(
+                    items.compactMap { ($0["body"] as? [String: Any])?["path"] as? String } == [
+                        "/compose/get", "/compose/post", "/compose/form", "/compose/omit",
+                    ])
 
                 // A page on another site: the caller's own request headers are used (no "headers" member), and
                 // they go only where the interface says `include`.
@@ -133,10 +138,12 @@ struct PrefetchServiceTests {
             let base = upstream.base
             let page = "\(base)/pages/flight"
             let config = configText(pages: [
-                pageEntry(page, [
-                    #"{"name": "f.a", "api": "\#(base)/flight/a?delay=300", "method": "GET"}"#,
-                    #"{"name": "f.b", "api": "\#(base)/flight/b?delay=300", "method": "POST", "body": {"k": 1}}"#,
-                ])
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "f.a", "api": "\#(base)/flight/a?delay=300", "method": "GET"}"#,
+                        #"{"name": "f.b", "api": "\#(base)/flight/b?delay=300", "method": "POST", "body": {"k": 1}}"#,
+                    ])
             ])
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
@@ -298,7 +305,9 @@ struct PrefetchServiceTests {
             let base = upstream.base
             let page = "\(base)/pages/once"
             let config = configText(pages: [
-                pageEntry(page, [#"{"name": "once", "api": "\#(base)/once?cacheControl=no-store&setCookie=t%3D1&setCookie=u%3D2", "method": "GET"}"#])
+                pageEntry(
+                    page,
+                    [#"{"name": "once", "api": "\#(base)/once?cacheControl=no-store&setCookie=t%3D1&setCookie=u%3D2", "method": "GET"}"#])
             ])
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
@@ -328,10 +337,12 @@ struct PrefetchServiceTests {
             let base = upstream.base
             let page = "\(base)/pages/size"
             let config = configText(pages: [
-                pageEntry(page, [
-                    #"{"name": "big", "api": "\#(base)/size/big?bytes=5000", "method": "GET"}"#,
-                    #"{"name": "small", "api": "\#(base)/size/small?bytes=10", "method": "GET"}"#,
-                ])
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "big", "api": "\#(base)/size/big?bytes=5000", "method": "GET"}"#,
+                        #"{"name": "small", "api": "\#(base)/size/small?bytes=10", "method": "GET"}"#,
+                    ])
             ])
             var settings = testSettings()
             settings.maximumResponseBytes = 1000
@@ -361,13 +372,15 @@ struct PrefetchServiceTests {
             let base = upstream.base
             let page = "\(base)/pages/faults"
             let config = configText(pages: [
-                pageEntry(page, [
-                    #"{"name": "slow", "api": "\#(base)/fault/slow?delay=2000", "method": "GET", "timeout": 200}"#,
-                    #"{"name": "reset", "api": "\#(base)/fault/reset?reset=10", "method": "GET"}"#,
-                    #"{"name": "down", "api": "\#(base)/fault/down?status=503", "method": "GET"}"#,
-                    #"{"name": "fine", "api": "\#(base)/fault/fine", "method": "GET"}"#,
-                    #"{"name": "gone", "api": "\#(base)/fault/gone?status=404", "method": "GET"}"#,
-                ])
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "slow", "api": "\#(base)/fault/slow?delay=2000", "method": "GET", "timeout": 200}"#,
+                        #"{"name": "reset", "api": "\#(base)/fault/reset?reset=10", "method": "GET"}"#,
+                        #"{"name": "down", "api": "\#(base)/fault/down?status=503", "method": "GET"}"#,
+                        #"{"name": "fine", "api": "\#(base)/fault/fine", "method": "GET"}"#,
+                        #"{"name": "gone", "api": "\#(base)/fault/gone?status=404", "method": "GET"}"#,
+                    ])
             ])
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
@@ -403,11 +416,13 @@ struct PrefetchServiceTests {
             let base = upstream.base
             let page = "\(base)/pages/errors"
             let config = configText(pages: [
-                pageEntry(page, [
-                    #"{"name": "e.get", "api": "\#(base)/errors/same", "method": "GET"}"#,
-                    #"{"name": "e.post", "api": "\#(base)/errors/same", "method": "POST"}"#,
-                    #"{"name": "e.hang", "api": "\#(base)/errors/hang?hang=1", "method": "GET", "timeout": 2000}"#,
-                ])
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "e.get", "api": "\#(base)/errors/same", "method": "GET"}"#,
+                        #"{"name": "e.post", "api": "\#(base)/errors/same", "method": "POST"}"#,
+                        #"{"name": "e.hang", "api": "\#(base)/errors/hang?hang=1", "method": "GET", "timeout": 2000}"#,
+                    ])
             ])
             var settings = testSettings()
             settings.maximumWait = .milliseconds(400)
@@ -421,7 +436,8 @@ struct PrefetchServiceTests {
                 }
                 // Trigger errors are not prefetch misses: no X-Prefetch-Reason.
                 expectError(try await service.trigger("\(base)/pages/unknown"), 404, "no-config", reason: false, "no config")
-                expectError(try await service.request(.post, "/v1/prefetch", body: #"{"url": "#), 400, "bad-json", reason: false, "malformed")
+                expectError(
+                    try await service.request(.post, "/v1/prefetch", body: #"{"url": "#), 400, "bad-json", reason: false, "malformed")
                 expectError(try await service.request(.post, "/v1/prefetch", body: "[1]"), 400, "bad-json", reason: false, "not an object")
                 expectError(try await service.request(.post, "/v1/prefetch", body: "{}"), 400, "missing-url", reason: false, "no url")
                 expectError(try await service.trigger("not a url"), 400, "invalid-url", reason: false, "invalid url")
@@ -436,9 +452,14 @@ struct PrefetchServiceTests {
                 )
 
                 // Look-up errors on the data endpoints.
-                expectError(try await service.get("/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA?wait=0"), 404, "unknown-ticket", reason: true, "unknown ticket")
-                expectError(try await service.get("/v1/prefetch/nonsense/data?name=e.get"), 404, "unknown-ticket", reason: true, "junk ticket")
-                expectError(try await service.get("/v1/data?page=\(q("\(base)/pages/unknown"))&name=x"), 404, "no-config", reason: true, "data without config")
+                expectError(
+                    try await service.get("/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA?wait=0"), 404, "unknown-ticket", reason: true,
+                    "unknown ticket")
+                expectError(
+                    try await service.get("/v1/prefetch/nonsense/data?name=e.get"), 404, "unknown-ticket", reason: true, "junk ticket")
+                expectError(
+                    try await service.get("/v1/data?page=\(q("\(base)/pages/unknown"))&name=x"), 404, "no-config", reason: true,
+                    "data without config")
                 expectError(try await service.get("/v1/data?name=e.get"), 400, "missing-page", reason: false, "no page")
                 expectError(try await service.admin(.get, "/v1/plan"), 400, "missing-url", reason: false, "plan without url")
 
@@ -446,10 +467,14 @@ struct PrefetchServiceTests {
                 let data = "/v1/prefetch/\(ticket)/data"
                 expectError(try await service.get("\(data)?name=e.get&wait=abc"), 400, "invalid-wait", reason: false, "wait=abc")
                 expectError(try await service.get("/v1/prefetch/\(ticket)?wait=1.5"), 400, "invalid-wait", reason: false, "wait=1.5")
-                expectError(try await service.get("\(data)?api=\(q("\(base)/errors/other"))"), 404, "unknown-api", reason: true, "unknown api")
+                expectError(
+                    try await service.get("\(data)?api=\(q("\(base)/errors/other"))"), 404, "unknown-api", reason: true, "unknown api")
                 expectError(try await service.get("\(data)?name=nope"), 404, "unknown-api", reason: true, "unknown name")
-                expectError(try await service.get("\(data)?api=\(q("\(base)/errors/same"))"), 400, "ambiguous-api", reason: false, "ambiguous")
-                expectError(try await service.get("\(data)?api=\(q("\(base)/errors/same"))&method=TRACE"), 400, "invalid-method", reason: false, "bad method")
+                expectError(
+                    try await service.get("\(data)?api=\(q("\(base)/errors/same"))"), 400, "ambiguous-api", reason: false, "ambiguous")
+                expectError(
+                    try await service.get("\(data)?api=\(q("\(base)/errors/same"))&method=TRACE"), 400, "invalid-method", reason: false,
+                    "bad method")
                 expectError(try await service.get(data), 400, "missing-api", reason: false, "no api")
 
                 // method= resolves the ambiguity.
@@ -473,7 +498,8 @@ struct PrefetchServiceTests {
     // MARK: Operations
 
     @Test func healthReadinessAndOpenAPI() async throws {
-        let config = configText(version: "v42", pages: [pageEntry("https://m.example.test/p", [#"{"api": "http://127.0.0.1:9/x", "method": "GET"}"#])])
+        let config = configText(
+            version: "v42", pages: [pageEntry("https://m.example.test/p", [#"{"api": "http://127.0.0.1:9/x", "method": "GET"}"#])])
         try await withService(config: config) { service in
             let health = try await service.get("/healthz")
             #expect(health.status == 200)
@@ -517,7 +543,9 @@ struct PrefetchServiceTests {
                 let labelValues = labelValues(in: text)
                 #expect(!labelValues.isEmpty)
                 for value in labelValues {
-                    #expect(!value.contains("://") && !value.contains("127.0.0.1") && !value.contains("/pages/") && !value.contains("s3cr3t"), "label value \(value)")
+                    #expect(
+                        !value.contains("://") && !value.contains("127.0.0.1") && !value.contains("/pages/") && !value.contains("s3cr3t"),
+                        "label value \(value)")
                 }
             }
         }
@@ -560,7 +588,8 @@ struct PrefetchServiceTests {
                     #expect(preflight.header("Access-Control-Allow-Methods")?.contains("GET") == true, "\(path)")
                     #expect(preflight.header("Access-Control-Allow-Headers") != nil, "\(path)")
                 }
-                let refused = try await service.request(.options, "/v1/data", headers: ["Origin": "https://evil.example.test", "Access-Control-Request-Method": "GET"])
+                let refused = try await service.request(
+                    .options, "/v1/data", headers: ["Origin": "https://evil.example.test", "Access-Control-Request-Method": "GET"])
                 #expect(refused.status == 403)
                 #expect(refused.header("Access-Control-Allow-Origin") == nil)
                 #expect(refused.header("Access-Control-Allow-Methods") == nil)
@@ -570,7 +599,9 @@ struct PrefetchServiceTests {
 
     @Test func ticketsAreURLSafe22CharactersAndDifferEveryTrigger() async throws {
         let page = "https://m.example.test/tickets"
-        let config = configText(pages: [pageEntry(page, [#"{"name": "t", "api": "http://127.0.0.1:9/t", "method": "GET", "timeout": 100}"#])])
+        let config = configText(pages: [
+            pageEntry(page, [#"{"name": "t", "api": "http://127.0.0.1:9/t", "method": "GET", "timeout": 100}"#])
+        ])
         try await withService(config: config) { service in
             var tickets: Set<String> = []
             for _ in 0..<20 {

@@ -30,7 +30,8 @@ struct ReliabilityCoalescingTests {
                 let started = ContinuousClock.now
                 let replies = try await withThrowingTaskGroup(of: Reply.self) { group in
                     for index in 0..<Self.consumers {
-                        let uri = index % 2 == 0 ? "/v1/prefetch/\(ticket)/data?name=c&wait=20000" : "/v1/data?page=\(q(page))&name=c&wait=20000"
+                        let uri =
+                            index % 2 == 0 ? "/v1/prefetch/\(ticket)/data?name=c&wait=20000" : "/v1/data?page=\(q(page))&name=c&wait=20000"
                         group.addTask { try await service.separateRequest(.get, uri) }
                     }
                     var replies: [Reply] = []
@@ -84,14 +85,16 @@ struct ReliabilityCoalescingTests {
                 let replies = try await withThrowingTaskGroup(of: Reply?.self) { group in
                     // Consumers that navigate away mid-wait, on both data endpoints.
                     for index in 0..<10 {
-                        let uri = index % 2 == 0 ? "/v1/prefetch/\(ticket)/data?name=l&wait=10000" : "/v1/data?page=\(q(page))&name=l&wait=10000"
+                        let uri =
+                            index % 2 == 0 ? "/v1/prefetch/\(ticket)/data?name=l&wait=10000" : "/v1/data?page=\(q(page))&name=l&wait=10000"
                         group.addTask {
                             try await abandonedRequest(port: service.port, uri: uri, after: .milliseconds(200 + 50 * index))
                             return nil
                         }
                     }
                     for index in 0..<30 {
-                        let uri = index % 2 == 0 ? "/v1/prefetch/\(ticket)/data?name=l&wait=10000" : "/v1/data?page=\(q(page))&name=l&wait=10000"
+                        let uri =
+                            index % 2 == 0 ? "/v1/prefetch/\(ticket)/data?name=l&wait=10000" : "/v1/data?page=\(q(page))&name=l&wait=10000"
                         group.addTask { try await service.separateRequest(.get, uri) }
                     }
                     var replies: [Reply] = []

@@ -75,10 +75,12 @@ struct ReliabilityFaultTests {
         }
         let page = "\(base)/pages/fault"
         let config = configText(pages: [
-            pageEntry(page, [
-                #"{"name": "fault", "api": "\#(faultBase)/fault/x?\#(fault.script)", "method": "GET", "timeout": \#(fault.timeout)}"#,
-                #"{"name": "fine", "api": "\#(base)/fault/fine?delay=50", "method": "GET"}"#,
-            ])
+            pageEntry(
+                page,
+                [
+                    #"{"name": "fault", "api": "\#(faultBase)/fault/x?\#(fault.script)", "method": "GET", "timeout": \#(fault.timeout)}"#,
+                    #"{"name": "fine", "api": "\#(base)/fault/fine?delay=50", "method": "GET"}"#,
+                ])
         ])
         var settings = testSettings()
         settings.maximumWait = .seconds(8)

@@ -19,11 +19,13 @@ struct ReliabilityInputTests {
             let base = upstream.base
             let page = "\(base)/pages/inj"
             let config = configText(pages: [
-                pageEntry(page, [
-                    #"{"name": "i.get", "api": "\#(base)/inj/get", "method": "GET", "urlParam": true, "bodyParam": true}"#,
-                    #"{"name": "i.post", "api": "\#(base)/inj/post", "method": "POST", "urlParam": true, "bodyParam": true}"#,
-                    #"{"name": "i.form", "api": "\#(base)/inj/form", "method": "PUT", "bodyParam": true, "bodyType": "form"}"#,
-                ])
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "i.get", "api": "\#(base)/inj/get", "method": "GET", "urlParam": true, "bodyParam": true}"#,
+                        #"{"name": "i.post", "api": "\#(base)/inj/post", "method": "POST", "urlParam": true, "bodyParam": true}"#,
+                        #"{"name": "i.form", "api": "\#(base)/inj/form", "method": "PUT", "bodyParam": true, "bodyType": "form"}"#,
+                    ])
             ])
             let host = "127.0.0.1:\(upstream.port)"
             let big = String(repeating: "x", count: 7 * 1024)
@@ -48,7 +50,8 @@ struct ReliabilityInputTests {
                     #expect(trigger.status == 202, "\(url.prefix(120)): \(trigger.text.prefix(300))")
                     guard let ticket = trigger.json["ticket"] as? String else { continue }
                     for name in ["i.get", "i.post", "i.form"] {
-                        let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000", headers: ["Cookie": "sid=\(index)"])
+                        let reply = try await service.get(
+                            "/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000", headers: ["Cookie": "sid=\(index)"])
                         #expect(reply.status == 200, "\(name) for \(url.prefix(120)): \(reply.text.prefix(300))")
                         let echo = Echo(reply)
                         #expect(echo.path == "/inj/" + name.dropFirst(2), "\(url.prefix(120))")
@@ -80,7 +83,9 @@ struct ReliabilityInputTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/refuse"
-            let config = configText(pages: [pageEntry(page, [#"{"name": "r", "api": "\#(base)/refuse/r", "method": "GET", "urlParam": true}"#])])
+            let config = configText(pages: [
+                pageEntry(page, [#"{"name": "r", "api": "\#(base)/refuse/r", "method": "GET", "urlParam": true}"#])
+            ])
             try await withService(config: config) { service in
                 let refused: [(String, Int, String)] = [
                     (page + "?a=1\r\nX-Injected: yes", 400, "invalid-url"),
@@ -108,11 +113,13 @@ struct ReliabilityInputTests {
                 #expect(long.errorCode == "url-too-long")
                 #expect((long.json["message"] as? String)?.contains("8192") == true)
                 // A query over the request body limit: 413, not a crash or a truncated URL.
-                let huge = try await service.separateRequest(.post, "/v1/prefetch", body: #"{"url": "\#(page)?big=\#(String(repeating: "y", count: 64 * 1024))"}"#)
+                let huge = try await service.separateRequest(
+                    .post, "/v1/prefetch", body: #"{"url": "\#(page)?big=\#(String(repeating: "y", count: 64 * 1024))"}"#)
                 #expect(huge.status == 413, "\(huge.text.prefix(200))")
                 #expect(huge.errorCode == "too-large")
                 // Credentials given in the body cannot carry a header either.
-                let smuggled = try await service.request(.post, "/v1/prefetch", body: #"{"url": "\#(page)", "headers": {"Cookie": "a=1\r\nX-Injected: yes"}}"#)
+                let smuggled = try await service.request(
+                    .post, "/v1/prefetch", body: #"{"url": "\#(page)", "headers": {"Cookie": "a=1\r\nX-Injected: yes"}}"#)
                 #expect(smuggled.status == 400, "\(smuggled.text)")
                 #expect(smuggled.errorCode == "bad-headers")
                 #expect(upstream.hits(path: "/refuse/r") == 0)
@@ -130,8 +137,12 @@ struct ReliabilityInputTests {
             let base = upstream.base
             let unicodeHost = "m.\u{4F8B}\u{3048}.jp"
             let config = configText(pages: [
-                pageEntry("https://m.xn--r8jz45g.jp/idn", [#"{"name": "n", "api": "\#(base)/idn/n", "method": "GET", "urlParam": true, "credentials": "include"}"#]),
-                pageEntry("https://\(unicodeHost)/uni", [#"{"name": "u", "api": "\#(base)/idn/u", "method": "GET", "urlParam": true, "credentials": "include"}"#]),
+                pageEntry(
+                    "https://m.xn--r8jz45g.jp/idn",
+                    [#"{"name": "n", "api": "\#(base)/idn/n", "method": "GET", "urlParam": true, "credentials": "include"}"#]),
+                pageEntry(
+                    "https://\(unicodeHost)/uni",
+                    [#"{"name": "u", "api": "\#(base)/idn/u", "method": "GET", "urlParam": true, "credentials": "include"}"#]),
             ])
             try await withService(config: config) { service in
                 let matching: [(String, String, String)] = [
@@ -173,7 +184,9 @@ struct ReliabilityInputTests {
             let config = configText(pages: [pageEntry(page, [#"{"name": "b", "api": "\#(base)/body/b", "method": "GET"}"#])])
             try await withService(config: config) { service in
                 let nestedArrays = Array(String(repeating: "[", count: 60_000).utf8)
-                let nestedObjects = Array((#"{"url": "\#(page)", "headers": "# + String(repeating: #"{"a":"#, count: 10_000) + "1" + String(repeating: "}", count: 10_001)).utf8)
+                let nestedObjects = Array(
+                    (#"{"url": "\#(page)", "headers": "# + String(repeating: #"{"a":"#, count: 10_000) + "1"
+                        + String(repeating: "}", count: 10_001)).utf8)
                 let bodies: [(String, [UInt8])] = [
                     ("invalid UTF-8 in a string", Array(#"{"url": ""#.utf8) + [0xFF, 0xFE, 0xC3] + Array(#""}"#.utf8)),
                     ("invalid UTF-8 outside strings", [0x7B, 0xC0, 0xAF, 0x7D]),
@@ -225,7 +238,8 @@ struct ReliabilityInputTests {
                         #expect(reply.status == 404, "\(uri.prefix(100)): \(reply.text.prefix(200))")
                         #expect(reply.errorCode == "unknown-ticket", "\(uri.prefix(100))")
                         #expect(reply.header("X-Prefetch-Reason") == "unknown-ticket")
-                        #expect((reply.json["message"] as? String).map { $0.utf8.count < 400 } == true, "the message quotes the ticket bounded")
+                        #expect(
+                            (reply.json["message"] as? String).map { $0.utf8.count < 400 } == true, "the message quotes the ticket bounded")
                     }
                 }
 
@@ -266,14 +280,18 @@ struct ReliabilityInputTests {
                 #expect(reply.errorCode == "method-not-allowed", "\(method) \(path)")
                 #expect(reply.header("Content-Type") == "application/json")
             }
-            for path in ["/nope", "/v1/prefetch/a/b/c", "/v1/renderers//release", "/healthz/x", "/metrics", "/v1/debug/opens", "/ui", "/v1/plan"] {
+            for path in [
+                "/nope", "/v1/prefetch/a/b/c", "/v1/renderers//release", "/healthz/x", "/metrics", "/v1/debug/opens", "/ui", "/v1/plan",
+            ] {
                 let reply = try await service.get(path)
                 #expect(reply.status == 404, "\(path): \(reply.text)")
                 #expect(reply.errorCode == "not-found", "\(path)")
                 #expect(reply.header("Allow") == nil)
             }
             // The operator surface answers the same way for its own endpoints.
-            for (method, path, allow) in [(HTTPRequest.Method.post, "/metrics", "GET"), (.delete, "/v1/config/refresh", "POST"), (.post, "/v1/plan", "GET")] {
+            for (method, path, allow) in [
+                (HTTPRequest.Method.post, "/metrics", "GET"), (.delete, "/v1/config/refresh", "POST"), (.post, "/v1/plan", "GET"),
+            ] {
                 let reply = try await service.admin(method, path)
                 #expect(reply.status == 405, "\(method) \(path): \(reply.text)")
                 #expect(reply.header("Allow") == allow, "\(method) \(path)")
@@ -287,23 +305,34 @@ struct ReliabilityInputTests {
 
     /// What a config file can be instead of a config.
     static let brokenConfigs: [(String, @Sendable (String) throws -> Void)] = [
-        ("truncated", { path in
-            let text = configText(pages: [pageEntry("https://m.example.test/p", [#"{"api": "https://m.example.test/a", "method": "GET"}"#])])
-            try Data(text.utf8.prefix(text.utf8.count / 2)).write(to: URL(fileURLWithPath: path))
-        }),
+        (
+            "truncated",
+            { path in
+                let text = configText(pages: [
+                    pageEntry("https://m.example.test/p", [#"{"api": "https://m.example.test/a", "method": "GET"}"#])
+                ])
+                try Data(text.utf8.prefix(text.utf8.count / 2)).write(to: URL(fileURLWithPath: path))
+            }
+        ),
         ("empty", { path in try Data().write(to: URL(fileURLWithPath: path)) }),
-        ("binary", { path in
-            var generator = SeededGenerator(seed: 7)
-            try Data((0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) }).write(to: URL(fileURLWithPath: path))
-        }),
-        ("50 MB", { path in
-            let chunk = Data(String(repeating: " ", count: 1024 * 1024).utf8)
-            _ = FileManager.default.createFile(atPath: path, contents: nil)
-            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
-            defer { try? handle.close() }
-            try handle.write(contentsOf: Data(#"{"code": 200, "data": {"name": "x", "version": "1", "config": []}}"#.utf8))
-            for _ in 0..<50 { try handle.write(contentsOf: chunk) }
-        }),
+        (
+            "binary",
+            { path in
+                var generator = SeededGenerator(seed: 7)
+                try Data((0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) }).write(to: URL(fileURLWithPath: path))
+            }
+        ),
+        (
+            "50 MB",
+            { path in
+                let chunk = Data(String(repeating: " ", count: 1024 * 1024).utf8)
+                _ = FileManager.default.createFile(atPath: path, contents: nil)
+                let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+                defer { try? handle.close() }
+                try handle.write(contentsOf: Data(#"{"code": 200, "data": {"name": "x", "version": "1", "config": []}}"#.utf8))
+                for _ in 0..<50 { try handle.write(contentsOf: chunk) }
+            }
+        ),
     ]
 
     @Test(arguments: brokenConfigs.map(\.0))

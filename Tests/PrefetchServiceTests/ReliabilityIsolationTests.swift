@@ -64,14 +64,17 @@ struct ReliabilityIsolationTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let pages = (0..<3).map { "\(base)/pages/iso\($0)" }
-            let config = configText(pages: pages.enumerated().map { index, page in
-                pageEntry(page, [
-                    #"{"name": "me", "api": "\#(base)/iso/\#(index)/me", "method": "GET", "urlParam": true}"#,
-                    #"{"name": "slow", "api": "\#(base)/iso/\#(index)/slow?delay=30", "method": "POST", "body": {"p": \#(index)}, "ttl": 2}"#,
-                    #"{"name": "shared", "api": "\#(base)/iso/\#(index)/shared", "method": "GET", "credentials": "omit"}"#,
-                    #"{"name": "guest", "api": "\#(base)/iso/\#(index)/guest?setCookie=guest%3Dp\#(index)", "method": "GET", "credentials": "omit"}"#,
-                ])
-            })
+            let config = configText(
+                pages: pages.enumerated().map { index, page in
+                    pageEntry(
+                        page,
+                        [
+                            #"{"name": "me", "api": "\#(base)/iso/\#(index)/me", "method": "GET", "urlParam": true}"#,
+                            #"{"name": "slow", "api": "\#(base)/iso/\#(index)/slow?delay=30", "method": "POST", "body": {"p": \#(index)}, "ttl": 2}"#,
+                            #"{"name": "shared", "api": "\#(base)/iso/\#(index)/shared", "method": "GET", "credentials": "omit"}"#,
+                            #"{"name": "guest", "api": "\#(base)/iso/\#(index)/guest?setCookie=guest%3Dp\#(index)", "method": "GET", "credentials": "omit"}"#,
+                        ])
+                })
             var settings = testSettings()
             settings.corsOrigins = [Workload.otherOrigin]
             try await withService(config: config, settings: settings) { service in
@@ -161,7 +164,9 @@ struct Workload: Sendable {
                 owners[fetch] = user
                 return user
             }
-            if owner != user { recorder.violations.withLock { $0.append("\(what): guest cookie of fetch \(fetch) went to user \(owner) and \(user)") } }
+            if owner != user {
+                recorder.violations.withLock { $0.append("\(what): guest cookie of fetch \(fetch) went to user \(owner) and \(user)") }
+            }
         }
     }
 
@@ -199,13 +204,18 @@ struct Workload: Sendable {
             recorder.keyReads.withLock { $0 += 1 }
             checkReplay(reply, user: user, name: name, "user \(user) read key \(name)")
         case .keySteal(let thief, let victim, let interface):
-            guard let key = recorder.readKeys.withLock({ $0[victim] }), let ticket = recorder.tickets.withLock({ $0[victim]?.last }) else { return }
+            guard let key = recorder.readKeys.withLock({ $0[victim] }), let ticket = recorder.tickets.withLock({ $0[victim]?.last }) else {
+                return
+            }
             let name = ReliabilityIsolationTests.interfaces[interface]
             let elsewhere = try await service.separateRequest(
-                .get, "/v1/data?name=\(name)&wait=0", headers: ["X-Prefetch-Key": key, "Origin": Self.otherOrigin].merging(credentials(thief)) { a, _ in a })
+                .get, "/v1/data?name=\(name)&wait=0",
+                headers: ["X-Prefetch-Key": key, "Origin": Self.otherOrigin].merging(credentials(thief)) { a, _ in a })
             recorder.answered.withLock { $0[elsewhere.status, default: 0] += 1 }
             if elsewhere.status != 403 || (!isAnonymous(victim) && elsewhere.text.contains(cookies[victim])) {
-                recorder.violations.withLock { $0.append("user \(thief) used user \(victim)'s read key from another origin: \(elsewhere.status)") }
+                recorder.violations.withLock {
+                    $0.append("user \(thief) used user \(victim)'s read key from another origin: \(elsewhere.status)")
+                }
             }
             // The ticket itself, with no credentials: refused whenever the victim had credentials.
             let bare = try await service.separateRequest(.get, "/v1/prefetch/\(ticket)/data?name=\(name)&wait=0")
@@ -227,7 +237,9 @@ struct Workload: Sendable {
                 let headers = (item["body"] as? [String: Any])?["headers"] as? [[String]] ?? []
                 let seen = headers.filter { $0.first?.lowercased() == "cookie" }.compactMap(\.last)
                 let wanted = expectedCookie(user, name).map { [$0] } ?? []
-                if seen != wanted { recorder.violations.withLock { $0.append("user \(user) results \(name): expected \(wanted), got \(seen)") } }
+                if seen != wanted {
+                    recorder.violations.withLock { $0.append("user \(user) results \(name): expected \(wanted), got \(seen)") }
+                }
             }
         case .pageData(let user, let page, let interface, let wait):
             let name = ReliabilityIsolationTests.interfaces[interface]
@@ -241,13 +253,16 @@ struct Workload: Sendable {
         case .steal(let thief, let victim, let interface):
             guard let ticket = recorder.tickets.withLock({ $0[victim]?.last }) else { return }
             let reply = try await service.separateRequest(
-                .get, "/v1/prefetch/\(ticket)/data?name=\(ReliabilityIsolationTests.interfaces[interface])&wait=0", headers: credentials(thief))
+                .get, "/v1/prefetch/\(ticket)/data?name=\(ReliabilityIsolationTests.interfaces[interface])&wait=0",
+                headers: credentials(thief))
             recorder.answered.withLock { $0[reply.status, default: 0] += 1 }
             // A victim without credentials holds only anonymous data: its ticket is no secret worth stealing.
             if isAnonymous(victim) { return }
             let expected = isAnonymous(thief) ? 401 : 403
             if reply.status != expected || reply.text.contains(cookies[victim]) {
-                recorder.violations.withLock { $0.append("user \(thief) read user \(victim)'s ticket: \(reply.status) \(reply.text.prefix(200))") }
+                recorder.violations.withLock {
+                    $0.append("user \(thief) read user \(victim)'s ticket: \(reply.status) \(reply.text.prefix(200))")
+                }
             }
         }
     }

@@ -22,11 +22,16 @@ struct ReliabilityMemoryTests {
             let page = "\(base)/pages/mem"
             let config = try TempConfig(
                 configText(pages: [
-                    pageEntry(page, [#"{"name": "blob", "api": "\#(base)/mem/blob?bytes=\#(Self.bodyBytes)", "method": "GET", "urlParam": true, "ttl": 3600}"#])
+                    pageEntry(
+                        page,
+                        [
+                            #"{"name": "blob", "api": "\#(base)/mem/blob?bytes=\#(Self.bodyBytes)", "method": "GET", "urlParam": true, "ttl": 3600}"#
+                        ])
                 ])
             )
             defer { config.remove() }
-            let server = try await ServeProcess.start(configPath: config.path, arguments: ["--store-bytes", "\(Self.budget)", "--trigger-rate", "0"], logLevel: "warning")
+            let server = try await ServeProcess.start(
+                configPath: config.path, arguments: ["--store-bytes", "\(Self.budget)", "--trigger-rate", "0"], logLevel: "warning")
             do {
                 try await fillTwice(server: server, page: page, upstream: upstream)
             } catch {
@@ -53,7 +58,8 @@ struct ReliabilityMemoryTests {
             let tickets = try await withThrowingTaskGroup(of: String?.self) { group in
                 for index in start..<min(start + batch, writes) {
                     group.addTask {
-                        let reply = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)?i=\#(index)"}"#)
+                        let reply = try await oneRequest(
+                            port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)?i=\#(index)"}"#)
                         return reply.json["ticket"] as? String
                     }
                 }
@@ -85,7 +91,9 @@ struct ReliabilityMemoryTests {
         #expect(upstream.hits(path: "/mem/blob") == writes)
         let allowed = baseline + Self.budget + Self.overhead
         #expect(maxRSS <= allowed, "RSS \(maxRSS / 1_048_576) MiB over baseline \(baseline / 1_048_576) MiB + budget + overhead")
-        print("memory budget: \(samples) samples, \(writes) writes, max store bytes \(Int(maxStoreBytes)) of \(Self.budget), evictions \(Int(evictions)), RSS baseline \(baseline / 1024) KiB, max \(maxRSS / 1024) KiB, allowed \(allowed / 1024) KiB")
+        print(
+            "memory budget: \(samples) samples, \(writes) writes, max store bytes \(Int(maxStoreBytes)) of \(Self.budget), evictions \(Int(evictions)), RSS baseline \(baseline / 1024) KiB, max \(maxRSS / 1024) KiB, allowed \(allowed / 1024) KiB"
+        )
         #expect(try await server.get("/healthz").status == 200)
     }
 }

@@ -20,7 +20,9 @@ import Glibc
 #endif
 
 /// Sends one request with a raw byte body to 127.0.0.1:`port` on a connection of its own.
-func rawRequest(port: Int, _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: [UInt8]) async throws -> Reply {
+func rawRequest(
+    port: Int, _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: [UInt8]
+) async throws -> Reply {
     try await TestClient.withClient(host: "127.0.0.1", port: port) { client in
         var fields = HTTPFields()
         for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
@@ -80,7 +82,8 @@ struct ServeProcess {
     /// Starts `prefetch serve --config <path> --port 0 --admin-port 0 [arguments]` and waits (at most 30 s) for
     /// both listening lines.
     static func start(configPath: String, arguments: [String] = [], logLevel: String = "info") async throws -> ServeProcess {
-        let child = try ChildProcess("prefetch", ["serve", "--config", configPath, "--port", "0", "--admin-port", "0", "--log-level", logLevel] + arguments)
+        let child = try ChildProcess(
+            "prefetch", ["serve", "--config", configPath, "--port", "0", "--admin-port", "0", "--log-level", logLevel] + arguments)
         var ports: (Int, Int)?
         _ = await eventually(within: 30) {
             if let page = listeningPort(in: child.stdout, prefix: "prefetch listening on http://127.0.0.1:"),
@@ -148,17 +151,21 @@ func runTool(_ path: String, _ arguments: [String]) async throws -> (status: Int
 struct SelfSignedCertificate {
     let directory: URL
     var tls: UpstreamTLS {
-        UpstreamTLS(certificatePath: directory.appendingPathComponent("cert.pem").path, privateKeyPath: directory.appendingPathComponent("key.pem").path)
+        UpstreamTLS(
+            certificatePath: directory.appendingPathComponent("cert.pem").path,
+            privateKeyPath: directory.appendingPathComponent("key.pem").path)
     }
 
     static func make() async throws -> SelfSignedCertificate {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-selfsigned-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let result = try await runTool("/usr/bin/env", [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", directory.appendingPathComponent("key.pem").path, "-out", directory.appendingPathComponent("cert.pem").path,
-            "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-        ])
+        let result = try await runTool(
+            "/usr/bin/env",
+            [
+                "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", directory.appendingPathComponent("key.pem").path, "-out", directory.appendingPathComponent("cert.pem").path,
+                "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            ])
         guard result.status == 0 else {
             try? FileManager.default.removeItem(at: directory)
             throw CommandTestError(message: "openssl req failed: \(result.stderr)")

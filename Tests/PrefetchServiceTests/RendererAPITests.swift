@@ -27,7 +27,8 @@ import Testing
         return settings
     }
 
-    func profile(minIdle: Int, maxSize: Int, createMs: Double = 20, acquireTimeout: Double = 300, perCaller: Int? = nil) -> RendererProfile {
+    func profile(minIdle: Int, maxSize: Int, createMs: Double = 20, acquireTimeout: Double = 300, perCaller: Int? = nil) -> RendererProfile
+    {
         var profile = RendererProfile()
         profile.maxLeasesPerCaller = perCaller
         profile.minIdle = minIdle
@@ -41,7 +42,8 @@ import Testing
     func withApp(_ settings: ServiceSettings, _ test: @Sendable (any TestClientProtocol, Int) async throws -> Void) async throws {
         let config = try ConfigLoader.parse(Array(Self.pageConfig.utf8), source: "test").config
         let adminPort = PortBox()
-        let app = try buildApplication(settings: settings, config: ConfigHolder(config), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })
+        let app = try buildApplication(
+            settings: settings, config: ConfigHolder(config), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })
         try await app.test(.live) { client in
             try await test(client, try #require(await adminPort.value()))
         }
@@ -81,7 +83,11 @@ import Testing
             #expect(after["warmHits"] as? Int == 1)
 
             // The id is the capability: 22 random URL-safe characters; a guessed one releases nothing.
-            #expect(id.count == 22 && id.utf8.allSatisfy { $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (UInt8(ascii: "0")...UInt8(ascii: "z")).contains($0) })
+            #expect(
+                id.count == 22
+                    && id.utf8.allSatisfy {
+                        $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_") || (UInt8(ascii: "0")...UInt8(ascii: "z")).contains($0)
+                    })
             let guessed = try await post(client, "/v1/renderers/main-1%231/release", #"{"healthy":true}"#)
             #expect(guessed.status == .notFound)
             let release = try await post(client, "/v1/renderers/\(id)/release", #"{"healthy":true}"#)
@@ -113,7 +119,9 @@ import Testing
         try await withApp(settings(main: profile(minIdle: 0, maxSize: 4))) { client, admin in
             let port = try #require(client.port)
             func acquire(from address: String, cookie: String) async throws -> String {
-                try await rawExchange(port: port, from: address, rawPost("/v1/renderers/acquire", port: port, body: #"{"profile":"main"}"#, headers: ["Cookie": cookie]))
+                try await rawExchange(
+                    port: port, from: address,
+                    rawPost("/v1/renderers/acquire", port: port, body: #"{"profile":"main"}"#, headers: ["Cookie": cookie]))
             }
             #expect(rawStatus(try await acquire(from: "127.0.0.1", cookie: "sid=greedy-1")) == 200)
             let second = try await acquire(from: "127.0.0.1", cookie: "sid=greedy-2")

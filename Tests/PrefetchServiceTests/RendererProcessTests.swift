@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
-import Testing
 import PrefetchTestUpstream
+import Testing
 
 /// Process renderers under a real `prefetch serve`: warm on start, leased through the API, and none left
 /// behind once the service has shut down.
@@ -28,11 +28,14 @@ import PrefetchTestUpstream
         defer { try? FileManager.default.removeItem(at: directory) }
         let script = directory.appendingPathComponent("renderer.sh").path
         // A stand-in renderer: warm once it prints "ready", "ready" again after each "reset", alive until stdin closes.
-        try "#!/bin/sh\necho ready\nwhile read -r line; do [ \"$line\" = reset ] && echo ready; done\n".write(toFile: script, atomically: true, encoding: .utf8)
+        try "#!/bin/sh\necho ready\nwhile read -r line; do [ \"$line\" = reset ] && echo ready; done\n".write(
+            toFile: script, atomically: true, encoding: .utf8)
         let renderers = directory.appendingPathComponent("renderers.json").path
-        try #"{"renderers": {"main": {"kind": "process", "command": ["/bin/sh", "\#(script)", "\#(marker)"], "resetLine": "reset", "minIdle": 2, "maxSize": 3, "maxLeasesPerCaller": 3, "readyTimeoutMs": 10000}}}"#
+        try
+            #"{"renderers": {"main": {"kind": "process", "command": ["/bin/sh", "\#(script)", "\#(marker)"], "resetLine": "reset", "minIdle": 2, "maxSize": 3, "maxLeasesPerCaller": 3, "readyTimeoutMs": 10000}}}"#
             .write(toFile: renderers, atomically: true, encoding: .utf8)
-        let config = try TempConfig(configText(pages: [pageEntry("https://m.example.test/r", [#"{"api": "https://api.example.test/r", "method": "GET"}"#])]))
+        let config = try TempConfig(
+            configText(pages: [pageEntry("https://m.example.test/r", [#"{"api": "https://api.example.test/r", "method": "GET"}"#])]))
         defer { config.remove() }
 
         let server = try await CommandTests.Server.start(configPath: config.path, arguments: ["--renderers", renderers])

@@ -21,14 +21,16 @@ struct SecurityTests {
     /// one, an HTML one, one whose answer carries CORS headers, and a GET with a config body key.
     static func config(_ base: String) -> String {
         configText(pages: [
-            pageEntry(page, [
-                #"{"name": "me", "api": "\#(base)/sec/me?setCookie=session%3Dalice-session", "method": "GET", "urlParam": true, "credentials": "include"}"#,
-                #"{"name": "guest", "api": "\#(base)/sec/guest?setCookie=guest%3D\#(UUID().uuidString)", "method": "GET"}"#,
-                #"{"name": "private", "api": "\#(base)/sec/private?cacheControl=private", "method": "GET"}"#,
-                #"{"name": "html", "api": "\#(base)/sec/html?contentType=text/html&body=%3Cscript%3Ealert(1)%3C/script%3E", "method": "GET"}"#,
-                #"{"name": "cors", "api": "\#(base)/sec/cors", "method": "GET", "headers": {"Origin": "https://upstream-origin.example"}}"#,
-                #"{"name": "role", "api": "\#(base)/sec/role", "method": "GET", "urlParam": true, "body": {"role": "user", "scope": "read"}}"#,
-            ])
+            pageEntry(
+                page,
+                [
+                    #"{"name": "me", "api": "\#(base)/sec/me?setCookie=session%3Dalice-session", "method": "GET", "urlParam": true, "credentials": "include"}"#,
+                    #"{"name": "guest", "api": "\#(base)/sec/guest?setCookie=guest%3D\#(UUID().uuidString)", "method": "GET"}"#,
+                    #"{"name": "private", "api": "\#(base)/sec/private?cacheControl=private", "method": "GET"}"#,
+                    #"{"name": "html", "api": "\#(base)/sec/html?contentType=text/html&body=%3Cscript%3Ealert(1)%3C/script%3E", "method": "GET"}"#,
+                    #"{"name": "cors", "api": "\#(base)/sec/cors", "method": "GET", "headers": {"Origin": "https://upstream-origin.example"}}"#,
+                    #"{"name": "role", "api": "\#(base)/sec/role", "method": "GET", "urlParam": true, "body": {"role": "user", "scope": "read"}}"#,
+                ])
         ])
     }
 
@@ -73,7 +75,8 @@ struct SecurityTests {
                 #expect(other.errorCode == "identity-mismatch")
                 #expect(!other.text.contains("alice"))
             }
-            let own = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)/data?name=me&wait=5000", headers: ["Cookie": "sid=alice"])
+            let own = try await oneRequest(
+                port: server.port, .get, "/v1/prefetch/\(ticket)/data?name=me&wait=5000", headers: ["Cookie": "sid=alice"])
             #expect(own.status == 200)
             #expect(Echo(own).values("Cookie") == ["sid=alice"])
         }
@@ -84,12 +87,14 @@ struct SecurityTests {
         try await withServe { server, _ in
             let answer = try await trigger(server, Self.page + "?id=2", cookie: "sid=alice")
             let ticket = try #require(answer.json["ticket"] as? String)
-            let results = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)?wait=5000", headers: ["Cookie": "sid=alice"])
+            let results = try await oneRequest(
+                port: server.port, .get, "/v1/prefetch/\(ticket)?wait=5000", headers: ["Cookie": "sid=alice"])
             #expect(results.status == 200)
             #expect(!results.text.lowercased().contains("set-cookie"))
             #expect(!results.text.contains("session=alice-session"), "the cookie as the upstream set it")
             #expect(!results.text.lowercased().contains("access-control-"))
-            let replay = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)/data?name=me", headers: ["Cookie": "sid=alice"])
+            let replay = try await oneRequest(
+                port: server.port, .get, "/v1/prefetch/\(ticket)/data?name=me", headers: ["Cookie": "sid=alice"])
             #expect(replay.headers[values: .setCookie] == ["session=alice-session"])
         }
     }
@@ -109,7 +114,8 @@ struct SecurityTests {
             let attacker = try #require(try await trigger(server, page).json["ticket"] as? String)
             for (name, uri) in [
                 ("guest", "/v1/prefetch/\(attacker)/data?name=guest&wait=2000"), ("guest", "/v1/data?page=\(q(page))&name=guest&wait=2000"),
-                ("private", "/v1/prefetch/\(attacker)/data?name=private&wait=2000"), ("private", "/v1/data?page=\(q(page))&name=private&wait=2000"),
+                ("private", "/v1/prefetch/\(attacker)/data?name=private&wait=2000"),
+                ("private", "/v1/data?page=\(q(page))&name=private&wait=2000"),
             ] {
                 let reply = try await oneRequest(port: server.port, .get, uri)
                 #expect(reply.status == 404, "\(name) \(uri): \(reply.text)")
@@ -150,7 +156,8 @@ struct SecurityTests {
     @Test func headerNamesInTriggerBodiesAreTokens() async throws {
         try await withServe { server, _ in
             for name in ["Coo\u{212A}ie", "Cookie ", "", "Co:okie"] {
-                let body = String(decoding: try JSONSerialization.data(withJSONObject: ["url": Self.page, "headers": [name: "sid=x"]]), as: UTF8.self)
+                let body = String(
+                    decoding: try JSONSerialization.data(withJSONObject: ["url": Self.page, "headers": [name: "sid=x"]]), as: UTF8.self)
                 let reply = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: body)
                 #expect(reply.status == 400, "\(name.debugDescription)")
                 #expect(reply.errorCode == "bad-headers")
@@ -165,7 +172,9 @@ struct SecurityTests {
         let token = "operator-token-\(UUID().uuidString)"
         try await withServe(["--admin-token", token]) { server, _ in
             _ = try await trigger(server, Self.page + "?token=user-secret", cookie: "sid=alice")
-            let operatorPaths = ["/ui", "/v1/debug/opens", "/v1/debug/status", "/v1/plan?url=\(q(Self.page))", "/v1/config", "/v1/renderers", "/metrics"]
+            let operatorPaths = [
+                "/ui", "/v1/debug/opens", "/v1/debug/status", "/v1/plan?url=\(q(Self.page))", "/v1/config", "/v1/renderers", "/metrics",
+            ]
             for path in operatorPaths {
                 let onPage = try await oneRequest(port: server.port, .get, path)
                 #expect(onPage.status == 404, "\(path) on the page listener")
@@ -182,7 +191,8 @@ struct SecurityTests {
             let refresh = try await oneRequest(port: server.port, .post, "/v1/config/refresh", body: "{}")
             #expect(refresh.status == 404)
             // A page in a user's browser cannot drive the operator surface either (the browser adds its Origin).
-            let fromPage = try await server.admin(.get, "/v1/debug/opens", headers: ["Authorization": "Bearer \(token)", "Origin": "https://m.example.test"])
+            let fromPage = try await server.admin(
+                .get, "/v1/debug/opens", headers: ["Authorization": "Bearer \(token)", "Origin": "https://m.example.test"])
             #expect(fromPage.status == 403)
             #expect(!fromPage.text.contains("user-secret"))
         }
@@ -195,19 +205,24 @@ struct SecurityTests {
     @Test func theOperatorSurfaceRefusesRebindingNames() async throws {
         try await withServe { server, _ in
             _ = try await trigger(server, Self.page + "?token=user-secret", cookie: "sid=alice")
-            let rebound = try await rawExchange(port: server.adminPort, "GET /v1/debug/opens HTTP/1.1\r\nHost: attacker.example:\(server.adminPort)\r\nConnection: close\r\n\r\n")
+            let rebound = try await rawExchange(
+                port: server.adminPort,
+                "GET /v1/debug/opens HTTP/1.1\r\nHost: attacker.example:\(server.adminPort)\r\nConnection: close\r\n\r\n")
             #expect(rebound.hasPrefix("HTTP/1.1 403"), "\(rebound.prefix(200))")
             #expect(!rebound.contains("user-secret"))
             for host in ["127.0.0.1\r\nHost: attacker.example", "localhost:evil", "127.0.0.1:1@attacker.example"] {
-                let odd = try await rawExchange(port: server.adminPort, "GET /v1/debug/opens HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n")
+                let odd = try await rawExchange(
+                    port: server.adminPort, "GET /v1/debug/opens HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n")
                 #expect(rawStatus(odd) == 400 || rawStatus(odd) == 403, "\(host.debugDescription): \(odd.prefix(120))")
                 #expect(!odd.contains("user-secret"))
             }
-            let local = try await rawExchange(port: server.adminPort, "GET /v1/debug/opens HTTP/1.1\r\nHost: localhost:\(server.adminPort)\r\nConnection: close\r\n\r\n")
+            let local = try await rawExchange(
+                port: server.adminPort, "GET /v1/debug/opens HTTP/1.1\r\nHost: localhost:\(server.adminPort)\r\nConnection: close\r\n\r\n")
             #expect(local.hasPrefix("HTTP/1.1 200"), "\(local.prefix(200))")
             #expect(local.contains("user-secret"), "the operator sees page URLs")
             // A link from another site to the demo is a navigation, not an attack: it loads.
-            let demo = try await oneRequest(port: server.port, .get, "/demo/shell.html", headers: ["Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"])
+            let demo = try await oneRequest(
+                port: server.port, .get, "/demo/shell.html", headers: ["Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"])
             #expect(demo.status == 200)
         }
     }
@@ -216,22 +231,28 @@ struct SecurityTests {
     @Test func crossSiteTriggersAreRefusedBeforeAnythingIsFetched() async throws {
         try await withServe { server, upstream in
             let body = #"{"url": "\#(Self.page)?id=4"}"#
-            let form = try await oneRequest(port: server.port, .post, "/v1/prefetch", headers: ["Content-Type": "text/plain", "Cookie": "sid=alice"], body: body)
+            let form = try await oneRequest(
+                port: server.port, .post, "/v1/prefetch", headers: ["Content-Type": "text/plain", "Cookie": "sid=alice"], body: body)
             #expect(form.status == 415)
             #expect(form.errorCode == "unsupported-media-type")
-            let urlencoded = try await oneRequest(port: server.port, .post, "/v1/prefetch", headers: ["Content-Type": "application/x-www-form-urlencoded"], body: body)
+            let urlencoded = try await oneRequest(
+                port: server.port, .post, "/v1/prefetch", headers: ["Content-Type": "application/x-www-form-urlencoded"], body: body)
             #expect(urlencoded.status == 415)
-            let foreign = try await oneRequest(port: server.port, .post, "/v1/prefetch", headers: ["Origin": "https://evil.example", "Cookie": "sid=alice"], body: body)
+            let foreign = try await oneRequest(
+                port: server.port, .post, "/v1/prefetch", headers: ["Origin": "https://evil.example", "Cookie": "sid=alice"], body: body)
             #expect(foreign.status == 403)
             #expect(foreign.errorCode == "origin-not-allowed")
             #expect(foreign.header("Access-Control-Allow-Origin") == nil)
             let opaque = try await oneRequest(port: server.port, .post, "/v1/prefetch", headers: ["Origin": "null"], body: body)
             #expect(opaque.status == 403)
-            let embedded = try await oneRequest(port: server.port, .get, "/v1/data?page=\(q(Self.page))&name=me", headers: ["Sec-Fetch-Site": "cross-site", "Cookie": "sid=alice"])
+            let embedded = try await oneRequest(
+                port: server.port, .get, "/v1/data?page=\(q(Self.page))&name=me",
+                headers: ["Sec-Fetch-Site": "cross-site", "Cookie": "sid=alice"])
             #expect(embedded.status == 403)
             #expect(upstream.hits(path: "/sec/me") == 0, "nothing was fetched for the forged requests")
             // The page's own origin may trigger, with credentials.
-            let own = try await oneRequest(port: server.port, .post, "/v1/prefetch", headers: ["Origin": "https://m.example.test"], body: body)
+            let own = try await oneRequest(
+                port: server.port, .post, "/v1/prefetch", headers: ["Origin": "https://m.example.test"], body: body)
             #expect(own.status == 202)
             #expect(own.header("Access-Control-Allow-Origin") == "https://m.example.test")
             #expect(own.header("Access-Control-Allow-Credentials") == "true")
@@ -298,11 +319,13 @@ struct SecurityTests {
             let key = try #require(answer.json["readKey"] as? String)
             #expect(!key.contains(ticket), "the key does not reveal its ticket")
             let uri = "/v1/data?name=me&wait=5000"
-            let page = try await oneRequest(port: server.port, .get, uri, headers: ["X-Prefetch-Key": key, "Origin": "https://m.example.test"])
+            let page = try await oneRequest(
+                port: server.port, .get, uri, headers: ["X-Prefetch-Key": key, "Origin": "https://m.example.test"])
             #expect(page.status == 200)
             #expect(Echo(page).values("Cookie") == ["sid=alice"])
             // The same key from another allowed origin, from no browser at all, forged, or on another ticket.
-            let elsewhere = try await oneRequest(port: server.port, .get, uri, headers: ["X-Prefetch-Key": key, "Origin": "https://shell.example.test"])
+            let elsewhere = try await oneRequest(
+                port: server.port, .get, uri, headers: ["X-Prefetch-Key": key, "Origin": "https://shell.example.test"])
             #expect(elsewhere.status == 403)
             #expect(elsewhere.errorCode == "origin-mismatch")
             let noBrowser = try await oneRequest(port: server.port, .get, uri, headers: ["X-Prefetch-Key": key])
@@ -310,7 +333,9 @@ struct SecurityTests {
             // One character changed in the MAC, and another spelling of the very same bytes: both refused.
             var bytes = Array(key.utf8)
             bytes[45] = bytes[45] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
-            let forged = try await oneRequest(port: server.port, .get, uri, headers: ["X-Prefetch-Key": String(decoding: bytes, as: UTF8.self), "Origin": "https://m.example.test"])
+            let forged = try await oneRequest(
+                port: server.port, .get, uri,
+                headers: ["X-Prefetch-Key": String(decoding: bytes, as: UTF8.self), "Origin": "https://m.example.test"])
             #expect(forged.status == 403)
             #expect(forged.errorCode == "invalid-read-key")
             // The same key with one bit of its last character changed: 48 bytes fill 64 characters exactly, so
@@ -319,12 +344,18 @@ struct SecurityTests {
             var respelled = Array(key.utf8)
             let last = try #require(alphabet.firstIndex(of: respelled[respelled.count - 1]))
             respelled[respelled.count - 1] = alphabet[last ^ 0x01]
-            let noncanonical = try await oneRequest(port: server.port, .get, uri, headers: ["X-Prefetch-Key": String(decoding: respelled, as: UTF8.self), "Origin": "https://m.example.test"])
+            let noncanonical = try await oneRequest(
+                port: server.port, .get, uri,
+                headers: ["X-Prefetch-Key": String(decoding: respelled, as: UTF8.self), "Origin": "https://m.example.test"])
             #expect(noncanonical.status == 403)
             let other = try #require(try await trigger(server, Self.page + "?id=7", cookie: "sid=bob").json["ticket"] as? String)
-            let misused = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(other)/data?name=me", headers: ["X-Prefetch-Key": key, "Origin": "https://m.example.test"])
+            let misused = try await oneRequest(
+                port: server.port, .get, "/v1/prefetch/\(other)/data?name=me",
+                headers: ["X-Prefetch-Key": key, "Origin": "https://m.example.test"])
             #expect(misused.status == 403)
-            for reply in [elsewhere, noBrowser, forged, noncanonical, misused] { #expect(!reply.text.contains("alice") && !reply.text.contains("bob")) }
+            for reply in [elsewhere, noBrowser, forged, noncanonical, misused] {
+                #expect(!reply.text.contains("alice") && !reply.text.contains("bob"))
+            }
         }
     }
 
@@ -368,7 +399,8 @@ struct SecurityTests {
                 try await withThrowingTaskGroup(of: Int.self) { group in
                     for caller in 0..<30 {
                         group.addTask {
-                            try await trigger(server, Self.page + "?pad=\(pad)&r=\(round)&c=\(caller)", cookie: "sid=caller-\(caller)").status
+                            try await trigger(server, Self.page + "?pad=\(pad)&r=\(round)&c=\(caller)", cookie: "sid=caller-\(caller)")
+                                .status
                         }
                     }
                     for try await status in group { #expect(status == 202 || status == 429 || status == 503, "\(status)") }
@@ -381,7 +413,9 @@ struct SecurityTests {
             // 600 triggers of 8 KB page URLs, six interfaces each: unbounded, tickets alone would hold ~30 MB.
             // The allowance covers the HTTP stack, the allocator's arenas and libcurl's connection cache.
             let allowance = 48 * 1024 * 1024
-            print("security flood: RSS grew by \(grown / 1024) KiB over \(baseline / 1024) KiB (budgets \((ticketBudget + storeBudget) / 1024) KiB + allowance \(allowance / 1024) KiB)")
+            print(
+                "security flood: RSS grew by \(grown / 1024) KiB over \(baseline / 1024) KiB (budgets \((ticketBudget + storeBudget) / 1024) KiB + allowance \(allowance / 1024) KiB)"
+            )
             #expect(grown <= ticketBudget + storeBudget + allowance, "RSS grew by \(grown / 1024) KiB")
             #expect(try await server.get("/healthz").status == 200)
         }
@@ -395,12 +429,15 @@ struct SecurityTests {
             for index in 0..<120 {
                 let answer = try await rawExchange(
                     port: server.port, from: "127.0.0.1",
-                    rawPost("/v1/prefetch", port: server.port, body: #"{"url": "\#(Self.page)?i=\#(index)", "headers": {"Cookie": "junk=\#(index)"}}"#))
+                    rawPost(
+                        "/v1/prefetch", port: server.port,
+                        body: #"{"url": "\#(Self.page)?i=\#(index)", "headers": {"Cookie": "junk=\#(index)"}}"#))
                 statuses[rawStatus(answer) ?? 0, default: 0] += 1
             }
             #expect((statuses[429] ?? 0) >= 50, "\(statuses)")
             let neighbour = try await rawExchange(
-                port: server.port, from: "127.0.0.2", rawPost("/v1/prefetch", port: server.port, body: #"{"url": "\#(Self.page)?n=1", "headers": {"Cookie": "sid=n"}}"#))
+                port: server.port, from: "127.0.0.2",
+                rawPost("/v1/prefetch", port: server.port, body: #"{"url": "\#(Self.page)?n=1", "headers": {"Cookie": "sid=n"}}"#))
             #expect(rawStatus(neighbour) == 202, "\(neighbour.prefix(200))")
         }
     }
@@ -411,17 +448,21 @@ struct SecurityTests {
         try await withServe(["--ticket-bytes", "65536", "--trigger-rate", "0"]) { server, _ in
             let victim = try await rawExchange(
                 port: server.port, from: "127.0.0.2",
-                rawPost("/v1/prefetch", port: server.port, body: #"{"url": "\#(Self.page)?victim=1", "headers": {"Cookie": "sid=victim"}}"#))
+                rawPost("/v1/prefetch", port: server.port, body: #"{"url": "\#(Self.page)?victim=1", "headers": {"Cookie": "sid=victim"}}"#)
+            )
             let ticket = try #require(victim.split(separator: "\"ticket\":\"").last?.prefix(22))
             let pad = String(repeating: "f", count: 7000)
             for index in 0..<60 {
                 _ = try await rawExchange(
                     port: server.port, from: "127.0.0.1",
-                    rawPost("/v1/prefetch", port: server.port, body: #"{"url": "\#(Self.page)?pad=\#(pad)&i=\#(index)", "headers": {"Cookie": "junk=\#(index)"}}"#))
+                    rawPost(
+                        "/v1/prefetch", port: server.port,
+                        body: #"{"url": "\#(Self.page)?pad=\#(pad)&i=\#(index)", "headers": {"Cookie": "junk=\#(index)"}}"#))
             }
             let metrics = try await server.admin(.get, "/metrics").text
             #expect((metricValue(metrics, "prefetch_ticket_bytes") ?? .infinity) <= 65536)
-            let read = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)/data?name=me&wait=5000", headers: ["Cookie": "sid=victim"])
+            let read = try await oneRequest(
+                port: server.port, .get, "/v1/prefetch/\(ticket)/data?name=me&wait=5000", headers: ["Cookie": "sid=victim"])
             #expect(read.status == 200, "the victim's ticket survived the flood: \(read.text.prefix(200))")
         }
     }
@@ -429,7 +470,8 @@ struct SecurityTests {
     /// SECURITY.md: a client that never finishes its request head is disconnected (slowloris).
     @Test func aSlowRequestHeadIsDisconnected() async throws {
         try await withServe(["--idle-timeout", "1"]) { server, _ in
-            let closed = try await connectionClosesByItself(port: server.port, sending: "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            let closed = try await connectionClosesByItself(
+                port: server.port, sending: "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             #expect(closed, "the server kept a half-sent request head open")
             #expect(try await server.get("/healthz").status == 200)
         }

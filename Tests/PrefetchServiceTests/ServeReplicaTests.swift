@@ -32,10 +32,12 @@ import Testing
         }
 
         func stop() async {
-            guard let running = process.withLock({ current -> Process? in
-                defer { current = nil }
-                return current
-            }) else { return }
+            guard
+                let running = process.withLock({ current -> Process? in
+                    defer { current = nil }
+                    return current
+                })
+            else { return }
             kill(running.processIdentifier, SIGKILL)
             _ = await eventually(within: 5) { !running.isRunning }
         }
@@ -50,7 +52,9 @@ import Testing
             address.sin_port = in_port_t(UInt16(port).bigEndian)
             address.sin_addr.s_addr = inet_addr("127.0.0.1")
             return withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                }
             }
         }
     }
@@ -68,7 +72,10 @@ import Testing
             var servers: [CommandTests.Server] = []
             do {
                 for _ in 0..<2 {
-                    servers.append(try await CommandTests.Server.start(configPath: config.path, arguments: ["--store", "redis://127.0.0.1:\(redis.port)", "--identity-key", Self.identityKey]))
+                    servers.append(
+                        try await CommandTests.Server.start(
+                            configPath: config.path,
+                            arguments: ["--store", "redis://127.0.0.1:\(redis.port)", "--identity-key", Self.identityKey]))
                 }
                 try await body(upstream, redis, servers[0], servers[1], page)
             } catch {
@@ -146,16 +153,20 @@ import Testing
         }) { upstream, _, first, second, page in
             let ticketA = try await trigger(first, page, cookie: "sid=alice")
             let ticketB = try await trigger(second, page, cookie: "sid=bob")
-            let a = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me&wait=5000", headers: ["Cookie": "sid=alice"])
-            let b = try await oneRequest(port: first.port, .get, "/v1/prefetch/\(ticketB)/data?name=me&wait=5000", headers: ["Cookie": "sid=bob"])
+            let a = try await oneRequest(
+                port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me&wait=5000", headers: ["Cookie": "sid=alice"])
+            let b = try await oneRequest(
+                port: first.port, .get, "/v1/prefetch/\(ticketB)/data?name=me&wait=5000", headers: ["Cookie": "sid=bob"])
             #expect(a.text.contains("sid=alice") && !a.text.contains("sid=bob"))
             #expect(b.text.contains("sid=bob") && !b.text.contains("sid=alice"))
-            let stolen = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me", headers: ["Cookie": "sid=bob"])
+            let stolen = try await oneRequest(
+                port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me", headers: ["Cookie": "sid=bob"])
             #expect(stolen.status == 403)
             // A ticket leaked to another replica is no bearer token there either.
             let leaked = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me")
             #expect(leaked.status == 401 && !leaked.text.contains("sid=alice"))
-            let bobByPage = try await oneRequest(port: first.port, .get, "/v1/data?page=\(q(page))&name=me&wait=2000", headers: ["Cookie": "sid=bob"])
+            let bobByPage = try await oneRequest(
+                port: first.port, .get, "/v1/data?page=\(q(page))&name=me&wait=2000", headers: ["Cookie": "sid=bob"])
             #expect(bobByPage.text.contains("sid=bob") && !bobByPage.text.contains("sid=alice"))
             #expect(upstream.hits(path: "/r/me") == 2)
         }
@@ -204,7 +215,9 @@ func freeLocalPort() throws -> Int {
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
     let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+        }
     }
     guard bound else { throw CommandTestError(message: "bind failed") }
     return Int(UInt16(bigEndian: address.sin_port))

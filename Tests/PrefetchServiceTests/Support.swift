@@ -169,7 +169,9 @@ struct LiveService: Sendable {
     }
 
     /// Sends one request on a connection of its own (for concurrent requests).
-    func separateRequest(_ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil) async throws -> Reply {
+    func separateRequest(
+        _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil
+    ) async throws -> Reply {
         try await oneRequest(port: port, method, uri, headers: headers, body: body)
     }
 }
@@ -182,7 +184,8 @@ func oneRequest(
         var fields = HTTPFields()
         for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
         if body != nil, fields[.contentType] == nil { fields[.contentType] = "application/json" }
-        let request = TestClient.Request(uri, method: method, authority: "127.0.0.1", headers: fields, body: body.map { ByteBuffer(string: $0) })
+        let request = TestClient.Request(
+            uri, method: method, authority: "127.0.0.1", headers: fields, body: body.map { ByteBuffer(string: $0) })
         return Reply(try await client.execute(request))
     }
 }
@@ -327,7 +330,8 @@ func rawExchange(port: Int, from localAddress: String = "127.0.0.1", _ text: Str
 /// A JSON POST as raw HTTP/1.1 text.
 func rawPost(_ path: String, port: Int, body: String, headers: [String: String] = [:]) -> String {
     let extra = headers.map { "\($0.key): \($0.value)\r\n" }.joined()
-    return "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\(extra)Connection: close\r\n\r\n\(body)"
+    return
+        "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\(extra)Connection: close\r\n\r\n\(body)"
 }
 
 /// The status code of a raw HTTP answer.

@@ -24,7 +24,9 @@ struct WebShellBrowserTests {
             let result = try await WebShellBrowser.harness(["compare", "--base", base, "--api", data, "--runs", "5"])
             let runs = try #require(result["runs"] as? [[String: Any]])
             func sources(_ mode: String) -> [String] {
-                runs.filter { $0["mode"] as? String == mode }.flatMap { ($0["results"] as? [[String: Any]] ?? []).map { $0["source"] as? String ?? "?" } }
+                runs.filter { $0["mode"] as? String == mode }.flatMap {
+                    ($0["results"] as? [[String: Any]] ?? []).map { $0["source"] as? String ?? "?" }
+                }
             }
             // Without a prefetch the service has nothing for the page (`not-triggered`), so the page's own request is
             // made (through the upstream's CORS) and succeeds.
@@ -89,13 +91,13 @@ enum WebShellBrowser {
             let app = try buildApplication(
                 settings: settings, config: holder, logger: Logger(label: "webshell"),
                 onServerRunning: { port in
-                let config = """
-                    {"code":200,"data":{"name":"webshell-demo","version":"1","config":[
-                      {"url":"http://127.0.0.1:\(port)/demo/page.html","interfaces":[
-                        {"name":"demo.data","api":"\(data)","method":"GET","urlParam":true,"params":["run"]},
-                        {"name":"demo.broken","api":"\(broken)","method":"GET"}]}]}}
-                    """
-                holder.replace(try? ConfigLoader.parse(Array(config.utf8), source: "test").config)
+                    let config = """
+                        {"code":200,"data":{"name":"webshell-demo","version":"1","config":[
+                          {"url":"http://127.0.0.1:\(port)/demo/page.html","interfaces":[
+                            {"name":"demo.data","api":"\(data)","method":"GET","urlParam":true,"params":["run"]},
+                            {"name":"demo.broken","api":"\(broken)","method":"GET"}]}]}}
+                        """
+                    holder.replace(try? ConfigLoader.parse(Array(config.utf8), source: "test").config)
                 },
                 onAdminRunning: { adminPort.set($0) })
             try await app.test(.live) { client in
@@ -143,7 +145,8 @@ enum WebShellBrowser {
         guard process.terminationStatus == 0, let last = output.split(separator: "\n").last,
             let result = try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any]
         else {
-            throw HarnessFailure(message: "webshell-browser.py \(arguments.first ?? "") exited \(process.terminationStatus): \(errors.suffix(2000))")
+            throw HarnessFailure(
+                message: "webshell-browser.py \(arguments.first ?? "") exited \(process.terminationStatus): \(errors.suffix(2000))")
         }
         return result
     }

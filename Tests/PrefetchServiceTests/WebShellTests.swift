@@ -36,7 +36,8 @@ import Testing
         do {
             let loaded = try ConfigLoader.parse(Array(config.utf8), source: "test").config
             let adminPort = PortBox()
-            let app = try buildApplication(settings: settings, config: ConfigHolder(loaded), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })
+            let app = try buildApplication(
+                settings: settings, config: ConfigHolder(loaded), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })
             try await app.test(.live) { client in
                 try await test(client, try #require(await adminPort.value()))
             }
@@ -53,7 +54,8 @@ import Testing
 
     func trigger(_ client: some TestClientProtocol) async throws -> String {
         let response = try await client.execute(
-            uri: "/v1/prefetch", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: #"{"url":"\#(Self.page)?id=1"}"#))
+            uri: "/v1/prefetch", method: .post, headers: [.contentType: "application/json"],
+            body: ByteBuffer(string: #"{"url":"\#(Self.page)?id=1"}"#))
         #expect(response.status == .accepted)
         return try #require(try json(response)["ticket"] as? String)
     }
@@ -153,7 +155,8 @@ import Testing
                 uri: "/v1/prefetch", method: .post, headers: [.contentType: "application/json"],
                 body: ByteBuffer(string: #"{"url":"\#(Self.page)","headers":{"Cookie":"sid=alice"}}"#))
             let ticket = try #require(try json(response)["ticket"] as? String)
-            let other = try await client.execute(uri: "/v1/prefetch/\(ticket)/data?name=info&wait=2000", method: .get, headers: [.cookie: "sid=mallory"])
+            let other = try await client.execute(
+                uri: "/v1/prefetch/\(ticket)/data?name=info&wait=2000", method: .get, headers: [.cookie: "sid=mallory"])
             #expect(other.status == .forbidden)
             let reads = try #require((try await opens(admin)).first?["requests"] as? [[String: Any]])[0]["reads"] as? [[String: Any]]
             #expect(reads?.first?["reason"] as? String == "identity-mismatch")

@@ -1,5 +1,5 @@
-import Testing
 import PrefetchTestUpstream
+import Testing
 
 @testable import PrefetchStore
 

@@ -71,9 +71,10 @@ import Testing
         for id in [3, 1, 2] as [WaiterID] { _ = entry.addWaiter(id) }
         let deliveries = entry.complete(token: FlightToken(1), result: .success(response("s", noStore: true)), now: t0)
         #expect(deliveries?.map(\.0) == [3, 1, 2])
-        #expect(deliveries?.map(\.1) == [
-            .ready(response("s", noStore: true), joined: true), .absent(.consumed), .absent(.consumed),
-        ])
+        #expect(
+            deliveries?.map(\.1) == [
+                .ready(response("s", noStore: true), joined: true), .absent(.consumed), .absent(.consumed),
+            ])
         #expect(entry.endReason == .consumed)
     }
 

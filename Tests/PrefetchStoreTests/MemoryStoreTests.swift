@@ -1,5 +1,5 @@
-import Testing
 import PrefetchTestUpstream
+import Testing
 
 @testable import PrefetchStore
 
@@ -23,7 +23,10 @@ import PrefetchTestUpstream
         }
         let outcomes = await withTaskGroup(of: ReadOutcome.self) { group in
             for _ in 0..<100 { group.addTask { await store.read(key(), wait: .seconds(10)) } }
-            do { let settled = await eventually { store.waitingReaders == 100 }; #expect(settled) }
+            do {
+                let settled = await eventually { store.waitingReaders == 100 }
+                #expect(settled)
+            }
             await store.complete(key(), token: token, result: .success(response("payload")))
             return await group.reduce(into: [ReadOutcome]()) { $0.append($1) }
         }
@@ -45,7 +48,10 @@ import PrefetchTestUpstream
         }
         let failure = StoreFailure(code: "connect", message: "connection to api.test:443 refused")
         async let waiter = store.read(key(), wait: .seconds(10))
-        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
+        do {
+            let settled = await eventually { store.waitingReaders == 1 }
+            #expect(settled)
+        }
         await store.complete(key(), token: token, result: .failure(failure))
         #expect(await waiter == .failed(failure, joined: true))
         #expect(await store.read(key(), wait: .zero) == .failed(failure, joined: false))
@@ -53,7 +59,8 @@ import PrefetchTestUpstream
 
         try? await Task.sleep(for: .milliseconds(2500))
         #expect(await store.read(key(), wait: .zero) == .absent(.expired))
-        if case .leader = await store.begin(key(), policy: failing) {} else {
+        if case .leader = await store.begin(key(), policy: failing) {
+        } else {
             Issue.record("after negativeTTL a trigger must lead again")
         }
     }
@@ -67,10 +74,16 @@ import PrefetchTestUpstream
         let cancelled = Task { await store.read(key(), wait: .seconds(10)) }
         async let first = store.read(key(), wait: .seconds(10))
         async let second = store.read(key(), wait: .seconds(10))
-        do { let settled = await eventually { store.waitingReaders == 3 }; #expect(settled) }
+        do {
+            let settled = await eventually { store.waitingReaders == 3 }
+            #expect(settled)
+        }
         cancelled.cancel()
         #expect(await cancelled.value == .pending)
-        do { let settled = await eventually { store.waitingReaders == 2 }; #expect(settled) }
+        do {
+            let settled = await eventually { store.waitingReaders == 2 }
+            #expect(settled)
+        }
         #expect(await store.snapshot().pending == 1, "the flight is still in progress")
 
         await store.complete(key(), token: token, result: .success(response("ok")))
@@ -95,7 +108,8 @@ import PrefetchTestUpstream
     @Test func readNeverStartsAFlight() async {
         let store = makeStore()
         #expect(await store.read(key(), wait: .milliseconds(50)) == .absent(.notFound))
-        if case .leader = await store.begin(key(), policy: policy()) {} else {
+        if case .leader = await store.begin(key(), policy: policy()) {
+        } else {
             Issue.record("a read must not have claimed the flight")
         }
     }
@@ -108,7 +122,10 @@ import PrefetchTestUpstream
         }
         #expect(await store.begin(key(), policy: policy()) == .joined)
         async let waiter = store.read(key(), wait: .seconds(10))
-        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
+        do {
+            let settled = await eventually { store.waitingReaders == 1 }
+            #expect(settled)
+        }
         try? await Task.sleep(for: .milliseconds(300))
         guard case .leader(let second) = await store.begin(key(), policy: policy()) else {
             Issue.record("after lockAge a trigger must take over")
@@ -129,7 +146,10 @@ import PrefetchTestUpstream
             return
         }
         async let waiter = store.read(key(), wait: .seconds(10))
-        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
+        do {
+            let settled = await eventually { store.waitingReaders == 1 }
+            #expect(settled)
+        }
         await store.abandon(key(), token: first)
         guard case .leader(let second) = await store.begin(key(), policy: policy()) else {
             Issue.record("after an abandon the next trigger leads without waiting for the lock age")
@@ -213,7 +233,8 @@ import PrefetchTestUpstream
         #expect(await store.read(key(), wait: .zero) == .ready(response("once", noStore: true), joined: false))
         #expect(await store.read(key(), wait: .zero) == .absent(.consumed))
         #expect(await store.snapshot().entries == 0)
-        if case .leader = await store.begin(key(), policy: policy()) {} else {
+        if case .leader = await store.begin(key(), policy: policy()) {
+        } else {
             Issue.record("a consumed no-store entry must not block the next fetch")
         }
     }
@@ -223,7 +244,10 @@ import PrefetchTestUpstream
         let token = try await lead(store, key(), policy: policy())
         let outcomes = await withTaskGroup(of: ReadOutcome.self) { group in
             for _ in 0..<20 { group.addTask { await store.read(key(), wait: .seconds(10)) } }
-            do { let settled = await eventually { store.waitingReaders == 20 }; #expect(settled) }
+            do {
+                let settled = await eventually { store.waitingReaders == 20 }
+                #expect(settled)
+            }
             await store.complete(key(), token: token, result: .success(response("private", noStore: true)))
             return await group.reduce(into: [ReadOutcome]()) { $0.append($1) }
         }
@@ -263,7 +287,10 @@ import PrefetchTestUpstream
         await put(store, key("/b"), .success(response("b")), policy: policy("removed"))
         let token = try await lead(store, key("/c"), policy: policy("gone"))
         async let waiter = store.read(key("/c"), wait: .seconds(10))
-        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
+        do {
+            let settled = await eventually { store.waitingReaders == 1 }
+            #expect(settled)
+        }
 
         #expect(await store.retain(labels: ["kept"]) == 2)
         #expect(await waiter == .absent(.evicted))
@@ -345,7 +372,10 @@ import PrefetchTestUpstream
         await put(store, key("/small"), .success(response("small")))
         let token = try await lead(store, key("/huge"), policy: policy())
         async let waiter = store.read(key("/huge"), wait: .seconds(10))
-        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
+        do {
+            let settled = await eventually { store.waitingReaders == 1 }
+            #expect(settled)
+        }
         await store.complete(key("/huge"), token: token, result: .success(response(bytes: 10_000)))
         #expect(await waiter == .ready(response(bytes: 10_000), joined: true))
         guard case .failed(let failure, joined: false) = await store.read(key("/huge"), wait: .zero) else {

@@ -1,6 +1,6 @@
 import MetricsTestKit
-import Testing
 import PrefetchTestUpstream
+import Testing
 
 @testable import PrefetchStore
 
@@ -15,7 +15,10 @@ import PrefetchTestUpstream
 
         let token = try await lead(store, key("/b"), policy: policy("feed"))
         async let waiter = store.read(key("/b"), wait: .seconds(10))
-        do { let settled = await eventually { store.waitingReaders == 1 }; #expect(settled) }
+        do {
+            let settled = await eventually { store.waitingReaders == 1 }
+            #expect(settled)
+        }
         await store.complete(key("/b"), token: token, result: .success(response("b")))
         _ = await waiter
 

@@ -20,8 +20,9 @@ func key(_ path: String = "/a", identity: Identity = .anonymous, body: [UInt8]? 
 let fetchedAt = ContinuousClock.now
 
 func response(_ text: String, noStore: Bool = false) -> StoredResponse {
-    StoredResponse(status: 200, headers: [StoredHeader(name: "Content-Type", value: "text/plain")],
-                   body: Array(text.utf8), fetchedAt: fetchedAt, noStore: noStore)
+    StoredResponse(
+        status: 200, headers: [StoredHeader(name: "Content-Type", value: "text/plain")],
+        body: Array(text.utf8), fetchedAt: fetchedAt, noStore: noStore)
 }
 
 func response(bytes: Int) -> StoredResponse {
@@ -42,8 +43,10 @@ func lead(_ store: MemoryStore, _ key: StoreKey, policy: StorePolicy = policy())
 
 /// Claims and completes a flight; returns the token used.
 @discardableResult
-func put(_ store: MemoryStore, _ key: StoreKey, _ result: Result<StoredResponse, StoreFailure>,
-           policy: StorePolicy = policy()) async -> FlightToken? {
+func put(
+    _ store: MemoryStore, _ key: StoreKey, _ result: Result<StoredResponse, StoreFailure>,
+    policy: StorePolicy = policy()
+) async -> FlightToken? {
     guard case .leader(let token) = await store.begin(key, policy: policy) else { return nil }
     await store.complete(key, token: token, result: result)
     return token

@@ -112,7 +112,9 @@ import Testing
                     #expect(!"\(stores[0].endpoint)".contains(password))
                 }
                 #expect(
-                    logs.all.contains { $0.contains("refused user '\(user)'") && $0.contains("127.0.0.1:\(server.port)") && $0.contains("WRONGPASS") },
+                    logs.all.contains {
+                        $0.contains("refused user '\(user)'") && $0.contains("127.0.0.1:\(server.port)") && $0.contains("WRONGPASS")
+                    },
                     "\(logs.all)")
                 #expect(!logs.all.joined().contains(password))
             }
@@ -128,7 +130,8 @@ import Testing
 @Suite struct CredentialURLTests {
     @Test func credentialsAreParsedAndPercentDecoded() throws {
         let legacy = try RedisEndpoint(url: "redis://:s%3Acret%40x@cache.internal:6380/2")
-        #expect(legacy == RedisEndpoint(host: "cache.internal", port: 6380, database: 2, credentials: RedisCredentials(password: "s:cret@x")))
+        #expect(
+            legacy == RedisEndpoint(host: "cache.internal", port: 6380, database: 2, credentials: RedisCredentials(password: "s:cret@x")))
         #expect(legacy.credentials?.authCommand == ["AUTH", "s:cret@x"])
         let acl = try RedisEndpoint(url: "redis://ops%2Dapp:pa@ss/word@[::1]:7000")
         #expect(acl.credentials == RedisCredentials(user: "ops-app", password: "pa@ss/word"))

@@ -1,8 +1,8 @@
 import Logging
 import MetricsTestKit
 import PrefetchStore
-import Testing
 import PrefetchTestUpstream
+import Testing
 
 @testable import RedisStore
 
@@ -56,7 +56,10 @@ import PrefetchTestUpstream
                 // The leaders' tokens are real flights in Redis: completing them is a hit on the other replica, and
                 // the joined duplicate's readers get the leader's response.
                 async let joiner = a.read(key("/dup"), wait: .seconds(30))
-                do { let settled = await eventually { a.waitingReaders == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { a.waitingReaders == 1 }
+                    #expect(settled)
+                }
                 for (index, outcome) in batched.enumerated() {
                     guard let token = outcome.token else { continue }
                     await b.complete(Self.requests[index].key, token: token, result: .success(response(Self.paths[index])))
@@ -111,9 +114,11 @@ import PrefetchTestUpstream
                 let batched = try #require(await bounded(10, "batch begin during the outage") { await a.begin(requests) })
                 var serial: [BeginOutcome] = []
                 for request in requests {
-                    serial.append(try #require(await bounded(10, "begin during the outage") {
-                        await b.begin(request.key, policy: request.policy)
-                    }))
+                    serial.append(
+                        try #require(
+                            await bounded(10, "begin during the outage") {
+                                await b.begin(request.key, policy: request.policy)
+                            }))
                 }
                 #expect(batched.map(Self.kind) == ["leader", "joined", "leader"])
                 #expect(serial.map(Self.kind) == batched.map(Self.kind))
@@ -173,7 +178,10 @@ import PrefetchTestUpstream
                 #expect(await Self.scriptCalls(observer) == before + 1, "another replica asks Redis")
                 // Completed here: a waiting reader is woken with the response from the local tier.
                 async let waiter = a.read(key("/lead"), wait: .seconds(30))
-                do { let settled = await eventually { a.waitingReaders == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { a.waitingReaders == 1 }
+                    #expect(settled)
+                }
                 let beforeCompletion = await Self.scriptCalls(observer)
                 await a.complete(key("/lead"), token: token, result: .success(response("led here")))
                 #expect(await waiter.body == "led here")

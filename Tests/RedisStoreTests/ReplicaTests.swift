@@ -1,7 +1,7 @@
 import MetricsTestKit
 import PrefetchStore
-import Testing
 import PrefetchTestUpstream
+import Testing
 
 @testable import RedisStore
 
@@ -55,12 +55,20 @@ import PrefetchTestUpstream
                         return await group.reduce(into: [ReadOutcome]()) { $0.append($1) }
                     }
                 }
-                do { let settled = await eventually { a.waitingReaders + b.waitingReaders == 100 }; #expect(settled) }
+                do {
+                    let settled = await eventually { a.waitingReaders + b.waitingReaders == 100 }
+                    #expect(settled)
+                }
                 await a.complete(key(), token: token, result: .success(response("payload")))
                 // Far less than the readers' own wait: they must have been woken, not timed out.
-                let outcomes = await bounded(20, "waking the readers") {
-                    await withTaskCancellationHandler { await readers.value } onCancel: { readers.cancel() }
-                } ?? []
+                let outcomes =
+                    await bounded(20, "waking the readers") {
+                        await withTaskCancellationHandler {
+                            await readers.value
+                        } onCancel: {
+                            readers.cancel()
+                        }
+                    } ?? []
                 #expect(outcomes.count == 100)
                 #expect(outcomes.allSatisfy { $0.content == Content(response("payload")) && $0.isJoined })
                 let joins = try metrics.map {
@@ -78,7 +86,10 @@ import PrefetchTestUpstream
                 let (a, b) = (replicas[0], replicas[1])
                 let token = try #require(await a.begin(key(), policy: policy()).token)
                 async let waiter = b.read(key(), wait: .seconds(30))
-                do { let settled = await eventually { b.waitingReaders == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { b.waitingReaders == 1 }
+                    #expect(settled)
+                }
                 await a.complete(key(), token: token, result: .success(response("polled")))
                 let outcome = await waiter
                 #expect(outcome.body == "polled")
@@ -127,7 +138,10 @@ import PrefetchTestUpstream
                         let store = replicas[index % 2]
                         group.addTask { await store.read(key("/private"), wait: .seconds(30)) }
                     }
-                    do { let settled = await eventually { a.waitingReaders + b.waitingReaders == 20 }; #expect(settled) }
+                    do {
+                        let settled = await eventually { a.waitingReaders + b.waitingReaders == 20 }
+                        #expect(settled)
+                    }
                     await a.complete(key("/private"), token: token, result: .success(response("private", noStore: true)))
                     return await group.reduce(into: [ReadOutcome]()) { $0.append($1) }
                 }
@@ -162,7 +176,10 @@ import PrefetchTestUpstream
                 let failure = StoreFailure(code: "connect", message: "connection to api.test:443 refused")
                 let token = try #require(await a.begin(key(), policy: failing).token)
                 async let waiter = b.read(key(), wait: .seconds(30))
-                do { let settled = await eventually { b.waitingReaders == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { b.waitingReaders == 1 }
+                    #expect(settled)
+                }
                 await a.complete(key(), token: token, result: .failure(failure))
                 #expect(await waiter == .failed(failure, joined: true))
                 #expect(await b.read(key(), wait: .zero) == .failed(failure, joined: false))
@@ -175,7 +192,10 @@ import PrefetchTestUpstream
                 let zero = policy(negativeTTL: .zero)
                 let second = try #require(await a.begin(key("/z"), policy: zero).token)
                 async let zeroWaiter = b.read(key("/z"), wait: .seconds(30))
-                do { let settled = await eventually { b.waitingReaders == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { b.waitingReaders == 1 }
+                    #expect(settled)
+                }
                 await a.complete(key("/z"), token: second, result: .failure(failure))
                 #expect(await zeroWaiter == .failed(failure, joined: true))
                 #expect(await a.begin(key("/z"), policy: zero).token != nil, "nothing was cached")
@@ -190,7 +210,10 @@ import PrefetchTestUpstream
                 let first = try #require(await a.begin(key(), policy: policy()).token)
                 #expect(await b.begin(key(), policy: policy()) == .joined)
                 async let waiter = b.read(key(), wait: .seconds(30))
-                do { let settled = await eventually { b.waitingReaders == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { b.waitingReaders == 1 }
+                    #expect(settled)
+                }
                 try await Task.sleep(for: .milliseconds(700))
                 let second = try #require(await b.begin(key(), policy: policy()).token, "the lock age passed")
                 await a.complete(key(), token: first, result: .success(response("stale")))
@@ -210,7 +233,10 @@ import PrefetchTestUpstream
                 let (a, b) = (replicas[0], replicas[1])
                 let first = try #require(await a.begin(key(), policy: policy()).token)
                 async let waiter = b.read(key(), wait: .seconds(30))
-                do { let settled = await eventually { b.waitingReaders == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { b.waitingReaders == 1 }
+                    #expect(settled)
+                }
                 await a.abandon(key(), token: first)
                 let second = try #require(await b.begin(key(), policy: policy()).token, "no lock age to wait for")
                 await b.complete(key(), token: second, result: .success(response("second")))
@@ -227,7 +253,10 @@ import PrefetchTestUpstream
                 #expect(await put(a, key("/b"), .success(response("b")), policy: policy("removed")))
                 let token = try #require(await a.begin(key("/c"), policy: policy("gone")).token)
                 async let waiter = a.read(key("/c"), wait: .seconds(30))
-                do { let settled = await eventually { a.waitingReaders == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { a.waitingReaders == 1 }
+                    #expect(settled)
+                }
 
                 #expect(await b.retain(labels: ["kept"]) == 2)
                 #expect(await waiter == .absent(.evicted))
@@ -249,16 +278,23 @@ import PrefetchTestUpstream
                 // A flight led in Redis whose leader completes only after Redis is gone.
                 let midFlight = try #require(await a.begin(key("/mid"), policy: policy()).token)
                 async let midWaiter = a.read(key("/mid"), wait: .seconds(30))
-                do { let settled = await eventually { a.waitingReaders == 1 }; #expect(settled) }
+                do {
+                    let settled = await eventually { a.waitingReaders == 1 }
+                    #expect(settled)
+                }
 
                 await server.stop()
-                do { let settled = await eventually { a.isDegraded && b.isDegraded }; #expect(settled, "both notice the outage") }
+                do {
+                    let settled = await eventually { a.isDegraded && b.isDegraded }
+                    #expect(settled, "both notice the outage")
+                }
                 await a.complete(key("/mid"), token: midFlight, result: .success(response("mid")))
                 #expect(await midWaiter.body == "mid", "the result is kept on this replica and reaches its waiter")
                 #expect(try metrics[0].expectGauge("prefetch_store_redis_up").lastValue == 0)
 
                 // Every call still answers, promptly; each replica fetches and serves for itself.
-                let token = try #require(await bounded(10, "begin during outage") { await a.begin(key("/during"), policy: policy()) }?.token)
+                let token = try #require(
+                    await bounded(10, "begin during outage") { await a.begin(key("/during"), policy: policy()) }?.token)
                 #expect(await bounded(10, "begin on the other replica") { await b.begin(key("/during"), policy: policy()) }?.token != nil)
                 #expect(await bounded(10, "second begin") { await a.begin(key("/during"), policy: policy()) } == .joined)
                 async let waiter = a.read(key("/during"), wait: .seconds(30))
@@ -270,7 +306,10 @@ import PrefetchTestUpstream
                 #expect(await bounded(10, "snapshot during outage") { await b.snapshot() } != nil)
 
                 try await server.launch()
-                do { let settled = await eventually(within: 15) { !a.isDegraded && !b.isDegraded }; #expect(settled, "both reconnect by themselves") }
+                do {
+                    let settled = await eventually(within: 15) { !a.isDegraded && !b.isDegraded }
+                    #expect(settled, "both reconnect by themselves")
+                }
                 #expect(a.reconnects >= 1 && b.reconnects >= 1)
                 #expect(try metrics[1].expectCounter("prefetch_store_redis_reconnects_total").totalValue >= 1)
                 #expect(try metrics[1].expectGauge("prefetch_store_redis_up").lastValue == 1)

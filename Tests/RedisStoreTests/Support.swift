@@ -6,13 +6,13 @@ import PrefetchTestUpstream
 import Synchronization
 import Testing
 
+@testable import RedisStore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-
-@testable import RedisStore
 
 let quietLogger = Logger(label: "prefetch.redis.test") { _ in SwiftLogNoOpLogHandler() }
 
@@ -45,9 +45,10 @@ final class RedisServer: Sendable {
     func launch() async throws {
         let launched = Process()
         launched.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
-        launched.arguments = [
-            "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
-        ] + arguments
+        launched.arguments =
+            [
+                "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
+            ] + arguments
         launched.standardOutput = FileHandle.nullDevice
         launched.standardError = FileHandle.nullDevice
         launched.terminationHandler = { [self] finished in
@@ -66,10 +67,12 @@ final class RedisServer: Sendable {
     /// Kills the server (SIGKILL: it keeps no data, and a child may inherit a blocked SIGTERM) and waits until it
     /// has exited.
     func stop() async {
-        guard let running = process.withLock({ current -> Process? in
-            defer { current = nil }
-            return current
-        }) else { return }
+        guard
+            let running = process.withLock({ current -> Process? in
+                defer { current = nil }
+                return current
+            })
+        else { return }
         let pid = running.processIdentifier
         kill(pid, SIGKILL)
         for _ in 0..<500 {
@@ -87,7 +90,8 @@ final class RedisServer: Sendable {
     func cli(_ command: [String]) async -> String? {
         let cli = Process()
         cli.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
-        cli.arguments = ["-h", "127.0.0.1", "-p", "\(port)"] + cliAuth + (cliAuth.isEmpty ? [] : ["--no-auth-warning"])
+        cli.arguments =
+            ["-h", "127.0.0.1", "-p", "\(port)"] + cliAuth + (cliAuth.isEmpty ? [] : ["--no-auth-warning"])
             + command
         let pipe = Pipe()
         cli.standardOutput = pipe
@@ -231,8 +235,10 @@ extension BeginOutcome {
 
 /// Claims and completes a flight on `store`; returns whether it led.
 @discardableResult
-func put(_ store: RedisStore, _ key: StoreKey, _ result: Result<StoredResponse, StoreFailure>,
-         policy: StorePolicy = policy()) async -> Bool {
+func put(
+    _ store: RedisStore, _ key: StoreKey, _ result: Result<StoredResponse, StoreFailure>,
+    policy: StorePolicy = policy()
+) async -> Bool {
     guard let token = await store.begin(key, policy: policy).token else { return false }
     await store.complete(key, token: token, result: result)
     return true

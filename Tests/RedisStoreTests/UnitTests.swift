@@ -106,8 +106,9 @@ import Testing
 
         var small = LocalTier(maxEntries: 10, maxBytes: 400, ttlCap: .seconds(1))
         for name in ["a", "b", "c", "d"] {
-            small.put(name, response: response(String(repeating: name, count: 100)), label: "l",
-                      redisExpiresAt: now + .seconds(9), now: now)
+            small.put(
+                name, response: response(String(repeating: name, count: 100)), label: "l",
+                redisExpiresAt: now + .seconds(9), now: now)
             #expect(small.bytes <= 400)
         }
         small.retain(labels: [])

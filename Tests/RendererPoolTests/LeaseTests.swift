@@ -1,7 +1,7 @@
 import Foundation
 import Logging
-import Testing
 import PrefetchTestUpstream
+import Testing
 
 @testable import RendererPool
 
@@ -118,10 +118,11 @@ import PrefetchTestUpstream
         #expect(second.modelled.isDestroyed)
 
         let forgotten = try await pool.acquire(page: nil, caller: "alice")
-        #expect(await eventually {
-            await pool.housekeeping()
-            return await pool.leasesHeld(by: "alice") == 0
-        })
+        #expect(
+            await eventually {
+                await pool.housekeeping()
+                return await pool.leasesHeld(by: "alice") == 0
+            })
         #expect(await pool.snapshot().reclaimed == 1)
         #expect(forgotten.modelled.isDestroyed)
         #expect(await pool.release(id: forgotten.id) == false)

@@ -1,7 +1,7 @@
 import Metrics
 import MetricsTestKit
-import Testing
 import PrefetchTestUpstream
+import Testing
 
 @testable import RendererPool
 
@@ -44,7 +44,10 @@ import PrefetchTestUpstream
         let held = try await pool.acquire(page: nil)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { _ = try await pool.acquire(page: nil) }
-            do { let settled = await eventually { await pool.snapshot().pending == 1 }; #expect(settled) }
+            do {
+                let settled = await eventually { await pool.snapshot().pending == 1 }
+                #expect(settled)
+            }
             #expect(try metrics.expectGauge("renderer_pool_pending_acquires", [("profile", "web")]).lastValue == 1)
             await pool.release(id: held.id)
             try await group.waitForAll()

@@ -1,8 +1,8 @@
 import Foundation
 import Logging
+import PrefetchTestUpstream
 import Synchronization
 import Testing
-import PrefetchTestUpstream
 
 @testable import RendererPool
 
@@ -97,7 +97,10 @@ import PrefetchTestUpstream
                     await pool.release(id: lease.id)
                 }
                 // Start the next waiter only once this one is queued.
-                do { let settled = await eventually { await pool.snapshot().pending == waiter }; #expect(settled) }
+                do {
+                    let settled = await eventually { await pool.snapshot().pending == waiter }
+                    #expect(settled)
+                }
             }
             await pool.release(id: held.id)
             try await group.waitForAll()
@@ -207,10 +210,16 @@ import PrefetchTestUpstream
             name: "main", profile: modelledProfile(minIdle: 2, maxSize: 4, createMs: 20), logger: testLogger,
             tick: .milliseconds(20))
         let leased = try await withRunningPool(pool) {
-            do { let settled = await eventually { await pool.snapshot().idle == 2 }; #expect(settled) }
+            do {
+                let settled = await eventually { await pool.snapshot().idle == 2 }
+                #expect(settled)
+            }
             let lease = try await pool.acquire(page: nil)
             #expect(lease.warm)
-            do { let settled = await eventually { await pool.snapshot().idle == 2 }; #expect(settled) }
+            do {
+                let settled = await eventually { await pool.snapshot().idle == 2 }
+                #expect(settled)
+            }
             let snapshot = await pool.snapshot()
             #expect(snapshot.leased == 1)
             #expect(snapshot.created == 3)

@@ -1,14 +1,15 @@
+import Logging
+import PrefetchTestUpstream
+import ServiceLifecycle
+import Testing
+
+@testable import RendererPool
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Logging
-import ServiceLifecycle
-import Testing
-import PrefetchTestUpstream
-
-@testable import RendererPool
 
 /// The stand-in renderer script, found next to this file.
 let rendererScript: String = {
@@ -61,7 +62,10 @@ extension Lease {
         let profile = processProfile(minIdle: 1, maxSize: 1) { $0.resetLine = "reset" }
         let pool = RendererPool(name: "proc", profile: profile, logger: testLogger, tick: .milliseconds(20))
         let pid = try await withRunningPool(pool) {
-            do { let settled = await eventually { await pool.snapshot().idle == 1 }; #expect(settled) }
+            do {
+                let settled = await eventually { await pool.snapshot().idle == 1 }
+                #expect(settled)
+            }
             let first = try await pool.acquire(page: "https://app.example/a")
             #expect(first.warm)
             #expect(processExists(first.pid))
@@ -83,18 +87,27 @@ extension Lease {
             name: "proc", profile: processProfile(minIdle: 1, maxSize: 1), logger: testLogger,
             tick: .milliseconds(20), healthCheckInterval: .seconds(60))
         try await withRunningPool(pool) {
-            do { let settled = await eventually { await pool.snapshot().idle == 1 }; #expect(settled) }
+            do {
+                let settled = await eventually { await pool.snapshot().idle == 1 }
+                #expect(settled)
+            }
             let first = try await pool.acquire(page: nil)
             let victim = first.pid
             await pool.release(id: first.id)
             #expect(await pool.snapshot().idle == 1)
             kill(victim, SIGKILL)
-            do { let settled = await eventually { processHasDied(victim) }; #expect(settled) }
+            do {
+                let settled = await eventually { processHasDied(victim) }
+                #expect(settled)
+            }
             let second = try await pool.acquire(page: nil)
             #expect(second.pid != victim)
             #expect(!processHasDied(second.pid))
             #expect(await second.renderer.isHealthy())
-            do { let settled = await eventually { !processExists(victim) }; #expect(settled) }
+            do {
+                let settled = await eventually { !processExists(victim) }
+                #expect(settled)
+            }
             await pool.release(id: second.id)
         }
     }
@@ -107,7 +120,10 @@ extension Lease {
         var pids: [Int32] = []
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
-            do { let settled = await eventually { await pool.snapshot().idle == 2 }; #expect(settled) }
+            do {
+                let settled = await eventually { await pool.snapshot().idle == 2 }
+                #expect(settled)
+            }
             let leases = [
                 try await pools.acquire(profile: "web", page: nil),
                 try await pools.acquire(profile: "web", page: nil),
@@ -156,7 +172,10 @@ extension Lease {
             }
             #expect(await pool.snapshot().live == 0)
             // The script's own child (`sleep 31.77`) went down with its process group.
-            do { let settled = await eventually { processIDs(withArgument: "31.77").isEmpty }; #expect(settled) }
+            do {
+                let settled = await eventually { processIDs(withArgument: "31.77").isEmpty }
+                #expect(settled)
+            }
         }
     }
 
