@@ -35,7 +35,7 @@ if [ "$STORE" = redis ]; then
   ensure_apt redis-server
   REDIS_PORT="$(free_port)"
   start redis 'Ready to accept connections' redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no
-  STORE_ARGS=(--redis-url "redis://127.0.0.1:$REDIS_PORT" --identity-key "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')")
+  STORE_ARGS=(--store "redis://127.0.0.1:$REDIS_PORT" --identity-key "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')")
 fi
 
 # shellcheck disable=SC2086 # BENCH_PROFILE_ARGS is a list of flags
