@@ -81,8 +81,30 @@ final class RedisServer: Sendable {
         }
     }
 
+    /// Whether the server answers a `PING` on a socket of its own: `+PONG`, or `-NOAUTH` from a server that wants a
+    /// password (it is up; the stores authenticate). A socket, not `redis-cli`: polling with a child process per try
+    /// spawned dozens of processes per start, and Foundation's `Process.run` has crashed under that.
     private func ping() async -> Bool {
-        await cli(["ping"])?.contains("PONG") == true
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var timeout = timeval(tv_sec: 0, tv_usec: 500_000)
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard connected else { return false }
+        let request = Array("PING\r\n".utf8)
+        guard send(descriptor, request, request.count, 0) == request.count else { return false }
+        var reply = [UInt8](repeating: 0, count: 64)
+        let count = recv(descriptor, &reply, reply.count, 0)
+        guard count > 0 else { return false }
+        let text = String(decoding: reply[0..<count], as: UTF8.self)
+        return text.hasPrefix("+PONG") || text.hasPrefix("-NOAUTH")
     }
 
     /// Runs one `redis-cli` command against the server (authenticated like the readiness check); its output, or
