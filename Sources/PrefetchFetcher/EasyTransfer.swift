@@ -37,7 +37,7 @@ final class EasyHandlePool {
 /// Confined to the loop thread. libcurl's callbacks get an unretained pointer to it; the loop's table keeps it
 /// alive until the handle has been removed from the multi handle. Deinit frees the handle, then the lists it used.
 final class EasyTransfer {
-    let ticket: Ticket
+    let ticket: FetchTicket
     let handle: UnsafeMutableRawPointer
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var connectToList: UnsafeMutablePointer<curl_slist>?
@@ -57,7 +57,7 @@ final class EasyTransfer {
     private let admitted = ContinuousClock.now
 
     init(
-        ticket: Ticket, configuration: FetcherConfiguration, budget: BufferBudget, handles: EasyHandlePool, timeout: Duration,
+        ticket: FetchTicket, configuration: FetcherConfiguration, budget: BufferBudget, handles: EasyHandlePool, timeout: Duration,
         freshConnection: Bool = false
     ) throws(FetchError) {
         let request = ticket.request

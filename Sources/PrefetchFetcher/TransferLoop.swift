@@ -14,7 +14,7 @@ final class TransferLoop {
     /// Admitted transfers by ticket, to serve cancellations.
     private var activeByTicket: [ObjectIdentifier: UInt] = [:]
     /// Tickets waiting for a free transfer slot, fairly across groups.
-    private var queued = AdmissionQueue<Ticket>()
+    private var queued = AdmissionQueue<FetchTicket>()
     /// Queued tickets to be sent once more on a new connection (see `retryOnFreshConnection`).
     private var freshConnection: Set<ObjectIdentifier> = []
     /// Easy handles of finished transfers, reset for the next ones.
@@ -207,7 +207,7 @@ final class TransferLoop {
         return true
     }
 
-    private func remove(_ ticket: Ticket) {
+    private func remove(_ ticket: FetchTicket) {
         if let key = activeByTicket.removeValue(forKey: ObjectIdentifier(ticket)),
             let transfer = active.removeValue(forKey: key)
         {
@@ -248,11 +248,11 @@ final class TransferLoop {
         fetcher.inFlightCount.subtract(1, ordering: .relaxed)
     }
 
-    private func shutdownError(for ticket: Ticket) -> FetchError {
+    private func shutdownError(for ticket: FetchTicket) -> FetchError {
         FetchError(code: .shutdown, message: "fetcher shut down before the transfer finished (host: \(hostOf(ticket.request.url)))")
     }
 
-    private func queuedTimeoutError(for ticket: Ticket) -> FetchError {
+    private func queuedTimeoutError(for ticket: FetchTicket) -> FetchError {
         FetchError(
             code: .timeout,
             message: "timed out after \(ticket.request.timeout) waiting for a transfer slot (host: \(hostOf(ticket.request.url)))"

@@ -5,7 +5,7 @@ import Synchronization
 /// The in-process `ResponseStore`: entries in memory under a byte budget, with single flight per key.
 ///
 /// All state sits behind one `Mutex` and every operation holds it only for bookkeeping; waiters are resumed,
-/// metrics recorded and logs written after it is released. See the design notes in `PrefetchStore.swift`.
+/// metrics recorded and logs written after it is released. See the design notes in `ResponseStore.swift`.
 public final class MemoryStore: ResponseStore {
     /// The fixed bytes accounted per entry on top of its key, headers and body: an estimate of the slot,
     /// dictionary bucket, LRU links and bookkeeping that every entry costs.

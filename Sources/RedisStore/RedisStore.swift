@@ -4,7 +4,7 @@
 // ======
 //
 // A trigger can land on one replica and the page's data request on another, so responses and the single flight
-// live in Redis. The promises are `MemoryStore`'s (see PrefetchStore.swift); this notes how each is kept.
+// live in Redis. The promises are `MemoryStore`'s (see ResponseStore.swift); this notes how each is kept.
 //
 // Keys. A store key becomes its fingerprint, a SHA-256 over its identity digest, method and request digest, so
 // identity isolation holds exactly as in memory: a response is only found under the whole key it was stored under.

@@ -6,7 +6,7 @@
 // - The multi handle and every easy handle live on ONE dedicated loop thread, started by `run()`. That thread is
 //   the only one that touches curl handles; it blocks in `curl_multi_poll`, which is why it is a plain thread and
 //   not part of the cooperative pool. 1,000 transfers in flight still use this single thread.
-// - `fetch` creates a `Ticket`, installs a continuation on it and posts it to a `Mutex`-protected mailbox, then
+// - `fetch` creates a `FetchTicket`, installs a continuation on it and posts it to a `Mutex`-protected mailbox, then
 //   wakes the loop with `curl_multi_wakeup` (thread-safe by libcurl's contract). The loop admits tickets up to
 //   `maxTransfers`, keeps the rest queued (their timeout keeps running), and finishes each ticket exactly once.
 // - Cancelling the caller finishes its ticket with `.cancelled` immediately and posts a removal to the loop,
@@ -39,8 +39,8 @@ struct MultiWakeup: @unchecked Sendable {
 /// What callers hand to the loop thread; guarded by the fetcher's mutex.
 struct Mailbox {
     var phase = FetcherPhase()
-    var submissions: [Ticket] = []
-    var cancellations: [Ticket] = []
+    var submissions: [FetchTicket] = []
+    var cancellations: [FetchTicket] = []
     /// Set while the loop thread owns a live multi handle; wakeups are sent under the lock so the handle cannot
     /// be cleaned up concurrently.
     var wakeup: MultiWakeup?
@@ -116,9 +116,9 @@ public final class Fetcher: Service, Sendable {
     /// Requests submitted before `run()` starts are queued until it does. Cancelling the calling task removes the
     /// transfer and throws `.cancelled`; after shutdown this throws `.shutdown`.
     public func fetch(_ request: FetchRequest) async throws(FetchError) -> FetchResponse {
-        let ticket = Ticket(request: request)
+        let ticket = FetchTicket(request: request)
         let result = await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: Ticket.Continuation) in
+            await withCheckedContinuation { (continuation: FetchTicket.Continuation) in
                 if ticket.install(continuation) {
                     submit(ticket)
                 }
@@ -132,7 +132,7 @@ public final class Fetcher: Service, Sendable {
         return try result.get()
     }
 
-    private func submit(_ ticket: Ticket) {
+    private func submit(_ ticket: FetchTicket) {
         let accepted = mailbox.withLock { mailbox in
             guard mailbox.phase.acceptsSubmissions else { return false }
             mailbox.submissions.append(ticket)
@@ -152,7 +152,7 @@ public final class Fetcher: Service, Sendable {
         }
     }
 
-    private func cancel(_ ticket: Ticket) {
+    private func cancel(_ ticket: FetchTicket) {
         mailbox.withLock { mailbox in
             guard mailbox.phase.state != .stopped else { return }
             mailbox.cancellations.append(ticket)

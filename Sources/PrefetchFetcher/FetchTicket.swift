@@ -4,7 +4,7 @@ import Synchronization
 ///
 /// The result is delivered exactly once, whoever gets there first: the loop (completion, timeout, shutdown) or the
 /// caller's cancellation handler. Everything mutable sits behind the ticket's own `Mutex`.
-final class Ticket: Sendable {
+final class FetchTicket: Sendable {
     typealias Continuation = CheckedContinuation<Result<FetchResponse, FetchError>, Never>
 
     private enum State {
