@@ -60,6 +60,7 @@ let package = Package(
         .target(
             name: "PrefetchFetcher",
             dependencies: [
+                "PrefetchCore",
                 "CCurl",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -79,6 +80,7 @@ let package = Package(
         .target(
             name: "PrefetchStore",
             dependencies: [
+                "PrefetchCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

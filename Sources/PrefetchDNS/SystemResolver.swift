@@ -1,4 +1,5 @@
 import Dispatch
+import PrefetchCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -41,7 +42,7 @@ final class SystemResolver: Sendable {
                     self.blocked.subtract(1, ordering: .relaxed)
                     once.resume(answer)
                 }
-                let millis = Int(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+                let millis = Int(clamping: timeout.milliseconds)
                 queue.asyncAfter(deadline: .now() + .milliseconds(max(1, millis))) {
                     once.resume(
                         .failure(DNSError(code: .timeout, message: "system resolver lookup of \(host) exceeded \(timeout)"))

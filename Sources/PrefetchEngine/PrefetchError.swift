@@ -1,3 +1,5 @@
+import PrefetchCore
+
 /// What the engine refuses, and why. Each case has a stable, bounded `code` (a metric label and the wire
 /// `error` code) and a `message` naming the offending input; the HTTP layer maps cases to statuses in one place.
 public enum PrefetchError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -77,12 +79,6 @@ public enum PrefetchError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 extension Duration {
-    /// Whole milliseconds, truncated.
-    public var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
-
     /// Whole seconds, rounded up, at least 1 (a `Retry-After` value).
     public var wholeSecondsRoundedUp: Int64 {
         max(1, (milliseconds + 999) / 1000)

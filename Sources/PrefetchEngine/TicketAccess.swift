@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import PrefetchCore
 import PrefetchStore
 
 /// A short-lived capability to read one ticket's data from one origin: what a shell hands its page (through a

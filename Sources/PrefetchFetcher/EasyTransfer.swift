@@ -1,4 +1,5 @@
 import CCurl
+import PrefetchCore
 
 /// Easy handles kept for the next transfer: `curl_easy_reset` returns a handle to its defaults but keeps what it
 /// allocated (buffers, the DNS and connection caches belong to the multi handle anyway), so a busy fetcher does not

@@ -175,16 +175,6 @@ public struct FetcherConfiguration: Sendable {
     }
 }
 
-extension Duration {
-    /// Whole milliseconds, rounded up so that a positive budget never becomes zero.
-    var wholeMillisecondsRoundedUp: Int64 {
-        let (seconds, attoseconds) = components
-        let millis = seconds * 1000 + attoseconds / 1_000_000_000_000_000
-        let remainder = attoseconds % 1_000_000_000_000_000
-        return remainder > 0 ? millis + 1 : millis
-    }
-}
-
 /// The bytes held by response bodies still arriving, against a fixed budget. Reserved on the loop thread as
 /// bytes arrive; read from any thread for admission decisions.
 final class BufferBudget: Sendable {

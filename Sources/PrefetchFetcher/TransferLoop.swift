@@ -1,5 +1,6 @@
 import CCurl
 import Logging
+import PrefetchCore
 import Synchronization
 
 /// The loop thread's world: the multi handle, the admitted transfers and the admission queue.

@@ -1,3 +1,4 @@
+import PrefetchCore
 import PrefetchStore
 
 #if canImport(Glibc)
@@ -125,8 +126,7 @@ enum EntryCodec {
     }
 
     private static func milliseconds(of duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        duration.milliseconds
     }
 
     private static func microseconds(of duration: Duration) -> Int64 {

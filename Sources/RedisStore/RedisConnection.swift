@@ -1,4 +1,5 @@
 import CHiredis
+import PrefetchCore
 
 #if canImport(Glibc)
 import Glibc
@@ -247,8 +248,5 @@ final class RedisConnection {
 
 /// Whole milliseconds in `duration`, rounded up, at least 1 (Redis rejects a zero expiry).
 func milliseconds(_ duration: Duration) -> Int {
-    let (seconds, attoseconds) = duration.components
-    let perMillisecond: Int64 = 1_000_000_000_000_000
-    let rounded = attoseconds / perMillisecond + (attoseconds % perMillisecond > 0 ? 1 : 0)
-    return max(1, Int(seconds) * 1000 + Int(rounded))
+    max(1, Int(duration.wholeMillisecondsRoundedUp))
 }
