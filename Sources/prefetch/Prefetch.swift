@@ -540,7 +540,7 @@ enum IdentityKeySource {
             }
         }
         let key = (0..<32).map { _ in UInt8.random(in: 0...255) }
-        let hex = Array(key.map { String($0, radix: 16) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined().utf8)
+        let hex = Array(Hex.encode(key).utf8)
         do {
             try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
             guard FileManager.default.createFile(atPath: path, contents: Data(hex), attributes: [.posixPermissions: 0o600]) else {
