@@ -8,6 +8,7 @@ import NIOCore
 import NIOHTTPTypes
 import PrefetchEngine
 import PrefetchStore
+import Synchronization
 
 /// The hottest read answered on the event loop: `GET /v1/prefetch/{ticket}/data` (with the reader's credentials or
 /// a read key) and `GET /v1/data` with a read key, when the entry is a response ready in this process's store.
@@ -109,30 +110,24 @@ final class FastHandoffMetrics: Sendable {
     private struct Series: Sendable {
         let counter: Counter
         let timer: Timer
-    }
 
-    private let series: [String: Series]
-
-    init() {
-        var series: [String: Series] = [:]
-        for route in [FastHandoff.ticketDataRoute, FastHandoff.pageDataRoute] {
-            let dimensions = [("http.route", route), ("http.request.method", "GET"), ("http.response.status_code", "200")]
-            series[route] = Series(
-                counter: Counter(label: "hb.requests", dimensions: dimensions),
-                timer: Timer(label: "http.server.request.duration", dimensions: dimensions, preferredDisplayUnit: .seconds)
-            )
+        init(route: String, status: Int) {
+            let dimensions = [("http.route", route), ("http.request.method", "GET"), ("http.response.status_code", String(status))]
+            counter = Counter(label: "hb.requests", dimensions: dimensions)
+            timer = Timer(label: "http.server.request.duration", dimensions: dimensions, preferredDisplayUnit: .seconds)
         }
-        self.series = series
     }
+
+    /// By route and status: the replayed upstream status, a bounded set of three-digit codes.
+    private let series = Mutex<[String: Series]>([:])
 
     func record(route: String, status: HTTPResponse.Status, nanoseconds: UInt64) {
-        guard status == .ok, let series = series[route] else {
-            // Replays of other statuses are counted under their own status code, created on first use.
-            let dimensions = [("http.route", route), ("http.request.method", "GET"), ("http.response.status_code", String(status.code))]
-            Counter(label: "hb.requests", dimensions: dimensions).increment()
-            Timer(label: "http.server.request.duration", dimensions: dimensions, preferredDisplayUnit: .seconds).recordNanoseconds(
-                Int64(nanoseconds))
-            return
+        let key = "\(status.code) \(route)"
+        let series = series.withLock { all in
+            if let known = all[key] { return known }
+            let made = Series(route: route, status: status.code)
+            all[key] = made
+            return made
         }
         series.counter.increment()
         series.timer.recordNanoseconds(Int64(nanoseconds))
@@ -184,9 +179,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 context.write(wrapOutboundOut(.head(answer.head)), promise: nil)
                 context.write(wrapOutboundOut(.body(answer.body)), promise: nil)
                 if answer.close {
-                    let loop = context.eventLoop.assumeIsolated()
                     context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
-                        _ = loop
                         context.close(mode: .output, promise: nil)
                     }
                 } else {
