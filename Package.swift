@@ -13,7 +13,7 @@
 //   RendererPool     warm renderer pool (modelled and process renderers)
 //   PrefetchEngine   the orchestrator: plans, triggers, tickets, who may read what, the fetch runner (no HTTP types)
 //   PrefetchService  the HTTP layer: the page and operator surfaces (Hummingbird routing, parsing, encoding)
-//   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, applied per transfer via CONNECT_TO
+//   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
 //   PrefetchTestUpstream  a scriptable upstream HTTP server for tests and benchmarks
 //   prefetch         the CLI: plan, validate, fetch, serve
 import PackageDescription
@@ -70,6 +70,7 @@ let package = Package(
         .target(
             name: "PrefetchDNS",
             dependencies: [
+                "PrefetchCore",
                 "PrefetchFetcher",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -131,53 +131,6 @@ enum NonPublicAddress: String, CaseIterable, Sendable {
     }
 }
 
-/// Formats one CURLOPT_CONNECT_TO entry `HOST:PORT:ADDRESS:PORT` (an IPv6 address in brackets): transfers to
-/// `host:port` connect to `address:port` while URL, Host header, SNI and certificate checks keep `host`.
-func connectToEntry(host: String, port: Int, address: String) -> String {
-    let target = address.contains(":") ? "[\(address)]" : address
-    return "\(host):\(port):\(target):\(port)"
-}
-
-/// The host (lowercased, without brackets) and effective port of an absolute http(s) URL, or nil when the URL is
-/// not http(s) or has no host.
-func hostAndPort(ofURL url: String) -> (host: String, port: Int)? {
-    let lowered = url.lowercased()
-    let defaultPort: Int
-    var rest: Substring
-    if lowered.hasPrefix("https://") {
-        defaultPort = 443
-        rest = Substring(lowered.dropFirst("https://".count))
-    } else if lowered.hasPrefix("http://") {
-        defaultPort = 80
-        rest = Substring(lowered.dropFirst("http://".count))
-    } else {
-        return nil
-    }
-    if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) {
-        rest = rest[..<end]
-    }
-    if let at = rest.lastIndex(of: "@") {
-        rest = rest[rest.index(after: at)...]
-    }
-    let host: Substring
-    var portText: Substring = ""
-    if rest.hasPrefix("[") {
-        guard let close = rest.firstIndex(of: "]") else { return nil }
-        host = rest[rest.index(after: rest.startIndex)..<close]
-        let after = rest[rest.index(after: close)...]
-        if after.hasPrefix(":") { portText = after.dropFirst() } else if !after.isEmpty { return nil }
-    } else if let colon = rest.lastIndex(of: ":") {
-        host = rest[..<colon]
-        portText = rest[rest.index(after: colon)...]
-    } else {
-        host = rest
-    }
-    guard !host.isEmpty else { return nil }
-    if portText.isEmpty { return (String(host), defaultPort) }
-    guard let port = Int(portText), (1...65535).contains(port) else { return nil }
-    return (String(host), port)
-}
-
 /// The cache key of a host name: lowercased, without a trailing dot.
 func normalizedHost(_ host: String) -> String {
     var name = host.lowercased()

@@ -1,3 +1,5 @@
+import PrefetchCore
+
 /// How the service resolves upstream host names ahead of time. Every field is optional in JSON; a missing one takes
 /// the documented default, so `{}` is a valid configuration (system resolver only).
 ///
@@ -91,7 +93,7 @@ public struct DNSSettings: Codable, Sendable, Equatable {
             DNSError(code: .invalidSettings, message: "dns.\(field) is \(value); \(rule)")
         }
         if let httpdns {
-            guard hostAndPort(ofURL: httpdns) != nil else {
+            guard let url = try? HTTPURL(parsing: httpdns), !url.host.isEmpty else {
                 throw invalid("httpdns", "\"\(httpdns)\"", "it must be an absolute http:// or https:// URL")
             }
             guard !httpdns.contains("#") else {

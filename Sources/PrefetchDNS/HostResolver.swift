@@ -4,12 +4,12 @@
 // - Why: a DNS lookup at request time costs 20-120 ms and carrier DNS gets hijacked. The service knows every API
 //   host from its config, so it resolves them ahead of time (optionally through HTTPDNS, a resolver reached over
 //   HTTP) and keeps the answers by TTL.
-// - How the answer is used: per transfer, as a CURLOPT_CONNECT_TO entry `HOST:PORT:ADDRESS:PORT` (`connectTo`).
-//   libcurl then connects to ADDRESS while the URL, the Host header, SNI, certificate host verification and
+// - How the answer is used: per transfer, as an `AddressPin` (the fetcher's type; the resolver is the request's
+//   `AddressPinning`), which the fetcher applies as a CURLOPT_CONNECT_TO entry. libcurl then connects to ADDRESS while the URL, the Host header, SNI, certificate host verification and
 //   cookie domains all keep the host name. The URL is never rewritten and CURLOPT_RESOLVE is never used (it
 //   would write into the DNS cache shared by every transfer of the multi handle); a transfer without an entry is
 //   untouched and resolves through libcurl as before.
-// - Request-time lookups never block and never wait: `connectTo` reads the cache under a `Mutex` and returns
+// - Request-time lookups never block and never wait: `pin(host:port:)` reads the cache under a `Mutex` and returns
 //   nothing for a host without an unexpired answer, so the transfer simply resolves through libcurl.
 // - `ResolverCache` is the state machine (value type, explicit `now`): watched hosts, answers with `refreshAt`
 //   (refresh-ahead, `refreshAhead` × lifetime) and `expiresAt`, in-flight marks and the concurrency bound.
@@ -23,23 +23,24 @@
 //   upstream requests, and the credentials they carry, at internal services. getaddrinfo runs on a dedicated DispatchQueue (`SystemResolver`), never on
 //   the cooperative pool, with the fixed `systemTTL` since it reports none.
 // - One pinned address per host: the first of the answer. A stable choice keeps libcurl's connection reuse and
-//   HTTP/2 multiplexing on one connection; pinning gives up libcurl's own fallback across addresses, so a caller
-//   that sees `.connect` on a pinned fetch may `invalidate(host:)` to return the host to libcurl until the next
-//   lookup.
+//   HTTP/2 multiplexing on one connection; pinning gives up libcurl's own fallback across addresses, so the
+//   fetcher tells the resolver of a pinned fetch that failed with `.connect` (`connectFailed`), which returns the
+//   host to libcurl until the next lookup.
 import Logging
 import Metrics
+import PrefetchCore
 import PrefetchFetcher
 import ServiceLifecycle
 import Synchronization
 
-/// Resolves the upstream hosts ahead of time and hands out CURLOPT_CONNECT_TO entries that pin a transfer to a
-/// resolved address without changing the host name anything else sees.
+/// Resolves the upstream hosts ahead of time and pins transfers to a resolved address (``AddressPin``) without
+/// changing the host name anything else sees.
 ///
 /// Run it as a `Service`. `prefetch(hosts:)` sets the hosts to keep resolved (call it when a config is loaded and
-/// on every update); `connectTo(host:port:)` / `connectTo(url:)` give the entries for one `FetchRequest`. Both are
+/// on every update); as a `FetchRequest`'s `pinning` it gives each fetch its pin and learns of refused ones. Both are
 /// cheap, never block and may be called from any thread, before or while `run()` runs. Lookups happen only while
 /// `run()` runs.
-public final class HostResolver: Service, Sendable {
+public final class HostResolver: Service, AddressPinning, Sendable {
     private struct State {
         var cache: ResolverCache
         var started = false
@@ -98,23 +99,23 @@ public final class HostResolver: Service, Sendable {
         wakeup.signal()
     }
 
-    /// The CURLOPT_CONNECT_TO entries for a transfer to `host:port`: one `HOST:PORT:ADDRESS:PORT` entry (IPv6 in
-    /// brackets) when an unexpired answer is cached, else `[]` (libcurl then resolves the name itself, through its
-    /// shared DNS cache). Never blocks.
-    public func connectTo(host: String, port: Int) -> [String] {
+    /// The pin for a transfer to `host:port`: the first address of the unexpired cached answer, else nil (libcurl
+    /// then resolves the name itself, through its shared DNS cache). Never blocks.
+    public func pin(host: String, port: Int) -> AddressPin? {
         let name = normalizedHost(host)
         let now = ContinuousClock.now
         guard let address = state.withLock({ $0.cache.answer(for: name, now: now) })?.addresses.first else {
-            return []
+            return nil
         }
-        return [connectToEntry(host: name, port: port, address: address)]
+        return AddressPin(host: name, port: port, address: address)
     }
 
-    /// The CURLOPT_CONNECT_TO entries for a transfer to the absolute http(s) `url` (its host and effective port,
-    /// 80/443 by default); `[]` when the URL is not http(s) or nothing is cached. Never blocks.
-    public func connectTo(url: String) -> [String] {
-        guard let (host, port) = hostAndPort(ofURL: url) else { return [] }
-        return connectTo(host: host, port: port)
+    /// The pinned address refused a connection: the host goes back to libcurl's own resolution (which tries every
+    /// address) until the next lookup, which is asked for at once.
+    public func connectFailed(_ pin: AddressPin) {
+        if invalidate(host: pin.host) {
+            logger.info("pinned address refused; host resolved by libcurl until the next lookup", metadata: ["host": "\(pin.host)"])
+        }
     }
 
     /// The cached, unexpired answer for `host`, if any.
@@ -149,13 +150,11 @@ public final class HostResolver: Service, Sendable {
         guard first else {
             throw DNSError(code: .invalidSettings, message: "HostResolver.run() was called more than once")
         }
-        if let endpoint = settings.httpdns, endpoint.lowercased().hasPrefix("http://"),
-            let (host, port) = hostAndPort(ofURL: endpoint)
-        {
+        if let endpoint = settings.httpdns, let url = try? HTTPURL(parsing: endpoint), url.scheme == "http" {
             // Only host and port: an HTTPDNS query string may carry an account key.
             logger.warning(
                 "HTTPDNS endpoint is plain http://: anyone on the path can forge its answers; prefer https://",
-                metadata: ["httpdns": "http://\(host.contains(":") ? "[\(host)]" : host):\(port)"])
+                metadata: ["httpdns": "http://\(url.host):\(url.effectivePort)"])
         }
         logger.debug(
             "dns resolver starting",

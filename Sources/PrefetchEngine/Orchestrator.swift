@@ -170,7 +170,7 @@ public final class Orchestrator: Sendable {
                     method: interface.method.rawValue, url: planned.url, headers: sendHeaders[index],
                     body: planned.body.map { Array($0.utf8) },
                     timeout: timeout, maxResponseBytes: settings.maximumResponseBytes,
-                    connectTo: resolver.connectTo(url: planned.url), group: ticketID
+                    pinning: resolver, group: ticketID
                 )
                 jobs.append((index, fetch, key, token))
             case .joined: role = "joined"
@@ -271,10 +271,6 @@ public final class Orchestrator: Sendable {
                     "ms": "\(response.elapsed.milliseconds)",
                 ])
         } catch {
-            if error.code == .connect && !request.connectTo.isEmpty, let host = try? HTTPURL(parsing: request.url).host {
-                // The pinned address refused: give the host back to libcurl's own resolution until the next lookup.
-                resolver.invalidate(host: host)
-            }
             if error.code == .cancelled {
                 await store.abandon(key, token: token)
             } else {

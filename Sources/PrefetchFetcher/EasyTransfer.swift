@@ -63,7 +63,7 @@ final class EasyTransfer {
     ) throws(FetchError) {
         let request = ticket.request
         guard let handle = handles.take() else {
-            throw FetchError(code: .other, message: "curl_easy_init failed (host: \(hostOf(request.url)))")
+            throw FetchError(code: .other, message: "curl_easy_init failed (host: \(request.hostForMessages))")
         }
         self.ticket = ticket
         self.handle = handle
@@ -93,7 +93,7 @@ final class EasyTransfer {
             let message = String(cString: curl_easy_strerror(code))
             handles.recycle(handle)
             errorBuffer.deallocate()
-            throw FetchError(code: mapCurlCode(code, exceededLimit: false), message: "\(message) (host: \(hostOf(request.url)))")
+            throw FetchError(code: mapCurlCode(code, exceededLimit: false), message: "\(message) (host: \(request.hostForMessages))")
         }
         check(prefetch_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(clamping: timeout.wholeMillisecondsRoundedUp)))
         check(
@@ -165,10 +165,10 @@ final class EasyTransfer {
             headerList = curl_slist_append(headerList, line)
         }
         check(prefetch_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
-        if !request.connectTo.isEmpty {
-            for entry in request.connectTo {
-                connectToList = curl_slist_append(connectToList, entry)
-            }
+        if let pin = ticket.pin {
+            // CURLOPT_CONNECT_TO, not CURLOPT_RESOLVE: RESOLVE would write into the DNS cache every transfer of the
+            // multi handle shares; CONNECT_TO changes where this transfer connects and nothing else.
+            connectToList = curl_slist_append(connectToList, pin.connectToEntry)
             check(prefetch_easy_setopt_slist(handle, CURLOPT_CONNECT_TO, connectToList))
         }
 
@@ -180,7 +180,7 @@ final class EasyTransfer {
         if failure != CURLE_OK {
             throw FetchError(
                 code: .other,
-                message: "\(String(cString: curl_easy_strerror(failure))) while configuring (host: \(hostOf(request.url)))"
+                message: "\(String(cString: curl_easy_strerror(failure))) while configuring (host: \(request.hostForMessages))"
             )
         }
     }
@@ -204,13 +204,13 @@ final class EasyTransfer {
             let errorCode = mapCurlCode(code, exceededLimit: exceededLimit)
             let message: String
             if errorCode == .tooLarge, exceededBudget {
-                message = "responses in flight fill the fetcher's budget of \(budget.limit) bytes (host: \(hostOf(ticket.request.url)))"
+                message = "responses in flight fill the fetcher's budget of \(budget.limit) bytes (host: \(ticket.request.hostForMessages))"
             } else if errorCode == .tooLarge {
-                message = "response body exceeds \(maxResponseBytes) bytes (host: \(hostOf(ticket.request.url)))"
+                message = "response body exceeds \(maxResponseBytes) bytes (host: \(ticket.request.hostForMessages))"
             } else if errorCode == .timeout {
-                message = "\(detail); timeout \(ticket.request.timeout) (host: \(hostOf(ticket.request.url)))"
+                message = "\(detail); timeout \(ticket.request.timeout) (host: \(ticket.request.hostForMessages))"
             } else {
-                message = "\(detail) (host: \(hostOf(ticket.request.url)))"
+                message = "\(detail) (host: \(ticket.request.hostForMessages))"
             }
             return .failure(FetchError(code: errorCode, message: message))
         }

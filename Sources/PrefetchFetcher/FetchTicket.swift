@@ -16,12 +16,15 @@ final class FetchTicket: Sendable {
     }
 
     let request: FetchRequest
+    /// The address the transfer connects to, when the request's pinning gave one.
+    let pin: AddressPin?
     let submitted: ContinuousClock.Instant
     let deadline: ContinuousClock.Instant
     private let state = Mutex<State>(.new)
 
-    init(request: FetchRequest, now: ContinuousClock.Instant = .now) {
+    init(request: FetchRequest, pin: AddressPin? = nil, now: ContinuousClock.Instant = .now) {
         self.request = request
+        self.pin = pin
         self.submitted = now
         self.deadline = now.advanced(by: request.timeout)
     }

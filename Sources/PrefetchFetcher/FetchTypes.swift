@@ -14,6 +14,38 @@ public struct HTTPHeader: Sendable, Hashable {
     }
 }
 
+/// A resolved address a transfer connects to: a connection to `host:port` goes to `address` (an IP literal) while
+/// the URL, the Host header, SNI, certificate checks and cookie domains all keep `host`. The URL is never rewritten.
+public struct AddressPin: Sendable, Hashable {
+    /// The host name as the URL names it (lowercased).
+    public var host: String
+    /// The URL's effective port; the connection goes to the same port at `address`.
+    public var port: Int
+    /// An IPv4 or IPv6 literal, without brackets.
+    public var address: String
+    /// The port connected to at `address`: the URL's port unless a tool says otherwise.
+    public var connectPort: Int
+
+    /// A pin of `host:port` to `address` (at `connectPort`, by default the same port).
+    public init(host: String, port: Int, address: String, connectPort: Int? = nil) {
+        self.host = host
+        self.port = port
+        self.address = address
+        self.connectPort = connectPort ?? port
+    }
+}
+
+/// Supplies the pinned address of a host and learns when one refused a connection (the DNS layer's resolver).
+///
+/// The fetcher asks `pin(host:port:)` once per fetch, from the caller's task, and calls `connectFailed(_:)` when a
+/// pinned fetch failed with `.connect`, so the provider can give the host back to libcurl's own resolution.
+public protocol AddressPinning: Sendable {
+    /// The pin for a transfer to `host:port`, or nil to let libcurl resolve the name. Must not block.
+    func pin(host: String, port: Int) -> AddressPin?
+    /// A fetch pinned to `pin` could not connect to its address.
+    func connectFailed(_ pin: AddressPin)
+}
+
 /// A fully composed upstream request. The fetcher sends it as given: no re-encoding of the URL, headers in order.
 public struct FetchRequest: Sendable {
     /// The HTTP method, e.g. "GET" or "POST".
@@ -29,9 +61,9 @@ public struct FetchRequest: Sendable {
     public var timeout: Duration
     /// The largest response body accepted; a larger one fails the fetch with `.tooLarge` and returns no body.
     public var maxResponseBytes: Int
-    /// `CURLOPT_CONNECT_TO` entries ("HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT") that redirect the connection
-    /// without changing the URL, the Host header or TLS name checks.
-    public var connectTo: [String]
+    /// Where the connection may be pinned: asked once per fetch for the URL's host and effective port, and told
+    /// directly when the pinned address refused the connection. `nil`: libcurl resolves the host itself.
+    public var pinning: (any AddressPinning)?
     /// Fetches of one group (one page open) wait in one line; when transfer slots are short, the group admitted
     /// least recently goes next, so one page's burst cannot starve another page. `nil`: the shared default group.
     public var group: String?
@@ -44,7 +76,7 @@ public struct FetchRequest: Sendable {
         body: [UInt8]? = nil,
         timeout: Duration = .milliseconds(3000),
         maxResponseBytes: Int = 2 * 1024 * 1024,
-        connectTo: [String] = [],
+        pinning: (any AddressPinning)? = nil,
         group: String? = nil
     ) {
         self.method = method
@@ -53,7 +85,7 @@ public struct FetchRequest: Sendable {
         self.body = body
         self.timeout = timeout
         self.maxResponseBytes = maxResponseBytes
-        self.connectTo = connectTo
+        self.pinning = pinning
         self.group = group
     }
 }
@@ -202,4 +234,32 @@ final class BufferBudget: Sendable {
 
     /// Bytes held now.
     var current: Int { used.load(ordering: .relaxed) }
+}
+
+extension AddressPin {
+    /// The `CURLOPT_CONNECT_TO` entry `HOST:PORT:ADDRESS:CONNECT-PORT` (an IPv6 address in brackets).
+    var connectToEntry: String {
+        let target = address.contains(":") ? "[\(address)]" : address
+        return "\(host):\(port):\(target):\(connectPort)"
+    }
+}
+
+/// A fixed set of pins: a fetch to a listed host and port connects to its address, anything else resolves as usual.
+/// For tools and tests that point a host name at a known address; a refused connection changes nothing.
+public struct StaticPins: AddressPinning {
+    private let pins: [AddressPin]
+
+    /// Pins each listed host and port to its address.
+    public init(_ pins: [AddressPin]) {
+        self.pins = pins
+    }
+
+    /// The listed pin for `host:port`, if any (host names compared case-insensitively).
+    public func pin(host: String, port: Int) -> AddressPin? {
+        let name = host.lowercased()
+        return pins.first { $0.host.lowercased() == name && $0.port == port }
+    }
+
+    /// Nothing to learn: the pins are fixed.
+    public func connectFailed(_ pin: AddressPin) {}
 }

@@ -20,6 +20,7 @@
 import CCurl
 import Foundation
 import Logging
+import PrefetchCore
 import ServiceLifecycle
 import Synchronization
 
@@ -116,7 +117,11 @@ public final class Fetcher: Service, Sendable {
     /// Requests submitted before `run()` starts are queued until it does. Cancelling the calling task removes the
     /// transfer and throws `.cancelled`; after shutdown this throws `.shutdown`.
     public func fetch(_ request: FetchRequest) async throws(FetchError) -> FetchResponse {
-        let ticket = FetchTicket(request: request)
+        var pin: AddressPin?
+        if let pinning = request.pinning, let url = try? HTTPURL(parsing: request.url) {
+            pin = pinning.pin(host: url.host, port: url.effectivePort)
+        }
+        let ticket = FetchTicket(request: request, pin: pin)
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: FetchTicket.Continuation) in
                 if ticket.install(continuation) {
@@ -124,10 +129,15 @@ public final class Fetcher: Service, Sendable {
                 }
             }
         } onCancel: {
-            let error = FetchError(code: .cancelled, message: "fetch cancelled by caller (host: \(hostOf(request.url)))")
+            let error = FetchError(code: .cancelled, message: "fetch cancelled by caller (host: \(request.hostForMessages))")
             if ticket.finish(.failure(error)) {
                 cancel(ticket)
             }
+        }
+        if case .failure(let error) = result, error.code == .connect, let pin {
+            // The pinned address refused: the provider decides what to do (the resolver hands the host back to
+            // libcurl's own resolution until its next lookup).
+            request.pinning?.connectFailed(pin)
         }
         return try result.get()
     }
@@ -145,7 +155,7 @@ public final class Fetcher: Service, Sendable {
                 .failure(
                     FetchError(
                         code: .shutdown,
-                        message: "fetcher is shut down (host: \(hostOf(ticket.request.url)))"
+                        message: "fetcher is shut down (host: \(ticket.request.hostForMessages))"
                     )
                 )
             )
@@ -172,17 +182,11 @@ public final class Fetcher: Service, Sendable {
     }
 }
 
-/// The host part of a URL, for error messages (no path or query, which may carry user data).
-func hostOf(_ url: String) -> String {
-    var rest = Substring(url)
-    if let scheme = rest.range(of: "://") {
-        rest = rest[scheme.upperBound...]
+extension FetchRequest {
+    /// The URL's host and explicit port for error messages and logs (never the user info, path or query, which may
+    /// carry user data).
+    var hostForMessages: String {
+        guard let parsed = try? HTTPURL(parsing: url) else { return "not an http(s) URL" }
+        return parsed.port.map { "\(parsed.host):\($0)" } ?? parsed.host
     }
-    if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) {
-        rest = rest[..<end]
-    }
-    if let at = rest.lastIndex(of: "@") {
-        rest = rest[rest.index(after: at)...]
-    }
-    return String(rest)
 }

@@ -132,7 +132,7 @@ final class TransferLoop {
                 let reason = String(cString: curl_multi_strerror(added))
                 release()
                 ticket.finish(
-                    .failure(FetchError(code: .other, message: "\(reason) (host: \(hostOf(ticket.request.url)))"))
+                    .failure(FetchError(code: .other, message: "\(reason) (host: \(ticket.request.hostForMessages))"))
                 )
             }
         }
@@ -183,7 +183,7 @@ final class TransferLoop {
             if case .failure(let error) = result {
                 fetcher.logger.debug(
                     "fetch failed",
-                    metadata: ["code": "\(error.code.rawValue)", "host": "\(hostOf(transfer.ticket.request.url))"]
+                    metadata: ["code": "\(error.code.rawValue)", "host": "\(transfer.ticket.request.hostForMessages)"]
                 )
             }
             release()
@@ -202,7 +202,7 @@ final class TransferLoop {
             !ticket.isFinished, ContinuousClock.now < ticket.deadline
         else { return false }
         fetcher.logger.debug(
-            "retrying on a new connection after an HTTP/2 framing error", metadata: ["host": "\(hostOf(ticket.request.url))"])
+            "retrying on a new connection after an HTTP/2 framing error", metadata: ["host": "\(ticket.request.hostForMessages)"])
         freshConnection.insert(ObjectIdentifier(ticket))
         queued.prepend(ticket, group: ticket.request.group ?? "")
         return true
@@ -250,13 +250,13 @@ final class TransferLoop {
     }
 
     private func shutdownError(for ticket: FetchTicket) -> FetchError {
-        FetchError(code: .shutdown, message: "fetcher shut down before the transfer finished (host: \(hostOf(ticket.request.url)))")
+        FetchError(code: .shutdown, message: "fetcher shut down before the transfer finished (host: \(ticket.request.hostForMessages))")
     }
 
     private func queuedTimeoutError(for ticket: FetchTicket) -> FetchError {
         FetchError(
             code: .timeout,
-            message: "timed out after \(ticket.request.timeout) waiting for a transfer slot (host: \(hostOf(ticket.request.url)))"
+            message: "timed out after \(ticket.request.timeout) waiting for a transfer slot (host: \(ticket.request.hostForMessages))"
         )
     }
 }

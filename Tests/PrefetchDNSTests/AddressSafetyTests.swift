@@ -51,7 +51,7 @@ import Testing
             #expect(resolver.answer(for: "localhost")?.source == .system, "the HTTPDNS answer was not used")
             if reason != "loopback" {
                 #expect(resolver.answer(for: "localhost")?.addresses.contains(address) == false)
-                #expect(resolver.connectTo(host: "localhost", port: 443).allSatisfy { !$0.contains(address) })
+                #expect(resolver.pin(host: "localhost", port: 443)?.address != address)
             }
             #expect(rejected(metrics, reason) == 1)
             #expect(lookups(metrics, "httpdns", "ok") == 0)
@@ -79,7 +79,9 @@ import Testing
             let answer = try #require(resolver.answer(for: "api.prefetch.test"))
             #expect(answer.source == .httpdns)
             #expect(answer.addresses == ["93.184.216.34", "2606:2800:220:1::"])
-            #expect(resolver.connectTo(host: "api.prefetch.test", port: 443) == ["api.prefetch.test:443:93.184.216.34:443"])
+            #expect(
+                resolver.pin(host: "api.prefetch.test", port: 443)
+                    == AddressPin(host: "api.prefetch.test", port: 443, address: "93.184.216.34"))
             #expect(NonPublicAddress.allCases.allSatisfy { rejected(metrics, $0.rawValue) == 0 })
         }
     }

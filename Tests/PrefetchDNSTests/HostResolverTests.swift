@@ -26,10 +26,9 @@ import Testing
                 #expect(lookups(metrics, "httpdns", "error") >= 1)
                 #expect(lookups(metrics, "httpdns", "ok") == 0)
                 #expect(lookups(metrics, "system", "ok") >= 1)
-                let entries = resolver.connectTo(host: "localhost", port: 8080)
-                #expect(entries.count == 1)
-                #expect(entries.first?.hasPrefix("localhost:8080:") == true)
-                #expect(entries.first?.hasSuffix(":8080") == true)
+                let pin = try #require(resolver.pin(host: "localhost", port: 8080))
+                #expect(pin.host == "localhost" && pin.port == 8080 && pin.connectPort == 8080)
+                #expect(answer.addresses.contains(pin.address))
             }
         }
     }
@@ -94,16 +93,18 @@ import Testing
                     }
                     // While the lookup is pending, request-time lookups answer at once, with nothing pinned.
                     var answered = 0
-                    for _ in 0..<10_000 where resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty {
+                    for _ in 0..<10_000 where resolver.pin(host: "api.prefetch.test", port: 443) == nil {
                         answered += 1
                     }
                     #expect(answered == 10_000)
                     #expect(resolver.lookupsInFlight == 1)
                     do {
-                        let settled = await eventually { !resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty }
+                        let settled = await eventually { resolver.pin(host: "api.prefetch.test", port: 443) != nil }
                         #expect(settled)
                     }
-                    #expect(resolver.connectTo(host: "API.prefetch.test", port: 443) == ["api.prefetch.test:443:127.0.0.1:443"])
+                    #expect(
+                        resolver.pin(host: "API.prefetch.test", port: 443)
+                            == AddressPin(host: "api.prefetch.test", port: 443, address: "127.0.0.1"))
                 }
             }
         }
@@ -121,8 +122,8 @@ import Testing
                     }
                     #expect(resolver.answer(for: "api.prefetch.test")?.addresses == ["2001:db8::10", "192.0.2.10"])
                     #expect(
-                        resolver.connectTo(url: "https://api.prefetch.test/v1/items")
-                            == ["api.prefetch.test:443:[2001:db8::10]:443"]
+                        resolver.pin(host: "api.prefetch.test", port: 443)
+                            == AddressPin(host: "api.prefetch.test", port: 443, address: "2001:db8::10")
                     )
                 }
             }
@@ -147,7 +148,7 @@ import Testing
                     var gaps = 0
                     let end = ContinuousClock.now.advanced(by: .seconds(3))
                     while ContinuousClock.now < end {
-                        if resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty { gaps += 1 }
+                        if resolver.pin(host: "api.prefetch.test", port: 443) == nil { gaps += 1 }
                         try await Task.sleep(for: .milliseconds(25))
                     }
                     #expect(gaps == 0)
@@ -182,7 +183,7 @@ import Testing
                 // run() has returned: nothing refreshes the 1 s answer, so it stops being served.
                 let answer = try #require(resolver.answer(for: "api.prefetch.test"))
                 do {
-                    let settled = await eventually(within: 3) { resolver.connectTo(host: "api.prefetch.test", port: 443).isEmpty }
+                    let settled = await eventually(within: 3) { resolver.pin(host: "api.prefetch.test", port: 443) == nil }
                     #expect(settled)
                 }
                 #expect(resolver.answer(for: "api.prefetch.test") == nil)
@@ -199,15 +200,15 @@ import Testing
                 let settled = await eventually { resolver.answer(for: "localhost") != nil }
                 #expect(settled)
             }
-            #expect(resolver.connectTo(url: "http://127.0.0.1:8080/").isEmpty)
-            #expect(resolver.connectTo(url: "http://localhost:8080/x").count == 1)
+            #expect(resolver.pin(host: "127.0.0.1", port: 8080) == nil)
+            #expect(resolver.pin(host: "localhost", port: 8080) != nil)
             do {
                 let settled = await eventually { (try? metrics.expectGauge("prefetch_dns_cached_hosts"))?.lastValue == 1 }
                 #expect(settled)
             }
             resolver.prefetch(hosts: [String]())
             #expect(resolver.answer(for: "localhost") == nil)
-            #expect(resolver.connectTo(url: "http://localhost:8080/x").isEmpty)
+            #expect(resolver.pin(host: "localhost", port: 8080) == nil)
             #expect(lookups(metrics, "system", "ok") == 1)
         }
     }
@@ -222,7 +223,7 @@ import Testing
                     lookups(metrics, "system", "error") + lookups(metrics, "system", "timeout") >= 1
                 }
             )
-            #expect(resolver.connectTo(host: "no-such-host.invalid", port: 443).isEmpty)
+            #expect(resolver.pin(host: "no-such-host.invalid", port: 443) == nil)
         }
     }
 

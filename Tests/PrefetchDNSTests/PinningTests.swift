@@ -29,10 +29,10 @@ import Testing
                             let url =
                                 "https://api.prefetch.test:\(api.port)/items?setCookie="
                                 + cookie.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
-                            let connectTo = resolver.connectTo(url: url)
-                            #expect(connectTo == ["api.prefetch.test:\(api.port):127.0.0.1:\(api.port)"])
+                            let pin = resolver.pin(host: "api.prefetch.test", port: api.port)
+                            #expect(pin == AddressPin(host: "api.prefetch.test", port: api.port, address: "127.0.0.1"))
 
-                            let response = try await fetcher.fetch(FetchRequest(url: url, connectTo: connectTo))
+                            let response = try await fetcher.fetch(FetchRequest(url: url, pinning: resolver))
                             #expect(response.status == 200)
                             #expect(headerValues(response, "Set-Cookie") == [cookie])
                             #expect(
@@ -47,7 +47,7 @@ import Testing
                             )
                             // The same record over the upstream's control endpoint.
                             let log = try await fetcher.fetch(
-                                FetchRequest(url: "https://api.prefetch.test:\(api.port)/__requests", connectTo: connectTo)
+                                FetchRequest(url: "https://api.prefetch.test:\(api.port)/__requests", pinning: resolver)
                             )
                             let text = String(decoding: log.body, as: UTF8.self)
                             #expect(text.contains(#""sni":"api.prefetch.test""#))
@@ -72,16 +72,15 @@ import Testing
                                 #expect(settled)
                             }
                             let url = "https://api.prefetch.test:\(other.port)/items"
-                            let connectTo = resolver.connectTo(url: url)
-                            #expect(!connectTo.isEmpty)
-                            #expect(await failureCode(fetcher, FetchRequest(url: url, connectTo: connectTo)) == .tls)
+                            #expect(resolver.pin(host: "api.prefetch.test", port: other.port) != nil)
+                            #expect(await failureCode(fetcher, FetchRequest(url: url, pinning: resolver)) == .tls)
                             #expect(other.hits(path: "/items") == 0)
 
                             // The server itself is fine: under its own name the same address verifies.
                             let own = try await fetcher.fetch(
                                 FetchRequest(
                                     url: "https://other.prefetch.test:\(other.port)/own",
-                                    connectTo: ["other.prefetch.test:\(other.port):127.0.0.1:\(other.port)"]
+                                    pinning: StaticPins([AddressPin(host: "other.prefetch.test", port: other.port, address: "127.0.0.1")])
                                 )
                             )
                             #expect(own.status == 200)
@@ -98,9 +97,31 @@ import Testing
             try await withUpstream(tls: pki.tls(for: "api.prefetch.test")) { api in
                 try await withFetcher { fetcher in
                     let url = "https://api.prefetch.test:\(api.port)/items"
-                    let connectTo = ["api.prefetch.test:\(api.port):127.0.0.1:\(api.port)"]
-                    #expect(await failureCode(fetcher, FetchRequest(url: url, connectTo: connectTo)) == .tls)
+                    let pins = StaticPins([AddressPin(host: "api.prefetch.test", port: api.port, address: "127.0.0.1")])
+                    #expect(await failureCode(fetcher, FetchRequest(url: url, pinning: pins)) == .tls)
                     #expect(api.hits(path: "/items") == 0)
+                }
+            }
+        }
+    }
+
+    /// The pinned address refuses the connection: the fetcher tells the resolver itself (nobody in between), which
+    /// drops the answer and asks HTTPDNS again at once.
+    @Test func aRefusedPinIsReportedToTheResolverByTheFetcher() async throws {
+        let port = try await closedPort()
+        try await withUpstream { stub in
+            try await withFetcher { fetcher in
+                let settings = DNSSettings(httpdns: stubEndpoint(stub, json: Self.answerForLoopback), allowPrivateAddresses: true)
+                try await withResolver(settings, fetcher: fetcher) { resolver in
+                    resolver.prefetch(hosts: ["api.prefetch.test"])
+                    let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }
+                    try #require(settled)
+                    #expect(resolver.pin(host: "api.prefetch.test", port: port)?.address == "127.0.0.1")
+                    let request = FetchRequest(url: "http://api.prefetch.test:\(port)/items", pinning: resolver)
+                    #expect(stub.hits(path: "/dns") == 1)
+                    #expect(await failureCode(fetcher, request) == .connect)
+                    let askedAgain = await eventually { stub.hits(path: "/dns") == 2 }
+                    #expect(askedAgain)
                 }
             }
         }
@@ -110,11 +131,13 @@ import Testing
         try await withUpstream { serverA in
             try await withUpstream { serverB in
                 try await withFetcher { fetcher in
-                    let pin = ["localhost:\(serverB.port):127.0.0.1:\(serverA.port)"]
+                    let pin = StaticPins([
+                        AddressPin(host: "localhost", port: serverB.port, address: "127.0.0.1", connectPort: serverA.port)
+                    ])
                     let rounds = 5
                     for round in 0..<rounds {
                         async let pinned = fetcher.fetch(
-                            FetchRequest(url: "http://localhost:\(serverB.port)/pinned?delay=100&r=\(round)", connectTo: pin)
+                            FetchRequest(url: "http://localhost:\(serverB.port)/pinned?delay=100&r=\(round)", pinning: pin)
                         )
                         async let plain = fetcher.fetch(
                             FetchRequest(url: "http://localhost:\(serverB.port)/plain?delay=100&r=\(round)")

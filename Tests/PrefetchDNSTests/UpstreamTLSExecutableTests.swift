@@ -38,10 +38,10 @@ struct UpstreamTLSExecutableTests {
                 defer { try? execution.send(signal: .terminate) }
                 let bound = try #require(port)
                 return try await withFetcher(FetcherConfiguration(caBundlePath: pki.caPath)) { fetcher in
-                    let pin = ["api.prefetch.test:\(bound):127.0.0.1:\(bound)"]
-                    let page = try await fetcher.fetch(FetchRequest(url: "https://api.prefetch.test:\(bound)/page", connectTo: pin))
+                    let pin = StaticPins([AddressPin(host: "api.prefetch.test", port: bound, address: "127.0.0.1")])
+                    let page = try await fetcher.fetch(FetchRequest(url: "https://api.prefetch.test:\(bound)/page", pinning: pin))
                     let log = try await fetcher.fetch(
-                        FetchRequest(url: "https://api.prefetch.test:\(bound)/__requests", connectTo: pin)
+                        FetchRequest(url: "https://api.prefetch.test:\(bound)/__requests", pinning: pin)
                     )
                     return (page.status, bound, String(decoding: log.body, as: UTF8.self))
                 }

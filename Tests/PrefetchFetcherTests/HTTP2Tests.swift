@@ -17,7 +17,7 @@ import Testing
             try await withFetcher(configuration) { fetcher in
                 let answers = await fetchEight(
                     fetcher, base: "https://api.prefetch.test:\(upstream.port)",
-                    connectTo: ["api.prefetch.test:\(upstream.port):127.0.0.1:\(upstream.port)"])
+                    pinning: StaticPins([AddressPin(host: "api.prefetch.test", port: upstream.port, address: "127.0.0.1")]))
                 #expect(answers.map(\.status) == Array(repeating: 200, count: 8))
                 #expect(answers.allSatisfy { $0.httpVersion == "2" }, "versions: \(answers.map(\.httpVersion))")
                 #expect(upstream.connections() == 1)
@@ -27,7 +27,7 @@ import Testing
                     let next = try await fetcher.fetch(
                         FetchRequest(
                             url: "https://api.prefetch.test:\(upstream.port)/h2?n=next\(index)", timeout: .seconds(20),
-                            connectTo: ["api.prefetch.test:\(upstream.port):127.0.0.1:\(upstream.port)"]
+                            pinning: StaticPins([AddressPin(host: "api.prefetch.test", port: upstream.port, address: "127.0.0.1")])
                         )
                     )
                     #expect(next.status == 200 && next.httpVersion == "2")
@@ -44,20 +44,20 @@ import Testing
     @Test func cleartextStaysHTTP1ByDefault() async throws {
         try await withUpstream { upstream in
             try await withFetcher(FetcherConfiguration(maxConnectionsPerHost: 8)) { fetcher in
-                let answers = await fetchEight(fetcher, base: "http://127.0.0.1:\(upstream.port)", connectTo: [])
+                let answers = await fetchEight(fetcher, base: "http://127.0.0.1:\(upstream.port)", pinning: nil)
                 #expect(answers.allSatisfy { $0.httpVersion == "1.1" })
                 #expect(upstream.connections() == 8)
             }
         }
     }
 
-    private func fetchEight(_ fetcher: Fetcher, base: String, connectTo: [String]) async -> [FetchResponse] {
+    private func fetchEight(_ fetcher: Fetcher, base: String, pinning: (any AddressPinning)?) async -> [FetchResponse] {
         await withTaskGroup(of: (Int, FetchResponse?).self) { group in
             for index in 0..<8 {
                 group.addTask {
                     let request = FetchRequest(
                         url: "\(base)/h2?delay=1000&n=\(index)", headers: [HTTPHeader(name: "X-Page", value: "p\(index)")],
-                        timeout: .seconds(20), connectTo: connectTo
+                        timeout: .seconds(20), pinning: pinning
                     )
                     return (index, try? await fetcher.fetch(request))
                 }

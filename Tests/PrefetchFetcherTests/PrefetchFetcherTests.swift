@@ -86,13 +86,15 @@ struct FetcherTests {
         }
     }
 
-    @Test func connectToRedirectsTheConnectionButNotTheHost() async throws {
+    @Test func aPinRedirectsTheConnectionButNotTheHost() async throws {
         try await withUpstream { upstream in
             try await withFetcher { fetcher in
                 let response = try await fetcher.fetch(
                     FetchRequest(
                         url: "http://api.example.test/ct",
-                        connectTo: ["api.example.test:80:127.0.0.1:\(upstream.port)"]
+                        pinning: StaticPins([
+                            AddressPin(host: "api.example.test", port: 80, address: "127.0.0.1", connectPort: upstream.port)
+                        ])
                     )
                 )
                 let echo = try Echo(response)
