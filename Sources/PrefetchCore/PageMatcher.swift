@@ -1,26 +1,7 @@
-/// Finds the config entry for a page URL.
+/// Finds the config entry for a page URL: exact entries by one hash lookup, then patterns of the page's origin and
+/// segment count, most specific first. The rules are in the README ("Page matching"), tested in `PageMatcherTests`.
 ///
-/// Rules (documented in the README, tested in `PageMatcherTests`):
-/// - The page URL's query and `#fragment` are ignored; scheme and host compare case-insensitively; an
-///   explicit default port equals no port; dot segments are resolved as a browser would.
-/// - Trailing slash: one trailing slash is ignored, so `/help/new/` and `/help/new` are the same page
-///   (the root `/` stays `/`). Paths are otherwise compared byte for byte (case-sensitive, no decoding).
-/// - An entry whose path has a `*` segment or a `{name}` segment (optionally with a literal prefix and
-///   suffix inside the segment, `{id}.html`) is a pattern. Each such segment matches exactly one
-///   non-empty path segment; `{name}` also captures it, and the page's captured values are forwarded like
-///   query parameters.
-/// - Exact entries win over patterns. Among patterns for the same origin and segment count the most
-///   specific wins: segments compare from the left, a literal segment beats an affixed capture
-///   (`{id}.html`), which beats a bare `{id}` or `*`; on a tie, longer literal affixes win; then the entry
-///   listed first.
-///
-/// Exact lookups are one hash lookup; patterns are bucketed by origin and segment count and kept sorted
-/// by specificity, so the first pattern that matches is the answer.
-///
-/// Lookups run on the page path's UTF-8 bytes: the path is cut into segment offset ranges once, the exact key
-/// reuses the path itself when it is already canonical, and within a bucket the patterns are also indexed by
-/// their first segment's literal, so a page only tries the patterns that can match (in the same order as a
-/// scan of the whole sorted bucket would).
+/// Design notes: `docs/design/page-matching.md`.
 public struct PageMatcher: Sendable {
     private var exact: [PageKey: Int] = [:]
     private var patterns: [BucketKey: Bucket] = [:]

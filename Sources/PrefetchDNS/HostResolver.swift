@@ -1,31 +1,8 @@
-// DNS prefetch and HTTPDNS for upstream requests.
-//
-// Design
-// - Why: a DNS lookup at request time costs 20-120 ms and carrier DNS gets hijacked. The service knows every API
-//   host from its config, so it resolves them ahead of time (optionally through HTTPDNS, a resolver reached over
-//   HTTP) and keeps the answers by TTL.
-// - How the answer is used: per transfer, as an `AddressPin` (the fetcher's type; the resolver is the request's
-//   `AddressPinning`), which the fetcher applies as a CURLOPT_CONNECT_TO entry. libcurl then connects to ADDRESS while the URL, the Host header, SNI, certificate host verification and
-//   cookie domains all keep the host name. The URL is never rewritten and CURLOPT_RESOLVE is never used (it
-//   would write into the DNS cache shared by every transfer of the multi handle); a transfer without an entry is
-//   untouched and resolves through libcurl as before.
-// - Request-time lookups never block and never wait: `pin(host:port:)` reads the cache under a `Mutex` and returns
-//   nothing for a host without an unexpired answer, so the transfer simply resolves through libcurl.
-// - `ResolverCache` is the state machine (value type, explicit `now`): watched hosts, answers with `refreshAt`
-//   (refresh-ahead, `refreshAhead` × lifetime) and `expiresAt`, in-flight marks and the concurrency bound.
-// - `run()` (a swift-service-lifecycle `Service`) is the only place lookups start: it takes due hosts from the
-//   cache, runs each lookup as a child task of one task group (structured, cancelled on shutdown), and sleeps
-//   until the next due time or a `Wakeup` (a new host set, a finished lookup, shutdown).
-// - Sources: HTTPDNS first when configured (fetched through the service's `Fetcher`, answers validated as IP
-//   literals only, TTL clamped to [minTTL, maxTTL]); any failure, timeout or invalid answer falls back to the
-//   system resolver for that host. So does an HTTPDNS answer holding a non-public address (loopback, private,
-//   link-local, CGNAT, ...) unless `allowPrivateAddresses` is set: a forged or misconfigured answer must not aim
-//   upstream requests, and the credentials they carry, at internal services. getaddrinfo runs on a dedicated DispatchQueue (`SystemResolver`), never on
-//   the cooperative pool, with the fixed `systemTTL` since it reports none.
-// - One pinned address per host: the first of the answer. A stable choice keeps libcurl's connection reuse and
-//   HTTP/2 multiplexing on one connection; pinning gives up libcurl's own fallback across addresses, so the
-//   fetcher tells the resolver of a pinned fetch that failed with `.connect` (`connectFailed`), which returns the
-//   host to libcurl until the next lookup.
+// DNS prefetch and HTTPDNS for upstream requests: every api host of the config is resolved ahead of time and
+// kept by TTL; a transfer is pinned to the cached address (`AddressPin`, applied by the fetcher; the URL, Host,
+// SNI and certificate checks keep the host name). Request-time lookups never block; a host without a fresh answer is
+// left to libcurl.
+// Design notes: docs/design/dns.md
 import Logging
 import Metrics
 import PrefetchCore

@@ -11,7 +11,7 @@ import Synchronization
 /// stored or in flight for the same user, and hand the results to whoever is entitled to them.
 ///
 /// The engine knows no HTTP: it throws ``PrefetchError`` and returns store outcomes; the HTTP layer maps them.
-/// See `docs/architecture.md` for the data path and `SECURITY.md` for who may read what.
+/// See `docs/ARCHITECTURE.md` for the data path and `SECURITY.md` for who may read what.
 ///
 /// - A trigger plans the page with the config current at that moment (an immutable value, so a config swap
 ///   never changes a plan that already started), computes one store key per request and asks the store for

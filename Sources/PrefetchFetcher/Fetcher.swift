@@ -1,22 +1,7 @@
-// The fetcher: upstream HTTP through libcurl's multi interface.
-//
-// Design
-// - One `Fetcher` owns one libcurl multi handle, and therefore one connection cache (keep-alive reuse, HTTP/2
-//   multiplexing over TLS) and one DNS cache shared by every transfer.
-// - The multi handle and every easy handle live on ONE dedicated loop thread, started by `run()`. That thread is
-//   the only one that touches curl handles; it blocks in `curl_multi_poll`, which is why it is a plain thread and
-//   not part of the cooperative pool. 1,000 transfers in flight still use this single thread.
-// - `fetch` creates a `FetchTicket`, installs a continuation on it and posts it to a `Mutex`-protected mailbox, then
-//   wakes the loop with `curl_multi_wakeup` (thread-safe by libcurl's contract). The loop admits tickets up to
-//   `maxTransfers`, keeps the rest queued (their timeout keeps running), and finishes each ticket exactly once.
-// - Cancelling the caller finishes its ticket with `.cancelled` immediately and posts a removal to the loop,
-//   which removes the easy handle from the multi handle.
-// - Lifecycle is the `FetcherPhase` state machine: fetches submitted before `run()` wait in the mailbox; graceful
-//   shutdown stops admissions and lets in-flight transfers finish (each bounded by its own timeout); task
-//   cancellation of `run()` fails everything in flight with `.shutdown`. Afterwards every fetch fails with
-//   `.shutdown`.
-// - Callbacks receive an unretained pointer to the loop-confined `EasyTransfer`; the loop keeps that object alive
-//   in its table until the handle has been removed from the multi handle.
+// The fetcher: upstream HTTP through libcurl's multi interface. One multi handle (one connection cache, one DNS
+// cache) and every easy handle live on one dedicated loop thread started by `run()`; callers post tickets to a
+// mailbox and wake the loop with `curl_multi_wakeup`, and results come back through continuations.
+// Design notes: docs/design/fetcher.md
 import CCurl
 import Foundation
 import Logging

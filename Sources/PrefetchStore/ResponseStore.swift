@@ -1,54 +1,8 @@
-// PrefetchStore: the TTL response store behind the prefetch orchestrator.
-//
-// Design
-// ======
-//
-// A page open triggers fetches; the page's JS later asks for the same responses. The store sits in between:
-// the trigger side calls `begin` and, when it is told it leads, fetches and calls `complete`; the JS side calls
-// `read`, which never starts a fetch and waits (bounded) while a fetch is in flight.
-//
-// Single flight. At most one flight per key at a time, as with nginx `proxy_cache_lock` or Varnish's waiting
-// list: `begin` on a pending key answers `.joined`. A leader that never completes cannot block the key forever:
-// once the flight is older than `lockAge` the next `begin` takes the lead (nginx `proxy_cache_lock_age`), and the
-// old leader's token goes stale, so its late `complete` is ignored. A leader that gives up calls `abandon`; its
-// waiters keep waiting (until their own deadlines) for the next leader, so one caller's cancellation never
-// poisons the others (the lesson of Go's singleflight). Failures are shared with everyone waiting, then kept
-// only for `negativeTTL` (default 5 s) so a failing upstream is not hammered by repeated triggers; with
-// `negativeTTL == .zero` failures are shared but not cached at all, exactly like singleflight.
-//
-// Isolation. Responses fetched with credentials must never reach another user (RFC 9111 §3.5). The identity
-// (a SHA-256 of the forwarded credential headers) is part of `StoreKey`, and the only index of entries is a
-// dictionary keyed by the whole `StoreKey`: there is no lookup by URL, prefix or partial key anywhere, so an entry
-// can only ever be returned for its exact key. The store never sees raw credentials.
-//
-// Entries. Each key's entry is the value-type state machine `Entry`:
-//     pending --complete--> ready | failed
-//     ready | failed --TTL--> expired,   --budget / retain--> evicted
-//     ready (no-store) --first read--> consumed
-// A `Cache-Control: no-store` response is handed out exactly once: to the first of the readers waiting when it
-// completes (the others get `.absent(.consumed)`), or, if nobody waits, to the first later reader. Ended entries
-// leave a small tombstone (a 32-byte key digest and the reason, at most `MemoryStore.tombstoneCapacity`) so a
-// reader learns "expired" or "consumed" rather than "not triggered".
-//
-// Memory. `MemoryStore` accounts key strings, header names and values, bodies and a fixed
-// `MemoryStore.perEntryOverhead` per entry against a byte budget and never exceeds it: completed entries are
-// evicted least recently used first; pending entries are never evicted. A response that cannot fit even in an
-// empty store is not kept: the readers already waiting for it still get it (it is in memory anyway), and later
-// reads get `.failed` with code `too_large` for `negativeTTL`. Expired entries are reclaimed lazily when touched
-// and by a sweep that runs at most once a second, piggybacked on store calls (no background task).
-//
-// Waiting. Readers wait on continuations that `complete` resumes directly (no polling). The deadline is a child
-// task racing a sleep against the continuation inside a task group; whichever settles the waiter first wins
-// under the store's lock, so a response is never both delivered and dropped.
-//
-// Metrics (swift-metrics, bounded dimensions only: `interface` is `StorePolicy.label`, `reason` one of
-// not-triggered, expired, consumed, evicted, failed, pending). Every read is counted exactly once:
-// `prefetch_store_hits_total{interface}` (ready on arrival), `prefetch_store_joins_total{interface}` (waited on
-// the flight and got its response) or `prefetch_store_misses_total{reason}`. Also
-// `prefetch_store_evictions_total`, `prefetch_store_expired_unused_total{interface}` (responses that ended unread:
-// wasted prefetches) and the gauges `prefetch_store_bytes` and `prefetch_store_entries`.
-//
-// `ResponseStore` is the seam for a shared (e.g. Redis) backend; `MemoryStore` is the in-process one.
+// PrefetchStore: the TTL response store behind the prefetch orchestrator. The trigger side claims a key's single
+// flight with `begin` and, when it leads, fetches and calls `complete`; the page side calls `read`, which never
+// starts a fetch and waits (bounded) for one in flight. `ResponseStore` is the seam for a shared backend
+// (`RedisStore`); `MemoryStore` is the in-process one.
+// Design notes: docs/design/response-store.md
 
 /// One response header as stored.
 public struct StoredHeader: Sendable, Hashable {

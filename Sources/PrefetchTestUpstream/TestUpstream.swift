@@ -1,21 +1,7 @@
-// A scriptable HTTP/1.1 upstream for tests and benchmarks.
-//
-// Design
-// - SwiftNIO server: the pipeline has only the HTTP request decoder; responses are written as raw bytes by
-//   `UpstreamHandler`, which is what lets it misbehave on purpose (reset, short bodies, garbage, hanging).
-// - Behaviour is scripted by query parameters of each request (see `UpstreamScript`), so any URL that reaches it,
-//   e.g. a configured API URL, can choose a fault.
-// - Requests on one connection are answered in order, one at a time (keep-alive; pipelined requests queue).
-// - Waiting (`delay`, `drip`) is scheduled on the event loop, never slept.
-// - Hit and connection counts live behind a `Mutex` in `UpstreamCounters`, shared by all event loops and
-//   readable in-process (`hits(path:)`) or over HTTP (`/__hits`, `/__connections`, `POST /__reset`).
-// - Optional TLS (`UpstreamTLS`): an `SNIHandler` first reads the server name the client presented in its
-//   ClientHello, then installs the NIOSSL server handler and the HTTP handlers for that connection. Every
-//   scripted request is recorded with its Host header and that server name (`requests()`, `/__requests`), so
-//   tests can prove which name a client presented while connecting to an address.
-// - Optional HTTP/2 (`http2: true`): over TLS it is offered by ALPN next to HTTP/1.1; on a plain port it is h2c
-//   with prior knowledge only (for clients such as nghttp; the fetcher speaks h2 over TLS only). Each stream is served by `HTTP2StreamHandler`; the peak of concurrent streams
-//   (`peakStreams()`, `/__connections`) is how a test proves requests were multiplexed on one connection.
+// A scriptable upstream (HTTP/1.1, optionally HTTP/2 and TLS) for tests and benchmarks: a SwiftNIO server whose
+// behaviour and faults are chosen by each request's query parameters (`UpstreamScript`), with hit, connection
+// and request records readable in process or over HTTP (`/__hits`, `/__connections`, `/__requests`).
+// Design notes: docs/design/test-upstream.md
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2
