@@ -97,6 +97,7 @@ let package = Package(
             name: "RedisStore",
             dependencies: [
                 "CHiredis",
+                "PrefetchCore",
                 "PrefetchStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -170,6 +171,7 @@ let package = Package(
         .target(
             name: "PrefetchTestUpstream",
             dependencies: [
+                "PrefetchCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

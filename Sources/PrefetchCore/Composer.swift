@@ -291,13 +291,6 @@ enum FormEncoding {
         }
     }
 
-    static func isHex(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"), UInt8(ascii: "A")...UInt8(ascii: "F"): true
-        default: false
-        }
-    }
-
     static let hexDigits = Array("0123456789ABCDEF".utf8)
 
     /// The text unchanged where it is legal in a query; any other byte, and `;`, percent-encoded.
@@ -320,7 +313,9 @@ enum FormEncoding {
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
-            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, isHex(bytes[index + 1]), isHex(bytes[index + 2]) {
+            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, Hex.value(of: bytes[index + 1]) != nil,
+                Hex.value(of: bytes[index + 2]) != nil
+            {
                 out += bytes[index...index + 2]
                 index += 3
                 continue
@@ -351,8 +346,10 @@ enum FormEncoding {
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
-            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, isHex(bytes[index + 1]), isHex(bytes[index + 2]) {
-                out.append(hexValue(bytes[index + 1]) << 4 | hexValue(bytes[index + 2]))
+            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = Hex.value(of: bytes[index + 1]),
+                let low = Hex.value(of: bytes[index + 2])
+            {
+                out.append(high << 4 | low)
                 index += 3
                 continue
             }
@@ -360,14 +357,6 @@ enum FormEncoding {
             index += 1
         }
         return String(validating: out, as: UTF8.self) ?? String(decoding: bytes, as: UTF8.self)
-    }
-
-    static func hexValue(_ byte: UInt8) -> UInt8 {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        default: byte - UInt8(ascii: "A") + 10
-        }
     }
 
     /// Form-encodes one component: unreserved bytes pass, space is `+`, everything else `%XX`.

@@ -113,7 +113,7 @@ public enum JSONBytes {
                         index += 1
                     case UInt8(ascii: "u"):
                         guard bytes.count - index >= 5 else { return false }
-                        for offset in 1...4 where !isHexDigit(bytes[index + offset]) { return false }
+                        for offset in 1...4 where Hex.value(of: bytes[index + offset]) == nil { return false }
                         index += 5
                     default: return false
                     }
@@ -178,11 +178,6 @@ public enum JSONBytes {
         }
 
         func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
-
-        func isHexDigit(_ byte: UInt8) -> Bool {
-            isDigit(byte) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
-                || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F"))
-        }
     }
 }
 

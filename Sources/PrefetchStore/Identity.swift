@@ -1,4 +1,5 @@
 import Crypto
+import PrefetchCore
 
 /// The per-deployment secret that identities are keyed with (HMAC-SHA256).
 ///
@@ -182,19 +183,4 @@ private func appendLengthPrefixed(_ bytes: [UInt8], to mac: inout HMAC<SHA256>) 
     var length = UInt64(bytes.count).bigEndian
     withUnsafeBytes(of: &length) { mac.update(data: Array($0)) }
     mac.update(data: bytes)
-}
-
-/// Lowercase hexadecimal.
-public enum Hex {
-    /// `bytes` as lowercase hex digits.
-    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(64)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
 }

@@ -1,3 +1,5 @@
+import PrefetchCore
+
 /// Why a `RedisStore` could not be created. `code` is from a small fixed vocabulary, safe as a metric label.
 public struct RedisStoreError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A bounded code; today only `invalid_url`.
@@ -198,21 +200,12 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
                 bytes.append(byte)
                 continue
             }
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+            guard let high = iterator.next().flatMap(Hex.value(of:)), let low = iterator.next().flatMap(Hex.value(of:)) else {
                 return nil
             }
             bytes.append(high << 4 | low)
         }
         return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// The URL with its user information shown as `user:***` (the user as written), so a password never

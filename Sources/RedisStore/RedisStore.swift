@@ -60,6 +60,7 @@
 import CoreMetrics
 import Crypto
 import Logging
+import PrefetchCore
 import PrefetchStore
 import ServiceLifecycle
 import Synchronization
