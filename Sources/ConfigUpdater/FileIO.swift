@@ -1,5 +1,5 @@
-import Dispatch
 import Foundation
+import NIOPosix
 import PrefetchCore
 
 #if canImport(Glibc)
@@ -17,18 +17,19 @@ struct FileSignature: Sendable, Hashable {
     var modifiedNanoseconds: Int64
 }
 
-/// Blocking file work (stat, read, fsync), and the validation of what was read, on a private serial queue, so the
-/// cooperative pool never blocks: validating a 10,000-page config takes tens of milliseconds.
+/// Blocking file work (stat, read, fsync), and the validation of what was read, on NIO's shared thread pool
+/// (`NIOThreadPool`, the project's one mechanism for blocking work), so the cooperative pool never blocks:
+/// validating a 10,000-page config takes tens of milliseconds. The updater runs one check at a time, so nothing
+/// here needs ordering.
 struct BlockingFileIO: Sendable {
-    private let queue = DispatchQueue(label: "prefetch.config-updater.file-io")
+    private let pool = NIOThreadPool.singleton
 
     private func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: body()) }
-        }
+        // The shared pool is never shut down, so it is always active; the fallback keeps the signature total.
+        (try? await pool.runIfActive(body)) ?? body()
     }
 
-    /// Runs CPU-heavy work (a config's validation) on the queue, off the cooperative pool.
+    /// Runs CPU-heavy work (a config's validation) off the cooperative pool.
     func compute<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await run(body)
     }

@@ -5,6 +5,7 @@
 // Design notes: docs/design/dns.md
 import Logging
 import Metrics
+import NIOPosix
 import PrefetchCore
 import PrefetchFetcher
 import ServiceLifecycle
@@ -137,9 +138,14 @@ public final class HostResolver: Service, AddressPinning, Sendable {
             "dns resolver starting",
             metadata: ["httpdns": "\(settings.httpdns != nil)", "max_concurrent_lookups": "\(settings.maxConcurrentLookups)"]
         )
+        // getaddrinfo's threads live as long as the lookups may: started here, stopped when the loop ends without
+        // waiting for a call still stuck in getaddrinfo (its result is dropped; its thread exits when it returns).
+        let threads = system.makeThreadPool()
+        threads.start()
+        defer { threads.shutdownGracefully { _ in } }
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
-                await loop()
+                await loop(threads)
             } onCancel: {
                 self.wakeup.signal()
             }
@@ -150,7 +156,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
         logger.debug("dns resolver stopped")
     }
 
-    private func loop() async {
+    private func loop(_ threads: NIOThreadPool) async {
         await withDiscardingTaskGroup { group in
             while !Task.isCancelled {
                 let now = ContinuousClock.now
@@ -163,7 +169,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
                 metrics.cached(step.cached)
                 for host in step.due {
                     group.addTask {
-                        await self.refresh(host)
+                        await self.refresh(host, threads: threads)
                         self.wakeup.signal()
                     }
                 }
@@ -174,7 +180,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
     }
 
     /// One lookup of `host`: HTTPDNS first when configured, the system resolver otherwise or as its fallback.
-    private func refresh(_ host: String) async {
+    private func refresh(_ host: String, threads: NIOThreadPool) async {
         if let endpoint = settings.httpdns, let fetcher {
             let started = ContinuousClock.now
             do {
@@ -196,7 +202,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
         }
         let started = ContinuousClock.now
         do {
-            let addresses = try await system.lookup(host, timeout: .milliseconds(settings.systemTimeoutMs))
+            let addresses = try await system.lookup(host, timeout: .milliseconds(settings.systemTimeoutMs), on: threads)
             metrics.duration(.system, started.duration(to: .now))
             metrics.lookup(.system, .ok)
             record(host, addresses: addresses, source: .system, ttl: settings.systemTTL)

@@ -1,4 +1,4 @@
-import Dispatch
+import NIOPosix
 import PrefetchCore
 import Synchronization
 
@@ -10,12 +10,13 @@ import Darwin
 
 /// getaddrinfo, kept off the cooperative pool.
 ///
-/// getaddrinfo blocks and cannot be cancelled, so each call runs on a dedicated concurrent DispatchQueue. The
-/// caller's continuation is resumed by whichever comes first: the answer, the timeout (a dispatch timer) or task
-/// cancellation; a call that loses the race keeps its thread until getaddrinfo returns, and its result is dropped.
-/// `maxBlocked` bounds how many such threads may exist at once: beyond it lookups fail fast with `.saturated`.
+/// getaddrinfo blocks and cannot be cancelled, so each call runs on a thread of the resolver's own `NIOThreadPool`
+/// (the project's one mechanism for blocking work; `maxBlocked` threads, started and stopped with the resolver's
+/// `run()`). The caller's continuation is resumed by whichever comes first: the answer, the timeout (a sleeping
+/// child task) or task cancellation; a call that loses the race keeps its thread until getaddrinfo returns, and its
+/// result is dropped. At most `maxBlocked` calls may hold a thread at once: beyond it lookups fail fast with
+/// `.saturated` rather than queue behind stuck ones.
 final class SystemResolver: Sendable {
-    private let queue = DispatchQueue(label: "prefetch.dns.getaddrinfo", attributes: .concurrent)
     private let blocked = Atomic<Int>(0)
     let maxBlocked: Int
 
@@ -23,8 +24,14 @@ final class SystemResolver: Sendable {
         self.maxBlocked = max(1, maxBlocked)
     }
 
-    /// The addresses of `host` (IPv4 and IPv6, in the system's preference order, duplicates removed).
-    func lookup(_ host: String, timeout: Duration) async throws(DNSError) -> [String] {
+    /// The thread pool lookups run on: one thread per call allowed to block.
+    func makeThreadPool() -> NIOThreadPool {
+        NIOThreadPool(numberOfThreads: maxBlocked)
+    }
+
+    /// The addresses of `host` (IPv4 and IPv6, in the system's preference order, duplicates removed), looked up on
+    /// a thread of `pool`.
+    func lookup(_ host: String, timeout: Duration, on pool: NIOThreadPool) async throws(DNSError) -> [String] {
         let started = blocked.add(1, ordering: .relaxed).newValue
         guard started <= maxBlocked else {
             blocked.subtract(1, ordering: .relaxed)
@@ -34,23 +41,31 @@ final class SystemResolver: Sendable {
             )
         }
         let once = ResumeOnce()
-        let result: Result<[String], DNSError> = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                once.install(continuation)
-                queue.async { [self] in
-                    let answer = Self.getaddrinfoBlocking(host)
-                    self.blocked.subtract(1, ordering: .relaxed)
-                    once.resume(answer)
-                }
-                let millis = Int(clamping: timeout.milliseconds)
-                queue.asyncAfter(deadline: .now() + .milliseconds(max(1, millis))) {
-                    once.resume(
-                        .failure(DNSError(code: .timeout, message: "system resolver lookup of \(host) exceeded \(timeout)"))
-                    )
-                }
+        let result: Result<[String], DNSError> = await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                // The timeout; cancelled once the lookup is answered.
+                guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                once.resume(.failure(DNSError(code: .timeout, message: "system resolver lookup of \(host) exceeded \(timeout)")))
             }
-        } onCancel: {
-            once.resume(.failure(DNSError(code: .cancelled, message: "system resolver lookup of \(host) cancelled")))
+            let result = await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    once.install(continuation)
+                    pool.submit { [self] state in
+                        guard case .active = state else {
+                            self.blocked.subtract(1, ordering: .relaxed)
+                            once.resume(.failure(DNSError(code: .cancelled, message: "system resolver stopped before \(host)")))
+                            return
+                        }
+                        let answer = Self.getaddrinfoBlocking(host)
+                        self.blocked.subtract(1, ordering: .relaxed)
+                        once.resume(answer)
+                    }
+                }
+            } onCancel: {
+                once.resume(.failure(DNSError(code: .cancelled, message: "system resolver lookup of \(host) cancelled")))
+            }
+            group.cancelAll()
+            return result
         }
         return try result.get()
     }
