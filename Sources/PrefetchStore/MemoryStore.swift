@@ -1,5 +1,6 @@
 import CoreMetrics
 import Logging
+import PrefetchCore
 import Synchronization
 
 /// The in-process `ResponseStore`: entries in memory under a byte budget, with single flight per key.
@@ -24,16 +25,19 @@ public final class MemoryStore: ResponseStore {
     private let state: Mutex<StoreState>
     private let metrics: StoreMetrics
     private let logger: Logger
-    private let clock = ContinuousClock()
+    private let clock: any ServiceClock
 
     /// Creates an empty store. A pending entry nobody waits for is forgotten once its flight is three lock ages
-    /// old. Metrics go to `metricsFactory` (the bootstrapped system by default).
+    /// old. Metrics go to `metricsFactory` (the bootstrapped system by default). Every TTL, lock age and reader
+    /// deadline is measured on `clock`.
     public init(
         budgetBytes: Int = 64 * 1024 * 1024,
         lockAge: Duration = .seconds(10),
         logger: Logger,
-        metricsFactory: any MetricsFactory = MetricsSystem.factory
+        metricsFactory: any MetricsFactory = MetricsSystem.factory,
+        clock: any ServiceClock = ContinuousClock()
     ) {
+        self.clock = clock
         precondition(budgetBytes > 0, "budgetBytes must be positive, got \(budgetBytes)")
         precondition(lockAge >= .zero, "lockAge must not be negative, got \(lockAge)")
         self.budgetBytes = budgetBytes
@@ -179,7 +183,7 @@ public final class MemoryStore: ResponseStore {
             }
             group.addTask {
                 do {
-                    try await Task.sleep(for: wait, clock: .continuous)
+                    try await self.clock.sleep(until: self.clock.now.advanced(by: wait), tolerance: nil)
                 } catch {
                     return nil
                 }

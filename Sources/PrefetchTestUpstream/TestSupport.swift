@@ -1,4 +1,5 @@
 import Foundation
+import PrefetchCore
 import Synchronization
 
 /// Runs `body` with a fresh upstream on 127.0.0.1 (TLS when given), always shut down afterwards, also when
@@ -63,4 +64,68 @@ public func eventually(within seconds: Double = 10, _ condition: () async throws
         try? await Task.sleep(for: .milliseconds(10))
     }
     return try await condition()
+}
+
+/// A clock that moves only when a test says so: `advance(by:)` moves `now` and wakes every sleeper whose deadline
+/// it reached. Sleepers are counted, so a test can wait until the code under test is asleep before moving time.
+public final class ManualClock: ServiceClock {
+    public typealias Instant = ContinuousClock.Instant
+
+    private struct Sleeper {
+        var deadline: Instant
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var now: Instant
+        var sleepers: [Int: Sleeper] = [:]
+        var nextID = 0
+    }
+
+    private let state: Mutex<State>
+
+    /// A clock reading `start` (by default the real clock's present, so instants compare sensibly with fixtures).
+    public init(start: Instant = ContinuousClock.now) {
+        state = Mutex(State(now: start))
+    }
+
+    public var now: Instant { state.withLock { $0.now } }
+
+    public var minimumResolution: Duration { .zero }
+
+    /// Tasks sleeping on this clock right now.
+    public var sleepers: Int { state.withLock { $0.sleepers.count } }
+
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        let id = state.withLock { state in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let outcome: Result<Void, any Error>? = state.withLock { state in
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    if deadline <= state.now { return .success(()) }
+                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    return nil
+                }
+                if let outcome { continuation.resume(with: outcome) }
+            }
+        } onCancel: {
+            let sleeper = state.withLock { $0.sleepers.removeValue(forKey: id) }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Moves `now` forward by `duration` and wakes the sleepers whose deadline it reached, earliest first.
+    public func advance(by duration: Duration) {
+        let woken: [Sleeper] = state.withLock { state in
+            state.now = state.now.advanced(by: duration)
+            let now = state.now
+            let due = state.sleepers.filter { $0.value.deadline <= now }
+            for id in due.keys { state.sleepers.removeValue(forKey: id) }
+            return due.values.sorted { $0.deadline < $1.deadline }
+        }
+        for sleeper in woken { sleeper.continuation.resume() }
+    }
 }

@@ -4,7 +4,7 @@ import Testing
 @testable import PrefetchStore
 
 @Suite struct SingleFlightTests {
-    @Test func hundredConcurrentBeginsMakeExactlyOneLeader() async {
+    @Test func hundredConcurrentBeginsMakeExactlyOneLeader() async throws {
         let store = makeStore()
         let outcomes = await withTaskGroup(of: BeginOutcome.self) { group in
             for _ in 0..<100 { group.addTask { await store.begin(key(), policy: policy()) } }
@@ -15,12 +15,9 @@ import Testing
         #expect(outcomes.filter { $0 == .joined }.count == 99)
     }
 
-    @Test func hundredWaitersAllGetTheLeadersResult() async {
+    @Test func hundredWaitersAllGetTheLeadersResult() async throws {
         let store = makeStore()
-        guard case .leader(let token) = await store.begin(key(), policy: policy()) else {
-            Issue.record("first begin must lead")
-            return
-        }
+        let token = try await lead(store, key(), policy: policy())
         let outcomes = await withTaskGroup(of: ReadOutcome.self) { group in
             for _ in 0..<100 { group.addTask { await store.read(key(), wait: .seconds(10)) } }
             do {
@@ -37,15 +34,11 @@ import Testing
         #expect(snapshot.pending == 0)
     }
 
-    @Test func failureIsSharedThenGoneAfterNegativeTTL() async {
-        let store = makeStore()
-        // Seconds, not milliseconds: on a loaded machine the checks between complete and the sleep must
-        // still fall inside the negative TTL.
+    @Test func failureIsSharedThenGoneAfterNegativeTTL() async throws {
+        let clock = ManualClock()
+        let store = makeStore(clock: clock)
         let failing = policy(negativeTTL: .seconds(2))
-        guard case .leader(let token) = await store.begin(key(), policy: failing) else {
-            Issue.record("first begin must lead")
-            return
-        }
+        let token = try await lead(store, key(), policy: failing)
         let failure = StoreFailure(code: "connect", message: "connection to api.test:443 refused")
         async let waiter = store.read(key(), wait: .seconds(10))
         do {
@@ -57,20 +50,16 @@ import Testing
         #expect(await store.read(key(), wait: .zero) == .failed(failure, joined: false))
         #expect(await store.begin(key(), policy: failing) == .fresh, "a fresh failure stops another fetch")
 
-        try? await Task.sleep(for: .milliseconds(2500))
+        clock.advance(by: .seconds(2) - .milliseconds(1))
+        #expect(await store.read(key(), wait: .zero) == .failed(failure, joined: false), "still inside the negative TTL")
+        clock.advance(by: .milliseconds(1))
         #expect(await store.read(key(), wait: .zero) == .absent(.expired))
-        if case .leader = await store.begin(key(), policy: failing) {
-        } else {
-            Issue.record("after negativeTTL a trigger must lead again")
-        }
+        _ = try await lead(store, key(), policy: failing)  // "after negativeTTL a trigger must lead again"
     }
 
-    @Test func cancelledWaiterLeavesTheFlightAndOtherWaitersAlone() async {
+    @Test func cancelledWaiterLeavesTheFlightAndOtherWaitersAlone() async throws {
         let store = makeStore()
-        guard case .leader(let token) = await store.begin(key(), policy: policy()) else {
-            Issue.record("first begin must lead")
-            return
-        }
+        let token = try await lead(store, key(), policy: policy())
         let cancelled = Task { await store.read(key(), wait: .seconds(10)) }
         async let first = store.read(key(), wait: .seconds(10))
         async let second = store.read(key(), wait: .seconds(10))
@@ -92,45 +81,42 @@ import Testing
         #expect(await store.read(key(), wait: .zero) == .ready(response("ok"), joined: false))
     }
 
-    @Test func readerDeadlinePassesWithPendingAndTheFlightGoesOn() async {
-        let store = makeStore()
-        guard case .leader(let token) = await store.begin(key(), policy: policy()) else {
-            Issue.record("first begin must lead")
-            return
-        }
-        #expect(await store.read(key(), wait: .milliseconds(100)) == .pending)
+    @Test func readerDeadlinePassesWithPendingAndTheFlightGoesOn() async throws {
+        let clock = ManualClock()
+        let store = makeStore(clock: clock)
+        let token = try await lead(store, key(), policy: policy())
+        async let waited = store.read(key(), wait: .milliseconds(100))
+        let asleep = await eventually { clock.sleepers == 1 }
+        try #require(asleep)
+        #expect(store.waitingReaders == 1)
+        clock.advance(by: .milliseconds(100))
+        #expect(await waited == .pending)
         #expect(await store.read(key(), wait: .zero) == .pending)
         #expect(store.waitingReaders == 0)
         await store.complete(key(), token: token, result: .success(response("late")))
         #expect(await store.read(key(), wait: .zero) == .ready(response("late"), joined: false))
     }
 
-    @Test func readNeverStartsAFlight() async {
+    @Test func readNeverStartsAFlight() async throws {
         let store = makeStore()
-        #expect(await store.read(key(), wait: .milliseconds(50)) == .absent(.notFound))
-        if case .leader = await store.begin(key(), policy: policy()) {
-        } else {
-            Issue.record("a read must not have claimed the flight")
-        }
+        #expect(await store.read(key(), wait: .seconds(10)) == .absent(.notFound), "nothing to wait for: answered at once")
+        _ = try await lead(store, key(), policy: policy())  // "a read must not have claimed the flight"
     }
 
-    @Test func lockAgeLetsANewLeaderTakeOverAndIgnoresTheStaleToken() async {
-        let store = makeStore(lockAge: .milliseconds(100))
-        guard case .leader(let first) = await store.begin(key(), policy: policy()) else {
-            Issue.record("first begin must lead")
-            return
-        }
+    @Test func lockAgeLetsANewLeaderTakeOverAndIgnoresTheStaleToken() async throws {
+        let clock = ManualClock()
+        let store = makeStore(lockAge: .milliseconds(100), clock: clock)
+        let first = try await lead(store, key(), policy: policy())
         #expect(await store.begin(key(), policy: policy()) == .joined)
         async let waiter = store.read(key(), wait: .seconds(10))
         do {
             let settled = await eventually { store.waitingReaders == 1 }
             #expect(settled)
         }
-        try? await Task.sleep(for: .milliseconds(300))
-        guard case .leader(let second) = await store.begin(key(), policy: policy()) else {
-            Issue.record("after lockAge a trigger must take over")
-            return
-        }
+        clock.advance(by: .milliseconds(99))
+        #expect(await store.begin(key(), policy: policy()) == .joined, "the lock is younger than its age")
+        clock.advance(by: .milliseconds(1))
+        let second = try await lead(store, key(), policy: policy())
         #expect(second != first)
         await store.complete(key(), token: first, result: .success(response("stale")))
         #expect(await store.read(key(), wait: .zero) == .pending, "the stale leader's result is ignored")
@@ -139,22 +125,16 @@ import Testing
         #expect(await store.read(key(), wait: .zero) == .ready(response("fresh"), joined: false))
     }
 
-    @Test func abandonedFlightKeepsWaitersForTheNextLeader() async {
+    @Test func abandonedFlightKeepsWaitersForTheNextLeader() async throws {
         let store = makeStore(lockAge: .seconds(60))
-        guard case .leader(let first) = await store.begin(key(), policy: policy()) else {
-            Issue.record("first begin must lead")
-            return
-        }
+        let first = try await lead(store, key(), policy: policy())
         async let waiter = store.read(key(), wait: .seconds(10))
         do {
             let settled = await eventually { store.waitingReaders == 1 }
             #expect(settled)
         }
         await store.abandon(key(), token: first)
-        guard case .leader(let second) = await store.begin(key(), policy: policy()) else {
-            Issue.record("after an abandon the next trigger leads without waiting for the lock age")
-            return
-        }
+        let second = try await lead(store, key(), policy: policy())
         await store.complete(key(), token: second, result: .success(response("second")))
         #expect(await waiter == .ready(response("second"), joined: true))
     }
@@ -169,7 +149,7 @@ import Testing
 }
 
 @Suite struct IsolationTests {
-    @Test func identitiesNeverSeeEachOthersEntries() async {
+    @Test func identitiesNeverSeeEachOthersEntries() async throws {
         let alice = Identity(headers: [("Cookie", "sid=alice-secret")], key: key)
         let bob = Identity(headers: [("Cookie", "sid=bob-secret")], key: key)
         let body = Array("{\"page\":1}".utf8)
@@ -181,17 +161,14 @@ import Testing
         await put(store, aliceKey, .success(response("alice's feed")))
         #expect(await store.read(bobKey, wait: .milliseconds(50)) == .absent(.notFound))
         #expect(await store.read(anonKey, wait: .zero) == .absent(.notFound))
-        guard case .leader(let token) = await store.begin(bobKey, policy: policy()) else {
-            Issue.record("bob's trigger must fetch for bob, not reuse alice's entry")
-            return
-        }
+        let token = try await lead(store, bobKey, policy: policy())
         await store.complete(bobKey, token: token, result: .success(response("bob's feed")))
         #expect(await store.read(aliceKey, wait: .zero).response == response("alice's feed"))
         #expect(await store.read(bobKey, wait: .zero).response == response("bob's feed"))
         #expect(!alice.digest.contains("alice-secret"))
     }
 
-    @Test func bodyHashIsPartOfTheKey() async {
+    @Test func bodyHashIsPartOfTheKey() async throws {
         let store = makeStore()
         let one = key("/search", body: Array("q=1".utf8))
         let two = key("/search", body: Array("q=2".utf8))
@@ -204,11 +181,14 @@ import Testing
 }
 
 @Suite struct LifetimeTests {
-    @Test func readyEntryExpiresAfterItsTTL() async {
-        let store = makeStore()
+    @Test func readyEntryExpiresAfterItsTTL() async throws {
+        let clock = ManualClock()
+        let store = makeStore(clock: clock)
         await put(store, key(), .success(response("short")), policy: policy(ttl: .milliseconds(150)))
         #expect(await store.read(key(), wait: .zero) == .ready(response("short"), joined: false))
-        try? await Task.sleep(for: .milliseconds(400))
+        clock.advance(by: .milliseconds(149))
+        #expect(await store.read(key(), wait: .zero) == .ready(response("short"), joined: false))
+        clock.advance(by: .milliseconds(1))
         #expect(await store.read(key(), wait: .zero) == .absent(.expired))
         let snapshot = await store.snapshot()
         #expect(snapshot.entries == 0)
@@ -216,27 +196,25 @@ import Testing
         #expect(snapshot.expiredUnused == 0, "it was read once")
     }
 
-    @Test func expiredUnreadResponsesAreCountedAsWaste() async {
-        let store = makeStore()
+    @Test func expiredUnreadResponsesAreCountedAsWaste() async throws {
+        let clock = ManualClock()
+        let store = makeStore(clock: clock)
         await put(store, key("/x"), .success(response("never read")), policy: policy(ttl: .milliseconds(100)))
         await put(store, key("/y"), .success(response("read")), policy: policy(ttl: .milliseconds(100)))
         _ = await store.read(key("/y"), wait: .zero)
-        try? await Task.sleep(for: .milliseconds(300))
+        clock.advance(by: .milliseconds(100))
         let snapshot = await store.snapshot()
         #expect(snapshot.expiredUnused == 1)
         #expect(snapshot.entries == 0)
     }
 
-    @Test func noStoreResponseIsHandedOutOnce() async {
+    @Test func noStoreResponseIsHandedOutOnce() async throws {
         let store = makeStore()
         await put(store, key(), .success(response("once", noStore: true)))
         #expect(await store.read(key(), wait: .zero) == .ready(response("once", noStore: true), joined: false))
         #expect(await store.read(key(), wait: .zero) == .absent(.consumed))
         #expect(await store.snapshot().entries == 0)
-        if case .leader = await store.begin(key(), policy: policy()) {
-        } else {
-            Issue.record("a consumed no-store entry must not block the next fetch")
-        }
+        _ = try await lead(store, key(), policy: policy())  // "a consumed no-store entry must not block the next fetch"
     }
 
     @Test func noStoreResponseGoesToExactlyOneOfManyConcurrentWaiters() async throws {
@@ -310,7 +288,7 @@ import Testing
         MemoryStore.perEntryOverhead + key(path).accountedBytes + bytes
     }
 
-    @Test func fillingThreeTimesTheBudgetNeverExceedsIt() async {
+    @Test func fillingThreeTimesTheBudgetNeverExceedsIt() async throws {
         let budget = 64 * 1024
         let store = makeStore(budget: budget)
         var generator = SystemRandomNumberGenerator()
@@ -344,7 +322,7 @@ import Testing
         #expect(await store.snapshot().bytes <= budget)
     }
 
-    @Test func leastRecentlyUsedEntryIsEvictedFirst() async {
+    @Test func leastRecentlyUsedEntryIsEvictedFirst() async throws {
         let size = 1_000
         let budget = 4 * footprint("/a", bytes: size) + 10
         let store = makeStore(budget: budget)
@@ -378,18 +356,15 @@ import Testing
         }
         await store.complete(key("/huge"), token: token, result: .success(response(bytes: 10_000)))
         #expect(await waiter == .ready(response(bytes: 10_000), joined: true))
-        guard case .failed(let failure, joined: false) = await store.read(key("/huge"), wait: .zero) else {
-            Issue.record("a later read must learn the response was too large")
-            return
-        }
-        #expect(failure.code == "too_large")
+        let later = await store.read(key("/huge"), wait: .zero)
+        #expect(later.failure?.code == "too_large", "a later read must learn the response was too large: \(later)")
         #expect(await store.read(key("/small"), wait: .zero).response == response("small"), "nothing was evicted for it")
         let snapshot = await store.snapshot()
         #expect(snapshot.bytes <= budget)
         #expect(snapshot.evictions == 0)
     }
 
-    @Test func storeFullOfInFlightEntriesStillLetsTriggersLead() async {
+    @Test func storeFullOfInFlightEntriesStillLetsTriggersLead() async throws {
         // Room for two in-flight entries plus a little, not for a third one nor for a 300-byte response beside them.
         let budget = 2 * (MemoryStore.perEntryOverhead + key("/p/0").accountedBytes) + 200
         let store = makeStore(budget: budget)
@@ -404,11 +379,8 @@ import Testing
         await store.complete(key("/p/2"), token: tokens[2], result: .success(response("untracked")))
         #expect(await store.read(key("/p/2"), wait: .zero) == .absent(.notFound))
         await store.complete(key("/p/0"), token: tokens[0], result: .success(response(bytes: 300)))
-        guard case .failed(let failure, _) = await store.read(key("/p/0"), wait: .zero) else {
-            Issue.record("no room beside in-flight entries must be reported")
-            return
-        }
-        #expect(failure.code == "store_full")
+        let full = await store.read(key("/p/0"), wait: .zero)
+        #expect(full.failure?.code == "store_full", "no room beside in-flight entries must be reported: \(full)")
         #expect(await store.snapshot().bytes <= budget)
     }
 }

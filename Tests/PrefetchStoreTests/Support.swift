@@ -1,5 +1,6 @@
 import Logging
 import MetricsTestKit
+import PrefetchCore
 import Testing
 
 @testable import PrefetchStore
@@ -7,9 +8,10 @@ import Testing
 let quietLogger = Logger(label: "prefetch.store.test") { _ in SwiftLogNoOpLogHandler() }
 
 func makeStore(
-    budget: Int = 1 << 20, lockAge: Duration = .seconds(10), metrics: TestMetrics = TestMetrics()
+    budget: Int = 1 << 20, lockAge: Duration = .seconds(10), metrics: TestMetrics = TestMetrics(),
+    clock: any ServiceClock = ContinuousClock()
 ) -> MemoryStore {
-    MemoryStore(budgetBytes: budget, lockAge: lockAge, logger: quietLogger, metricsFactory: metrics)
+    MemoryStore(budgetBytes: budget, lockAge: lockAge, logger: quietLogger, metricsFactory: metrics, clock: clock)
 }
 
 func key(_ path: String = "/a", identity: Identity = .anonymous, body: [UInt8]? = nil) -> StoreKey {
@@ -47,7 +49,11 @@ func put(
     _ store: MemoryStore, _ key: StoreKey, _ result: Result<StoredResponse, StoreFailure>,
     policy: StorePolicy = policy()
 ) async -> FlightToken? {
-    guard case .leader(let token) = await store.begin(key, policy: policy) else { return nil }
+    let outcome = await store.begin(key, policy: policy)
+    guard case .leader(let token) = outcome else {
+        Issue.record("expected to lead the flight for \(key), got \(outcome)")
+        return nil
+    }
     await store.complete(key, token: token, result: result)
     return token
 }
@@ -55,6 +61,11 @@ func put(
 extension ReadOutcome {
     var response: StoredResponse? {
         if case .ready(let response, _) = self { return response }
+        return nil
+    }
+
+    var failure: StoreFailure? {
+        if case .failed(let failure, _) = self { return failure }
         return nil
     }
 
