@@ -68,7 +68,8 @@ public final class ConfigUpdater: Service, Sendable {
     let onApply: (@Sendable (AppliedConfig) async -> Void)?
     let metrics: ConfigMetrics
     let files = BlockingFileIO()
-    let clock = ContinuousClock()
+    /// The fatigue window and the polling interval are measured on this clock.
+    let clock: any ServiceClock
     /// The served config. Only written while `state` is locked (lock order: `state`, then `box`).
     let box = Mutex<PrefetchConfig?>(nil)
     let state: Mutex<UpdaterState>
@@ -87,10 +88,12 @@ public final class ConfigUpdater: Service, Sendable {
         fetcher: Fetcher? = nil,
         logger: Logger,
         metricsFactory: any MetricsFactory = MetricsSystem.factory,
+        clock: any ServiceClock = ContinuousClock(),
         onApply: (@Sendable (AppliedConfig) async -> Void)? = nil
     ) throws(ConfigSettingsError) {
         try settings.validate(hasFetcher: fetcher != nil)
         self.settings = settings
+        self.clock = clock
         self.primary = ConfigSource(settings.source)
         self.fetcher = fetcher
         self.logger = logger
@@ -221,7 +224,7 @@ public final class ConfigUpdater: Service, Sendable {
     private func intervalLoop() async {
         while !Task.isCancelled {
             do {
-                try await Task.sleep(for: settings.interval)
+                try await clock.sleep(until: clock.now.advanced(by: settings.interval), tolerance: nil)
             } catch {
                 return
             }
@@ -233,7 +236,7 @@ public final class ConfigUpdater: Service, Sendable {
         var signature = initial
         while !Task.isCancelled {
             do {
-                try await Task.sleep(for: settings.fileWatchInterval)
+                try await clock.sleep(until: clock.now.advanced(by: settings.fileWatchInterval), tolerance: nil)
             } catch {
                 return
             }

@@ -36,6 +36,8 @@ public final class Orchestrator: Sendable {
     public let currentConfig: @Sendable () -> PrefetchConfig?
     let limiter: RateLimiter
     let addressLimiter: RateLimiter
+    /// Every time-based decision (ticket expiry, rate limits, timings) is made by this clock.
+    public let clock: any ServiceClock
     private let credentialNames: Set<String>
 
     /// The failure code an anonymous response gets in the shared entry when it may not be shared.
@@ -49,9 +51,11 @@ public final class Orchestrator: Sendable {
         tickets: any TicketRegistry,
         metrics: EngineMetrics,
         logger: Logger,
+        clock: any ServiceClock = ContinuousClock(),
         currentConfig: @escaping @Sendable () -> PrefetchConfig?
     ) {
         self.settings = settings
+        self.clock = clock
         self.store = store
         self.fetcher = fetcher
         self.resolver = resolver
@@ -120,8 +124,8 @@ public final class Orchestrator: Sendable {
         let credentials = credentials(in: headers)
         if settings.triggerRate > 0 {
             let retry =
-                addressLimiter.admit(caller)
-                ?? (credentials.identity == .anonymous ? nil : limiter.admit(credentials.identity.digest))
+                addressLimiter.admit(caller, now: clock.now)
+                ?? (credentials.identity == .anonymous ? nil : limiter.admit(credentials.identity.digest, now: clock.now))
             if let retry {
                 metrics.trigger(PrefetchError.rateLimited(retryAfter: retry).code)
                 throw .rateLimited(retryAfter: retry)
@@ -131,7 +135,7 @@ public final class Orchestrator: Sendable {
             metrics.trigger(PrefetchError.overloaded(retryAfter: .seconds(1)).code)
             throw .overloaded(retryAfter: .seconds(1))
         }
-        let now = ContinuousClock.now
+        let now = clock.now
         let ticketID = Ticket.newID()
         var requests: [TicketRequest] = []
         var composed: [String] = []
@@ -154,7 +158,7 @@ public final class Orchestrator: Sendable {
         let ticket = Ticket(
             id: ticketID, page: page, pageOrigin: plan.pageURL.origin, matched: plan.matched, version: plan.version,
             identity: credentials.identity, owner: caller, requests: requests,
-            timings: requests.map { _ in RequestTiming(origin: "leader", startedAt: now) }
+            timings: requests.map { _ in RequestTiming(origin: "leader", startedAt: now) }, now: now
         )
         async let inserted: Void = tickets.insert(ticket)
         // Every request's single flight is claimed in one call: one round trip to a shared store, not one each.
@@ -194,7 +198,7 @@ public final class Orchestrator: Sendable {
                     key, token: token,
                     result: .failure(StoreFailure(code: FetchErrorCode.shutdown.rawValue, message: "the service is shutting down")))
                 ticket.record(index) {
-                    $0.finishedAt = .now
+                    $0.finishedAt = self.clock.now
                     $0.error = FetchErrorCode.shutdown.rawValue
                 }
             }
@@ -213,7 +217,7 @@ public final class Orchestrator: Sendable {
     ) async {
         metrics.inFlight.record(fetcher.inFlight + 1)
         defer { metrics.inFlight.record(fetcher.inFlight) }
-        ticket.record(index) { $0.startedAt = .now }
+        ticket.record(index) { $0.startedAt = self.clock.now }
         do {
             let response = try await fetcher.fetch(request)
             let headers = response.headers.filter { !Self.hopByHop.contains($0.name.lowercased()) }.map {
@@ -222,7 +226,7 @@ public final class Orchestrator: Sendable {
             let cacheControl = response.headers.filter { $0.name.lowercased() == "cache-control" }.map { $0.value.lowercased() }
             let noStore = cacheControl.contains { $0.contains("no-store") }
             ticket.record(index) {
-                $0.finishedAt = .now
+                $0.finishedAt = self.clock.now
                 $0.status = response.status
                 $0.bytes = response.body.count
             }
@@ -239,7 +243,8 @@ public final class Orchestrator: Sendable {
                 return
             }
             let stored = StoredResponse(
-                status: response.status, headers: headers, body: response.body, fetchedAt: .now, noStore: noStore, elapsed: response.elapsed
+                status: response.status, headers: headers, body: response.body, fetchedAt: clock.now, noStore: noStore,
+                elapsed: response.elapsed
             )
             let setsCookie = response.headers.contains { $0.name.lowercased() == "set-cookie" || $0.name.lowercased() == "set-cookie2" }
             let isPrivate = cacheControl.contains { $0.contains("private") }
@@ -278,7 +283,7 @@ public final class Orchestrator: Sendable {
             }
             metrics.fetch(label, outcome: error.code.rawValue)
             ticket.record(index) {
-                $0.finishedAt = .now
+                $0.finishedAt = self.clock.now
                 $0.error = error.code.rawValue
             }
             logger.info(

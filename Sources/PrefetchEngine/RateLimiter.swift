@@ -28,7 +28,7 @@ public final class RateLimiter: Sendable {
     }
 
     /// Takes one token for `caller`: `nil` when admitted, else how long until a token is available.
-    public func admit(_ caller: String, now: ContinuousClock.Instant = .now) -> Duration? {
+    public func admit(_ caller: String, now: ContinuousClock.Instant) -> Duration? {
         state.withLock { state in
             var bucket = state.buckets[caller] ?? Bucket(tokens: burst, updated: now)
             let elapsed = now - bucket.updated

@@ -79,7 +79,7 @@ public enum TicketAccess {
 extension Orchestrator {
     /// A read key for `ticket`, valid for ``ServiceSettings/readKeyLifetime`` or the ticket's life if shorter.
     func readKey(for ticket: Ticket) -> ReadKey {
-        let lifetime = min(settings.readKeyLifetime, ticket.expiresAt - .now)
+        let lifetime = min(settings.readKeyLifetime, ticket.expiresAt - clock.now)
         let expiresMs = Int64(Date().timeIntervalSince1970 * 1000) + max(0, lifetime.milliseconds)
         var generator = SystemRandomNumberGenerator()
         let nonce = (0..<8).map { _ in UInt8.random(in: 0...255, using: &generator) }

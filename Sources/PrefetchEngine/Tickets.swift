@@ -55,9 +55,8 @@ public final class Ticket: Sendable {
 
     init(
         id: String, page: String, pageOrigin: String, matched: String, version: String, identity: Identity, owner: String,
-        requests: [TicketRequest], timings: [RequestTiming]
+        requests: [TicketRequest], timings: [RequestTiming], now: ContinuousClock.Instant
     ) {
-        let now = ContinuousClock.now
         self.id = id
         self.owner = owner
         self.page = page
@@ -73,8 +72,7 @@ public final class Ticket: Sendable {
     }
 
     /// A ticket read back from a shared store (triggered on another replica): its timings are not known here.
-    init(record: TicketRecord) {
-        let now = ContinuousClock.now
+    init(record: TicketRecord, now: ContinuousClock.Instant) {
         let remaining = Duration.milliseconds(max(0, record.expiresAtMs - Int64(Date().timeIntervalSince1970 * 1000)))
         self.id = record.id
         self.page = record.page
@@ -146,8 +144,10 @@ public final class Ticket: Sendable {
     public static let storeLabel = TicketRecord.storeLabel
 
     /// Records how a read of request `index` was served (`hit`, `joined`) or why it missed, for the debug view.
-    public func recordRead(_ index: Int, served: String, reason: String?, askedAt: ContinuousClock.Instant) {
-        let read = TicketRead(index: index, served: served, reason: reason, askedAt: askedAt, answeredAt: .now)
+    public func recordRead(
+        _ index: Int, served: String, reason: String?, askedAt: ContinuousClock.Instant, answeredAt: ContinuousClock.Instant
+    ) {
+        let read = TicketRead(index: index, served: served, reason: reason, askedAt: askedAt, answeredAt: answeredAt)
         reads.withLock { reads in
             if reads.count >= Self.readLimit { reads.removeFirst() }
             reads.append(read)
@@ -266,10 +266,14 @@ public struct SharedTicketRegistry: TicketRegistry {
     let store: any ResponseStore
     let local: LocalTicketRegistry
 
-    /// A registry sharing tickets through `store`, holding at most `capacity` tickets and `budgetBytes` here.
-    public init(store: any ResponseStore, capacity: Int, budgetBytes: Int) {
+    let clock: any ServiceClock
+
+    /// A registry sharing tickets through `store`, holding at most `capacity` tickets and `budgetBytes` here;
+    /// tickets expire by `clock`.
+    public init(store: any ResponseStore, capacity: Int, budgetBytes: Int, clock: any ServiceClock = ContinuousClock()) {
         self.store = store
-        self.local = LocalTicketRegistry(capacity: capacity, budgetBytes: budgetBytes)
+        self.clock = clock
+        self.local = LocalTicketRegistry(capacity: capacity, budgetBytes: budgetBytes, clock: clock)
     }
 
     public func insert(_ ticket: Ticket) async {
@@ -287,8 +291,9 @@ public struct SharedTicketRegistry: TicketRegistry {
             let record = try? JSONDecoder().decode(TicketRecord.self, from: Data(response.body)),
             record.id == id
         else { return nil }
-        let ticket = Ticket(record: record)
-        return ticket.expiresAt > .now ? ticket : nil
+        let now = clock.now
+        let ticket = Ticket(record: record, now: now)
+        return ticket.expiresAt > now ? ticket : nil
     }
 
     public func localTicket(_ id: String) -> Ticket? { local.ticket(id) }
@@ -325,11 +330,13 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
     private let state = Mutex(State())
     let capacity: Int
     let budgetBytes: Int
+    let clock: any ServiceClock
 
-    /// A registry of at most `capacity` tickets and `budgetBytes` bytes.
-    public init(capacity: Int, budgetBytes: Int = .max) {
+    /// A registry of at most `capacity` tickets and `budgetBytes` bytes; tickets expire by `clock`.
+    public init(capacity: Int, budgetBytes: Int = .max, clock: any ServiceClock = ContinuousClock()) {
         self.capacity = max(1, capacity)
         self.budgetBytes = max(1, budgetBytes)
+        self.clock = clock
     }
 
     public func insert(_ ticket: Ticket) async {
@@ -344,7 +351,7 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
             state.order.append(ticket.id)
             state.owners[ticket.owner, default: (0, [])].bytes += ticket.accountedBytes
             state.owners[ticket.owner, default: (0, [])].ids.append(ticket.id)
-            let now = ContinuousClock.now
+            let now = clock.now
             while state.head < state.order.count {
                 let oldest = state.order[state.head]
                 guard let candidate = state.tickets[oldest] else {
@@ -368,9 +375,10 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
     }
 
     public func ticket(_ id: String) -> Ticket? {
-        state.withLock { state in
+        let now = clock.now
+        return state.withLock { state in
             guard let ticket = state.tickets[id] else { return nil }
-            if ticket.expiresAt <= .now {
+            if ticket.expiresAt <= now {
                 state.drop(id)
                 return nil
             }

@@ -39,7 +39,8 @@ public func buildApplication(
     registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
-    onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in },
+    clock: any ServiceClock = ContinuousClock()
 ) throws -> some ApplicationProtocol {
     let factory = PrometheusMetricsFactory(registry: registry)
     let metrics = EngineMetrics(factory: factory)
@@ -62,14 +63,16 @@ public func buildApplication(
         services.append(shared)
     } else {
         redis = nil
-        store = MemoryStore(budgetBytes: settings.storeBytes, lockAge: settings.lockAge, logger: logger, metricsFactory: factory)
+        store = MemoryStore(
+            budgetBytes: settings.storeBytes, lockAge: settings.lockAge, logger: logger, metricsFactory: factory, clock: clock)
     }
 
     // The config: a live source (file or URL, checked by the updater) or a fixed one given by the caller.
     let updater: ConfigUpdater?
     let currentConfig: @Sendable () -> PrefetchConfig?
     if let source = settings.configSource {
-        let live = try ConfigUpdater(settings: source, fetcher: fetcher, logger: logger, metricsFactory: factory) { applied in
+        let live = try ConfigUpdater(settings: source, fetcher: fetcher, logger: logger, metricsFactory: factory, clock: clock) {
+            applied in
             resolver.prefetch(hosts: applied.config.apiHosts)
             if applied.previous != nil {
                 // Responses of interfaces the new config no longer has are dropped; tickets stay.
@@ -87,11 +90,11 @@ public func buildApplication(
     }
     let tickets: any TicketRegistry =
         redis == nil
-        ? LocalTicketRegistry(capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes)
-        : SharedTicketRegistry(store: store, capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes)
+        ? LocalTicketRegistry(capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock)
+        : SharedTicketRegistry(store: store, capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock)
     let orchestrator = Orchestrator(
         settings: settings, store: store, fetcher: fetcher, resolver: resolver, tickets: tickets, metrics: metrics, logger: logger,
-        currentConfig: currentConfig)
+        clock: clock, currentConfig: currentConfig)
     services.append(orchestrator.runner)
     let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
     services.append(pools)

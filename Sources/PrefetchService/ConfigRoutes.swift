@@ -72,7 +72,7 @@ struct ConfigRoutes: Sendable {
                 throw APIError(
                     status: .conflict, code: "fixed-config", message: "this service runs a fixed config; there is no source to check")
             }
-            if !lastRefresh.admit(interval: Self.minimumRefreshInterval) {
+            if !lastRefresh.admit(interval: Self.minimumRefreshInterval, now: orchestrator.clock.now) {
                 return try JSONEncoding.response(
                     .ok, RefreshAnswer(outcome: "throttled", coalesced: false, errors: [], status: updater.status()))
             }
@@ -105,7 +105,7 @@ final class RefreshThrottle: Sendable {
     private let last = Mutex<ContinuousClock.Instant?>(nil)
 
     /// Whether a refresh may start now (none started within `interval`); records it when so.
-    func admit(interval: Duration, now: ContinuousClock.Instant = .now) -> Bool {
+    func admit(interval: Duration, now: ContinuousClock.Instant) -> Bool {
         last.withLock { last in
             if let previous = last, now - previous < interval { return false }
             last = now

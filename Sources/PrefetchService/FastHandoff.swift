@@ -72,7 +72,7 @@ struct FastHandoff: Sendable {
         guard Self.isValidWait(query),
             let index = try? PrefetchRoutes.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, query: query)
         else { return nil }
-        let asked = ContinuousClock.now
+        let asked = orchestrator.clock.now
         let started = DispatchTime.now().uptimeNanoseconds
         guard case .ready(let response, let joined)? = orchestrator.readIfReady(ticket, index: index) else { return nil }
         // From here on the entry has been read (a no-store one consumed): this handler answers, whatever follows.
@@ -85,7 +85,7 @@ struct FastHandoff: Sendable {
         fields[.contentLength] = String(body.readableBytes)
         if let origin { PageGuardMiddleware.decorate(&fields, origin: origin, grant: grant) }
         PageGuardMiddleware.secure(&fields)
-        ticket.recordRead(index, served: served, reason: nil, askedAt: asked)
+        ticket.recordRead(index, served: served, reason: nil, askedAt: asked, answeredAt: orchestrator.clock.now)
         requestMetrics.record(route: route, status: status, nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
         return (HTTPResponse(status: status, headerFields: fields), body)
     }

@@ -150,7 +150,8 @@ struct PrefetchRoutes: Sendable {
                 let index = try? Self.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, request: request),
                 error.status == .unauthorized || error.status == .forbidden
             {
-                ticket.recordRead(index, served: "miss", reason: error.code, askedAt: .now)
+                ticket.recordRead(
+                    index, served: "miss", reason: error.code, askedAt: orchestrator.clock.now, answeredAt: orchestrator.clock.now)
             }
             throw error
         }
@@ -189,14 +190,16 @@ struct PrefetchRoutes: Sendable {
     /// Replays the ticket's request chosen by the query, recording the read for the debug view.
     func replay(_ ticket: Ticket, request: Request) async throws(APIError) -> Response {
         let index = try Self.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, request: request)
-        let asked = ContinuousClock.now
+        let asked = orchestrator.clock.now
         do {
             let wait = orchestrator.clampWait(try Self.waitParameter(request), default: ticket.requests[index].timeout)
             let response = try replay(await orchestrator.read(ticket, index: index, wait: wait), wait: wait)
-            ticket.recordRead(index, served: response.headers[PrefetchHeaders.served] ?? "hit", reason: nil, askedAt: asked)
+            ticket.recordRead(
+                index, served: response.headers[PrefetchHeaders.served] ?? "hit", reason: nil, askedAt: asked,
+                answeredAt: orchestrator.clock.now)
             return response
         } catch {
-            ticket.recordRead(index, served: "miss", reason: error.code, askedAt: asked)
+            ticket.recordRead(index, served: "miss", reason: error.code, askedAt: asked, answeredAt: orchestrator.clock.now)
             throw error
         }
     }

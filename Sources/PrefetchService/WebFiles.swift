@@ -183,11 +183,12 @@ struct DebugRoutes: Sendable {
         } else {
             tickets = orchestrator.tickets.recent(limit)
         }
-        return OpensAnswer(opens: tickets.map(Self.open))
+        let now = orchestrator.clock.now
+        return OpensAnswer(opens: tickets.map { Self.open($0, now: now) })
     }
 
     /// One page open with its requests in ms since the trigger.
-    static func open(_ ticket: Ticket) -> OpensAnswer.Open {
+    static func open(_ ticket: Ticket, now: ContinuousClock.Instant) -> OpensAnswer.Open {
         let timings = ticket.timings.withLock { $0 }
         let reads = ticket.reads.withLock { $0 }
         let since = { (instant: ContinuousClock.Instant) -> Int64 in (instant - ticket.createdAt).milliseconds }
@@ -204,7 +205,7 @@ struct DebugRoutes: Sendable {
         }
         return OpensAnswer.Open(
             ticket: String(ticket.id.prefix(8)) + "…", page: ticket.page, matched: ticket.matched, version: ticket.version,
-            createdAt: ticket.createdWallClock, ageMs: (ContinuousClock.now - ticket.createdAt).milliseconds, requests: requests)
+            createdAt: ticket.createdWallClock, ageMs: (now - ticket.createdAt).milliseconds, requests: requests)
     }
 
     /// `GET /v1/debug/status`: store occupancy, tickets, renderer pools and the config in force.

@@ -265,6 +265,7 @@ struct PrefetchServiceTests {
 
     /// After its TTL a response is gone: `/v1/data` answers 404 `expired` (the store remembers why), and once
     /// the ticket itself expires (TTL plus timeout after the trigger) the ticket answers 404 `unknown-ticket`.
+    /// Time moves by hand: nothing depends on how fast the machine is.
     @Test func responsesExpireAfterTheirTTL() async throws {
         try await withUpstream { upstream in
             let base = upstream.base
@@ -272,28 +273,26 @@ struct PrefetchServiceTests {
             let config = configText(pages: [
                 pageEntry(page, [#"{"name": "short", "api": "\#(base)/ttl/short", "method": "GET", "ttl": 1, "timeout": 500}"#])
             ])
-            try await withService(config: config) { service in
+            let clock = ManualClock()
+            try await withService(config: config, clock: clock) { service in
                 let ticket = try await service.ticket(page)
                 let dataURI = "/v1/data?page=\(q(page))&name=short"
                 let first = try await service.get(dataURI + "&wait=5000")
                 #expect(first.status == 200)
+                clock.advance(by: .milliseconds(999))
+                #expect(try await service.get(dataURI + "&wait=0").status == 200, "still inside its TTL")
 
-                var last = first
-                let gone = try await eventually(within: 5) {
-                    last = try await service.get(dataURI + "&wait=0")
-                    return last.status != 200
-                }
-                #expect(gone)
+                clock.advance(by: .milliseconds(1))
+                let last = try await service.get(dataURI + "&wait=0")
                 #expect(last.status == 404)
                 #expect(last.errorCode == "expired")
                 #expect(last.header("X-Prefetch-Reason") == "expired")
+                let stillKnown = try await service.get("/v1/prefetch/\(ticket)/data?name=short&wait=0")
+                #expect(stillKnown.errorCode == "expired", "the ticket outlives the response by its timeout: \(stillKnown.text)")
 
-                var ticketReply = last
-                let ticketGone = try await eventually(within: 5) {
-                    ticketReply = try await service.get("/v1/prefetch/\(ticket)/data?name=short&wait=0")
-                    return ticketReply.errorCode == "unknown-ticket"
-                }
-                #expect(ticketGone, "\(ticketReply.text)")
+                clock.advance(by: .milliseconds(500))
+                let ticketReply = try await service.get("/v1/prefetch/\(ticket)/data?name=short&wait=0")
+                #expect(ticketReply.errorCode == "unknown-ticket", "\(ticketReply.text)")
                 #expect(ticketReply.status == 404)
                 #expect(upstream.hits(path: "/ttl/short") == 1)
             }

@@ -207,6 +207,7 @@ func testSettings() -> ServiceSettings {
 func withService<T: Sendable>(
     config: String,
     settings: ServiceSettings = testSettings(),
+    clock: any ServiceClock = ContinuousClock(),
     _ body: @Sendable (LiveService) async throws -> T
 ) async throws -> T {
     let loaded = try ConfigLoader.parse(Array(config.utf8), source: "test config")
@@ -215,7 +216,8 @@ func withService<T: Sendable>(
     let registry = PrometheusCollectorRegistry()
     let adminPort = PortBox()
     let app = try buildApplication(
-        settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger, onAdminRunning: { adminPort.set($0) })
+        settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger, onAdminRunning: { adminPort.set($0) },
+        clock: clock)
     return try await app.test(.live) { client in
         let port = try #require(client.port)
         let admin = try #require(await adminPort.value(), "the operator surface did not start")
