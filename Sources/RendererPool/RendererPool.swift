@@ -291,7 +291,8 @@ public actor RendererPool: Service {
 
     /// Destroys retired renderers (several at once concurrently), then reports each as destroyed.
     private func destroy(_ retirements: [PoolState.Retirement]) async {
-        var doomed: [(String, any Renderer)] = []
+        // Each is reported destroyed even if its renderer were missing, so no entry can hold a slot forever.
+        var doomed: [(String, (any Renderer)?)] = []
         for retirement in retirements {
             let rendererID = retirement.rendererID
             switch retirement.reason {
@@ -304,13 +305,13 @@ public actor RendererPool: Service {
                 logger.debug(
                     "renderer retired", metadata: ["renderer": "\(rendererID)", "reason": "\(retirement.reason.rawValue)"])
             }
-            if let renderer = renderers[rendererID] { doomed.append((rendererID, renderer)) }
+            doomed.append((rendererID, renderers[rendererID]))
         }
         if doomed.count == 1 {
-            await doomed[0].1.destroy()
+            await doomed[0].1?.destroy()
         } else {
             await withDiscardingTaskGroup { group in
-                for (_, renderer) in doomed { group.addTask { await renderer.destroy() } }
+                for case (_, let renderer?) in doomed { group.addTask { await renderer.destroy() } }
             }
         }
         for (rendererID, _) in doomed {
