@@ -1,39 +1,8 @@
 /// RendererPool keeps pre-initialised renderers warm so that opening a page does not pay for creating one.
-///
-/// Design
-/// ------
-/// - A ``Renderer`` is created by a ``RendererFactory`` (the costly step), reset between leases, health
-///   checked before every hand-out, and destroyed. Two kinds exist: `modelled` (a simulation with a creation
-///   cost, memory figure, failure and death rates; seedable) and `process` (a real command run through
-///   swift-subprocess, warm once it prints its ready line or opens its ready port).
-/// - One ``RendererPool`` (an actor) per ``RendererProfile``; ``RendererPools`` holds the named profiles.
-///   Every renderer's life is a ``RendererLifecycle`` value (warming → idle → leased → resetting → idle … →
-///   retiring → destroyed); the actor only moves renderers along those transitions, and an `await` on a
-///   renderer always happens with the renderer already in the state that owns it, so actor reentrancy
-///   cannot hand one renderer out twice.
-/// - `acquire(page:caller:)`: a warm idle renderer at once (warm hit, most recently used first); otherwise a new
-///   one if the pool is under `maxSize` (cold start, created by the acquirer itself); otherwise the acquirer
-///   joins a FIFO queue and is served, in order, by the next renderer that becomes idle or the next free
-///   slot, up to `acquireTimeout`. Newcomers queue behind existing waiters, so nobody overtakes. Everything
-///   that exists counts towards `maxSize`: warming, idle, leased, resetting and retiring renderers.
-/// - A lease id is 128 random bits (22 base64url characters): whoever holds it may release or destroy the
-///   renderer, so it is not guessable from other ids. An acquire that names a `caller` counts against that
-///   caller's `maxLeasesPerCaller` from the moment it starts until its lease ends (released, reclaimed or
-///   destroyed) or the acquire fails; a caller at its cap is refused at once instead of queueing, so one
-///   caller cannot hold the whole pool while others wait.
-/// - A renderer that fails its health check when about to be handed out is destroyed and the acquirer
-///   tries again (keeping its place at the head of the queue). `release(id:healthy:)` resets the renderer
-///   before it goes back to idle; an unhealthy release, a failed reset, `maxUses` and the (jittered)
-///   `maxLifetime` destroy it instead.
-/// - `run()` (swift-service-lifecycle ``Service``) does the background work: it hosts renderer processes,
-///   refills to `minIdle` one creation at a time in a background-priority child task, and every tick
-///   reclaims leases older than `leaseTimeout`, retires idle renderers past their lifetime, shrinks idle
-///   renderers unused for `idleTimeout` back towards `minIdle`, and health checks idle renderers. On graceful
-///   shutdown or cancellation it fails waiting acquirers, destroys every renderer (leased ones too) and
-///   returns only when every renderer process has been reaped.
-/// - Before `run()` starts, acquires still work for modelled renderers (they cold-start inline); process
-///   renderers need `run()` to host their processes, so a process cold start before `run()` waits for it
-///   and fails after `readyTimeoutMs`. Nothing is created in an initialiser.
+/// ``RendererPool`` (an actor) is the I/O shell: it creates, resets, health checks and destroys renderers and
+/// suspends acquirers, while every decision (who gets which renderer, FIFO order, limits, timeouts, retirement)
+/// is made by the pure state machine ``PoolState``, with time passed in from an injected clock.
+/// Design notes: docs/design/renderer-pool.md
 import Logging
 import Metrics
 import ServiceLifecycle
@@ -60,29 +29,14 @@ public struct Lease: Sendable {
     public let renderer: any Renderer
 }
 
-/// A pool of renderers for one profile. See the design notes at the top of this file.
+/// A pool of renderers for one profile. See docs/design/renderer-pool.md.
 public actor RendererPool: Service {
-    private enum Grant: Sendable {
-        case renderer(String)
-        case slot(String)
-        case timeout
-        case cancelled
-        case shutdown
-    }
-
-    private struct Waiter {
-        let id: Int
-        let continuation: CheckedContinuation<Grant, Never>
-    }
-
-    private struct Entry {
-        var life: RendererLifecycle
-        var renderer: (any Renderer)?
-        var createTime: Duration = .zero
-        var background: Bool
-        var leaseID: String?
-        /// The caller the current lease counts against, if it named one.
-        var caller: String?
+    /// An acquirer between its `wait` step and the step that wakes it.
+    private enum Waiter {
+        /// Suspended on its continuation.
+        case suspended(CheckedContinuation<PoolState.AcquireStep, Never>)
+        /// Woken before it suspended; the wait returns this at once.
+        case settled(PoolState.AcquireStep)
     }
 
     /// The profile's name (the `profile` metric dimension).
@@ -94,35 +48,14 @@ public actor RendererPool: Service {
     private let host: ProcessHost?
     private let logger: Logger
     private let metrics: PoolMetrics
-    private let random: SharedRandom
-    private let clock = ContinuousClock()
+    private let clock: PoolClock
     private let tick: Duration
-    private let healthCheckInterval: Duration
 
-    private var entries: [String: Entry] = [:]
-    /// Idle renderer ids, least recently used first.
-    private var idle: [String] = []
-    /// Renderer id by lease id.
-    private var leases: [String: String] = [:]
-    /// Acquires in progress plus leases held, by caller; a caller with none has no key.
-    private var callerLeases: [String: Int] = [:]
-    private var waiters: [Waiter] = []
-    /// Waiter ids issued and not yet finished, with an early expiry when it arrived before the enqueue.
-    private var openWaits: [Int: Grant?] = [:]
-    private var nextRenderer = 0
-    private var nextWaiter = 0
-    private var closed = false
+    private var state: PoolState
+    /// The renderers the factory delivered and that are not destroyed yet, by renderer id.
+    private var renderers: [String: any Renderer] = [:]
+    private var waiters: [PoolState.AcquireID: Waiter] = [:]
     private var drainWaiters: [CheckedContinuation<Void, Never>] = []
-    private var lastHealthCheck: ContinuousClock.Instant?
-
-    private var created = 0
-    private var destroyed = 0
-    private var createFailures = 0
-    private var warmHits = 0
-    private var coldStarts = 0
-    private var timeouts = 0
-    private var reclaimed = 0
-    private var waits = WaitWindow(capacity: 1024)
 
     /// A pool creating renderers of `profile.kind` (`modelled` or `process`).
     ///
@@ -132,6 +65,7 @@ public actor RendererPool: Service {
     ///   - tick: how often `run()` does its housekeeping (lease reclaim, lifetime, idle shrink, refill).
     ///   - healthCheckInterval: how often `run()` health checks idle renderers.
     ///   - metricsFactory: where metrics go; the bootstrapped `MetricsSystem.factory` when nil.
+    ///   - clock: the time every timeout, lifetime and tick is measured in.
     public init(
         name: String,
         profile: RendererProfile,
@@ -139,7 +73,8 @@ public actor RendererPool: Service {
         seed: UInt64? = nil,
         tick: Duration = .milliseconds(100),
         healthCheckInterval: Duration = .seconds(1),
-        metricsFactory: (any MetricsFactory)? = nil
+        metricsFactory: (any MetricsFactory)? = nil,
+        clock: some Clock<Duration> = ContinuousClock()
     ) {
         var logger = logger
         logger[metadataKey: "profile"] = "\(name)"
@@ -155,7 +90,7 @@ public actor RendererPool: Service {
         }
         self.init(
             name: name, profile: profile, factory: factory, host: host, logger: logger, seed: seed, tick: tick,
-            healthCheckInterval: healthCheckInterval, metricsFactory: metricsFactory)
+            healthCheckInterval: healthCheckInterval, metricsFactory: metricsFactory, clock: PoolClock(clock))
     }
 
     /// A pool creating renderers with a caller-supplied factory (the profile's `kind` settings are ignored).
@@ -167,18 +102,20 @@ public actor RendererPool: Service {
         seed: UInt64? = nil,
         tick: Duration = .milliseconds(100),
         healthCheckInterval: Duration = .seconds(1),
-        metricsFactory: (any MetricsFactory)? = nil
+        metricsFactory: (any MetricsFactory)? = nil,
+        clock: some Clock<Duration> = ContinuousClock()
     ) {
         var logger = logger
         logger[metadataKey: "profile"] = "\(name)"
         self.init(
             name: name, profile: profile, factory: factory, host: nil, logger: logger, seed: seed, tick: tick,
-            healthCheckInterval: healthCheckInterval, metricsFactory: metricsFactory)
+            healthCheckInterval: healthCheckInterval, metricsFactory: metricsFactory, clock: PoolClock(clock))
     }
 
     private init(
         name: String, profile: RendererProfile, factory: any RendererFactory, host: ProcessHost?, logger: Logger,
-        seed: UInt64?, tick: Duration, healthCheckInterval: Duration, metricsFactory: (any MetricsFactory)?
+        seed: UInt64?, tick: Duration, healthCheckInterval: Duration, metricsFactory: (any MetricsFactory)?,
+        clock: PoolClock
     ) {
         self.name = name
         self.profile = profile
@@ -186,9 +123,12 @@ public actor RendererPool: Service {
         self.host = host
         self.logger = logger
         self.metrics = PoolMetrics(profile: name, factory: metricsFactory ?? MetricsSystem.factory)
-        self.random = SharedRandom(seed: seed)
+        self.clock = clock
         self.tick = tick
-        self.healthCheckInterval = healthCheckInterval
+        var system = SystemRandomNumberGenerator()
+        self.state = PoolState(
+            settings: PoolState.Settings(name: name, profile: profile, healthCheckInterval: healthCheckInterval),
+            seed: seed ?? system.next())
     }
 
     // MARK: Acquire and release
@@ -206,66 +146,45 @@ public actor RendererPool: Service {
     /// `acquireTimeout`, `createFailed` when creating a renderer for this acquire failed three times,
     /// `shutdown` once the pool is shutting down, `cancelled` when the task is.
     public func acquire(page: String?, caller: String? = nil) async throws(PoolError) -> Lease {
-        if let caller {
-            let limit = profile.effectiveMaxLeasesPerCaller
-            let held = callerLeases[caller, default: 0]
-            guard held < limit else {
-                metrics.callerLimit.increment()
-                throw PoolError(
-                    .callerLimit,
-                    "renderer pool \(name): this caller already has \(held) leases held or pending (maxLeasesPerCaller \(limit))")
-            }
-            callerLeases[caller] = held + 1
-        }
-        var leased = false
-        defer { if !leased { freeCallerSlot(caller) } }
-        let lease = try await acquireCounted(page: page, caller: caller)
-        leased = true
-        return lease
-    }
-
-    /// The acquire itself, once the caller's slot is taken; the lease carries `caller` until it ends.
-    private func acquireCounted(page: String?, caller: String?) async throws(PoolError) -> Lease {
-        let start = clock.now
-        let deadline = start.advanced(by: .milliseconds(profile.acquireTimeout))
-        var failedCreates = 0
-        var keepPlace = false
+        let (id, first, actions) = state.acquire(caller: caller, now: clock.now)
+        await perform(actions)
+        var step = first
         while true {
-            if closed { throw PoolError(.shutdown, "renderer pool \(name) is shut down") }
-            let grant: Grant
-            if waiters.isEmpty, let id = takeIdle() {
-                grant = .renderer(id)
-            } else if waiters.isEmpty, liveCount < profile.maxSize {
-                grant = .slot(reserve(background: false))
-            } else {
-                grant = await wait(until: deadline, atFront: keepPlace)
-            }
-            switch grant {
-            case .renderer(let id):
-                if let lease = await checkOut(id, page: page, caller: caller, start: start, warm: true) { return lease }
-                keepPlace = true
-            case .slot(let id):
-                do throws(RendererError) {
-                    if let lease = try await createForLease(id, page: page, caller: caller, start: start) { return lease }
-                } catch {
-                    failedCreates += 1
-                    if failedCreates >= 3 {
-                        metrics.failed.increment()
-                        throw PoolError(.createFailed, "renderer pool \(name) could not create a renderer: \(error)")
+            switch step {
+            case .checkHealth(let rendererID):
+                // A renderer missing here was destroyed by a shutdown; the state machine knows it is retired.
+                var healthy = false
+                if let renderer = renderers[rendererID] {
+                    healthy = await renderer.isHealthy()
+                    if !healthy {
+                        logger.info("renderer failed its health check at hand-out", metadata: ["renderer": "\(rendererID)"])
                     }
                 }
-                keepPlace = true
-            case .timeout:
-                timeouts += 1
-                metrics.timeout.increment()
-                throw PoolError(
-                    .timeout,
-                    "renderer pool \(name): no renderer within \(Int(profile.acquireTimeout)) ms (maxSize \(profile.maxSize))"
-                )
-            case .cancelled:
-                throw PoolError(.cancelled, "acquire from renderer pool \(name) was cancelled")
-            case .shutdown:
-                throw PoolError(.shutdown, "renderer pool \(name) is shut down")
+                let next = state.healthChecked(id, healthy: healthy, now: clock.now)
+                await perform(next.actions)
+                step = next.step
+            case .create(let rendererID):
+                let began = clock.now
+                let next: (step: PoolState.AcquireStep, actions: PoolState.Actions)
+                do throws(RendererError) {
+                    try await make(rendererID)
+                    next = state.created(id, createTime: clock.now - began, now: clock.now)
+                } catch {
+                    next = state.createFailed(id, error: error, now: clock.now)
+                }
+                await perform(next.actions)
+                step = next.step
+            case .open(let rendererID):
+                await renderers[rendererID]?.open(page: page)
+                let next = state.opened(id, leaseID: LeaseID.random(), now: clock.now)
+                await perform(next.actions)
+                step = next.step
+            case .wait:
+                step = await wait(id)
+            case .granted(let grant):
+                return lease(grant)
+            case .failed(let failure):
+                throw poolError(failure)
             }
         }
     }
@@ -276,56 +195,22 @@ public actor RendererPool: Service {
     /// Either way the lease's caller slot is free once this returns.
     @discardableResult
     public func release(id leaseID: String, healthy: Bool = true) async -> Bool {
-        guard let rendererID = leases[leaseID], entries[rendererID]?.leaseID == leaseID else { return false }
-        endLease(of: rendererID)
-        guard var entry = entries[rendererID] else { return false }
-        let next = entry.life.release(healthy: healthy, at: clock.now)
-        entries[rendererID] = entry
-        publish()
-        switch next {
-        case .resetting:
-            await resetAfterLease(rendererID)
-        case .retiring:
-            logger.debug(
-                "renderer retired at release",
-                metadata: ["renderer": "\(rendererID)", "reason": "\(entry.life.retireReason?.rawValue ?? "")"])
-            await destroy(rendererID)
-        default:
-            break
-        }
+        guard let actions = state.release(leaseID: leaseID, healthy: healthy, now: clock.now) else { return false }
+        await perform(actions)
         return true
     }
 
     /// Counters, per-state counts and acquire-wait percentiles.
     public func snapshot() -> PoolSnapshot {
-        var snapshot = PoolSnapshot(
-            profile: name, idle: 0, leased: 0, warming: 0, resetting: 0, retiring: 0, pending: waiters.count,
-            created: created, destroyed: destroyed, createFailures: createFailures, warmHits: warmHits,
-            coldStarts: coldStarts, timeouts: timeouts, reclaimed: reclaimed, memoryMB: 0,
-            acquireWaitMs: waits.percentiles)
-        for entry in entries.values {
-            switch entry.life.state {
-            case .warming: snapshot.warming += 1
-            case .idle: snapshot.idle += 1
-            case .leased: snapshot.leased += 1
-            case .resetting: snapshot.resetting += 1
-            case .retiring: snapshot.retiring += 1
-            case .destroyed: break
-            }
-            snapshot.memoryMB += entry.renderer?.memoryMB ?? 0
-        }
-        return snapshot
+        let memoryMB = state.entries.keys.reduce(0) { $0 + (renderers[$1]?.memoryMB ?? 0) }
+        return state.snapshot(memoryMB: memoryMB)
     }
 
     /// Memory warning: destroys every idle renderer, then creates new ones up to `minIdle` (one at a time).
     public func clear() async {
-        let now = clock.now
-        let victims = idle.filter { entries[$0]?.life.state == .idle }
-        idle.removeAll()
-        for id in victims { _ = entries[id]?.life.retire(.cleared, at: now) }
-        publish()
-        logger.info("renderer pool cleared", metadata: ["destroying": "\(victims.count)"])
-        await destroyAll(victims)
+        let actions = state.clear(now: clock.now)
+        logger.info("renderer pool cleared", metadata: ["destroying": "\(actions.destroy.count)"])
+        await perform(actions)
         await refill()
     }
 
@@ -346,383 +231,264 @@ public actor RendererPool: Service {
         }
     }
 
-    // MARK: Internals: acquire paths
+    // MARK: Internals: performing actions
 
-    private var liveCount: Int { entries.count }
-
-    private func reserve(background: Bool) -> String {
-        nextRenderer += 1
-        let id = "\(name)-\(nextRenderer)"
-        let jitter = profile.lifetimeJitter * random.unit()
-        let lifetime = Duration.milliseconds(profile.maxLifetime * 1000 * (1 - jitter))
-        entries[id] = Entry(
-            life: RendererLifecycle(now: clock.now, maxUses: profile.maxUses, lifetime: lifetime),
-            background: background)
-        publish()
-        return id
+    /// Performs what the state machine asked for, feeding every outcome back in (and performing what that
+    /// asks for in turn).
+    private func perform(_ actions: PoolState.Actions) async {
+        publish(actions.counts)
+        for resume in actions.resume { wake(resume.id, with: resume.step) }
+        if actions.drained {
+            let drained = drainWaiters
+            drainWaiters.removeAll()
+            drained.forEach { $0.resume() }
+        }
+        for rendererID in actions.reset {
+            await reset(rendererID)
+        }
+        if !actions.destroy.isEmpty {
+            await destroy(actions.destroy)
+        }
+        for rendererID in actions.checkIdle {
+            guard let renderer = renderers[rendererID] else { continue }
+            let healthy = await renderer.isHealthy()
+            if !healthy {
+                logger.info("idle renderer failed its health check", metadata: ["renderer": "\(rendererID)"])
+            }
+            await perform(state.idleChecked(rendererID, healthy: healthy, now: clock.now))
+        }
     }
 
-    /// Takes the most recently used idle renderer and leases it (before any await, so nobody else can).
-    private func takeIdle() -> String? {
-        let now = clock.now
-        while let id = idle.popLast() {
-            if entries[id]?.life.lease(at: now) == true { return id }
-        }
-        return nil
+    private func publish(_ counts: PoolState.Counts) {
+        metrics.idle.record(counts.idle)
+        metrics.leased.record(counts.leased)
+        metrics.warming.record(counts.warming)
+        metrics.pending.record(counts.pending)
     }
 
-    /// Health checks a renderer already moved to `leased` and turns it into a lease, or destroys it.
-    private func checkOut(
-        _ id: String, page: String?, caller: String?, start: ContinuousClock.Instant, warm: Bool
-    ) async -> Lease? {
-        guard let renderer = entries[id]?.renderer else { return nil }
-        let healthy = await renderer.isHealthy()
-        guard var entry = entries[id], entry.life.state == .leased else { return nil }
-        guard healthy else {
-            _ = entry.life.retire(.unhealthy, at: clock.now)
-            entries[id] = entry
-            logger.info("renderer failed its health check at hand-out", metadata: ["renderer": "\(id)"])
-            await destroy(id)
-            return nil
-        }
-        await renderer.open(page: page)
-        guard entries[id]?.life.state == .leased else { return nil }
-        let leaseID = LeaseID.random()
-        entries[id]?.leaseID = leaseID
-        entries[id]?.caller = caller
-        leases[leaseID] = id
-        let waited = clock.now - start
-        waits.add(waited)
-        metrics.wait.recordNanoseconds(nanoseconds(waited))
-        if warm {
-            warmHits += 1
-            metrics.warm.increment()
-        } else {
-            coldStarts += 1
-            metrics.cold.increment()
-        }
-        publish()
-        return Lease(
-            id: leaseID, profile: name, rendererID: id, warm: warm, waited: waited, createTime: entry.createTime,
-            uses: entry.life.uses, renderer: renderer)
-    }
-
-    /// Creates the renderer for a reserved slot and leases it to the acquirer that reserved it.
-    private func createForLease(
-        _ id: String, page: String?, caller: String?, start: ContinuousClock.Instant
-    ) async throws(RendererError) -> Lease? {
-        guard let renderer = try await create(id) else { return nil }
-        guard entries[id]?.life.lease(at: clock.now) == true else {
-            await destroyOrphan(id, renderer)
-            return nil
-        }
-        return await checkOut(id, page: page, caller: caller, start: start, warm: false)
-    }
-
-    /// Runs the factory for a reserved (warming) entry. On failure the entry is gone and the error thrown;
-    /// returns the renderer, or nil when the entry was retired meanwhile (shutdown) and the renderer destroyed.
-    private func create(_ id: String) async throws(RendererError) -> (any Renderer)? {
-        let began = clock.now
-        let renderer: any Renderer
+    /// Runs the factory for a reserved slot; the renderer is kept in `renderers` from then on.
+    private func make(_ rendererID: String) async throws(RendererError) {
         do {
-            renderer = try await factory.make(id: id)
+            renderers[rendererID] = try await factory.make(id: rendererID)
         } catch {
-            createFailures += 1
-            logger.warning("renderer creation failed", metadata: ["renderer": "\(id)", "error": "\(error)"])
-            _ = entries[id]?.life.retire(.createFailed, at: clock.now)
-            finalize(id, countDestroyed: false)
+            logger.warning("renderer creation failed", metadata: ["renderer": "\(rendererID)", "error": "\(error)"])
             throw error
         }
-        created += 1
         metrics.created.increment()
-        guard entries[id]?.life.state == .warming else {
-            await destroyOrphan(id, renderer)
-            return nil
-        }
-        entries[id]?.renderer = renderer
-        entries[id]?.createTime = clock.now - began
-        return renderer
     }
 
-    /// A renderer whose entry was retired while it was being created: attach and destroy it.
-    private func destroyOrphan(_ id: String, _ renderer: any Renderer) async {
-        if entries[id] != nil {
-            entries[id]?.renderer = renderer
-            _ = entries[id]?.life.retire(.shutdown, at: clock.now)
-            await destroy(id)
-        } else {
-            await renderer.destroy()
-        }
-    }
-
-    private func wait(until deadline: ContinuousClock.Instant, atFront: Bool) async -> Grant {
-        if clock.now >= deadline { return .timeout }
-        nextWaiter += 1
-        let waiterID = nextWaiter
-        openWaits[waiterID] = .some(nil)
-        let grant = await withTaskGroup(of: Void.self, returning: Grant.self) { group in
-            group.addTask {
-                do {
-                    try await Task.sleep(until: deadline, clock: .continuous)
-                    await self.expire(waiterID, with: .timeout)
-                } catch {
-                    await self.expire(waiterID, with: .cancelled)
-                }
-            }
-            let grant = await withCheckedContinuation { (continuation: CheckedContinuation<Grant, Never>) in
-                self.enqueue(Waiter(id: waiterID, continuation: continuation), atFront: atFront)
-            }
-            group.cancelAll()
-            return grant
-        }
-        openWaits[waiterID] = nil
-        return grant
-    }
-
-    private func enqueue(_ waiter: Waiter, atFront: Bool) {
-        if case .some(.some(let early)) = openWaits[waiter.id] {
-            waiter.continuation.resume(returning: early)
-            return
-        }
-        if closed {
-            waiter.continuation.resume(returning: .shutdown)
-            return
-        }
-        if atFront {
-            waiters.insert(waiter, at: 0)
-        } else {
-            waiters.append(waiter)
-        }
-        dispatch()
-    }
-
-    private func expire(_ waiterID: Int, with grant: Grant) {
-        if let index = waiters.firstIndex(where: { $0.id == waiterID }) {
-            let waiter = waiters.remove(at: index)
-            publish()
-            waiter.continuation.resume(returning: grant)
-        } else if openWaits[waiterID] != nil {
-            // Not enqueued yet (or already served): remember it for an enqueue still to come.
-            openWaits[waiterID] = .some(grant)
-        }
-    }
-
-    /// Serves waiters in order: an idle renderer first, else a free slot to create one in.
-    private func dispatch() {
-        while !waiters.isEmpty {
-            if let id = takeIdle() {
-                waiters.removeFirst().continuation.resume(returning: .renderer(id))
-            } else if liveCount < profile.maxSize {
-                let id = reserve(background: false)
-                waiters.removeFirst().continuation.resume(returning: .slot(id))
-            } else {
-                break
-            }
-        }
-        publish()
-    }
-
-    // MARK: Internals: reset and destroy
-
-    private func resetAfterLease(_ id: String) async {
-        guard let renderer = entries[id]?.renderer else { return }
+    private func reset(_ rendererID: String) async {
+        guard let renderer = renderers[rendererID] else { return }
         var ok = true
         do {
             try await renderer.reset()
         } catch {
             ok = false
-            logger.info("renderer reset failed", metadata: ["renderer": "\(id)", "error": "\(error)"])
+            logger.info("renderer reset failed", metadata: ["renderer": "\(rendererID)", "error": "\(error)"])
         }
-        guard var entry = entries[id], entry.life.resetFinished(ok: ok, at: clock.now) else { return }
-        entries[id] = entry
-        if entry.life.state == .idle {
-            idle.append(id)
-            dispatch()
+        await perform(state.resetFinished(rendererID, ok: ok, now: clock.now))
+    }
+
+    /// Destroys retired renderers (several at once concurrently), then reports each as destroyed.
+    private func destroy(_ retirements: [PoolState.Retirement]) async {
+        // Each is reported destroyed even if its renderer were missing, so no entry can hold a slot forever.
+        var doomed: [(String, (any Renderer)?)] = []
+        for retirement in retirements {
+            let rendererID = retirement.rendererID
+            switch retirement.reason {
+            case .reclaimed:
+                metrics.reclaimed.increment()
+                logger.warning(
+                    "lease reclaimed after leaseTimeout",
+                    metadata: ["renderer": "\(rendererID)", "lease": "\(retirement.leaseID ?? "")"])
+            default:
+                logger.debug(
+                    "renderer retired", metadata: ["renderer": "\(rendererID)", "reason": "\(retirement.reason.rawValue)"])
+            }
+            doomed.append((rendererID, renderers[rendererID]))
+        }
+        if doomed.count == 1 {
+            await doomed[0].1?.destroy()
         } else {
-            await destroy(id)
-        }
-    }
-
-    /// Destroys a renderer already in `retiring`, then frees its slot.
-    private func destroy(_ id: String) async {
-        publish()
-        if let renderer = entries[id]?.renderer {
-            await renderer.destroy()
-        }
-        finalize(id, countDestroyed: true)
-    }
-
-    private func destroyAll(_ ids: [String]) async {
-        await withDiscardingTaskGroup { group in
-            for id in ids {
-                guard let renderer = entries[id]?.renderer else { continue }
-                group.addTask { await renderer.destroy() }
+            await withDiscardingTaskGroup { group in
+                for case (_, let renderer?) in doomed { group.addTask { await renderer.destroy() } }
             }
         }
-        for id in ids { finalize(id, countDestroyed: entries[id]?.renderer != nil) }
+        for (rendererID, _) in doomed {
+            renderers[rendererID] = nil
+            metrics.destroyed.increment()
+            await perform(state.destroyed(rendererID, now: clock.now))
+        }
     }
 
-    private func finalize(_ id: String, countDestroyed: Bool) {
-        guard var entry = entries[id] else { return }
-        endLease(of: id)
-        _ = entry.life.destroyed(at: clock.now)
-        entries[id] = nil
-        if countDestroyed {
-            destroyed += 1
-            metrics.destroyed.increment()
+    /// Suspends an acquirer until the state machine wakes it, or its timer (the acquire timeout on the pool's
+    /// clock) or the task's cancellation ends the wait.
+    private func wait(_ id: PoolState.AcquireID) async -> PoolState.AcquireStep {
+        if case .settled(let step) = waiters.removeValue(forKey: id) { return step }
+        guard let deadline = state.deadline(of: id) else { return .failed(.shutdown) }
+        return await withTaskGroup(of: Void.self, returning: PoolState.AcquireStep.self) { group in
+            group.addTask { [clock] in
+                do {
+                    try await clock.sleep(until: deadline)
+                    await self.timerFired(id)
+                } catch {
+                    await self.waitCancelled(id)
+                }
+            }
+            let step = await withCheckedContinuation { (continuation: CheckedContinuation<PoolState.AcquireStep, Never>) in
+                if case .settled(let step) = waiters.removeValue(forKey: id) {
+                    continuation.resume(returning: step)
+                } else {
+                    waiters[id] = .suspended(continuation)
+                }
+            }
+            group.cancelAll()
+            return step
         }
-        if entries.isEmpty {
-            let drained = drainWaiters
-            drainWaiters.removeAll()
-            drained.forEach { $0.resume() }
+    }
+
+    private func wake(_ id: PoolState.AcquireID, with step: PoolState.AcquireStep) {
+        if case .suspended(let continuation) = waiters.removeValue(forKey: id) {
+            continuation.resume(returning: step)
+        } else {
+            waiters[id] = .settled(step)
         }
-        dispatch()
+    }
+
+    private func timerFired(_ id: PoolState.AcquireID) async {
+        await perform(state.timedOut(id, now: clock.now))
+    }
+
+    private func waitCancelled(_ id: PoolState.AcquireID) async {
+        await perform(state.cancelled(id, now: clock.now))
+    }
+
+    private func lease(_ grant: PoolState.Grant) -> Lease {
+        metrics.wait.recordNanoseconds(nanoseconds(grant.waited))
+        if grant.warm {
+            metrics.warm.increment()
+        } else {
+            metrics.cold.increment()
+        }
+        // The grant was made in this actor turn, with the renderer leased: nothing destroyed it meanwhile.
+        guard let renderer = renderers[grant.rendererID] else {
+            preconditionFailure("renderer \(grant.rendererID) granted without being there")
+        }
+        return Lease(
+            id: grant.leaseID, profile: name, rendererID: grant.rendererID, warm: grant.warm, waited: grant.waited,
+            createTime: grant.createTime, uses: grant.uses, renderer: renderer)
+    }
+
+    private func poolError(_ failure: PoolState.AcquireFailure) -> PoolError {
+        switch failure {
+        case .callerLimit(let held, let limit):
+            metrics.callerLimit.increment()
+            return PoolError(
+                .callerLimit,
+                "renderer pool \(name): this caller already has \(held) leases held or pending (maxLeasesPerCaller \(limit))")
+        case .timeout:
+            metrics.timeout.increment()
+            return PoolError(
+                .timeout,
+                "renderer pool \(name): no renderer within \(Int(profile.acquireTimeout)) ms (maxSize \(profile.maxSize))")
+        case .createFailed(let error):
+            metrics.failed.increment()
+            return PoolError(.createFailed, "renderer pool \(name) could not create a renderer: \(error)")
+        case .shutdown:
+            return PoolError(.shutdown, "renderer pool \(name) is shut down")
+        case .cancelled:
+            return PoolError(.cancelled, "acquire from renderer pool \(name) was cancelled")
+        }
     }
 
     // MARK: Internals: background work
 
-    /// Creates idle renderers, one at a time, until `minIdle` are idle or warming (never above `maxSize`,
-    /// never while acquirers wait: they create their own). Stops at the first failure.
+    /// Creates idle renderers, one at a time, while the state machine asks for them (up to `minIdle`, never
+    /// above `maxSize`, never while acquirers wait). Stops at the first failure until the next round.
     private func refill() async {
-        while !closed, waiters.isEmpty, liveCount < profile.maxSize {
-            let ready = entries.values.count { $0.life.state == .idle || ($0.life.state == .warming && $0.background) }
-            guard ready < profile.minIdle else { return }
-            let id = reserve(background: true)
+        while let rendererID = state.nextRefill(now: clock.now) {
+            publish(state.counts)
+            let began = clock.now
             do throws(RendererError) {
-                guard try await create(id) != nil else { return }
+                try await make(rendererID)
             } catch {
+                await perform(state.refillFailed(rendererID, now: clock.now))
                 return
             }
-            guard entries[id]?.life.warmed(at: clock.now) == true else { continue }
-            idle.append(id)
-            dispatch()
+            await perform(state.refillCreated(rendererID, createTime: clock.now - began, now: clock.now))
         }
     }
 
     private func refillLoop() async {
-        while !Task.isCancelled, !closed {
+        while !Task.isCancelled, !state.isClosed {
             await refill()
-            try? await Task.sleep(for: tick)
+            try? await clock.sleep(until: clock.now.advanced(by: tick))
         }
     }
 
     private func maintainLoop() async {
-        while !Task.isCancelled, !closed {
+        while !Task.isCancelled, !state.isClosed {
             await housekeeping()
-            try? await Task.sleep(for: tick)
+            try? await clock.sleep(until: clock.now.advanced(by: tick))
         }
     }
 
-    /// One round of lease reclaim, lifetime expiry, idle shrink and (periodically) idle health checks.
+    /// One round of lease reclaim, lifetime expiry, idle shrink and (every `healthCheckInterval`) idle health
+    /// checks.
     func housekeeping() async {
-        let now = clock.now
-        var victims: [String] = []
-        let leaseLimit = Duration.milliseconds(profile.leaseTimeout * 1000)
-        for (id, entry) in entries where entry.life.state == .leased && now - entry.life.since >= leaseLimit {
-            guard entries[id]?.life.retire(.reclaimed, at: now) == true else { continue }
-            endLease(of: id)
-            reclaimed += 1
-            metrics.reclaimed.increment()
-            logger.warning(
-                "lease reclaimed after leaseTimeout", metadata: ["renderer": "\(id)", "lease": "\(entry.leaseID ?? "")"])
-            victims.append(id)
-        }
-        for id in idle where entries[id]?.life.isExpired(at: now) == true {
-            _ = entries[id]?.life.retire(.lifetime, at: now)
-            victims.append(id)
-        }
-        idle.removeAll { entries[$0]?.life.state != .idle }
-        let idleLimit = Duration.milliseconds(profile.idleTimeout * 1000)
-        while idle.count > profile.minIdle, let oldest = idle.first,
-            let since = entries[oldest]?.life.since, now - since >= idleLimit
-        {
-            idle.removeFirst()
-            _ = entries[oldest]?.life.retire(.idle, at: now)
-            victims.append(oldest)
-        }
-        publish()
-        if !victims.isEmpty { await destroyAll(victims) }
-
-        if lastHealthCheck.map({ now - $0 >= healthCheckInterval }) ?? true {
-            lastHealthCheck = now
-            for id in idle {
-                guard let renderer = entries[id]?.renderer else { continue }
-                let healthy = await renderer.isHealthy()
-                guard !healthy, entries[id]?.life.state == .idle else { continue }
-                idle.removeAll { $0 == id }
-                _ = entries[id]?.life.retire(.unhealthy, at: clock.now)
-                logger.info("idle renderer failed its health check", metadata: ["renderer": "\(id)"])
-                await destroy(id)
-            }
-        }
+        await perform(state.tick(now: clock.now))
     }
 
     /// Fails waiters, destroys every renderer (leased ones too) and waits until none is left.
     func shutdown() async {
-        closed = true
-        let pending = waiters
-        waiters.removeAll()
-        pending.forEach { $0.continuation.resume(returning: .shutdown) }
-        let now = clock.now
-        var victims: [String] = []
-        for (id, entry) in entries where entry.life.state != .retiring {
-            if entries[id]?.life.retire(.shutdown, at: now) == true, entry.renderer != nil {
-                victims.append(id)
-            }
-        }
-        idle.removeAll()
-        publish()
-        logger.info("renderer pool shutting down", metadata: ["destroying": "\(victims.count)"])
-        await destroyAll(victims)
+        let actions = state.shutdown(now: clock.now)
+        logger.info("renderer pool shutting down", metadata: ["destroying": "\(actions.destroy.count)"])
+        await perform(actions)
         // Renderers still being created, reset or destroyed by other tasks finish on their own.
-        if !entries.isEmpty {
+        if !state.isDrained {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 drainWaiters.append(continuation)
             }
         }
     }
 
-    // MARK: Internals: caller slots
-
-    /// Ends the current lease of a renderer, if any: its id no longer releases anything and its caller's
-    /// slot is free.
-    private func endLease(of rendererID: String) {
-        guard let entry = entries[rendererID] else { return }
-        if let leaseID = entry.leaseID { leases[leaseID] = nil }
-        freeCallerSlot(entry.caller)
-        entries[rendererID]?.leaseID = nil
-        entries[rendererID]?.caller = nil
-    }
-
-    private func freeCallerSlot(_ caller: String?) {
-        guard let caller, let held = callerLeases[caller] else { return }
-        callerLeases[caller] = held > 1 ? held - 1 : nil
-    }
+    // MARK: Internals: test access
 
     /// Acquires in progress plus leases held by `caller`.
     func leasesHeld(by caller: String) -> Int {
-        callerLeases[caller, default: 0]
+        state.leasesHeld(by: caller)
     }
 
     /// The jittered lifetime of every live renderer, by renderer id.
     func lifetimes() -> [String: Duration] {
-        entries.mapValues(\.life.lifetime)
+        state.lifetimes()
+    }
+}
+
+/// The injected clock, read as `ContinuousClock.Instant`s: ``PoolState`` and ``RendererLifecycle`` (a public
+/// type) count time in those, so any `Clock<Duration>` is mapped onto them by its offset from one origin.
+struct PoolClock: Sendable {
+    private let read: @Sendable () -> ContinuousClock.Instant
+    private let sleeper: @Sendable (ContinuousClock.Instant) async throws -> Void
+
+    init<C: Clock<Duration>>(_ clock: C) {
+        if let continuous = clock as? ContinuousClock {
+            read = { continuous.now }
+            sleeper = { try await continuous.sleep(until: $0, tolerance: nil) }
+            return
+        }
+        let origin = clock.now
+        let base = ContinuousClock.now
+        read = { base.advanced(by: origin.duration(to: clock.now)) }
+        sleeper = { try await clock.sleep(until: origin.advanced(by: base.duration(to: $0)), tolerance: nil) }
     }
 
-    private func publish() {
-        var counts = (idle: 0, leased: 0, warming: 0)
-        for entry in entries.values {
-            switch entry.life.state {
-            case .idle: counts.idle += 1
-            case .leased: counts.leased += 1
-            case .warming: counts.warming += 1
-            default: break
-            }
-        }
-        metrics.idle.record(counts.idle)
-        metrics.leased.record(counts.leased)
-        metrics.warming.record(counts.warming)
-        metrics.pending.record(waiters.count)
+    /// The clock's current time.
+    var now: ContinuousClock.Instant { read() }
+
+    /// Sleeps until the clock reaches `deadline`; throws when the task is cancelled.
+    func sleep(until deadline: ContinuousClock.Instant) async throws {
+        try await sleeper(deadline)
     }
 }
 

@@ -9,7 +9,9 @@ import Testing
     @Test func acquiresLeasesAndDestructionsAreCountedPerProfile() async throws {
         let metrics = TestMetrics()
         let profile = modelledProfile(maxSize: 1, acquireTimeout: 50) { $0.leaseTimeout = 0.1 }
-        let pool = RendererPool(name: "web", profile: profile, logger: testLogger, metricsFactory: metrics)
+        let clock = ManualClock()
+        let pool = RendererPool(
+            name: "web", profile: profile, logger: testLogger, metricsFactory: metrics, clock: clock)
         let web = [("profile", "web")]
         func acquires(_ result: String) throws -> Int64 {
             try metrics.expectCounter("renderer_pool_acquires_total", [("profile", "web"), ("result", result)])
@@ -18,12 +20,20 @@ import Testing
 
         let cold = try await pool.acquire(page: nil)
         #expect(try metrics.expectGauge("renderer_pool_leased", web).lastValue == 1)
-        await #expect(throws: PoolError.self) { try await pool.acquire(page: nil) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await #expect(throws: PoolError.self) { try await pool.acquire(page: nil) } }
+            do {
+                let settled = await eventually { await pool.snapshot().pending == 1 }
+                #expect(settled)
+            }
+            clock.advance(by: .milliseconds(50))
+            try await group.waitForAll()
+        }
         await pool.release(id: cold.id)
         #expect(try metrics.expectGauge("renderer_pool_idle", web).lastValue == 1)
         #expect(try metrics.expectGauge("renderer_pool_leased", web).lastValue == 0)
         let warm = try await pool.acquire(page: nil)
-        try await Task.sleep(for: .milliseconds(200))
+        clock.advance(by: .milliseconds(100))
         await pool.housekeeping()
 
         #expect(try acquires("cold") == 1)
@@ -40,7 +50,8 @@ import Testing
     @Test func pendingAcquirersAreGauged() async throws {
         let metrics = TestMetrics()
         let pool = RendererPool(
-            name: "web", profile: modelledProfile(maxSize: 1), logger: testLogger, metricsFactory: metrics)
+            name: "web", profile: modelledProfile(maxSize: 1), logger: testLogger, metricsFactory: metrics,
+            clock: ManualClock())
         let held = try await pool.acquire(page: nil)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { _ = try await pool.acquire(page: nil) }

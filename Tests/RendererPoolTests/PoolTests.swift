@@ -70,11 +70,22 @@ import Testing
     }
 
     @Test func exhaustedPoolTimesOut() async throws {
+        let clock = ManualClock()
         let pool = RendererPool(
-            name: "main", profile: modelledProfile(maxSize: 1, acquireTimeout: 100), logger: testLogger)
+            name: "main", profile: modelledProfile(maxSize: 1, acquireTimeout: 100), logger: testLogger, clock: clock)
         let held = try await pool.acquire(page: nil)
-        await #expect(throws: PoolError(.timeout, "renderer pool main: no renderer within 100 ms (maxSize 1)")) {
-            try await pool.acquire(page: nil)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                await #expect(throws: PoolError(.timeout, "renderer pool main: no renderer within 100 ms (maxSize 1)")) {
+                    try await pool.acquire(page: nil)
+                }
+            }
+            do {
+                let settled = await eventually { await pool.snapshot().pending == 1 }
+                #expect(settled)
+            }
+            clock.advance(by: .milliseconds(100))
+            try await group.waitForAll()
         }
         let snapshot = await pool.snapshot()
         #expect(snapshot.timeouts == 1)
@@ -85,7 +96,7 @@ import Testing
     }
 
     @Test func waitersAreServedFirstComeFirstServed() async throws {
-        let pool = RendererPool(name: "main", profile: modelledProfile(maxSize: 1), logger: testLogger)
+        let pool = RendererPool(name: "main", profile: modelledProfile(maxSize: 1), logger: testLogger, clock: ManualClock())
         let held = try await pool.acquire(page: nil)
         let order = Recorder<Int>()
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -93,7 +104,6 @@ import Testing
                 group.addTask {
                     let lease = try await pool.acquire(page: nil)
                     order.add(waiter)
-                    try await Task.sleep(for: .milliseconds(5))
                     await pool.release(id: lease.id)
                 }
                 // Start the next waiter only once this one is queued.
@@ -128,11 +138,12 @@ import Testing
             $0.maxLifetime = 0.2
             $0.lifetimeJitter = 0
         }
-        let pool = RendererPool(name: "main", profile: profile, logger: testLogger)
+        let clock = ManualClock()
+        let pool = RendererPool(name: "main", profile: profile, logger: testLogger, clock: clock)
         let old = try await pool.acquire(page: nil)
         let idleOne = try await pool.acquire(page: nil)
         await pool.release(id: idleOne.id)
-        try await Task.sleep(for: .milliseconds(300))
+        clock.advance(by: .milliseconds(200))
         await pool.release(id: old.id)
         #expect(old.modelled.isDestroyed)
         #expect(await pool.snapshot().idle == 1)
@@ -158,14 +169,18 @@ import Testing
 
     @Test func idleRenderersShrinkBackToMinIdle() async throws {
         let profile = modelledProfile(minIdle: 1, maxSize: 4) { $0.idleTimeout = 0.2 }
-        let pool = RendererPool(name: "main", profile: profile, logger: testLogger)
+        let clock = ManualClock()
+        let pool = RendererPool(name: "main", profile: profile, logger: testLogger, clock: clock)
         var leases: [Lease] = []
         for _ in 0..<3 { leases.append(try await pool.acquire(page: nil)) }
         for lease in leases { await pool.release(id: lease.id) }
         #expect(await pool.snapshot().idle == 3)
         await pool.housekeeping()
         #expect(await pool.snapshot().idle == 3)
-        try await Task.sleep(for: .milliseconds(300))
+        clock.advance(by: .milliseconds(199))
+        await pool.housekeeping()
+        #expect(await pool.snapshot().idle == 3)
+        clock.advance(by: .milliseconds(1))
         await pool.housekeeping()
         let snapshot = await pool.snapshot()
         #expect(snapshot.idle == 1)
@@ -174,11 +189,13 @@ import Testing
 
     @Test func aLeaseNeverReleasedIsReclaimed() async throws {
         let profile = modelledProfile(maxSize: 1) { $0.leaseTimeout = 0.2 }
-        let pool = RendererPool(name: "main", profile: profile, logger: testLogger)
+        let clock = ManualClock()
+        let pool = RendererPool(name: "main", profile: profile, logger: testLogger, clock: clock)
         let forgotten = try await pool.acquire(page: nil)
+        clock.advance(by: .milliseconds(199))
         await pool.housekeeping()
         #expect(await pool.snapshot().leased == 1)
-        try await Task.sleep(for: .milliseconds(300))
+        clock.advance(by: .milliseconds(1))
         await pool.housekeeping()
         let snapshot = await pool.snapshot()
         #expect(snapshot.reclaimed == 1)
@@ -206,9 +223,10 @@ import Testing
     }
 
     @Test func runKeepsMinIdleWarmAndDestroysEverythingWhenItEnds() async throws {
+        let clock = ManualClock()
         let pool = RendererPool(
             name: "main", profile: modelledProfile(minIdle: 2, maxSize: 4, createMs: 20), logger: testLogger,
-            tick: .milliseconds(20))
+            tick: .milliseconds(20), clock: clock)
         let leased = try await withRunningPool(pool) {
             do {
                 let settled = await eventually { await pool.snapshot().idle == 2 }
@@ -216,8 +234,13 @@ import Testing
             }
             let lease = try await pool.acquire(page: nil)
             #expect(lease.warm)
+            #expect(await pool.snapshot().idle == 1)
+            // The refill runs once per tick of the pool's clock.
             do {
-                let settled = await eventually { await pool.snapshot().idle == 2 }
+                let settled = await eventually {
+                    clock.advance(by: .milliseconds(20))
+                    return await pool.snapshot().idle == 2
+                }
                 #expect(settled)
             }
             let snapshot = await pool.snapshot()
@@ -233,24 +256,28 @@ import Testing
     }
 
     @Test func invariantsHoldUnderConcurrencyWithFailuresAndDeaths() async throws {
-        let profile = modelledProfile(minIdle: 1, maxSize: 3, createMs: 2, acquireTimeout: 10_000) {
+        let profile = modelledProfile(minIdle: 1, maxSize: 3, createMs: 2) {
             $0.failureRate = 0.15
             $0.deathRate = 0.1
             $0.maxUses = 4
         }
+        let clock = ManualClock()
         let pool = RendererPool(
             name: "main", profile: profile, logger: testLogger, seed: 7, tick: .milliseconds(5),
-            healthCheckInterval: .milliseconds(5))
+            healthCheckInterval: .milliseconds(5), clock: clock)
         let inUse = InUse()
         let violations = Recorder<String>()
         let outcomes = Recorder<Bool>()
         try await withRunningPool(pool) {
             await withTaskGroup(of: Void.self) { group in
+                // Samples the live count and drives the pool's ticks: 400 ticks of 5 ms stay far below the
+                // acquire timeout (5 s) and the lease timeout (60 s).
                 group.addTask {
                     for _ in 0..<400 {
                         let live = await pool.snapshot().live
                         if live > 3 { violations.add("live \(live) > maxSize") }
-                        try? await Task.sleep(for: .milliseconds(2))
+                        clock.advance(by: .milliseconds(5))
+                        await Task.yield()
                     }
                 }
                 for worker in 0..<12 {
@@ -275,7 +302,7 @@ import Testing
                             if !fresh { violations.add("\(lease.rendererID) leased twice") }
                             let live = await pool.snapshot().live
                             if live > 3 { violations.add("live \(live) > maxSize") }
-                            try? await Task.sleep(for: .milliseconds(Int.random(in: 0...3, using: &random)))
+                            for _ in 0..<Int.random(in: 0...3, using: &random) { await Task.yield() }
                             if Int.random(in: 0..<10, using: &random) == 0 { lease.modelled.kill() }
                             inUse.remove(lease.rendererID)
                             let healthy = Int.random(in: 0..<8, using: &random) != 0

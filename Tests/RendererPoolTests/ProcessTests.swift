@@ -26,7 +26,8 @@ func processProfile(
     profile.command = command
     profile.minIdle = minIdle
     profile.maxSize = maxSize
-    profile.readyTimeoutMs = 5000
+    // Generous, so a busy machine does not fail a start; the tests about readiness set their own.
+    profile.readyTimeoutMs = 20_000
     profile.terminateGraceMs = 500
     adjust(&profile)
     return profile
