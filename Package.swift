@@ -110,6 +110,7 @@ let package = Package(
         .target(
             name: "RendererPool",
             dependencies: [
+                "PrefetchCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

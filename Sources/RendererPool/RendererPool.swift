@@ -5,6 +5,7 @@
 /// Design notes: docs/design/renderer-pool.md
 import Logging
 import Metrics
+import PrefetchCore
 import ServiceLifecycle
 
 /// A renderer handed out by ``RendererPool/acquire(page:caller:)``; give it back with
@@ -48,7 +49,7 @@ public actor RendererPool: Service {
     private let host: ProcessHost?
     private let logger: Logger
     private let metrics: PoolMetrics
-    private let clock: PoolClock
+    private let clock: any ServiceClock
     private let tick: Duration
 
     private var state: PoolState
@@ -74,7 +75,7 @@ public actor RendererPool: Service {
         tick: Duration = .milliseconds(100),
         healthCheckInterval: Duration = .seconds(1),
         metricsFactory: (any MetricsFactory)? = nil,
-        clock: some Clock<Duration> = ContinuousClock()
+        clock: any ServiceClock = ContinuousClock()
     ) {
         var logger = logger
         logger[metadataKey: "profile"] = "\(name)"
@@ -90,7 +91,7 @@ public actor RendererPool: Service {
         }
         self.init(
             name: name, profile: profile, factory: factory, host: host, logger: logger, seed: seed, tick: tick,
-            healthCheckInterval: healthCheckInterval, metricsFactory: metricsFactory, clock: PoolClock(clock))
+            healthCheckInterval: healthCheckInterval, metricsFactory: metricsFactory, clock: clock)
     }
 
     /// A pool creating renderers with a caller-supplied factory (the profile's `kind` settings are ignored).
@@ -103,19 +104,19 @@ public actor RendererPool: Service {
         tick: Duration = .milliseconds(100),
         healthCheckInterval: Duration = .seconds(1),
         metricsFactory: (any MetricsFactory)? = nil,
-        clock: some Clock<Duration> = ContinuousClock()
+        clock: any ServiceClock = ContinuousClock()
     ) {
         var logger = logger
         logger[metadataKey: "profile"] = "\(name)"
         self.init(
             name: name, profile: profile, factory: factory, host: nil, logger: logger, seed: seed, tick: tick,
-            healthCheckInterval: healthCheckInterval, metricsFactory: metricsFactory, clock: PoolClock(clock))
+            healthCheckInterval: healthCheckInterval, metricsFactory: metricsFactory, clock: clock)
     }
 
     private init(
         name: String, profile: RendererProfile, factory: any RendererFactory, host: ProcessHost?, logger: Logger,
         seed: UInt64?, tick: Duration, healthCheckInterval: Duration, metricsFactory: (any MetricsFactory)?,
-        clock: PoolClock
+        clock: any ServiceClock
     ) {
         self.name = name
         self.profile = profile
@@ -329,7 +330,7 @@ public actor RendererPool: Service {
         return await withTaskGroup(of: Void.self, returning: PoolState.AcquireStep.self) { group in
             group.addTask { [clock] in
                 do {
-                    try await clock.sleep(until: deadline)
+                    try await clock.sleep(until: deadline, tolerance: nil)
                     await self.timerFired(id)
                 } catch {
                     await self.waitCancelled(id)
@@ -422,14 +423,14 @@ public actor RendererPool: Service {
     private func refillLoop() async {
         while !Task.isCancelled, !state.isClosed {
             await refill()
-            try? await clock.sleep(until: clock.now.advanced(by: tick))
+            try? await clock.sleep(until: clock.now.advanced(by: tick), tolerance: nil)
         }
     }
 
     private func maintainLoop() async {
         while !Task.isCancelled, !state.isClosed {
             await housekeeping()
-            try? await clock.sleep(until: clock.now.advanced(by: tick))
+            try? await clock.sleep(until: clock.now.advanced(by: tick), tolerance: nil)
         }
     }
 
@@ -462,33 +463,6 @@ public actor RendererPool: Service {
     /// The jittered lifetime of every live renderer, by renderer id.
     func lifetimes() -> [String: Duration] {
         state.lifetimes()
-    }
-}
-
-/// The injected clock, read as `ContinuousClock.Instant`s: ``PoolState`` and ``RendererLifecycle`` (a public
-/// type) count time in those, so any `Clock<Duration>` is mapped onto them by its offset from one origin.
-struct PoolClock: Sendable {
-    private let read: @Sendable () -> ContinuousClock.Instant
-    private let sleeper: @Sendable (ContinuousClock.Instant) async throws -> Void
-
-    init<C: Clock<Duration>>(_ clock: C) {
-        if let continuous = clock as? ContinuousClock {
-            read = { continuous.now }
-            sleeper = { try await continuous.sleep(until: $0, tolerance: nil) }
-            return
-        }
-        let origin = clock.now
-        let base = ContinuousClock.now
-        read = { base.advanced(by: origin.duration(to: clock.now)) }
-        sleeper = { try await clock.sleep(until: origin.advanced(by: base.duration(to: $0)), tolerance: nil) }
-    }
-
-    /// The clock's current time.
-    var now: ContinuousClock.Instant { read() }
-
-    /// Sleeps until the clock reaches `deadline`; throws when the task is cancelled.
-    func sleep(until deadline: ContinuousClock.Instant) async throws {
-        try await sleeper(deadline)
     }
 }
 
