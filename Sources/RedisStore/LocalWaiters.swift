@@ -1,7 +1,10 @@
 import PrefetchStore
 import Synchronization
 
-/// A one-reader wake-up: `fire` (a completion was announced) or the reader's own deadline ends one `wait`.
+/// A one-reader wake-up: `fire` (a completion was announced) or the reader's timeout ends one `wait`.
+///
+/// This is one of the project's copies of "a continuation raced against a sleep"; they are to be unified, so its
+/// API stays these two calls.
 final class WakeSignal: Sendable {
     private struct State {
         var fired = false
@@ -13,7 +16,7 @@ final class WakeSignal: Sendable {
 
     private let state = Mutex(State())
 
-    /// Wakes the reader; `payload` is kept until the reader takes it.
+    /// Wakes the reader, now or at its next `wait`; `payload` is kept until the reader takes it.
     func fire(payload: [UInt8]?) {
         let continuation = state.withLock { state in
             state.fired = true
@@ -24,8 +27,9 @@ final class WakeSignal: Sendable {
         continuation?.resume()
     }
 
-    /// Waits until fired, `timeout` passes, or the task is cancelled. Returns whether it was fired and any payload.
-    func wait(upTo timeout: Duration) async -> (fired: Bool, payload: [UInt8]?) {
+    /// Waits until fired, `timeout` passes on `clock`, or the task is cancelled. Returns whether it was fired and
+    /// the payload, if one came, and re-arms the signal for the next wait.
+    func wait(upTo timeout: Duration, clock: some Clock<Duration> = ContinuousClock()) async -> (fired: Bool, payload: [UInt8]?) {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withTaskCancellationHandler {
@@ -42,7 +46,7 @@ final class WakeSignal: Sendable {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: timeout)
+                try? await clock.sleep(for: timeout)
                 self.expire()
             }
             _ = await group.next()
@@ -106,61 +110,4 @@ final class LocalWaiters: Sendable {
     }
 
     var count: Int { waiters.withLock { $0.values.reduce(0) { $0 + $1.count } } }
-}
-
-/// The flights this replica leads in Redis, by key digest, and when each began. While one is younger than `window`
-/// (the smaller of the lock age and the local tier's `localTTL`) its lock is taken to be this replica's, so a reader
-/// here knows the key is pending without asking Redis: a page's reads, which arrive while its fetches run, cost no
-/// round trip until they are woken. Whatever may have changed the key forgets it, so a reader then asks Redis as
-/// usual: the flight's own completion or abandonment, any announcement for the digest (a completion or a drop on any
-/// replica), a `retain` here, and a resubscription (announcements may have been missed). A drop by another replica
-/// whose announcement has not arrived yet is the one thing this cannot see; the window bounds that staleness by the
-/// same `localTTL` that already bounds the local tier's.
-final class LocalLeads: Sendable {
-    private struct Lead {
-        let token: FlightToken
-        let label: String
-        let startedAt: ContinuousClock.Instant
-    }
-
-    private let window: Duration
-    private let leads = Mutex<[String: Lead]>([:])
-
-    init(window: Duration) {
-        self.window = window
-    }
-
-    /// This replica took the lock for `digest` at `startedAt`.
-    func lead(_ digest: String, token: FlightToken, label: String, startedAt: ContinuousClock.Instant) {
-        leads.withLock { leads in
-            // Leaders that never finish are dropped once past the window.
-            if leads.count >= 4096 { leads = leads.filter { startedAt - $0.value.startedAt < window } }
-            leads[digest] = Lead(token: token, label: label, startedAt: startedAt)
-        }
-    }
-
-    /// The flight `token` leads for `digest` completed or was abandoned (a later flight's lead is kept).
-    func ended(_ digest: String, token: FlightToken) {
-        leads.withLock { leads in
-            if leads[digest]?.token == token { leads[digest] = nil }
-        }
-    }
-
-    func forget(_ digest: String) {
-        _ = leads.withLock { $0.removeValue(forKey: digest) }
-    }
-
-    func forgetAll() {
-        leads.withLock { $0.removeAll() }
-    }
-
-    /// Forgets the flights whose label is not in `labels` (`retain` dropped their locks).
-    func retain(labels: Set<String>) {
-        leads.withLock { leads in leads = leads.filter { labels.contains($0.value.label) } }
-    }
-
-    /// Whether this replica is taken to hold the lock for `digest` at `now`.
-    func isLeading(_ digest: String, now: ContinuousClock.Instant) -> Bool {
-        leads.withLock { leads in leads[digest].map { now - $0.startedAt < window } ?? false }
-    }
 }

@@ -1,27 +1,36 @@
 import CoreMetrics
 import Logging
-import Synchronization
 
-/// Whether Redis is reachable, and when the next reconnect attempt is due, as a value type with no clock of its own.
+/// Whether Redis is reachable, since when it is not, and when the next reconnect attempt is due, as a value type
+/// with no clock of its own (part of `RedisStoreState`).
 ///
-///     up --failure--> down(retry after `initialBackoff`)
+///     up --failure--> down(since now, retry after `initialBackoff`)
 ///     down --claimAttempt when due--> down(next retry after twice the backoff, at most `maxBackoff`)
-///     down --success--> up (backoff reset)
+///     down --success--> up (backoff reset, one reconnect counted)
 ///
 /// While down, only the caller that claims the attempt touches the network; everyone else fails fast, so an outage
 /// costs callers no connect timeouts.
 struct RedisHealth: Sendable, Hashable {
+    /// What a call's result changed.
     enum Transition: Sendable, Hashable {
+        /// Nothing: it was already so.
         case none
+        /// Redis became unreachable: the store is degraded from now on.
         case wentDown
-        case cameUp
+        /// Redis is reachable again after being down for `downFor`; counted once in `reconnects`.
+        case cameUp(downFor: Duration)
     }
 
     let initialBackoff: Duration
     let maxBackoff: Duration
-    private(set) var isUp = true
+    /// When the current outage began; nil while Redis is reachable.
+    private(set) var downSince: ContinuousClock.Instant?
+    /// When the next reconnect attempt is due; nil while Redis is reachable.
     private(set) var retryAt: ContinuousClock.Instant?
+    /// The wait before the attempt after the next one.
     private(set) var backoff: Duration
+    /// Recoveries so far.
+    private(set) var reconnects = 0
 
     init(initialBackoff: Duration, maxBackoff: Duration) {
         self.initialBackoff = initialBackoff
@@ -29,26 +38,29 @@ struct RedisHealth: Sendable, Hashable {
         self.backoff = initialBackoff
     }
 
-    /// A call reached Redis.
-    mutating func succeeded() -> Transition {
-        guard !isUp else { return .none }
-        isUp = true
+    var isUp: Bool { downSince == nil }
+
+    /// A call reached Redis at `now`.
+    mutating func succeeded(now: ContinuousClock.Instant) -> Transition {
+        guard let downSince else { return .none }
+        self.downSince = nil
         retryAt = nil
         backoff = initialBackoff
-        return .cameUp
+        reconnects += 1
+        return .cameUp(downFor: now - downSince)
     }
 
-    /// A call could not reach Redis.
+    /// A call could not reach Redis at `now`.
     mutating func failed(now: ContinuousClock.Instant) -> Transition {
         guard isUp else { return .none }
-        isUp = false
+        downSince = now
         backoff = initialBackoff
         retryAt = now + backoff
         return .wentDown
     }
 
-    /// Whether the caller may try the network now. While down, true for one caller per backoff period, which also
-    /// doubles the backoff (up to `maxBackoff`).
+    /// Whether the caller may try the network at `now`. While down, true for one caller per backoff period, which
+    /// also doubles the backoff (up to `maxBackoff`).
     mutating func claimAttempt(now: ContinuousClock.Instant) -> Bool {
         guard !isUp else { return true }
         guard let retryAt, now >= retryAt else { return false }
@@ -58,22 +70,21 @@ struct RedisHealth: Sendable, Hashable {
     }
 }
 
-/// The shared `RedisHealth` of one store, with its metrics and logs: `prefetch_store_redis_up` (1 or 0) and
-/// `prefetch_store_redis_reconnects_total`.
+/// The shell around a store's connection health: the pool's workers and the subscriber report each call here, it
+/// reads the clock, feeds `RedisStoreState`, and acts on the transitions with the gauge `prefetch_store_redis_up`
+/// (1 or 0), the counter `prefetch_store_redis_reconnects_total` and a log line.
 final class RedisHealthMonitor: Sendable {
-    private let state: Mutex<RedisHealth>
-    private let reconnectCount = Atomic<Int>(0)
+    private let state: SharedStoreState
+    private let clock: StoreClock
     private let upGauge: Gauge
     private let reconnectCounter: Counter
     private let logger: Logger
     private let endpoint: RedisEndpoint
-    private let clock = ContinuousClock()
 
-    init(
-        endpoint: RedisEndpoint, initialBackoff: Duration, maxBackoff: Duration, logger: Logger,
-        factory: any MetricsFactory
-    ) {
-        self.state = Mutex(RedisHealth(initialBackoff: initialBackoff, maxBackoff: maxBackoff))
+    /// A monitor of the health kept in `state`, read on `clock`.
+    init(endpoint: RedisEndpoint, state: SharedStoreState, clock: StoreClock, logger: Logger, factory: any MetricsFactory) {
+        self.state = state
+        self.clock = clock
         self.upGauge = Gauge(label: "prefetch_store_redis_up", factory: factory)
         self.reconnectCounter = Counter(label: "prefetch_store_redis_reconnects_total", factory: factory)
         self.logger = logger
@@ -82,9 +93,19 @@ final class RedisHealthMonitor: Sendable {
         upGauge.record(1)
     }
 
-    var isUp: Bool { state.withLock { $0.isUp } }
+    /// A monitor with a state of its own, for a pool used without a store.
+    convenience init(
+        endpoint: RedisEndpoint, initialBackoff: Duration, maxBackoff: Duration, logger: Logger,
+        factory: any MetricsFactory
+    ) {
+        var configuration = RedisStore.Configuration()
+        configuration.reconnectInitialBackoff = initialBackoff
+        configuration.reconnectMaxBackoff = maxBackoff
+        let state = SharedStoreState(RedisStoreState(configuration: configuration, database: endpoint.database))
+        self.init(endpoint: endpoint, state: state, clock: StoreClock(ContinuousClock()), logger: logger, factory: factory)
+    }
 
-    var reconnects: Int { reconnectCount.load(ordering: .relaxed) }
+    var isUp: Bool { state.withLock { !$0.isDegraded } }
 
     func claimAttempt() -> Bool {
         let now = clock.now
@@ -92,16 +113,18 @@ final class RedisHealthMonitor: Sendable {
     }
 
     func succeeded() {
-        guard state.withLock({ $0.succeeded() }) == .cameUp else { return }
-        reconnectCount.add(1, ordering: .relaxed)
+        let now = clock.now
+        guard case .cameUp(let downFor) = state.withLock({ $0.callSucceeded(now: now) }) else { return }
         reconnectCounter.increment()
         upGauge.record(1)
-        logger.notice("Redis is reachable again; shared store restored", metadata: ["redis.endpoint": "\(endpoint)"])
+        logger.notice(
+            "Redis is reachable again; shared store restored",
+            metadata: ["redis.endpoint": "\(endpoint)", "redis.down_for": "\(downFor)"])
     }
 
     func failed(_ error: RedisCallError) {
         let now = clock.now
-        guard state.withLock({ $0.failed(now: now) }) == .wentDown else { return }
+        guard state.withLock({ $0.callFailed(now: now) }) == .wentDown else { return }
         upGauge.record(0)
         let what = error.kind == .auth ? "Redis refused this replica's credentials" : "Redis is unreachable"
         logger.warning(

@@ -2,7 +2,7 @@ import Crypto
 
 /// A Lua script run atomically by Redis: sent by SHA-1 (`EVALSHA`), and in full only when the server does not have
 /// it cached yet (`NOSCRIPT`, e.g. after a restart).
-struct LuaScript: Sendable {
+struct LuaScript: Sendable, Hashable {
     let source: String
     let sha: String
 
@@ -101,4 +101,19 @@ enum Scripts {
         end
         return dropped
         """)
+}
+
+/// One script call, ready to pipeline: `tail` is what follows the script's SHA or source in `EVALSHA`/`EVAL`.
+struct ScriptCall: Sendable, Hashable {
+    let script: LuaScript
+    let tail: [[UInt8]]
+
+    init(_ script: LuaScript, keys: [[UInt8]], arguments: [[UInt8]]) {
+        self.script = script
+        self.tail = [Array(String(keys.count).utf8)] + keys + arguments
+    }
+
+    init(_ script: LuaScript, keys: [String], arguments: [[UInt8]]) {
+        self.init(script, keys: keys.map { Array($0.utf8) }, arguments: arguments)
+    }
 }

@@ -153,36 +153,5 @@ extension LocalTierTests {
     }
 }
 
-@Suite struct HealthTests {
-    @Test func backoffDoublesUpToTheCapAndResetsOnRecovery() {
-        let start = ContinuousClock.now
-        var health = RedisHealth(initialBackoff: .milliseconds(100), maxBackoff: .milliseconds(400))
-        var claimed = health.claimAttempt(now: start)
-        #expect(claimed, "up: everyone may call")
-        var transition = health.failed(now: start)
-        #expect(transition == .wentDown)
-        transition = health.failed(now: start)
-        #expect(transition == .none)
-        claimed = health.claimAttempt(now: start + .milliseconds(99))
-        #expect(!claimed)
-        claimed = health.claimAttempt(now: start + .milliseconds(100))
-        #expect(claimed)
-        claimed = health.claimAttempt(now: start + .milliseconds(100))
-        #expect(!claimed, "one attempt per backoff period")
-        #expect(health.backoff == .milliseconds(200))
-        claimed = health.claimAttempt(now: start + .milliseconds(300))
-        #expect(claimed)
-        claimed = health.claimAttempt(now: start + .milliseconds(700))
-        #expect(claimed)
-        #expect(health.backoff == .milliseconds(400), "capped")
-        transition = health.succeeded()
-        #expect(transition == .cameUp)
-        transition = health.succeeded()
-        #expect(transition == .none)
-        #expect(health.backoff == .milliseconds(100))
-        #expect(health.isUp)
-    }
-}
-
 /// The identity key the tests key identities with (one per test process, like one deployment).
 let testIdentityKey = IdentityKey.random()
