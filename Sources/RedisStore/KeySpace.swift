@@ -1,3 +1,4 @@
+import PrefetchCore
 import PrefetchStore
 
 /// Names in Redis for one store: keys per store key, and the announcement channel.

@@ -1,3 +1,4 @@
+import PrefetchCore
 import PrefetchStore
 import Synchronization
 
@@ -29,7 +30,7 @@ final class WakeSignal: Sendable {
 
     /// Waits until fired, `timeout` passes on `clock`, or the task is cancelled. Returns whether it was fired and
     /// the payload, if one came, and re-arms the signal for the next wait.
-    func wait(upTo timeout: Duration, clock: some Clock<Duration> = ContinuousClock()) async -> (fired: Bool, payload: [UInt8]?) {
+    func wait(upTo timeout: Duration, clock: any ServiceClock = ContinuousClock()) async -> (fired: Bool, payload: [UInt8]?) {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withTaskCancellationHandler {
@@ -46,7 +47,7 @@ final class WakeSignal: Sendable {
                 }
             }
             group.addTask {
-                try? await clock.sleep(for: timeout)
+                try? await clock.sleep(until: clock.now.advanced(by: timeout), tolerance: nil)
                 self.expire()
             }
             _ = await group.next()

@@ -1,5 +1,6 @@
 import CoreMetrics
 import Logging
+import PrefetchCore
 
 /// Whether Redis is reachable, since when it is not, and when the next reconnect attempt is due, as a value type
 /// with no clock of its own (part of `RedisStoreState`).
@@ -75,14 +76,14 @@ struct RedisHealth: Sendable, Hashable {
 /// (1 or 0), the counter `prefetch_store_redis_reconnects_total` and a log line.
 final class RedisHealthMonitor: Sendable {
     private let state: SharedStoreState
-    private let clock: StoreClock
+    private let clock: any ServiceClock
     private let upGauge: Gauge
     private let reconnectCounter: Counter
     private let logger: Logger
     private let endpoint: RedisEndpoint
 
     /// A monitor of the health kept in `state`, read on `clock`.
-    init(endpoint: RedisEndpoint, state: SharedStoreState, clock: StoreClock, logger: Logger, factory: any MetricsFactory) {
+    init(endpoint: RedisEndpoint, state: SharedStoreState, clock: any ServiceClock, logger: Logger, factory: any MetricsFactory) {
         self.state = state
         self.clock = clock
         self.upGauge = Gauge(label: "prefetch_store_redis_up", factory: factory)
@@ -102,7 +103,7 @@ final class RedisHealthMonitor: Sendable {
         configuration.reconnectInitialBackoff = initialBackoff
         configuration.reconnectMaxBackoff = maxBackoff
         let state = SharedStoreState(RedisStoreState(configuration: configuration, database: endpoint.database))
-        self.init(endpoint: endpoint, state: state, clock: StoreClock(ContinuousClock()), logger: logger, factory: factory)
+        self.init(endpoint: endpoint, state: state, clock: ContinuousClock(), logger: logger, factory: factory)
     }
 
     var isUp: Bool { state.withLock { !$0.isDegraded } }

@@ -67,7 +67,7 @@ public final class RedisStore: ResponseStore, Service {
     private let fallback: MemoryStore
     private let metrics: RedisStoreMetrics
     private let logger: Logger
-    private let clock: StoreClock
+    private let clock: any ServiceClock
 
     /// Creates a store for `url` (`redis://[user[:password]@]host[:port][/db]`, see `RedisEndpoint.init(url:)`).
     /// Does not connect: connections are made on first use and by `run()`, so creating a store never blocks.
@@ -76,7 +76,7 @@ public final class RedisStore: ResponseStore, Service {
     /// `clock` times the reconnect backoff, the readers' polling and forgetting stale flights.
     public convenience init(
         url: String, configuration: Configuration = Configuration(), logger: Logger,
-        metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: some Clock<Duration> = ContinuousClock()
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any ServiceClock = ContinuousClock()
     ) throws(RedisStoreError) {
         self.init(
             endpoint: try RedisEndpoint(url: url), configuration: configuration, logger: logger,
@@ -87,14 +87,13 @@ public final class RedisStore: ResponseStore, Service {
     /// and forgetting stale flights.
     public init(
         endpoint: RedisEndpoint, configuration: Configuration = Configuration(), logger: Logger,
-        metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: some Clock<Duration> = ContinuousClock()
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any ServiceClock = ContinuousClock()
     ) {
         precondition(configuration.lockAge > .zero, "lockAge must be positive, got \(configuration.lockAge)")
         precondition(configuration.pollInterval > .zero, "pollInterval must be positive")
         self.endpoint = endpoint
         self.configuration = configuration
         self.logger = logger
-        let clock = StoreClock(clock)
         self.clock = clock
         let initial = RedisStoreState(configuration: configuration, database: endpoint.database)
         self.calls = initial.calls

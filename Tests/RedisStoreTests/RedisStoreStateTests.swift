@@ -468,38 +468,3 @@ import Testing
         #expect(results.until.count == 1, "expired entries are pruned once the book is full")
     }
 }
-
-/// The store's clock adapter with a clock a test drives.
-@Suite struct StoreClockTests {
-    /// A clock that only moves when told to; sleeping returns at once.
-    final class SteppedClock: Clock, Sendable {
-        struct Instant: InstantProtocol {
-            var offset: Duration
-            func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
-            func duration(to other: Instant) -> Duration { other.offset - offset }
-            static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
-        }
-
-        let elapsed = Mutex<Duration>(.zero)
-        var now: Instant { Instant(offset: elapsed.withLock { $0 }) }
-        var minimumResolution: Duration { .nanoseconds(1) }
-
-        func sleep(until deadline: Instant, tolerance: Duration?) async throws {}
-
-        func advance(by duration: Duration) {
-            elapsed.withLock { $0 += duration }
-        }
-    }
-
-    @Test func aDrivenClockMovesTheStoresTimeByExactlyItsSteps() async throws {
-        let driven = SteppedClock()
-        let clock = StoreClock(driven)
-        let start = clock.now
-        driven.advance(by: .seconds(30))
-        #expect(clock.now - start == .seconds(30))
-        driven.advance(by: .milliseconds(5))
-        #expect(clock.now - start == .milliseconds(30_005))
-        try await clock.sleep(for: .seconds(3600))
-        #expect(clock.now - start == .milliseconds(30_005), "sleeping is the driven clock's business")
-    }
-}
