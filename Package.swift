@@ -40,6 +40,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
@@ -50,6 +51,9 @@ let package = Package(
     targets: [
         .target(
             name: "PrefetchCore",
+            dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types")
+            ],
             swiftSettings: swiftSettings
         ),
         .systemLibrary(
@@ -62,6 +66,7 @@ let package = Package(
             dependencies: [
                 "PrefetchCore",
                 "CCurl",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -70,6 +75,7 @@ let package = Package(
         .target(
             name: "PrefetchDNS",
             dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 "PrefetchCore",
                 "PrefetchFetcher",
                 .product(name: "Logging", package: "swift-log"),
@@ -82,6 +88,7 @@ let package = Package(
         .target(
             name: "PrefetchStore",
             dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 "PrefetchCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -99,6 +106,7 @@ let package = Package(
             dependencies: [
                 "CHiredis",
                 "PrefetchCore",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 "PrefetchStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -122,6 +130,7 @@ let package = Package(
         .target(
             name: "ConfigUpdater",
             dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 "PrefetchCore",
                 "PrefetchFetcher",
                 .product(name: "Logging", package: "swift-log"),
@@ -135,6 +144,7 @@ let package = Package(
         .target(
             name: "PrefetchEngine",
             dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 "ConfigUpdater",
                 "PrefetchCore",
                 "PrefetchDNS",
@@ -174,6 +184,7 @@ let package = Package(
         .target(
             name: "PrefetchTestUpstream",
             dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 "PrefetchCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -191,6 +202,7 @@ let package = Package(
         .executableTarget(
             name: "prefetch",
             dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 "CMallocTuning",
                 "ConfigUpdater",
                 "PrefetchCore",

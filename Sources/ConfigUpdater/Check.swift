@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Logging
 import PrefetchCore
 import PrefetchFetcher
@@ -115,7 +116,7 @@ extension ConfigUpdater {
                 return .abnormal(ConfigCheckError(code: .transfer, source: url, message: "\(url): no fetcher configured"))
             }
             let request = FetchRequest(
-                method: "GET", url: url, headers: [HTTPHeader(name: "Accept", value: "application/json")],
+                method: "GET", url: url, headers: [.accept: "application/json"],
                 timeout: settings.requestTimeout, maxResponseBytes: ConfigLoader.maximumBytes)
             let response: FetchResponse
             do {

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 
 /// Turns "this page URL is opening" into the exact upstream requests to make.
 ///
@@ -60,10 +61,10 @@ public enum Composer {
                 switch interface.bodyType {
                 case .json:
                     body = JSONValue.object(merged).jsonText
-                    headers.append(("Content-Type", "application/json"))
+                    headers.append(HTTPField(name: .contentType, value: "application/json"))
                 case .form:
                     body = FormEncoding.encode(merged)
-                    headers.append(("Content-Type", "application/x-www-form-urlencoded"))
+                    headers.append(HTTPField(name: .contentType, value: "application/x-www-form-urlencoded"))
                 }
             }
         } else {
@@ -173,7 +174,7 @@ public struct PlannedRequest: Sendable {
     public var url: String
     /// The headers to send, in order (static config headers, then `Content-Type` when there is a body).
     /// Credentials are added by the service, never by the planner.
-    public var headers: [(name: String, value: String)]
+    public var headers: HTTPFields
     /// The exact body text, or `nil` for no body.
     public var body: String?
 

@@ -1,3 +1,5 @@
+import HTTPTypes
+
 /// The prefetch config: which pages exist and which API interfaces each page calls.
 ///
 /// The wire format is the envelope the mobile clients already use:
@@ -97,7 +99,7 @@ public struct Interface: Sendable {
     /// Upstream timeout in milliseconds, including time queued. Default 3000.
     public var timeoutMilliseconds: Int
     /// Static request headers, in config order.
-    public var headers: [(name: String, value: String)]
+    public var headers: HTTPFields
     /// Allow-list of page parameter names to forward (compared decoded); `nil` forwards all.
     public var params: Set<String>?
     public var bodyType: BodyType

@@ -1,3 +1,5 @@
+import HTTPTypes
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -398,7 +400,7 @@ struct Validator {
         let timeout = integer(
             fields.timeout, "\(path).timeout", default: Interface.Defaults.timeoutMilliseconds, range: 1...60_000, unit: "milliseconds")
 
-        var headers: [(name: String, value: String)] = []
+        var headers = HTTPFields()
         if let object = object(fields.headers, "\(path).headers", required: false) {
             for member in object.members {
                 let headerPath = "\(path).headers.\(member.name)"
@@ -406,7 +408,8 @@ struct Validator {
                     problem(headerPath, "must be a string, got \(member.value.kindName)")
                     continue
                 }
-                if member.name.isEmpty || !member.name.utf8.allSatisfy(Self.isTokenByte) {
+                let name = member.name.utf8.allSatisfy(Self.isTokenByte) ? HTTPField.Name(member.name) : nil
+                if name == nil {
                     problem(headerPath, "is not a valid header name")
                 } else if Self.forbiddenHeaders.contains(member.name.lowercased()) {
                     problem(headerPath, "may not be set by the config (the service or the page owns it)")
@@ -414,7 +417,7 @@ struct Validator {
                 if value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) {
                     problem(headerPath, "has a control character in its value")
                 }
-                headers.append((member.name, value))
+                if let name { headers.append(HTTPField(name: name, value: value)) }
             }
         }
 

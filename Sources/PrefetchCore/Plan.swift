@@ -1,3 +1,5 @@
+import HTTPTypes
+
 /// What the service will request for one page open: the dry-run answer of `prefetch plan` and
 /// `GET /v1/plan`, and the work list of a real prefetch.
 public struct Plan: Sendable {
@@ -46,7 +48,7 @@ public struct Plan: Sendable {
         for (position, request) in requests.enumerated() {
             lines.append("\(position + 1). \(request.name)")
             lines.append("   \(request.method.rawValue) \(request.url)")
-            for header in request.headers { lines.append("   \(header.name): \(header.value)") }
+            for header in request.headers { lines.append("   \(header.name.rawName): \(header.value)") }
             lines.append("   body: \(request.body ?? "(none)")")
         }
         if requests.isEmpty { lines.append("(the page has no interfaces)") }
@@ -63,7 +65,7 @@ extension PlannedRequest {
                 .init(name: "api", value: .string(interface.api)),
                 .init(name: "method", value: .string(method.rawValue)),
                 .init(name: "url", value: .string(url)),
-                .init(name: "headers", value: .object(JSONObject(headers.map { .init(name: $0.name, value: .string($0.value)) }))),
+                .init(name: "headers", value: .object(JSONObject(headers.map { .init(name: $0.name.rawName, value: .string($0.value)) }))),
                 .init(name: "body", value: body.map(JSONValue.string) ?? .null),
             ]))
     }

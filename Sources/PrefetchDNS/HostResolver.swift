@@ -3,9 +3,9 @@
 // SNI and certificate checks keep the host name). Request-time lookups never block; a host without a fresh answer is
 // left to libcurl.
 // Design notes: docs/design/dns.md
+import HTTPTypes
 import Logging
 import Metrics
-import NIOPosix
 import PrefetchCore
 import PrefetchFetcher
 import ServiceLifecycle
@@ -138,14 +138,9 @@ public final class HostResolver: Service, AddressPinning, Sendable {
             "dns resolver starting",
             metadata: ["httpdns": "\(settings.httpdns != nil)", "max_concurrent_lookups": "\(settings.maxConcurrentLookups)"]
         )
-        // getaddrinfo's threads live as long as the lookups may: started here, stopped when the loop ends without
-        // waiting for a call still stuck in getaddrinfo (its result is dropped; its thread exits when it returns).
-        let threads = system.makeThreadPool()
-        threads.start()
-        defer { threads.shutdownGracefully { _ in } }
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
-                await loop(threads)
+                await loop()
             } onCancel: {
                 self.wakeup.signal()
             }
@@ -156,7 +151,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
         logger.debug("dns resolver stopped")
     }
 
-    private func loop(_ threads: NIOThreadPool) async {
+    private func loop() async {
         await withDiscardingTaskGroup { group in
             while !Task.isCancelled {
                 let now = ContinuousClock.now
@@ -169,7 +164,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
                 metrics.cached(step.cached)
                 for host in step.due {
                     group.addTask {
-                        await self.refresh(host, threads: threads)
+                        await self.refresh(host)
                         self.wakeup.signal()
                     }
                 }
@@ -180,7 +175,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
     }
 
     /// One lookup of `host`: HTTPDNS first when configured, the system resolver otherwise or as its fallback.
-    private func refresh(_ host: String, threads: NIOThreadPool) async {
+    private func refresh(_ host: String) async {
         if let endpoint = settings.httpdns, let fetcher {
             let started = ContinuousClock.now
             do {
@@ -202,7 +197,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
         }
         let started = ContinuousClock.now
         do {
-            let addresses = try await system.lookup(host, timeout: .milliseconds(settings.systemTimeoutMs), on: threads)
+            let addresses = try await system.lookup(host, timeout: .milliseconds(settings.systemTimeoutMs))
             metrics.duration(.system, started.duration(to: .now))
             metrics.lookup(.system, .ok)
             record(host, addresses: addresses, source: .system, ttl: settings.systemTTL)
@@ -241,7 +236,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
         let separator = endpoint.contains("?") ? "&" : "?"
         let request = FetchRequest(
             url: endpoint + separator + "host=" + queryEncoded(host),
-            headers: [HTTPHeader(name: "Accept", value: "application/json")],
+            headers: [.accept: "application/json"],
             timeout: .milliseconds(settings.timeoutMs),
             maxResponseBytes: 64 * 1024
         )

@@ -10,9 +10,10 @@ import Darwin
 
 /// getaddrinfo, kept off the cooperative pool.
 ///
-/// getaddrinfo blocks and cannot be cancelled, so each call runs on a thread of the resolver's own `NIOThreadPool`
-/// (the project's one mechanism for blocking work; `maxBlocked` threads, started and stopped with the resolver's
-/// `run()`). The caller's continuation is resumed by whichever comes first: the answer, the timeout (a sleeping
+/// getaddrinfo blocks and cannot be cancelled, so each call runs on a thread of a process-wide `NIOThreadPool`
+/// kept for getaddrinfo (the project's one mechanism for blocking work, as `NIOThreadPool.singleton` is for files;
+/// a pool of its own so that a stuck DNS server delays nothing else; started at the first lookup, never stopped,
+/// like the singleton). The caller's continuation is resumed by whichever comes first: the answer, the timeout (a sleeping
 /// child task) or task cancellation; a call that loses the race keeps its thread until getaddrinfo returns, and its
 /// result is dropped. At most `maxBlocked` calls may hold a thread at once: beyond it lookups fail fast with
 /// `.saturated` rather than queue behind stuck ones.
@@ -24,14 +25,17 @@ final class SystemResolver: Sendable {
         self.maxBlocked = max(1, maxBlocked)
     }
 
-    /// The thread pool lookups run on: one thread per call allowed to block.
-    func makeThreadPool() -> NIOThreadPool {
-        NIOThreadPool(numberOfThreads: maxBlocked)
-    }
+    /// The threads getaddrinfo runs on, shared by every resolver of the process (one in the service). Sixteen: the
+    /// default `maxBlocked` (twice the default 8 concurrent lookups), so a lookup queues only behind stuck ones.
+    static let threads: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 16)
+        pool.start()
+        return pool
+    }()
 
-    /// The addresses of `host` (IPv4 and IPv6, in the system's preference order, duplicates removed), looked up on
-    /// a thread of `pool`.
-    func lookup(_ host: String, timeout: Duration, on pool: NIOThreadPool) async throws(DNSError) -> [String] {
+    /// The addresses of `host` (IPv4 and IPv6, in the system's preference order, duplicates removed).
+    func lookup(_ host: String, timeout: Duration) async throws(DNSError) -> [String] {
+        let pool = Self.threads
         let started = blocked.add(1, ordering: .relaxed).newValue
         guard started <= maxBlocked else {
             blocked.subtract(1, ordering: .relaxed)

@@ -1,4 +1,5 @@
 import CoreMetrics
+import HTTPTypes
 import Logging
 import PrefetchCore
 import PrefetchDNS
@@ -72,8 +73,8 @@ public final class Orchestrator: Sendable {
     }
 
     /// The credential headers among `headers`, in order, and their keyed identity.
-    public func credentials(in headers: [(name: String, value: String)]) -> Credentials {
-        let picked = headers.filter { credentialNames.contains($0.name.lowercased()) }
+    public func credentials(in headers: HTTPFields) -> Credentials {
+        let picked = HTTPFields(headers.filter { credentialNames.contains($0.name.canonicalName) })
         return Credentials(
             headers: picked, identity: Identity(headers: picked, credentialHeaderNames: Array(credentialNames), key: settings.identityKey))
     }
@@ -94,14 +95,14 @@ public final class Orchestrator: Sendable {
     }
 
     /// What a planned request is keyed by, and the headers it is sent with, for a caller with `credentials`.
-    public func keyAndHeaders(for request: PlannedRequest, page: HTTPURL, credentials: Credentials) -> (StoreKey, [HTTPHeader]) {
+    public func keyAndHeaders(for request: PlannedRequest, page: HTTPURL, credentials: Credentials) -> (StoreKey, HTTPFields) {
         let sendCredentials =
             !credentials.headers.isEmpty
             && SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL)
-        var headers = request.headers.map { HTTPHeader(name: $0.name, value: $0.value) }
+        var headers = request.headers
         var identity = Identity.anonymous
         if sendCredentials {
-            headers += credentials.headers.map { HTTPHeader(name: $0.name, value: $0.value) }
+            headers.append(contentsOf: credentials.headers)
             identity = credentials.identity
         }
         let key = StoreKey(identity: identity, method: request.method.rawValue, url: request.url, body: request.body.map { Array($0.utf8) })
@@ -113,7 +114,7 @@ public final class Orchestrator: Sendable {
     /// - Parameters:
     ///   - caller: the client address. Rate limits apply per identity and per address (credentials are claims a
     ///     client can invent, its address it cannot), and the address owns the ticket for the ticket budget.
-    public func trigger(page: String, headers: [(name: String, value: String)], caller: String) async throws(PrefetchError) -> Triggered {
+    public func trigger(page: String, headers: HTTPFields, caller: String) async throws(PrefetchError) -> Triggered {
         let plan: Plan
         do {
             plan = try self.plan(page: page)
@@ -141,7 +142,7 @@ public final class Orchestrator: Sendable {
         var composed: [String] = []
         var jobs: [(index: Int, FetchRequest, StoreKey, FlightToken)] = []
         var timings: [RequestTiming] = []
-        var sendHeaders: [[HTTPHeader]] = []
+        var sendHeaders: [HTTPFields] = []
         for planned in plan.requests {
             let (key, headers) = keyAndHeaders(for: planned, page: plan.pageURL, credentials: credentials)
             let interface = planned.interface
@@ -220,10 +221,8 @@ public final class Orchestrator: Sendable {
         ticket.record(index) { $0.startedAt = self.clock.now }
         do {
             let response = try await fetcher.fetch(request)
-            let headers = response.headers.filter { !Self.hopByHop.contains($0.name.lowercased()) }.map {
-                StoredHeader(name: $0.name, value: $0.value)
-            }
-            let cacheControl = response.headers.filter { $0.name.lowercased() == "cache-control" }.map { $0.value.lowercased() }
+            let headers = HTTPFields(response.headers.filter { !Self.hopByHop.contains($0.name.canonicalName) })
+            let cacheControl = response.headers[values: .cacheControl].map { $0.lowercased() }
             let noStore = cacheControl.contains { $0.contains("no-store") }
             ticket.record(index) {
                 $0.finishedAt = self.clock.now
@@ -246,7 +245,7 @@ public final class Orchestrator: Sendable {
                 status: response.status, headers: headers, body: response.body, fetchedAt: clock.now, noStore: noStore,
                 elapsed: response.elapsed
             )
-            let setsCookie = response.headers.contains { $0.name.lowercased() == "set-cookie" || $0.name.lowercased() == "set-cookie2" }
+            let setsCookie = response.headers.contains { $0.name == .setCookie || $0.name.canonicalName == "set-cookie2" }
             let isPrivate = cacheControl.contains { $0.contains("private") }
             if key.identity == .anonymous && (setsCookie || isPrivate) {
                 // RFC 9111 §3.5 and Varnish's builtin.vcl: a response that sets a cookie, or says it is private, is
@@ -363,7 +362,7 @@ public struct Triggered: Sendable {
 
 /// A caller's credential headers, in order, and their identity, hashed once per request.
 public struct Credentials: Sendable {
-    public var headers: [(name: String, value: String)]
+    public var headers: HTTPFields
     public var identity: Identity
 }
 

@@ -1,3 +1,4 @@
+import HTTPTypes
 import Logging
 import PrefetchCore
 import PrefetchFetcher
@@ -33,23 +34,23 @@ public struct PageFetchResult: Sendable {
 /// by default).
 public func fetchPage(
     _ plan: Plan,
-    headers: [(name: String, value: String)],
+    headers: HTTPFields,
     settings: ServiceSettings,
     logger: Logger,
     onResult: @escaping @Sendable (PageFetchResult) -> Void
 ) async throws -> [PageFetchResult] {
     let fetcher = Fetcher(configuration: settings.fetcher, logger: logger)
     let credentialNames = Set(settings.credentialHeaders.map { $0.lowercased() })
-    let credentials = headers.filter { credentialNames.contains($0.name.lowercased()) }
+    let credentials = headers.filter { credentialNames.contains($0.name.canonicalName) }
     return try await withThrowingTaskGroup(of: PageFetchResult?.self) { group in
         group.addTask {
             try await fetcher.run()
             return nil
         }
         for request in plan.requests {
-            var sent = request.headers.map { HTTPHeader(name: $0.name, value: $0.value) }
+            var sent = request.headers
             if SiteRule.allowsCredentials(request.interface.credentials, page: plan.pageURL, api: request.interface.apiURL) {
-                sent += credentials.map { HTTPHeader(name: $0.name, value: $0.value) }
+                sent.append(contentsOf: credentials)
             }
             let fetch = FetchRequest(
                 method: request.method.rawValue, url: request.url, headers: sent, body: request.body.map { Array($0.utf8) },
@@ -89,7 +90,7 @@ public func checkHealth(url: String, timeout: Duration = .seconds(2), logger: Lo
             return nil
         }
         group.addTask {
-            let response = try? await fetcher.fetch(FetchRequest(method: "GET", url: url, headers: [], body: nil, timeout: timeout))
+            let response = try? await fetcher.fetch(FetchRequest(method: "GET", url: url, body: nil, timeout: timeout))
             return response?.status == 200
         }
         var healthy = false

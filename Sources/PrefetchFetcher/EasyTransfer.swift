@@ -1,4 +1,5 @@
 import CCurl
+import HTTPTypes
 import PrefetchCore
 
 /// Easy handles kept for the next transfer: `curl_easy_reset` returns a handle to its defaults but keeps what it
@@ -49,7 +50,7 @@ final class EasyTransfer {
     /// This transfer may not reuse a pooled connection (a retry after an HTTP/2 framing error).
     let freshConnection: Bool
 
-    fileprivate var responseHeaders: [HTTPHeader] = []
+    fileprivate var responseHeaders = HTTPFields()
     fileprivate var body: [UInt8] = []
     fileprivate var exceededLimit = false
     /// The shared budget was full when this transfer's body grew (a `.tooLarge` for the service, not the response).
@@ -152,14 +153,13 @@ final class EasyTransfer {
         // Headers in the caller's order. libcurl's own defaults that the caller did not ask for (Accept, the
         // form Content-Type of a body, Expect: 100-continue) are suppressed so the upstream sees the request as
         // composed.
-        let names = Set(request.headers.map { $0.name.lowercased() })
         var lines: [String] = request.headers.map { header in
-            header.value.isEmpty ? "\(header.name);" : "\(header.name): \(header.value)"
+            header.value.isEmpty ? "\(header.name.rawName);" : "\(header.name.rawName): \(header.value)"
         }
-        if !names.contains("accept") { lines.append("Accept:") }
+        if !request.headers.contains(.accept) { lines.append("Accept:") }
         if request.body != nil || method == "POST" {
-            if !names.contains("content-type") { lines.append("Content-Type:") }
-            if !names.contains("expect") { lines.append("Expect:") }
+            if !request.headers.contains(.contentType) { lines.append("Content-Type:") }
+            if !request.headers.contains(.expect) { lines.append("Expect:") }
         }
         for line in lines {
             headerList = curl_slist_append(headerList, line)
@@ -269,14 +269,13 @@ final class EasyTransfer {
     }
 }
 
-/// One `name: value` header line as a header. Whitespace between the name and the colon is removed, as RFC 9112
-/// §5.1 requires of a proxy, so `Set-Cookie : a=1` is the `Set-Cookie` it is to every client (and to the rules
-/// that keep cookies private). A line without a colon or with an empty name is dropped.
-func headerField(_ line: Substring) -> HTTPHeader? {
+/// One `name: value` header line as a header field. Whitespace between the name and the colon is removed, as RFC
+/// 9112 §5.1 requires of a proxy, so `Set-Cookie : a=1` is the `Set-Cookie` it is to every client (and to the rules
+/// that keep cookies private). A line without a colon, or whose name is not a valid field name, is dropped.
+func headerField(_ line: Substring) -> HTTPField? {
     guard let colon = line.firstIndex(of: ":") else { return nil }
-    let name = line[..<colon].trimmingWhitespace()
-    guard !name.isEmpty else { return nil }
-    return HTTPHeader(name: String(name), value: String(line[line.index(after: colon)...].trimmingWhitespace()))
+    guard let name = HTTPField.Name(String(line[..<colon].trimmingWhitespace())) else { return nil }
+    return HTTPField(name: name, value: String(line[line.index(after: colon)...].trimmingWhitespace()))
 }
 
 extension Substring {

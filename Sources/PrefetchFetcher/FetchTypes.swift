@@ -1,18 +1,5 @@
+import HTTPTypes
 import Synchronization
-
-/// One HTTP header as a name/value pair. Order and repetition are significant wherever a list of them appears.
-public struct HTTPHeader: Sendable, Hashable {
-    /// The header name, as sent or received (not case-normalised).
-    public var name: String
-    /// The header value, without surrounding whitespace.
-    public var value: String
-
-    /// Creates a header from its name and value.
-    public init(name: String, value: String) {
-        self.name = name
-        self.value = value
-    }
-}
 
 /// A resolved address a transfer connects to: a connection to `host:port` goes to `address` (an IP literal) while
 /// the URL, the Host header, SNI, certificate checks and cookie domains all keep `host`. The URL is never rewritten.
@@ -53,7 +40,7 @@ public struct FetchRequest: Sendable {
     /// An absolute http(s) URL, sent exactly as given.
     public var url: String
     /// Request headers, sent in order, exactly.
-    public var headers: [HTTPHeader]
+    public var headers: HTTPFields
     /// The request body; `nil` sends no body.
     public var body: [UInt8]?
     /// The whole budget of the fetch, counted from submission: queueing behind connection limits, connecting and
@@ -72,7 +59,7 @@ public struct FetchRequest: Sendable {
     public init(
         method: String = "GET",
         url: String,
-        headers: [HTTPHeader] = [],
+        headers: HTTPFields = [:],
         body: [UInt8]? = nil,
         timeout: Duration = .milliseconds(3000),
         maxResponseBytes: Int = 2 * 1024 * 1024,
@@ -95,7 +82,7 @@ public struct FetchResponse: Sendable {
     /// The HTTP status code of the final response.
     public var status: Int
     /// Every header of the final response in order, repeated ones (Set-Cookie) kept; no status line.
-    public var headers: [HTTPHeader]
+    public var headers: HTTPFields
     /// The body bytes as the upstream sent them.
     public var body: [UInt8]
     /// The protocol version used: "1.0", "1.1", "2" or "3".
@@ -106,7 +93,7 @@ public struct FetchResponse: Sendable {
     public var queued: Duration
 
     /// Creates a response value.
-    public init(status: Int, headers: [HTTPHeader], body: [UInt8], httpVersion: String, elapsed: Duration, queued: Duration = .zero) {
+    public init(status: Int, headers: HTTPFields, body: [UInt8], httpVersion: String, elapsed: Duration, queued: Duration = .zero) {
         self.status = status
         self.headers = headers
         self.body = body

@@ -109,8 +109,8 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
     var timings: [RequestTiming]
 
     /// Header names never shown in JSON a page can read.
-    static func isHidden(_ name: String) -> Bool {
-        let lower = name.lowercased()
+    static func isHidden(_ name: HTTPField.Name) -> Bool {
+        let lower = name.canonicalName
         return lower == "set-cookie" || lower == "set-cookie2" || lower.hasPrefix("access-control-")
     }
 
@@ -158,7 +158,7 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
             writer.beginArray()
             for header in response.headers where !Self.isHidden(header.name) {
                 writer.beginArray()
-                writer.string(header.name)
+                writer.string(header.name.rawName)
                 writer.string(header.value)
                 writer.endArray()
             }
@@ -196,7 +196,7 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
 
     /// Writes the body as JSON when it is JSON, as text when it is UTF-8, else base64; returns which.
     static func writeBody(_ response: StoredResponse, into writer: inout JSONBytesWriter) -> String {
-        let contentType = response.headers.first { $0.name.lowercased() == "content-type" }?.value.lowercased() ?? ""
+        let contentType = response.headers[.contentType]?.lowercased() ?? ""
         if contentType.contains("json"), JSONBytes.isValid(response.body) {
             writer.raw(response.body)
             return "json"

@@ -59,7 +59,7 @@ struct FastHandoff: Sendable {
             if let key = headers[PrefetchHeaders.readKey] {
                 guard orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head))?.id == held.id else { return nil }
             } else {
-                let presented = orchestrator.credentials(in: headers.map { ($0.name.rawName, $0.value) })
+                let presented = orchestrator.credentials(in: headers)
                 guard (try? TicketAccess.authorize(held, presented: presented.identity)) != nil else { return nil }
             }
             ticket = held

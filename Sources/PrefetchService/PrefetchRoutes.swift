@@ -50,15 +50,15 @@ struct PrefetchRoutes: Sendable {
     }
 
     /// The user's headers: the body's `headers` object, or the request's own headers when it has none.
-    func credentialHeaders(_ object: JSONObject, request: Request) throws(APIError) -> [(name: String, value: String)] {
-        var headers: [(name: String, value: String)] = []
+    func credentialHeaders(_ object: JSONObject, request: Request) throws(APIError) -> HTTPFields {
+        var headers = HTTPFields()
         switch object["headers"] {
         case nil:
-            headers = request.headers.map { ($0.name.rawName, $0.value) }
+            headers = request.headers
         case .object(let given):
             for member in given.members {
                 // A header name is an ASCII token (RFC 9110 §5.1): nothing that case-folds into another name.
-                guard !member.name.isEmpty, member.name.utf8.allSatisfy(Self.isTokenByte) else {
+                guard member.name.utf8.allSatisfy(Self.isTokenByte), let name = HTTPField.Name(member.name) else {
                     throw APIError.badRequest("bad-headers", "headers: \(quoted(member.name, limit: 60)) is not a header name")
                 }
                 guard case .string(let text) = member.value else {
@@ -67,7 +67,7 @@ struct PrefetchRoutes: Sendable {
                 if text.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) {
                     throw APIError.badRequest("bad-headers", "headers.\(member.name) contains a control character")
                 }
-                headers.append((member.name, text))
+                headers.append(HTTPField(name: name, value: text))
             }
         case .some(let other):
             throw APIError.badRequest("bad-headers", "\"headers\" must be an object of strings, got \(other.kindName)")
@@ -105,7 +105,7 @@ struct PrefetchRoutes: Sendable {
 
     /// The identity a reader presents through its own request headers.
     func presented(_ request: Request) -> Credentials {
-        orchestrator.credentials(in: request.headers.map { ($0.name.rawName, $0.value) })
+        orchestrator.credentials(in: request.headers)
     }
 
     /// The ticket in the path, if the reader may read it: by identity, or by a read key for this very ticket.
@@ -256,8 +256,8 @@ struct PrefetchRoutes: Sendable {
     /// Headers a replay never carries: the upstream's CORS decisions (the service makes its own) and caching
     /// directives for any cache, a CDN's included (`CDN-Cache-Control`, `Surrogate-Control`, ...): a replay is for
     /// one reader, once.
-    static func isDropped(_ name: String) -> Bool {
-        let lower = name.lowercased()
+    static func isDropped(_ name: HTTPField.Name) -> Bool {
+        let lower = name.canonicalName
         return lower.hasPrefix("access-control-") || lower.hasSuffix("cache-control") || lower.hasPrefix("surrogate-")
             || lower == "expires" || lower == "pragma" || lower == "content-security-policy" || lower == "x-content-type-options"
             || lower == "referrer-policy"
@@ -268,8 +268,7 @@ struct PrefetchRoutes: Sendable {
     static func replayParts(_ response: StoredResponse, joined: Bool) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         var fields = HTTPFields()
         for header in response.headers where !isDropped(header.name) {
-            guard let name = HTTPField.Name(header.name) else { continue }
-            fields.append(HTTPField(name: name, value: header.value))
+            fields.append(header)
         }
         fields[PrefetchHeaders.served] = joined ? "joined" : "hit"
         fields[.cacheControl] = "private, no-store"

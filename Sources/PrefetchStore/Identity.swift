@@ -1,4 +1,5 @@
 import Crypto
+import HTTPTypes
 import PrefetchCore
 
 /// The per-deployment secret that identities are keyed with (HMAC-SHA256).
@@ -71,14 +72,14 @@ public struct Identity: Hashable, Sendable, CustomStringConvertible {
     /// Derives the identity from the headers a caller forwarded, looking only at `credentialHeaderNames`
     /// (case-insensitive), keyed with `key`.
     public init(
-        headers: [(name: String, value: String)],
+        headers: HTTPFields,
         credentialHeaderNames: [String] = Identity.defaultCredentialHeaderNames,
         key: IdentityKey
     ) {
         let wanted = Set(credentialHeaderNames.map { $0.lowercased() })
         var picked: [(offset: Int, name: String, value: Substring)] = []
         for (offset, header) in headers.enumerated() {
-            let name = header.name.lowercased()
+            let name = header.name.canonicalName
             guard wanted.contains(name) else { continue }
             let value = Self.trimmingBlanks(header.value)
             guard !value.isEmpty else { continue }

@@ -4,26 +4,14 @@
 // (`RedisStore`); `MemoryStore` is the in-process one.
 // Design notes: docs/design/response-store.md
 
-/// One response header as stored.
-public struct StoredHeader: Sendable, Hashable {
-    /// The header name as received.
-    public var name: String
-    /// The header value as received.
-    public var value: String
-
-    /// Creates a header.
-    public init(name: String, value: String) {
-        self.name = name
-        self.value = value
-    }
-}
+import HTTPTypes
 
 /// A response as the store keeps and hands it out.
 public struct StoredResponse: Sendable, Hashable {
     /// The HTTP status code.
     public var status: Int
-    /// The response headers, in order.
-    public var headers: [StoredHeader]
+    /// The response headers, in order, repeated ones (`Set-Cookie`) kept.
+    public var headers: HTTPFields
     /// The response body.
     public var body: [UInt8]
     /// When the fetch finished, on the monotonic clock of this process (not a wall-clock time; not comparable
@@ -37,7 +25,7 @@ public struct StoredResponse: Sendable, Hashable {
     /// Creates a response.
     public init(
         status: Int,
-        headers: [StoredHeader] = [],
+        headers: HTTPFields = [:],
         body: [UInt8] = [],
         fetchedAt: ContinuousClock.Instant = .now,
         noStore: Bool = false,
@@ -53,7 +41,7 @@ public struct StoredResponse: Sendable, Hashable {
 
     /// The bytes this response counts against a store budget: header names and values plus the body.
     public var accountedBytes: Int {
-        headers.reduce(body.count) { $0 + $1.name.utf8.count + $1.value.utf8.count }
+        headers.reduce(body.count) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count }
     }
 }
 

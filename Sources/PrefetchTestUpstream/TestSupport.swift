@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import PrefetchCore
 import Synchronization
 
@@ -127,5 +128,12 @@ public final class ManualClock: ServiceClock {
             return due.values.sorted { $0.deadline < $1.deadline }
         }
         for sleeper in woken { sleeper.continuation.resume() }
+    }
+}
+
+extension HTTPFields {
+    /// Fields from name/value pairs, in order: a test shorthand. Every name must be a valid field name.
+    public init(_ pairs: [(String, String)]) {
+        self.init(pairs.map { HTTPField(name: HTTPField.Name($0.0)!, value: $0.1) })
     }
 }

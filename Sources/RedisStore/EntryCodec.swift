@@ -1,3 +1,4 @@
+import HTTPTypes
 import PrefetchCore
 import PrefetchStore
 
@@ -53,7 +54,7 @@ enum EntryCodec {
             append(UInt64(bitPattern: microseconds(of: response.elapsed)), to: &out)
             append(UInt32(clamping: response.headers.count), to: &out)
             for header in response.headers {
-                appendField(Array(header.name.utf8), to: &out)
+                appendField(Array(header.name.rawName.utf8), to: &out)
                 appendField(Array(header.value.utf8), to: &out)
             }
             appendField(response.body, to: &out)
@@ -87,12 +88,13 @@ enum EntryCodec {
             guard let status = reader.uint32(), let fetchedWall = reader.uint64(), let elapsed = reader.uint64(),
                 let headerCount = reader.uint32()
             else { return nil }
-            var headers: [StoredHeader] = []
+            var headers = HTTPFields()
             for _ in 0..<headerCount {
-                guard let name = reader.field().map({ String(decoding: $0, as: UTF8.self) }),
+                // A name that is not a valid field name cannot have been written by `encode`: the entry is corrupt.
+                guard let name = reader.field().flatMap({ HTTPField.Name(String(decoding: $0, as: UTF8.self)) }),
                     let value = reader.field().map({ String(decoding: $0, as: UTF8.self) })
                 else { return nil }
-                headers.append(StoredHeader(name: name, value: value))
+                headers.append(HTTPField(name: name, value: value))
             }
             guard let body = reader.field(), reader.isAtEnd else { return nil }
             let age = max(0, wallNow - Int64(bitPattern: fetchedWall))

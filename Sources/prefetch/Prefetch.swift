@@ -2,6 +2,7 @@ import ArgumentParser
 import CMallocTuning
 import ConfigUpdater
 import Foundation
+import HTTPTypes
 import Logging
 import Metrics
 import PrefetchCore
@@ -123,14 +124,16 @@ extension Prefetch {
 }
 
 /// Parses `--header 'Name: value'` options.
-func parseHeaders(_ raw: [String]) throws -> [(name: String, value: String)] {
-    try raw.map { line in
-        guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
-            throw ValidationError("--header \"\(line)\" must look like 'Name: value'")
+func parseHeaders(_ raw: [String]) throws -> HTTPFields {
+    var fields = HTTPFields()
+    for line in raw {
+        guard let colon = line.firstIndex(of: ":"), let name = HTTPField.Name(String(line[..<colon])) else {
+            throw ValidationError("--header \"\(line)\" must look like 'Name: value' with a valid header name")
         }
         let value = line[line.index(after: colon)...].drop { $0 == " " }
-        return (String(line[..<colon]), String(value))
+        fields.append(HTTPField(name: name, value: String(value)))
     }
+    return fields
 }
 
 extension Prefetch {

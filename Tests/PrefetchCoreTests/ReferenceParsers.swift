@@ -1,3 +1,5 @@
+import HTTPTypes
+
 // The JSON parser and writer as they were before they moved to bytes (commit 1702bee), kept verbatim as oracles:
 // the byte parser in PrefetchCore must accept and reject exactly what this does, with the same values and error
 // positions, and the byte writer must write the same text. (The
@@ -390,10 +392,10 @@ enum ReferenceComposer {
                 switch interface.bodyType {
                 case .json:
                     body = ReferenceComposer.jsonText(.object(merged))
-                    headers.append(("Content-Type", "application/json"))
+                    headers.append(HTTPField(name: .contentType, value: "application/json"))
                 case .form:
                     body = FormEncoding.encode(merged)
-                    headers.append(("Content-Type", "application/x-www-form-urlencoded"))
+                    headers.append(HTTPField(name: .contentType, value: "application/x-www-form-urlencoded"))
                 }
             }
         } else {

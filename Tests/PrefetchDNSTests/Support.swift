@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Logging
 import MetricsTestKit
 import PrefetchDNS
@@ -72,5 +73,5 @@ func lookups(_ metrics: TestMetrics, _ source: String, _ outcome: String) -> Int
 
 /// The header values named `name` (case-insensitive), in order.
 func headerValues(_ response: FetchResponse, _ name: String) -> [String] {
-    response.headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
+    response.headers.filter { $0.name.canonicalName == name.lowercased() }.map(\.value)
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import PrefetchTestUpstream
 import Testing
 
@@ -56,7 +57,7 @@ import Testing
             for index in 0..<8 {
                 group.addTask {
                     let request = FetchRequest(
-                        url: "\(base)/h2?delay=1000&n=\(index)", headers: [HTTPHeader(name: "X-Page", value: "p\(index)")],
+                        url: "\(base)/h2?delay=1000&n=\(index)", headers: HTTPFields([("X-Page", "p\(index)")]),
                         timeout: .seconds(20), pinning: pinning
                     )
                     return (index, try? await fetcher.fetch(request))

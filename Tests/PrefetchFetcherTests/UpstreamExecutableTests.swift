@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import PrefetchFetcher
 import PrefetchTestUpstream
 import Synchronization
@@ -94,7 +95,7 @@ struct UpstreamExecutableTests {
                 #expect(first.hit == 1)
                 let second = try await fetcher.fetch(FetchRequest(url: "\(base)/e?setCookie=k%3Dv"))
                 #expect(try Echo(second).hit == 2)
-                #expect(second.headers.filter { $0.name == "Set-Cookie" }.map(\.value) == ["k=v"])
+                #expect(second.headers.filter { $0.name.rawName == "Set-Cookie" }.map(\.value) == ["k=v"])
 
                 let dripped = try await fetcher.fetch(FetchRequest(url: "\(base)/d?bytes=100&drip=5"))
                 #expect(dripped.body.count == 100)

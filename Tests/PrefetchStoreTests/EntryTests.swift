@@ -1,3 +1,4 @@
+import HTTPTypes
 import Testing
 
 @testable import PrefetchStore
@@ -211,7 +212,7 @@ import Testing
         var entry = Entry(leader: FlightToken(1), policy: policy, now: t0)
         #expect(entry.accountedBytes(keyBytes: 100, overhead: 256) == 356)
         let full = StoredResponse(
-            status: 200, headers: [StoredHeader(name: "Content-Type", value: "text/plain")], body: [1, 2, 3])
+            status: 200, headers: [.contentType: "text/plain"], body: [1, 2, 3])
         _ = entry.complete(token: FlightToken(1), result: .success(full), now: t0)
         #expect(entry.accountedBytes(keyBytes: 100, overhead: 256) == 356 + 12 + 10 + 3)
     }

@@ -1,3 +1,5 @@
+import HTTPTypes
+import PrefetchTestUpstream
 import Testing
 
 @testable import PrefetchStore
@@ -7,15 +9,15 @@ let key = IdentityKey.random()
 
 @Suite struct IdentityTests {
     @Test func noCredentialsIsAnonymous() {
-        #expect(Identity(headers: [], key: key) == .anonymous)
-        #expect(Identity(headers: [("Accept", "application/json"), ("User-Agent", "shell/1.0")], key: key) == .anonymous)
-        #expect(Identity(headers: [("Cookie", "  ")], key: key) == .anonymous, "an empty credential carries nothing")
+        #expect(Identity(headers: [:], key: key) == .anonymous)
+        #expect(Identity(headers: HTTPFields([("Accept", "application/json"), ("User-Agent", "shell/1.0")]), key: key) == .anonymous)
+        #expect(Identity(headers: HTTPFields([("Cookie", "  ")]), key: key) == .anonymous, "an empty credential carries nothing")
         #expect(Identity.anonymous.description == "anonymous")
     }
 
     @Test func digestIsAHashNeverTheCredential() {
         let secret = "session=s3cr3t-t0ken-value"
-        let identity = Identity(headers: [("Cookie", secret)], key: key)
+        let identity = Identity(headers: HTTPFields([("Cookie", secret)]), key: key)
         #expect(identity != .anonymous)
         #expect(identity.digest.count == 64)
         #expect(identity.digest.allSatisfy { $0.isHexDigit && !$0.isUppercase })
@@ -27,35 +29,35 @@ let key = IdentityKey.random()
     }
 
     @Test func sameCredentialsSameIdentityWhateverTheSpelling() {
-        let a = Identity(headers: [("Cookie", "sid=1"), ("Authorization", "Bearer x"), ("Accept", "*/*")], key: key)
-        let b = Identity(headers: [("authorization", " Bearer x "), ("COOKIE", "sid=1")], key: key)
+        let a = Identity(headers: HTTPFields([("Cookie", "sid=1"), ("Authorization", "Bearer x"), ("Accept", "*/*")]), key: key)
+        let b = Identity(headers: HTTPFields([("authorization", " Bearer x "), ("COOKIE", "sid=1")]), key: key)
         #expect(a == b)
     }
 
     @Test func differentCredentialsDifferentIdentity() {
-        let a = Identity(headers: [("Cookie", "sid=1")], key: key)
-        #expect(a != Identity(headers: [("Cookie", "sid=2")], key: key))
-        #expect(a != Identity(headers: [("Authorization", "sid=1")], key: key), "the header name is part of the identity")
-        #expect(a != Identity(headers: [("Cookie", "sid=1"), ("Cookie", "lang=en")], key: key))
+        let a = Identity(headers: HTTPFields([("Cookie", "sid=1")]), key: key)
+        #expect(a != Identity(headers: HTTPFields([("Cookie", "sid=2")]), key: key))
+        #expect(a != Identity(headers: HTTPFields([("Authorization", "sid=1")]), key: key), "the header name is part of the identity")
+        #expect(a != Identity(headers: HTTPFields([("Cookie", "sid=1"), ("Cookie", "lang=en")]), key: key))
         #expect(
-            Identity(headers: [("Cookie", "a"), ("Cookie", "b")], key: key)
-                != Identity(headers: [("Cookie", "b"), ("Cookie", "a")], key: key),
+            Identity(headers: HTTPFields([("Cookie", "a"), ("Cookie", "b")]), key: key)
+                != Identity(headers: HTTPFields([("Cookie", "b"), ("Cookie", "a")]), key: key),
             "repeated headers keep their order")
         #expect(
-            Identity(headers: [("Cookie", "ab"), ("Cookie", "c")], key: key)
-                != Identity(headers: [("Cookie", "a"), ("Cookie", "bc")], key: key))
+            Identity(headers: HTTPFields([("Cookie", "ab"), ("Cookie", "c")]), key: key)
+                != Identity(headers: HTTPFields([("Cookie", "a"), ("Cookie", "bc")]), key: key))
     }
 
     @Test func credentialHeaderNamesAreConfigurable() {
-        let headers = [(name: "X-Api-Key", value: "k1"), (name: "Cookie", value: "sid=1")]
+        let headers = HTTPFields([(name: "X-Api-Key", value: "k1"), (name: "Cookie", value: "sid=1")])
         let custom = Identity(headers: headers, credentialHeaderNames: ["x-API-key"], key: key)
-        #expect(custom == Identity(headers: [("x-api-key", "k1")], credentialHeaderNames: ["X-Api-Key"], key: key))
+        #expect(custom == Identity(headers: HTTPFields([("x-api-key", "k1")]), credentialHeaderNames: ["X-Api-Key"], key: key))
         #expect(custom != Identity(headers: headers, key: key))
         #expect(Identity(headers: headers, credentialHeaderNames: [], key: key) == .anonymous)
     }
 
     @Test func keyCoversIdentityMethodURLAndBodyHash() {
-        let alice = Identity(headers: [("Cookie", "user=alice")], key: key)
+        let alice = Identity(headers: HTTPFields([("Cookie", "user=alice")]), key: key)
         let base = StoreKey(identity: alice, method: "POST", url: "https://api.test/q", body: Array("{\"a\":1}".utf8))
         #expect(base == StoreKey(identity: alice, method: "post", url: "https://api.test/q", body: Array("{\"a\":1}".utf8)))
         #expect(base != StoreKey(identity: alice, method: "POST", url: "https://api.test/q", body: Array("{\"a\":2}".utf8)))
@@ -72,7 +74,7 @@ let key = IdentityKey.random()
     @Test func identitiesAreKeyedPerDeployment() throws {
         // The same cookie gives a different digest under another deployment's key: a store dump cannot be tested
         // against guessed credentials without the key.
-        let headers = [(name: "Cookie", value: "sid=1234")]
+        let headers = HTTPFields([(name: "Cookie", value: "sid=1234")])
         let other = try IdentityKey(secret: Array(repeating: UInt8(7), count: 32))
         #expect(Identity(headers: headers, key: key) != Identity(headers: headers, key: other))
         #expect(Identity(headers: headers, key: other) == Identity(headers: headers, key: other))

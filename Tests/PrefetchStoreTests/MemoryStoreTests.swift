@@ -1,3 +1,4 @@
+import HTTPTypes
 import PrefetchTestUpstream
 import Testing
 
@@ -150,8 +151,8 @@ import Testing
 
 @Suite struct IsolationTests {
     @Test func identitiesNeverSeeEachOthersEntries() async throws {
-        let alice = Identity(headers: [("Cookie", "sid=alice-secret")], key: key)
-        let bob = Identity(headers: [("Cookie", "sid=bob-secret")], key: key)
+        let alice = Identity(headers: HTTPFields([("Cookie", "sid=alice-secret")]), key: key)
+        let bob = Identity(headers: HTTPFields([("Cookie", "sid=bob-secret")]), key: key)
         let body = Array("{\"page\":1}".utf8)
         let aliceKey = StoreKey(identity: alice, method: "POST", url: "https://api.test/feed", body: body)
         let bobKey = StoreKey(identity: bob, method: "POST", url: "https://api.test/feed", body: body)

@@ -1,3 +1,4 @@
+import HTTPTypes
 import Logging
 import MetricsTestKit
 import PrefetchCore
@@ -23,7 +24,7 @@ let fetchedAt = ContinuousClock.now
 
 func response(_ text: String, noStore: Bool = false) -> StoredResponse {
     StoredResponse(
-        status: 200, headers: [StoredHeader(name: "Content-Type", value: "text/plain")],
+        status: 200, headers: [.contentType: "text/plain"],
         body: Array(text.utf8), fetchedAt: fetchedAt, noStore: noStore)
 }
 

@@ -1,3 +1,4 @@
+import HTTPTypes
 import MetricsTestKit
 import PrefetchStore
 import PrefetchTestUpstream
@@ -102,8 +103,8 @@ import Testing
         try await withRedis { server in
             try await withReplicas(server) { replicas in
                 let (a, b) = (replicas[0], replicas[1])
-                let alice = key("/feed", identity: Identity(headers: [("Cookie", "sid=alice-secret")], key: testIdentityKey))
-                let bob = key("/feed", identity: Identity(headers: [("Cookie", "sid=bob-secret")], key: testIdentityKey))
+                let alice = key("/feed", identity: Identity(headers: HTTPFields([("Cookie", "sid=alice-secret")]), key: testIdentityKey))
+                let bob = key("/feed", identity: Identity(headers: HTTPFields([("Cookie", "sid=bob-secret")]), key: testIdentityKey))
                 #expect(await put(a, alice, .success(response("alice's feed"))))
                 #expect(await b.read(bob, wait: .milliseconds(50)) == .absent(.notFound))
                 #expect(await b.read(key("/feed"), wait: .zero) == .absent(.notFound))

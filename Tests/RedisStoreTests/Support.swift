@@ -1,6 +1,8 @@
 import Foundation
+import HTTPTypes
 import Logging
 import MetricsTestKit
+import PrefetchCore
 import PrefetchStore
 import PrefetchTestUpstream
 import Synchronization
@@ -184,12 +186,13 @@ func testConfiguration(
 /// false; the services are cancelled when `body` returns or throws.
 func withReplicas(
     _ server: RedisServer, count: Int = 2, configuration: RedisStore.Configuration = testConfiguration(),
-    metrics: [TestMetrics]? = nil, runServices: Bool = true, _ body: ([RedisStore]) async throws -> Void
+    metrics: [TestMetrics]? = nil, runServices: Bool = true, clock: any ServiceClock = ContinuousClock(),
+    _ body: ([RedisStore]) async throws -> Void
 ) async throws {
     let stores = try (0..<count).map { index in
         try RedisStore(
             url: server.url, configuration: configuration, logger: quietLogger,
-            metricsFactory: metrics?[index] ?? TestMetrics())
+            metricsFactory: metrics?[index] ?? TestMetrics(), clock: clock)
     }
     try await withThrowingTaskGroup(of: Void.self) { group in
         if runServices {
@@ -211,7 +214,7 @@ func key(_ path: String = "/a", identity: Identity = .anonymous, body: [UInt8]? 
 
 func response(_ text: String, noStore: Bool = false) -> StoredResponse {
     StoredResponse(
-        status: 200, headers: [StoredHeader(name: "Content-Type", value: "text/plain")], body: Array(text.utf8),
+        status: 200, headers: [.contentType: "text/plain"], body: Array(text.utf8),
         noStore: noStore)
 }
 
@@ -222,7 +225,7 @@ func policy(_ label: String = "profile", ttl: Duration = .seconds(30), negativeT
 /// What a reader sees of a response, without the process-local `fetchedAt`.
 struct Content: Hashable, Sendable {
     var status: Int
-    var headers: [StoredHeader]
+    var headers: HTTPFields
     var body: String
     var noStore: Bool
 

@@ -1,4 +1,6 @@
+import HTTPTypes
 import PrefetchStore
+import PrefetchTestUpstream
 import Testing
 
 @testable import RedisStore
@@ -30,17 +32,20 @@ import Testing
 @Suite struct CodecTests {
     @Test func responsesRoundTrip() throws {
         let original = StoredResponse(
-            status: 203, headers: [StoredHeader(name: "A", value: "1"), StoredHeader(name: "Set-Cookie", value: "x=é")],
+            status: 203, headers: HTTPFields([("A", "1"), ("Set-Cookie", "x=é"), ("set-cookie", "y=2; Path=/")]),
             body: Array(0...255), fetchedAt: .now - .seconds(3), noStore: true, elapsed: .milliseconds(42))
         let encoded = EntryCodec.encode(.response(original, label: "feed"))
         #expect(encoded.first == UInt8(ascii: "N"), "scripts recognise no-store values by their first byte")
-        guard case .response(let decoded, let label) = try #require(EntryCodec.decode(encoded)) else {
-            Issue.record("decoded a response as something else")
+        let entry = try #require(EntryCodec.decode(encoded))
+        guard case .response(let decoded, let label) = entry else {
+            Issue.record("decoded a response as something else: \(entry)")
             return
         }
         #expect(label == "feed")
         #expect(decoded.status == 203)
         #expect(decoded.headers == original.headers)
+        #expect(decoded.headers[values: .setCookie] == ["x=é", "y=2; Path=/"], "repeated Set-Cookie fields are kept, in order")
+        #expect(decoded.headers.map(\.name.rawName) == ["A", "Set-Cookie", "set-cookie"], "names as received")
         #expect(decoded.body == original.body)
         #expect(decoded.noStore)
         #expect(decoded.elapsed == .milliseconds(42))
@@ -63,7 +68,7 @@ import Testing
     }
 
     @Test func keyDigestCoversEveryFieldAndAnnouncementsParse() {
-        let alice = Identity(headers: [("Cookie", "sid=alice")], key: testIdentityKey)
+        let alice = Identity(headers: HTTPFields([("Cookie", "sid=alice")]), key: testIdentityKey)
         let keys = [
             key("/a"), key("/b"), key("/a", identity: alice), key("/a", body: [1]),
             StoreKey(identity: .anonymous, method: "POST", url: "https://api.test/a", body: nil),
