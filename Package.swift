@@ -15,6 +15,7 @@
 //   PrefetchService  the HTTP layer: the page and operator surfaces (Hummingbird routing, parsing, encoding)
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
 //   PrefetchTestUpstream  a scriptable upstream HTTP server for tests and benchmarks
+//   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo
 //   prefetch         the CLI: plan, validate, fetch, serve
 import PackageDescription
 
@@ -197,6 +198,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "PrefetchTestSupport",
+            dependencies: [
+                "PrefetchCore",
+                "PrefetchFetcher",
+                "PrefetchTestUpstream",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // glibc allocator tuning for the serve process (the one C call Foundation's Glibc module lacks).
         .target(name: "CMallocTuning"),
         .executableTarget(
@@ -231,6 +243,7 @@ let package = Package(
         .testTarget(
             name: "PrefetchCoreTests",
             dependencies: [
+                "PrefetchTestSupport",
                 "PrefetchCore",
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
@@ -240,6 +253,7 @@ let package = Package(
         .testTarget(
             name: "PrefetchFetcherTests",
             dependencies: [
+                "PrefetchTestSupport",
                 "PrefetchFetcher",
                 "PrefetchTestUpstream",
                 "prefetch-upstream",
@@ -252,6 +266,7 @@ let package = Package(
         .testTarget(
             name: "PrefetchDNSTests",
             dependencies: [
+                "PrefetchTestSupport",
                 "PrefetchDNS",
                 "PrefetchFetcher",
                 "PrefetchTestUpstream",
@@ -269,6 +284,7 @@ let package = Package(
         .testTarget(
             name: "PrefetchStoreTests",
             dependencies: [
+                "PrefetchTestSupport",
                 "PrefetchTestUpstream",
                 "PrefetchStore",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -279,6 +295,7 @@ let package = Package(
         .testTarget(
             name: "RedisStoreTests",
             dependencies: [
+                "PrefetchTestSupport",
                 "RedisStore",
                 "PrefetchStore",
                 "PrefetchTestUpstream",
@@ -291,6 +308,7 @@ let package = Package(
         .testTarget(
             name: "RendererPoolTests",
             dependencies: [
+                "PrefetchTestSupport",
                 "PrefetchTestUpstream",
                 "RendererPool",
                 .product(name: "Logging", package: "swift-log"),
@@ -303,6 +321,7 @@ let package = Package(
         .testTarget(
             name: "ConfigUpdaterTests",
             dependencies: [
+                "PrefetchTestSupport",
                 "PrefetchTestUpstream",
                 "ConfigUpdater",
                 "PrefetchCore",
@@ -321,6 +340,7 @@ let package = Package(
         .testTarget(
             name: "PrefetchServiceTests",
             dependencies: [
+                "PrefetchTestSupport",
                 "PrefetchCore",
                 "PrefetchDNS",
                 "PrefetchEngine",

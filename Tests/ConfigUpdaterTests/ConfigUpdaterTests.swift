@@ -4,6 +4,7 @@ import Logging
 import MetricsTestKit
 import PrefetchCore
 import PrefetchFetcher
+import PrefetchTestSupport
 import Synchronization
 import Testing
 

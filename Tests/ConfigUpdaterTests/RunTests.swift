@@ -2,6 +2,7 @@ import ConfigUpdater
 import Foundation
 import PrefetchCore
 import PrefetchFetcher
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import ServiceLifecycle
 import ServiceLifecycleTestKit

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import PrefetchCore
 import PrefetchFetcher
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Synchronization
 import Testing
@@ -46,16 +47,6 @@ func withConfigServer<T: Sendable>(_ body: @Sendable (ConfigServer) async throws
     } catch {
         await server.shutdown()
         throw error
-    }
-}
-
-/// Runs `body` with a running fetcher whose `run()` is cancelled afterwards.
-func withFetcher<T: Sendable>(_ body: @Sendable (Fetcher) async throws -> T) async throws -> T {
-    let fetcher = Fetcher(logger: Logger(label: "prefetch.config.test.fetcher"))
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await fetcher.run() }
-        defer { group.cancelAll() }
-        return try await body(fetcher)
     }
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import MetricsTestKit
 import PrefetchFetcher
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

@@ -3,6 +3,7 @@ import Logging
 import MetricsTestKit
 import PrefetchDNS
 import PrefetchFetcher
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

@@ -1,6 +1,7 @@
 import Logging
 import PrefetchDNS
 import PrefetchFetcher
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import ServiceLifecycle
 import ServiceLifecycleTestKit

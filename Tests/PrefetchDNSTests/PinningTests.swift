@@ -2,6 +2,7 @@ import Foundation
 import MetricsTestKit
 import PrefetchDNS
 import PrefetchFetcher
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 
@@ -158,15 +159,5 @@ import Testing
                 }
             }
         }
-    }
-}
-
-/// Runs a fetch expected to fail and returns its error code (nil if it succeeded).
-func failureCode(_ fetcher: Fetcher, _ request: FetchRequest) async -> FetchErrorCode? {
-    do {
-        _ = try await fetcher.fetch(request)
-        return nil
-    } catch {
-        return error.code
     }
 }

@@ -4,6 +4,7 @@ import Logging
 import MetricsTestKit
 import PrefetchDNS
 import PrefetchFetcher
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Subprocess
 import Testing
@@ -13,19 +14,6 @@ func withPKI<T: Sendable>(_ body: (TestPKI) async throws -> T) async throws -> T
     let pki = try await TestPKI.make()
     defer { pki.remove() }
     return try await body(pki)
-}
-
-/// Runs `body` with a running fetcher; the fetcher's `run()` is cancelled afterwards.
-func withFetcher<T: Sendable>(
-    _ configuration: FetcherConfiguration = .init(),
-    _ body: @Sendable (Fetcher) async throws -> T
-) async throws -> T {
-    let fetcher = Fetcher(configuration: configuration, logger: Logger(label: "prefetch.dns.test.fetcher"))
-    return try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { try await fetcher.run() }
-        defer { group.cancelAll() }
-        return try await body(fetcher)
-    }
 }
 
 /// Runs `body` with a running resolver; its `run()` is cancelled afterwards.

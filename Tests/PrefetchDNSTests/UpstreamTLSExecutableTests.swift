@@ -1,5 +1,6 @@
 import Foundation
 import PrefetchFetcher
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Subprocess
 import SystemPackage

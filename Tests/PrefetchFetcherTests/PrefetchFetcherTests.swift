@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Logging
 import PrefetchFetcher
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import ServiceLifecycle
 import ServiceLifecycleTestKit

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import PrefetchFetcher
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Synchronization
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

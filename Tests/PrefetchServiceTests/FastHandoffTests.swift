@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import PrefetchEngine
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

@@ -4,6 +4,7 @@ import PrefetchDNS
 import PrefetchEngine
 import PrefetchFetcher
 import PrefetchService
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

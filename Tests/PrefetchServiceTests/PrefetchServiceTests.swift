@@ -14,6 +14,7 @@ import Foundation
 import HTTPTypes
 import PrefetchEngine
 import PrefetchService
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

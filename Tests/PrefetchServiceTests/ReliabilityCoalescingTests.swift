@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import PrefetchEngine
 import PrefetchService
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

@@ -12,6 +12,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import NIOPosix
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

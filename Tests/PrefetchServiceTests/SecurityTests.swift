@@ -3,6 +3,7 @@ import HTTPTypes
 import NIOCore
 import NIOPosix
 import PrefetchEngine
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

@@ -8,6 +8,7 @@ import NIOPosix
 import PrefetchCore
 import PrefetchEngine
 import PrefetchService
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Prometheus
 import Synchronization
@@ -87,28 +88,10 @@ struct Reply: Sendable {
     var errorCode: String? { json["error"] as? String }
 }
 
-/// The upstream's JSON echo of the request it received.
-struct Echo {
-    var method: String
-    var path: String
-    var query: String?
-    var headers: [[String]]
-    var body: String?
-    var hit: Int
-
+extension Echo {
+    /// The echo in a service reply's JSON body.
     init(_ reply: Reply) {
-        let object = reply.json
-        method = object["method"] as? String ?? ""
-        path = object["path"] as? String ?? ""
-        query = object["query"] as? String
-        headers = object["headers"] as? [[String]] ?? []
-        body = object["body"] as? String
-        hit = object["hit"] as? Int ?? 0
-    }
-
-    /// Every value of the header `name` as the upstream received it.
-    func values(_ name: String) -> [String] {
-        headers.filter { $0.first?.lowercased() == name.lowercased() }.compactMap { $0.last }
+        self.init(json: reply.json)
     }
 }
 

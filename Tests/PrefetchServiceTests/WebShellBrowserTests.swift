@@ -4,6 +4,7 @@ import Logging
 import PrefetchCore
 import PrefetchEngine
 import PrefetchService
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

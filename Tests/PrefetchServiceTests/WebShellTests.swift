@@ -7,6 +7,7 @@ import NIOCore
 import PrefetchCore
 import PrefetchEngine
 import PrefetchService
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import RendererPool
 import Testing

@@ -1,3 +1,4 @@
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

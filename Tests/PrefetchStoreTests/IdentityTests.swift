@@ -1,4 +1,5 @@
 import HTTPTypes
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

@@ -1,4 +1,5 @@
 import MetricsTestKit
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

@@ -1,6 +1,7 @@
 import Logging
 import MetricsTestKit
 import PrefetchStore
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

@@ -1,6 +1,7 @@
 import HTTPTypes
 import MetricsTestKit
 import PrefetchStore
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

@@ -4,6 +4,7 @@ import Logging
 import MetricsTestKit
 import PrefetchCore
 import PrefetchStore
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Synchronization
 import Testing

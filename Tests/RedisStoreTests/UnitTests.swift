@@ -1,5 +1,6 @@
 import HTTPTypes
 import PrefetchStore
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

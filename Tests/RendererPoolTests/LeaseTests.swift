@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

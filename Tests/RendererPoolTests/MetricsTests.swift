@@ -1,5 +1,6 @@
 import Metrics
 import MetricsTestKit
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 

@@ -1,4 +1,5 @@
 import Logging
+import PrefetchTestSupport
 import PrefetchTestUpstream
 import ServiceLifecycle
 import Testing
