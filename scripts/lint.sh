@@ -13,6 +13,15 @@ if [ ${#need[@]} -gt 0 ]; then
   python3 -m pip install --quiet --disable-pip-version-check "${need[@]}"
 fi
 swift format lint --strict --recursive --parallel Sources Tests Package.swift
+# The C libraries stay behind one target each. Imports are internal by default (InternalImportsByDefault), so the
+# compiler refuses a public API that shows a curl or hiredis type; this refuses a second target importing them.
+for pair in CCurl:PrefetchFetcher CHiredis:RedisStore; do
+  module=${pair%%:*} owner=${pair##*:}
+  if other=$(grep -rlE "^(public |internal |private )?import ${module}\b" Sources | grep -v "^Sources/${owner}/"); then
+    echo "lint: only ${owner} may import ${module}; also imported by: ${other}" >&2
+    exit 1
+  fi
+done
 hadolint Dockerfile
 kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 python3 - <<'PY'
@@ -20,4 +29,4 @@ import yaml
 from openapi_spec_validator import validate
 validate(yaml.safe_load(open("openapi.yaml")))
 PY
-echo "lint: Swift sources formatted; Dockerfile, deploy/kubernetes and openapi.yaml are valid"
+echo "lint: Swift sources formatted, C libraries behind one target each; Dockerfile, deploy/kubernetes and openapi.yaml are valid"

@@ -1,4 +1,4 @@
-import CoreMetrics
+public import CoreMetrics
 // Keeps the prefetch config current without restarts, and never lets a bad push or a flapping config server
 // take prefetching down.
 //
@@ -44,10 +44,10 @@ import CoreMetrics
 //   prefetch_config_active_source{source}              1 for the source the current config came from, else 0
 //   prefetch_config_ready                              1 once a config is loaded
 import Foundation
-import Logging
-import PrefetchCore
-import PrefetchFetcher
-import ServiceLifecycle
+public import Logging
+public import PrefetchCore
+public import PrefetchFetcher
+public import ServiceLifecycle
 import Synchronization
 import UnixSignals
 

@@ -1,5 +1,5 @@
-import Foundation
-import PrefetchCore
+public import Foundation
+public import PrefetchCore
 
 /// Why a check was made. Logged and reported in the status; not a metric label.
 public enum RefreshTrigger: String, Sendable, Codable, CaseIterable {

@@ -1,5 +1,5 @@
 import Foundation
-import HTTPTypes
+public import HTTPTypes
 
 /// Turns "this page URL is opening" into the exact upstream requests to make.
 ///

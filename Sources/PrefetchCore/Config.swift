@@ -1,4 +1,4 @@
-import HTTPTypes
+public import HTTPTypes
 
 /// The prefetch config: which pages exist and which API interfaces each page calls.
 ///

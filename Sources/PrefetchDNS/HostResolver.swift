@@ -4,11 +4,11 @@
 // left to libcurl.
 // Design notes: docs/design/dns.md
 import HTTPTypes
-import Logging
-import Metrics
+public import Logging
+public import Metrics
 import PrefetchCore
-import PrefetchFetcher
-import ServiceLifecycle
+public import PrefetchFetcher
+public import ServiceLifecycle
 import Synchronization
 
 /// Resolves the upstream hosts ahead of time and pins transfers to a resolved address (``AddressPin``) without

@@ -1,4 +1,4 @@
-import PrefetchCore
+public import PrefetchCore
 import Synchronization
 
 /// The loaded prefetch config, swapped atomically; readers get an immutable value.

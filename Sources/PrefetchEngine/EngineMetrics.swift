@@ -1,4 +1,4 @@
-import CoreMetrics
+public import CoreMetrics
 import Synchronization
 
 /// The orchestrator's own metrics. Every dimension is bounded: interface names come from the config, outcomes

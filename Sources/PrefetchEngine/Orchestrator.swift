@@ -1,11 +1,11 @@
 import CoreMetrics
-import HTTPTypes
-import Logging
-import PrefetchCore
-import PrefetchDNS
-import PrefetchFetcher
-import PrefetchStore
-import ServiceLifecycle
+public import HTTPTypes
+public import Logging
+public import PrefetchCore
+public import PrefetchDNS
+public import PrefetchFetcher
+public import PrefetchStore
+public import ServiceLifecycle
 import Synchronization
 
 /// The product's core loop: a page is opening, so plan its requests, start each one unless it is already

@@ -1,7 +1,7 @@
-import HTTPTypes
-import Logging
-import PrefetchCore
-import PrefetchFetcher
+public import HTTPTypes
+public import Logging
+public import PrefetchCore
+public import PrefetchFetcher
 
 /// One interface's result in `prefetch fetch`.
 public struct PageFetchResult: Sendable {

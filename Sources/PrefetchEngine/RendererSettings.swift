@@ -1,5 +1,5 @@
 import Foundation
-import RendererPool
+public import RendererPool
 
 /// Renderer profiles: the `renderers` file (`configs/renderers.json` by default).
 ///

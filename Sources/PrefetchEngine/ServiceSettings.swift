@@ -1,8 +1,8 @@
-import ConfigUpdater
-import PrefetchDNS
-import PrefetchFetcher
-import PrefetchStore
-import RendererPool
+public import ConfigUpdater
+public import PrefetchDNS
+public import PrefetchFetcher
+public import PrefetchStore
+public import RendererPool
 
 /// Everything `serve` can be told, with production defaults. Tests build the same application with test
 /// values (port 0, small budgets).

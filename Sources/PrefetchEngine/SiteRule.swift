@@ -1,4 +1,4 @@
-import PrefetchCore
+public import PrefetchCore
 
 /// Where a browser would send the page's credentials: the rule behind `credentials: same-site`.
 ///

@@ -1,7 +1,7 @@
 import Crypto
-import Foundation
+public import Foundation
 import PrefetchCore
-import PrefetchStore
+public import PrefetchStore
 
 /// A short-lived capability to read one ticket's data from one origin: what a shell hands its page (through a
 /// JS bridge or an injected value, never a URL) when the page cannot present the user's credentials itself.

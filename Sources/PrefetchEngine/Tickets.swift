@@ -1,7 +1,7 @@
-import Foundation
-import PrefetchCore
-import PrefetchStore
-import Synchronization
+public import Foundation
+public import PrefetchCore
+public import PrefetchStore
+public import Synchronization
 
 /// One composed request of a ticket: which interface it is and under which store key its response lives.
 ///

@@ -1,4 +1,4 @@
-import HTTPTypes
+public import HTTPTypes
 import Synchronization
 
 /// A resolved address a transfer connects to: a connection to `host:port` goes to `address` (an IP literal) while

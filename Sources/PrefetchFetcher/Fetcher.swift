@@ -4,9 +4,9 @@
 // Design notes: docs/design/fetcher.md
 import CCurl
 import Foundation
-import Logging
+public import Logging
 import PrefetchCore
-import ServiceLifecycle
+public import ServiceLifecycle
 import Synchronization
 
 /// `curl_global_init`, run exactly once per process (Swift initialises globals lazily and atomically).

@@ -1,16 +1,16 @@
 import ConfigUpdater
 import Foundation
-import Hummingbird
+public import Hummingbird
 import HummingbirdCore
-import Logging
+public import Logging
 import Metrics
 import NIOCore
-import PrefetchCore
+public import PrefetchCore
 import PrefetchDNS
-import PrefetchEngine
+public import PrefetchEngine
 import PrefetchFetcher
 import PrefetchStore
-import Prometheus
+public import Prometheus
 import RedisStore
 import RendererPool
 import ServiceLifecycle

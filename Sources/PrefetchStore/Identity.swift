@@ -1,5 +1,5 @@
 import Crypto
-import HTTPTypes
+public import HTTPTypes
 import PrefetchCore
 
 /// The per-deployment secret that identities are keyed with (HMAC-SHA256).

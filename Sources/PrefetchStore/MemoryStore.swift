@@ -1,6 +1,6 @@
-import CoreMetrics
-import Logging
-import PrefetchCore
+public import CoreMetrics
+public import Logging
+public import PrefetchCore
 import Synchronization
 
 /// The in-process `ResponseStore`: entries in memory under a byte budget, with single flight per key.

@@ -4,7 +4,7 @@
 // (`RedisStore`); `MemoryStore` is the in-process one.
 // Design notes: docs/design/response-store.md
 
-import HTTPTypes
+public import HTTPTypes
 
 /// A response as the store keeps and hands it out.
 public struct StoredResponse: Sendable, Hashable {

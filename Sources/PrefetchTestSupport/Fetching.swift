@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import PrefetchFetcher
+public import PrefetchFetcher
 
 /// Runs `body` with a running fetcher; the fetcher's `run()` is cancelled afterwards, also when `body` throws.
 public func withFetcher<T: Sendable>(

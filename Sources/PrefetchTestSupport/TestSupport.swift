@@ -1,7 +1,7 @@
-import Foundation
-import HTTPTypes
-import PrefetchCore
-import PrefetchTestUpstream
+public import Foundation
+public import HTTPTypes
+public import PrefetchCore
+public import PrefetchTestUpstream
 import Synchronization
 
 /// Runs `body` with a fresh upstream on 127.0.0.1 (TLS when given), always shut down afterwards, also when

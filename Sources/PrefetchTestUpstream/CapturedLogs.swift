@@ -1,4 +1,4 @@
-import Logging
+public import Logging
 import Synchronization
 
 /// Every log line of a logger, rendered as `level message key=value ... [error=...]`, for tests that check what

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Subprocess
 
 /// A throwaway PKI made with the openssl CLI: a test CA and server certificates for the test names.

@@ -4,11 +4,11 @@
 // this class is the shell that talks to `RedisPool` and `RedisSubscriber`, reads the clock and performs its steps.
 // Design notes: docs/design/redis-store.md
 
-import CoreMetrics
-import Logging
-import PrefetchCore
-import PrefetchStore
-import ServiceLifecycle
+public import CoreMetrics
+public import Logging
+public import PrefetchCore
+public import PrefetchStore
+public import ServiceLifecycle
 
 /// A `ResponseStore` shared by every replica through Redis, with the same promises as `MemoryStore`: single flight
 /// per key across replicas, identity isolation, per-interface TTLs, no-store responses handed out exactly once,

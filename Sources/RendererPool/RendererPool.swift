@@ -3,10 +3,10 @@
 /// suspends acquirers, while every decision (who gets which renderer, FIFO order, limits, timeouts, retirement)
 /// is made by the pure state machine ``PoolState``, with time passed in from an injected clock.
 /// Design notes: docs/design/renderer-pool.md
-import Logging
-import Metrics
-import PrefetchCore
-import ServiceLifecycle
+public import Logging
+public import Metrics
+public import PrefetchCore
+public import ServiceLifecycle
 
 /// A renderer handed out by ``RendererPool/acquire(page:caller:)``; give it back with
 /// ``RendererPool/release(id:healthy:)``.

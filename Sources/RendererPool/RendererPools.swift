@@ -1,6 +1,6 @@
-import Logging
-import Metrics
-import ServiceLifecycle
+public import Logging
+public import Metrics
+public import ServiceLifecycle
 
 /// The named renderer profiles of a deployment, one ``RendererPool`` each, run together as one ``Service``.
 public final class RendererPools: Service, Sendable {
