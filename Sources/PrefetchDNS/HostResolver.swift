@@ -32,7 +32,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
     private let metrics: DNSMetrics
     private let system: SystemResolver
     private let state: Mutex<State>
-    private let wakeup = Wakeup()
+    private let wakeup = Wakeup<Never>()
 
     /// Creates a resolver. With `settings.httpdns` set, `fetcher` is required: HTTPDNS requests go through it
     /// (it must be running for them to complete).

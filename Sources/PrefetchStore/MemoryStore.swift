@@ -168,35 +168,15 @@ public final class MemoryStore: ResponseStore {
 
     // MARK: Waiting
 
-    /// Waiters against one deadline: one child takes their outcomes in turn (a waiter settled before its
-    /// turn hands its parked outcome over at once), the other gives every one of them up when the deadline
-    /// passes, so each gets its result or `.pending`, exactly once.
+    /// Waiters against one deadline: their outcomes are taken in turn (a waiter settled before its turn hands
+    /// its parked outcome over at once); when the deadline passes on the store's clock every one of them is given
+    /// up, so each gets its result or `.pending`, exactly once.
     private func waitForResults(of ids: [WaiterID], upTo wait: Duration) async -> [ReadOutcome] {
-        await withTaskGroup(of: [ReadOutcome]?.self) { group in
-            group.addTask {
-                var outcomes: [ReadOutcome] = []
-                outcomes.reserveCapacity(ids.count)
-                for id in ids {
-                    outcomes.append(await self.suspend(id))
-                }
-                return outcomes
-            }
-            group.addTask {
-                do {
-                    try await self.clock.sleep(until: self.clock.now.advanced(by: wait), tolerance: nil)
-                } catch {
-                    return nil
-                }
-                for id in ids { self.giveUp(id) }
-                return nil
-            }
-            var outcomes = [ReadOutcome](repeating: .pending, count: ids.count)
-            while let next = await group.next() {
-                if let next {
-                    outcomes = next
-                    group.cancelAll()
-                    break
-                }
+        await withDeadline(clock.now.advanced(by: wait), clock: clock, onExpiry: { for id in ids { self.giveUp(id) } }) {
+            var outcomes: [ReadOutcome] = []
+            outcomes.reserveCapacity(ids.count)
+            for id in ids {
+                outcomes.append(await suspend(id))
             }
             return outcomes
         }

@@ -183,14 +183,17 @@ public final class RedisStore: ResponseStore, Service {
         let claim = calls.claim(key, policy: policy, token: Self.newToken())
         let completion = completion(claim.lead, result: result)
         let sentAt = clock.now
+        state.withLock { $0.completing(completion, sentAt: sentAt) }
         let replies = await eval([claim.call, completion.call])
         switch RedisStoreState.putReplied(beginReply: replies[0]) {
         case .declined:
+            state.withLock { $0.completionDropped(completion) }
             return false
         case .settleCompletion:
             await settle(completion, key: key, reply: replies[1], sentAt: sentAt)
             return true
         case .beginInFallback:
+            state.withLock { $0.completionDropped(completion) }
             guard case .leader(let token) = await beginInFallback(claim) else { return false }
             await complete(key, token: token, result: result)
             return true
@@ -211,6 +214,7 @@ public final class RedisStore: ResponseStore, Service {
         case .completeInRedis(let lead):
             let completion = completion(lead, result: result)
             let sentAt = clock.now
+            state.withLock { $0.completing(completion, sentAt: sentAt) }
             let reply = await eval([completion.call])[0]
             await settle(completion, key: key, reply: reply, sentAt: sentAt)
         }
@@ -258,10 +262,10 @@ public final class RedisStore: ResponseStore, Service {
                 step = state.withLock { $0.probed(&reader, probe, sentAt: sentAt, cancelled: cancelled, now: now) }
             case .wait(let timeout):
                 guard let registration else { preconditionFailure("a reader that may not wait was told to wait") }
-                let woken = await registration.signal.wait(upTo: timeout, clock: clock)
+                let woken = await registration.signal.wait(until: clock.now.advanced(by: timeout), clock: clock)
                 let value = woken.payload.flatMap { EntryCodec.decode($0) }
                 let now = clock.now
-                step = state.withLock { $0.woke(&reader, fired: woken.fired, value: value, now: now) }
+                step = state.withLock { $0.woke(&reader, fired: woken.signalled, value: value, now: now) }
             }
         }
     }

@@ -170,19 +170,34 @@ struct RedisStoreState: Sendable {
 
     /// Interprets the complete script's reply to `completion`, sent at `sentAt`: a kept response goes to the local
     /// tier, never past the Redis expiry counted from `sentAt`.
+    /// A completion is about to be sent at `sentAt`. A kept response goes into the local tier first: Redis announces
+    /// the completion to every replica, this one included, and the announcement can overtake the script's reply, so
+    /// a reader woken by it must already find the response here rather than ask Redis again. A reply that refuses
+    /// the completion takes it out again (`completionReplied`).
+    mutating func completing(_ completion: Completion, sentAt: Instant) {
+        if completion.isKept, case .success(let response) = completion.result {
+            local.put(
+                completion.lead.keys.digest, response: response, label: completion.lead.policy.label,
+                redisExpiresAt: sentAt + completion.keep, now: sentAt)
+        }
+    }
+
+    /// A completion sent with `completing` did not take (its claim was declined, or went to the fallback store):
+    /// the local tier forgets the response it was given ahead of the reply.
+    mutating func completionDropped(_ completion: Completion) {
+        local.remove(completion.lead.keys.digest)
+    }
+
     mutating func completionReplied(_ completion: Completion, reply: Reply, sentAt: Instant) -> CompletionStep {
         let digest = completion.lead.keys.digest
         switch reply {
         case .success(.integer(1)):
-            if completion.isKept, case .success(let response) = completion.result {
-                local.put(
-                    digest, response: response, label: completion.lead.policy.label, redisExpiresAt: sentAt + completion.keep,
-                    now: sentAt)
-            }
             return .wake(digest: digest, payload: completion.payload)
         case .success:
+            local.remove(digest)
             return .ignoredStale
         case .failure(let error):
+            local.remove(digest)
             return .keepInFallback(digest: digest, payload: completion.payload, error: error)
         }
     }

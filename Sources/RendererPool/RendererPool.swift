@@ -327,24 +327,16 @@ public actor RendererPool: Service {
     private func wait(_ id: PoolState.AcquireID) async -> PoolState.AcquireStep {
         if case .settled(let step) = waiters.removeValue(forKey: id) { return step }
         guard let deadline = state.deadline(of: id) else { return .failed(.shutdown) }
-        return await withTaskGroup(of: Void.self, returning: PoolState.AcquireStep.self) { group in
-            group.addTask { [clock] in
-                do {
-                    try await clock.sleep(until: deadline, tolerance: nil)
-                    await self.timerFired(id)
-                } catch {
-                    await self.waitCancelled(id)
-                }
-            }
-            let step = await withCheckedContinuation { (continuation: CheckedContinuation<PoolState.AcquireStep, Never>) in
+        return await withDeadline(
+            deadline, clock: clock, onExpiry: { await self.timerFired(id) }, onCancel: { await self.waitCancelled(id) }
+        ) {
+            await withCheckedContinuation { (continuation: CheckedContinuation<PoolState.AcquireStep, Never>) in
                 if case .settled(let step) = waiters.removeValue(forKey: id) {
                     continuation.resume(returning: step)
                 } else {
                     waiters[id] = .suspended(continuation)
                 }
             }
-            group.cancelAll()
-            return step
         }
     }
 

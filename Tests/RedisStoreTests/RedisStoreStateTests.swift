@@ -179,6 +179,7 @@ import Testing
         #expect(completion.call.script == Scripts.complete)
         #expect(completion.call.tail.contains(Array("300".utf8)), "Redis keeps it for the TTL")
         let sentAt = t0 + .milliseconds(10)
+        state.completing(completion, sentAt: sentAt)
         #expect(
             state.completionReplied(completion, reply: .success(.integer(1)), sentAt: sentAt)
                 == .wake(digest: claim.keys.digest, payload: nil))
@@ -211,9 +212,11 @@ import Testing
         var state = Self.makeState()
         let claim = Self.lead(&state, now: t0)
         let noStore = state.calls.completion(claim.lead, result: .success(response("once", noStore: true)), encoded: [1])
+        state.completing(noStore, sentAt: t0)
         _ = state.completionReplied(noStore, reply: .success(.integer(1)), sentAt: t0)
         let zero = Self.claim(state, "/z", policy: policy(ttl: .zero)).lead
         let unkept = state.calls.completion(zero, result: .success(response("z")), encoded: [2])
+        state.completing(unkept, sentAt: t0)
         #expect(state.completionReplied(unkept, reply: .success(.integer(1)), sentAt: t0) == .wake(digest: zero.keys.digest, payload: [2]))
         #expect(state.local.items.isEmpty)
     }
@@ -229,6 +232,25 @@ import Testing
                 state.completionReplied(completion, reply: .failure(error), sentAt: t0)
                     == .keepInFallback(digest: claim.keys.digest, payload: [5], error: error))
         }
+        #expect(state.local.items.isEmpty)
+    }
+
+    /// The local tier has a kept response from the moment its completion is sent, so a reader woken by the
+    /// announcement (which can overtake the script's reply) finds it; a refused completion takes it out again.
+    @Test func aCompletionsResponseIsLocalBeforeItsReplyAndGoneIfRefused() {
+        var state = Self.makeState()
+        let claim = Self.lead(&state, now: t0)
+        let kept = response("kept")
+        let completion = state.calls.completion(claim.lead, result: .success(kept), encoded: [1])
+        state.completing(completion, sentAt: t0)
+        var (reader, _) = state.startRead(key(), wait: .seconds(1), cancelled: false, now: t0)
+        #expect(
+            state.woke(&reader, fired: true, value: nil, now: t0) == .finish(.ready(kept, joined: reader.joinedFlight), label: "profile"),
+            "woken by the announcement before the reply: served locally")
+        #expect(state.completionReplied(completion, reply: .success(.integer(0)), sentAt: t0) == .ignoredStale)
+        #expect(state.local.items.isEmpty, "a refused completion leaves nothing behind")
+        state.completing(completion, sentAt: t0)
+        state.completionDropped(completion)
         #expect(state.local.items.isEmpty)
     }
 
@@ -366,6 +388,7 @@ import Testing
         _ = state.complete(key(), token: claim.token)
         let here = response("here")
         let completion = state.calls.completion(claim.lead, result: .success(here), encoded: [1])
+        state.completing(completion, sentAt: t0)
         _ = state.completionReplied(completion, reply: .success(.integer(1)), sentAt: t0)
         #expect(state.woke(&reader, fired: true, value: nil, now: t0) == .finish(.ready(here, joined: true), label: "profile"))
         #expect(
