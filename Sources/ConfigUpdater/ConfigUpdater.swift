@@ -1,48 +1,8 @@
+// ConfigUpdater keeps the prefetch config current without restarts, and never lets a bad push or a flapping config
+// server take prefetching down: a file or URL primary, a fallback URL, a fatigue window, coalesced checks, an
+// atomic swap and a last-good copy on disk.
+// Design notes: docs/design/config-updater.md
 public import CoreMetrics
-// Keeps the prefetch config current without restarts, and never lets a bad push or a flapping config server
-// take prefetching down.
-//
-// Design
-// - Sources. The primary is a file or an http(s) URL; an optional fallback URL (the CDN copy) is engaged after
-//   `abnormalThreshold` consecutive abnormal answers from the primary (see `SourceSelector` for how the primary
-//   is probed while on the fallback). URLs are fetched with GET through the shared `Fetcher`, bounded by
-//   `requestTimeout` and `ConfigLoader.maximumBytes`. An answer is abnormal when the transfer fails, the HTTP
-//   status is not 2xx, the envelope's `code` is not 200, or `ConfigLoader.parse` rejects the body.
-// - Checks. One check asks the primary, then the fallback if the selector says so, then decides: a normal
-//   answer whose `version` differs from the loaded one is applied; the same version changes nothing; no normal
-//   answer changes nothing either (when nothing is loaded yet, the last-good copy is loaded instead).
-//   Triggers: the initial load, every `interval`, `refresh(trigger:)`, SIGHUP, and changes of a file source.
-// - Fatigue window. For a URL primary no two checks start within `fatigueWindow`, whatever the trigger; a
-//   refresh inside it answers `throttled` with what is loaded and `nextAllowedCheckAt`, without asking
-//   anything, and is not queued (the next interval check catches up). A file primary is not throttled: reading
-//   a local file is cheap and the file watch already polls at its own pace. With a file primary, the fallback URL
-//   is still asked at most once per window.
-// - Coalescing. At most one check runs at a time; refreshes arriving meanwhile wait for it and get its result
-//   (`coalesced == true`). A check whose performing task is cancelled answers `interrupted` to all and does not
-//   consume the fatigue window.
-// - Applying. The new config is validated in full before it is considered. The swap is one store into a
-//   `Mutex`-protected box: readers of `current` get an immutable `PrefetchConfig` value, so prefetches already
-//   running keep the plan they started with. After the swap the raw bytes are written atomically to
-//   `<stateDirectory>/last-good-config.json` (temp file, fsync, rename, fsync of the directory), then `onApply`
-//   runs. An invalid config is never applied: the error is logged, counted and kept for `status()`.
-// - Order at startup. `current` is nil until the first check finishes. The service runs the `Fetcher` and this
-//   updater in one ServiceGroup; `run()` first traps SIGHUP and takes the file-watch snapshot, then does the
-//   initial load (`loadInitial()`), then runs the interval, file-watch and SIGHUP loops until graceful shutdown. Anyone may `await loadInitial()`
-//   (e.g. a readiness probe or the HTTP server before it starts listening) once the fetcher's `run()` is
-//   running: concurrent calls join the same check. Without any config the updater stays not-ready with a reason
-//   and keeps checking; it never throws for a bad source.
-// - Blocking file work (stat, read, write, fsync) runs on a private serial dispatch queue, never on the
-//   cooperative pool.
-//
-// Metrics (all labels from fixed sets)
-//   prefetch_config_checks_total{outcome}              applied | unchanged | fallback_applied | fallback_unchanged
-//                                                      | last_good | abnormal | throttled | interrupted
-//   prefetch_config_errors_total{source,reason}        source: primary | fallback | last-good;
-//                                                      reason: transfer | http_status | remote_code | invalid | unreadable
-//   prefetch_config_loaded_timestamp_seconds           wall-clock time the current config was applied
-//   prefetch_config_consecutive_abnormal               consecutive abnormal answers from the primary
-//   prefetch_config_active_source{source}              1 for the source the current config came from, else 0
-//   prefetch_config_ready                              1 once a config is loaded
 import Foundation
 public import Logging
 public import PrefetchCore
