@@ -1,0 +1,92 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import PrefetchCore
+import PrefetchEngine
+import PrefetchStore
+import Synchronization
+
+/// The static files pages load from the page surface: the page client (`/v1/client.js`) and the demo shell and
+/// page. Static files live in `Resources/web` (plain HTML and JS, no build step) and are read once, on first use.
+/// Each answer carries an `ETag` (so a revalidation is a `304`) and `X-Content-Type-Options: nosniff`.
+/// `GET /v1/client.js` may be cached for 5 minutes; the HTML is revalidated on every load.
+struct StaticRoutes: Sendable {
+    /// The config in force, for the landing page's demo links.
+    let currentConfig: @Sendable () -> PrefetchConfig?
+    /// The operator surface's port as configured (0: chosen at start, not linked).
+    let adminPort: Int
+
+    var routes: RouteCollection<PageContext> {
+        let router = RouteCollection(context: PageContext.self)
+        router.get("/") { request, _ in landing(request) }
+        for (path, file) in [
+            ("/v1/client.js", "client.js"), ("/demo/shell.html", "demo/shell.html"), ("/demo/page.html", "demo/page.html"),
+        ] {
+            router.get(RouterPath(path)) { request, _ in WebFiles.response(file, request: request) }
+        }
+        router.get("/demo") { _, _ in Response(status: .found, headers: [.location: "/demo/shell.html"]) }
+        return router
+    }
+}
+
+extension StaticRoutes {
+    /// `GET /`: what this service is, where its API is described, and, when the config in force has an entry for
+    /// this service's own `/demo/page.html` (the offline demo of `scripts/run.sh`), a link that opens it through the
+    /// demo shell, plus the operator surface's waterfall.
+    func landing(_ request: Request) -> Response {
+        let host = request.head.authority ?? "127.0.0.1"
+        var demos: [String] = []
+        for page in currentConfig()?.pages ?? [] {
+            guard let url = try? HTTPURL(parsing: page.url), url.path == "/demo/page.html", !page.interfaces.isEmpty else { continue }
+            let query = page.interfaces.map { "api=" + Self.queryValue($0.api) }.joined(separator: "&")
+            let names = page.interfaces.map(\.name).joined(separator: ", ")
+            demos.append(
+                #"<li><a href="/demo/shell.html?\#(Self.html(query))">Open the demo page with prefetch</a> (\#(Self.html(names)))</li>"#)
+        }
+        let hostName = host.split(separator: ":").first.map(String.init) ?? "127.0.0.1"
+        let operatorLink =
+            adminPort > 0
+            ? #"<a href="http://\#(Self.html(hostName)):\#(adminPort)/ui">the waterfall of recent page opens</a> on the operator surface"#
+            : "the waterfall of recent page opens at <code>/ui</code> on the operator surface"
+        let body = """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><title>Prefetch orchestrator</title>
+            <style>body { font: 15px/1.5 system-ui, sans-serif; margin: 2em; max-width: 46em; }</style></head>
+            <body>
+            <h1>Prefetch orchestrator</h1>
+            <p>When a user taps, the app's web shell tells this service which page is opening; the service composes the
+            page's API requests from its config and fires them at once, so the page's data is ready when the page asks.</p>
+            \(demos.isEmpty ? "<p>No demo page in the config in force (<code>scripts/run.sh</code> without arguments serves one).</p>" : "<ul>" + demos.joined() + "</ul>")
+            <p>Then see \(operatorLink): each page open, its requests and the page's reads.</p>
+            <p>The API: <a href="/openapi.yaml">/openapi.yaml</a>. The page client: <a href="/v1/client.js">/v1/client.js</a>.</p>
+            </body></html>
+            """
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-cache"],
+            body: .init(byteBuffer: ByteBuffer(string: body))
+        )
+    }
+
+    static func html(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+
+    static func queryValue(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
+    }
+}
