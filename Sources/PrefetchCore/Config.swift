@@ -104,6 +104,9 @@ public struct Interface: Sendable {
     public var params: Set<String>?
     public var bodyType: BodyType
     public var credentials: CredentialsMode
+    /// Send `Sec-Purpose: prefetch` with the request (as Chrome's prefetches do), so the upstream can tell a
+    /// prefetch from the page's own request. Default true; `"secPurpose": false` opts the interface out.
+    public var secPurpose: Bool = true
 
     /// Defaults of the optional extension fields.
     public enum Defaults {
@@ -119,5 +122,6 @@ extension Interface: Equatable {
             && lhs.timeoutMilliseconds == rhs.timeoutMilliseconds
             && lhs.headers.map(\.name) == rhs.headers.map(\.name) && lhs.headers.map(\.value) == rhs.headers.map(\.value)
             && lhs.params == rhs.params && lhs.bodyType == rhs.bodyType && lhs.credentials == rhs.credentials
+            && lhs.secPurpose == rhs.secPurpose
     }
 }

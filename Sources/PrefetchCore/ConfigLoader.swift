@@ -120,7 +120,8 @@ struct Validator {
     /// Headers a config may not set: the transport owns them, or they carry the page's credentials.
     static let forbiddenHeaders: Set<String> = [
         "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
-        "proxy-authorization", "proxy-connection", "cookie", "content-type", "expect",
+        "proxy-authorization", "proxy-connection", "cookie", "content-type", "expect", "sec-purpose", "traceparent",
+        "tracestate",
     ]
 
     mutating func problem(_ path: String, _ message: String) { problems.append(ConfigProblem(path: path, message: message)) }
@@ -362,6 +363,7 @@ struct Validator {
             }
         }
         let urlParam = bool(fields.urlParam, "\(path).urlParam")
+        let secPurpose = fields.secPurpose == nil ? true : bool(fields.secPurpose, "\(path).secPurpose")
         let bodyParam = bool(fields.bodyParam, "\(path).bodyParam")
         let body = object(fields.body, "\(path).body", required: false) ?? JSONObject()
 
@@ -455,7 +457,7 @@ struct Validator {
         let interface = Interface(
             name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam, body: body,
             hasBody: fields.body != nil, ttlSeconds: ttl, timeoutMilliseconds: timeout, headers: headers, params: params,
-            bodyType: bodyType, credentials: credentials
+            bodyType: bodyType, credentials: credentials, secPurpose: secPurpose
         )
         return (interface, explicit)
     }
@@ -577,7 +579,7 @@ struct ConfigPath: CustomStringConvertible {
 /// An interface object's members by key, gathered in one pass instead of one search per key; unknown keys go to
 /// `unknown` in member order, as ``Validator/unknownKeys(_:known:_:)`` reports them.
 struct InterfaceFields {
-    var api, method, urlParam, bodyParam, body, name, ttl, timeout, headers, params, bodyType, credentials: JSONValue?
+    var api, method, urlParam, bodyParam, body, name, ttl, timeout, headers, params, bodyType, credentials, secPurpose: JSONValue?
 
     init(_ object: JSONObject, unknown: (String) -> Void) {
         for member in object.members {
@@ -594,6 +596,7 @@ struct InterfaceFields {
             case "params": params = member.value
             case "bodyType": bodyType = member.value
             case "credentials": credentials = member.value
+            case "secPurpose": secPurpose = member.value
             default: unknown(member.name)
             }
         }

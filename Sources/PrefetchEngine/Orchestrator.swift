@@ -114,7 +114,11 @@ public final class Orchestrator: Sendable {
     /// - Parameters:
     ///   - caller: the client address. Rate limits apply per identity and per address (credentials are claims a
     ///     client can invent, its address it cannot), and the address owns the ticket for the ticket budget.
-    public func trigger(page: String, headers: HTTPFields, caller: String) async throws(PrefetchError) -> Triggered {
+    ///   - trace: the W3C trace context the trigger arrived with (`traceparent`, and `tracestate` passed on as is):
+    ///     each upstream request of this page open carries a child span of it.
+    public func trigger(
+        page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil
+    ) async throws(PrefetchError) -> Triggered {
         let plan: Plan
         do {
             plan = try self.plan(page: page)
@@ -144,8 +148,14 @@ public final class Orchestrator: Sendable {
         var timings: [RequestTiming] = []
         var sendHeaders: [HTTPFields] = []
         for planned in plan.requests {
-            let (key, headers) = keyAndHeaders(for: planned, page: plan.pageURL, credentials: credentials)
+            var (key, headers) = keyAndHeaders(for: planned, page: plan.pageURL, credentials: credentials)
             let interface = planned.interface
+            // Prefetch traffic says so: outside the store key, so a page's own request would find the same entry.
+            if interface.secPurpose { headers[.secPurpose] = "prefetch" }
+            if let trace {
+                headers[.traceparent] = trace.parent.child().header
+                if let state = trace.state { headers[.tracestate] = state }
+            }
             let policy = StorePolicy(ttl: .seconds(interface.ttlSeconds), negativeTTL: settings.negativeTTL, label: interface.name)
             let timeout = Duration.milliseconds(interface.timeoutMilliseconds)
             requests.append(
@@ -358,6 +368,15 @@ public struct Triggered: Sendable {
     public var ticket: Ticket
     public var urls: [String]
     public var readKey: ReadKey
+}
+
+extension HTTPField.Name {
+    /// Fetch Metadata's purpose header: `prefetch` on every upstream request unless the interface opts out.
+    static let secPurpose = HTTPField.Name("Sec-Purpose")!
+    /// W3C Trace Context.
+    static let traceparent = HTTPField.Name("traceparent")!
+    /// W3C Trace Context vendor state, passed on unchanged.
+    static let tracestate = HTTPField.Name("tracestate")!
 }
 
 /// A caller's credential headers, in order, and their identity, hashed once per request.

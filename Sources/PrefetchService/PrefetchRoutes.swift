@@ -83,6 +83,14 @@ struct PrefetchRoutes: Sendable {
         }
     }
 
+    /// The W3C trace context a trigger carries: a valid `traceparent` (anything else is ignored, never refused) and
+    /// its `tracestate` when that is at most 512 characters.
+    static func traceContext(_ headers: HTTPFields) -> (parent: TraceParent, state: String?)? {
+        guard let value = headers[HTTPField.Name("traceparent")!], let parent = TraceParent(header: value) else { return nil }
+        let state = headers[HTTPField.Name("tracestate")!].flatMap { $0.utf8.count <= TraceParent.maximumStateLength ? $0 : nil }
+        return (parent, state)
+    }
+
     /// The page URL of a trigger body.
     static func pageURL(_ object: JSONObject) throws(APIError) -> String {
         guard case .string(let page)? = object["url"] else {
@@ -97,7 +105,8 @@ struct PrefetchRoutes: Sendable {
         let page = try Self.pageURL(object)
         let headers = try credentialHeaders(object, request: request)
         do {
-            return try await orchestrator.trigger(page: page, headers: headers, caller: context.callerAddress)
+            return try await orchestrator.trigger(
+                page: page, headers: headers, caller: context.callerAddress, trace: Self.traceContext(request.headers))
         } catch {
             throw APIError(error)
         }

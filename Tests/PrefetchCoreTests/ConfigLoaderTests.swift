@@ -67,10 +67,12 @@ import Testing
             #"""
             {"url":"https://m.example.com/a","interfaces":[
               {"api":"https://m.example.com/x","method":"POST","name":"bad name!","ttl":0,"timeout":"fast",
-               "headers":{"Host":"evil","X-Ok":"1","X-Bad":"a\r\nb","X-Num":1},"params":["a",2],"bodyType":"xml","credentials":"always"}]}
+               "headers":{"Host":"evil","X-Ok":"1","X-Bad":"a\r\nb","X-Num":1,"Sec-Purpose":"none"},"params":["a",2],"bodyType":"xml",
+               "credentials":"always","secPurpose":"no"}]}
             """#)
         #expect(
             problems(text) == [
+                "data.config[0].interfaces[0].secPurpose: must be true or false, got a string",
                 #"data.config[0].interfaces[0].bodyType: "xml" is not json or form"#,
                 #"data.config[0].interfaces[0].credentials: "always" is not same-site, omit or include"#,
                 "data.config[0].interfaces[0].ttl: must be between 1 and 86400 seconds, got 0",
@@ -78,6 +80,7 @@ import Testing
                 "data.config[0].interfaces[0].headers.Host: may not be set by the config (the service or the page owns it)",
                 "data.config[0].interfaces[0].headers.X-Bad: has a control character in its value",
                 "data.config[0].interfaces[0].headers.X-Num: must be a string, got a number",
+                "data.config[0].interfaces[0].headers.Sec-Purpose: may not be set by the config (the service or the page owns it)",
                 "data.config[0].interfaces[0].params[1]: must be a string, got a number",
                 #"data.config[0].interfaces[0].name: "bad name!" must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"#,
             ])

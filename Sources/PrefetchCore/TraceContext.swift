@@ -1,0 +1,72 @@
+/// A W3C Trace Context `traceparent` (https://www.w3.org/TR/trace-context/): the trace a trigger belongs to, so
+/// that each upstream request of the prefetch carries a child span of the shell's span and a backend's traces show
+/// the prefetch under the page open.
+///
+/// Parsing follows the spec's rules for a receiver: version `00` is exactly `00-<32 hex>-<16 hex>-<2 hex>`; a later
+/// version (not `ff`) is read by the same first four fields and may carry more after a `-`; hex is lowercase; an
+/// all-zero trace id or parent id is invalid. Anything else is no trace context at all (never an error: the
+/// prefetch goes ahead without one).
+public struct TraceParent: Sendable, Hashable, CustomStringConvertible {
+    /// 32 lowercase hex digits.
+    public let traceID: String
+    /// 16 lowercase hex digits: the span the header's sender made.
+    public let parentID: String
+    /// 2 lowercase hex digits (bit 0: sampled).
+    public let flags: String
+
+    /// The trace context in a `traceparent` header value, or nil when it is not a valid one.
+    public init?(header value: String) {
+        let bytes = Array(value.utf8)
+        guard bytes.count >= 55, bytes[2] == UInt8(ascii: "-"), bytes[35] == UInt8(ascii: "-"), bytes[52] == UInt8(ascii: "-")
+        else { return nil }
+        let version = bytes[0..<2]
+        guard Self.isLowerHex(version), version.elementsEqual("ff".utf8) == false else { return nil }
+        if version.elementsEqual("00".utf8) {
+            guard bytes.count == 55 else { return nil }
+        } else if bytes.count > 55 {
+            guard bytes[55] == UInt8(ascii: "-") else { return nil }
+        }
+        let trace = bytes[3..<35]
+        let parent = bytes[36..<52]
+        let flags = bytes[53..<55]
+        guard Self.isLowerHex(trace), Self.isLowerHex(parent), Self.isLowerHex(flags),
+            trace.contains(where: { $0 != UInt8(ascii: "0") }), parent.contains(where: { $0 != UInt8(ascii: "0") })
+        else { return nil }
+        self.traceID = String(decoding: trace, as: UTF8.self)
+        self.parentID = String(decoding: parent, as: UTF8.self)
+        self.flags = String(decoding: flags, as: UTF8.self)
+    }
+
+    private init(traceID: String, parentID: String, flags: String) {
+        self.traceID = traceID
+        self.parentID = parentID
+        self.flags = flags
+    }
+
+    /// A child span of this one: the same trace and flags, a fresh random span id as the parent the receiver sees.
+    public func child<R: RandomNumberGenerator>(using generator: inout R) -> TraceParent {
+        var span: [UInt8]
+        repeat {
+            span = (0..<8).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        } while span.allSatisfy { $0 == 0 }
+        return TraceParent(traceID: traceID, parentID: Hex.encode(span), flags: flags)
+    }
+
+    /// A child span, with the system's random numbers.
+    public func child() -> TraceParent {
+        var generator = SystemRandomNumberGenerator()
+        return child(using: &generator)
+    }
+
+    /// The header value this service sends: always version `00`.
+    public var header: String { "00-\(traceID)-\(parentID)-\(flags)" }
+
+    public var description: String { header }
+
+    /// The longest `tracestate` passed on (the spec's limit is 512 characters; a longer one is dropped).
+    public static let maximumStateLength = 512
+
+    private static func isLowerHex(_ bytes: ArraySlice<UInt8>) -> Bool {
+        bytes.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
+    }
+}

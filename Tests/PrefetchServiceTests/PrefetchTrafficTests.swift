@@ -1,0 +1,67 @@
+import Foundation
+import PrefetchCore
+import PrefetchTestSupport
+import PrefetchTestUpstream
+import Testing
+
+/// Prefetch traffic says so: what the upstream receives, read back from its echo of each request.
+@Suite struct PrefetchTrafficTests {
+    static let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+    /// Every upstream request carries `Sec-Purpose: prefetch` unless its interface opts out, and a trigger's
+    /// `traceparent` arrives at each upstream request as a child span of the same trace, `tracestate` unchanged.
+    @Test func upstreamsSeeThePurposeAndTheTrace() async throws {
+        try await withUpstream { upstream in
+            let page = "\(upstream.base)/pages/traffic"
+            let config = configText(pages: [
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "a", "api": "\#(upstream.base)/traffic/a", "method": "GET"}"#,
+                        #"{"name": "b", "api": "\#(upstream.base)/traffic/b", "method": "GET"}"#,
+                        #"{"name": "quiet", "api": "\#(upstream.base)/traffic/quiet", "method": "GET", "secPurpose": false}"#,
+                    ])
+            ])
+            try await withService(config: config) { service in
+                let trigger = try await service.trigger(
+                    page, requestHeaders: ["traceparent": Self.traceparent, "tracestate": "vendor=abc,other=1"])
+                #expect(trigger.status == 202, "\(trigger.text)")
+                let ticket = try #require(trigger.json["ticket"] as? String)
+                var spans: [String] = []
+                for name in ["a", "b", "quiet"] {
+                    let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000")
+                    #expect(reply.status == 200, "\(name): \(reply.text)")
+                    let echo = Echo(reply)
+                    #expect(echo.values("Sec-Purpose") == (name == "quiet" ? [] : ["prefetch"]), "\(name)")
+                    let sent = try #require(echo.values("traceparent").first.flatMap { TraceParent(header: $0) }, "\(name)")
+                    #expect(sent.traceID == "4bf92f3577b34da6a3ce929d0e0e4736" && sent.flags == "01")
+                    #expect(sent.parentID != "00f067aa0ba902b7", "a child span, not the shell's own")
+                    #expect(echo.values("tracestate") == ["vendor=abc,other=1"])
+                    spans.append(sent.parentID)
+                }
+                #expect(Set(spans).count == 3, "each upstream request is its own span")
+            }
+        }
+    }
+
+    /// A malformed `traceparent` is ignored, never refused and never forwarded.
+    @Test func aMalformedTraceparentIsDropped() async throws {
+        try await withUpstream { upstream in
+            let page = "\(upstream.base)/pages/traffic-bad"
+            let config = configText(pages: [
+                pageEntry(page, [#"{"name": "a", "api": "\#(upstream.base)/traffic-bad/a", "method": "GET"}"#])
+            ])
+            try await withService(config: config) { service in
+                let trigger = try await service.trigger(
+                    page,
+                    requestHeaders: ["traceparent": "00-\(String(repeating: "0", count: 32))-00f067aa0ba902b7-01", "tracestate": "x=1"])
+                #expect(trigger.status == 202, "\(trigger.text)")
+                let ticket = try #require(trigger.json["ticket"] as? String)
+                let echo = Echo(try await service.get("/v1/prefetch/\(ticket)/data?name=a&wait=5000"))
+                #expect(echo.values("traceparent").isEmpty)
+                #expect(echo.values("tracestate").isEmpty, "no trace state without a trace")
+                #expect(echo.values("Sec-Purpose") == ["prefetch"])
+            }
+        }
+    }
+}
