@@ -137,7 +137,7 @@ struct URLSourceTests {
                 }
 
                 // The fifth: slower than the request timeout.
-                server.serve("/cfg", configBody(version: 2), delay: .seconds(4))
+                server.serve("/cfg", configBody(version: 2), delay: .seconds(8))
                 let fifth = await checkNow(updater)
                 #expect(fifth.errors.first?.code == .transfer)
                 #expect(fifth.status.consecutiveAbnormal == 5)

@@ -73,7 +73,7 @@ func testSettings(
     ConfigSourceSettings(
         source: source, fallbackURL: fallbackURL, interval: interval, fatigueWindow: fatigueWindow,
         abnormalThreshold: 5, stateDirectory: stateDirectory, fileWatchInterval: fileWatchInterval,
-        requestTimeout: .milliseconds(1500), checksOnHangup: checksOnHangup)
+        requestTimeout: .seconds(3), checksOnHangup: checksOnHangup)
 }
 
 /// A refresh that is not throttled: retries while the (test-sized) fatigue window is still open.
