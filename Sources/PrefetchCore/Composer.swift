@@ -34,7 +34,16 @@ public enum Composer {
     public static func compose(page: HTTPURL, match: PageMatch) -> [PlannedRequest] {
         var pairs = QueryPair.split(page.query)
         if !match.captures.isEmpty { pairs += match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) } }
-        return match.entry.interfaces.map { compose(interface: $0, pairs: pairs) }
+        var requests = match.entry.interfaces.map { compose(interface: $0, pairs: pairs) }
+        if requests.contains(where: { !$0.interface.references.isEmpty }) {
+            // Dependent requests keep the page's pairs, to be composed again once what they need has arrived.
+            let names = requests.map(\.name)
+            for index in requests.indices where !requests[index].interface.references.isEmpty {
+                requests[index].dependencies = requests[index].interface.dependsOn.compactMap { names.firstIndex(of: $0) }
+                requests[index].pagePairs = pairs
+            }
+        }
+        return requests
     }
 
     /// One interface's request. The forwarded pairs are those `params` allows whose skeleton the config does not
@@ -114,6 +123,7 @@ public enum Composer {
             for pair in allPairs where forwarded(pair) { appendPart(pair.urlText) }
         }
         if let bodyQuery { appendPart(bodyQuery) }
+        for pair in interface.query { appendPart(FormEncoding.encodeComponent(pair.name) + "=" + FormEncoding.encodeComponent(pair.value)) }
         return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
     }
 
@@ -177,9 +187,23 @@ public struct PlannedRequest: Sendable {
     public var headers: HTTPFields
     /// The exact body text, or `nil` for no body.
     public var body: String?
+    /// The requests of the same plan this one needs answers from (positions in `Plan.requests`); empty for an
+    /// independent request. Until they arrive, `url`, `headers` and `body` hold the references as written: that
+    /// form is what the request is keyed by in the store.
+    public var dependencies: [Int] = []
+    /// The page's pairs, kept by a dependent request to be composed again.
+    var pagePairs: [QueryPair] = []
 
     public var name: String { interface.name }
     public var method: HTTPMethod { interface.method }
+
+    /// The request as it is sent once the answers it needs are in: every reference replaced by its value from
+    /// `values`, then composed as any request is (page parameters, encoding, the api's host and path unchanged).
+    public func resolved(with values: [Reference: JSONValue]) throws(DependencyError) -> PlannedRequest {
+        var request = Composer.compose(interface: try interface.resolving(values), pairs: pagePairs)
+        request.dependencies = dependencies
+        return request
+    }
 }
 
 /// One `name=value` pair of a page query.

@@ -107,6 +107,21 @@ public struct Interface: Sendable {
     /// Send `Sec-Purpose: prefetch` with the request (as Chrome's prefetches do), so the upstream can tell a
     /// prefetch from the page's own request. Default true; `"secPurpose": false` opts the interface out.
     public var secPurpose: Bool = true
+    /// Query parameters appended after everything else the URL gets, form-encoded, in config order (`query`);
+    /// their values may hold references.
+    public var query: [(name: String, value: String)] = []
+    /// The values this interface takes from other interfaces' answers (in `body`, `headers` and `query`), in
+    /// config order. Empty for an independent interface.
+    public var references: [Reference] = []
+    /// Where each reference was written (JSON paths, for messages), parallel to `references`.
+    var referencePaths: [String] = []
+
+    /// The interfaces this one needs, each once, in the order first referenced.
+    public var dependsOn: [String] {
+        var names: [String] = []
+        for reference in references where !names.contains(reference.interface) { names.append(reference.interface) }
+        return names
+    }
 
     /// Defaults of the optional extension fields.
     public enum Defaults {
@@ -122,6 +137,7 @@ extension Interface: Equatable {
             && lhs.timeoutMilliseconds == rhs.timeoutMilliseconds
             && lhs.headers.map(\.name) == rhs.headers.map(\.name) && lhs.headers.map(\.value) == rhs.headers.map(\.value)
             && lhs.params == rhs.params && lhs.bodyType == rhs.bodyType && lhs.credentials == rhs.credentials
-            && lhs.secPurpose == rhs.secPurpose
+            && lhs.secPurpose == rhs.secPurpose && lhs.query.map(\.name) == rhs.query.map(\.name)
+            && lhs.query.map(\.value) == rhs.query.map(\.value) && lhs.references == rhs.references
     }
 }

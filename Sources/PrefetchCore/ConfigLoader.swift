@@ -335,11 +335,77 @@ struct Validator {
                         "another interface of this page has the same method and api; select it by name in data requests")
                 }
             }
+            validateReferences(of: interfaces)
         case nil: problem("\(path).interfaces", "is missing")
         case .some(let other): problem("\(path).interfaces", "must be an array, got \(other.kindName)")
         }
         guard let url, let parsed else { return nil }
         return PageEntry(url: url, parsedURL: parsed, pattern: pattern, interfaces: interfaces, index: index)
+    }
+
+    /// The references in the strings of `value` (recursively), each with the JSON path it was found at; a
+    /// malformed one is a problem at its path.
+    mutating func collectReferences(in value: JSONValue, at path: String, into references: inout [Reference], paths: inout [String]) {
+        switch value {
+        case .string(let text) where Template.mayHold(text):
+            switch Template.parse(text) {
+            case .success(let template):
+                for reference in template.references {
+                    references.append(reference)
+                    paths.append(path)
+                }
+            case .failure(let reason):
+                problem(path, reason.message)
+            }
+        case .object(let object):
+            for member in object.members {
+                collectReferences(in: member.value, at: "\(path).\(member.name)", into: &references, paths: &paths)
+            }
+        case .array(let items):
+            for (position, item) in items.enumerated() {
+                collectReferences(in: item, at: "\(path)[\(position)]", into: &references, paths: &paths)
+            }
+        default:
+            break
+        }
+    }
+
+    /// A page's references name interfaces of the page and form no cycle: a problem at each offending reference.
+    mutating func validateReferences(of interfaces: [Interface]) {
+        guard interfaces.contains(where: { !$0.references.isEmpty }) else { return }
+        var position: [String: Int] = [:]
+        for (index, interface) in interfaces.enumerated() { position[interface.name] = index }
+        for interface in interfaces {
+            for (reference, path) in zip(interface.references, interface.referencePaths) where position[reference.interface] == nil {
+                problem(path, "references \"\(reference.interface)\", which is not an interface of this page")
+            }
+        }
+        // Depth-first search for cycles: 0 unvisited, 1 on the current path, 2 done.
+        var mark = [Int](repeating: 0, count: interfaces.count)
+        var stack: [Int] = []
+        var reported = Set<Int>()
+        func visit(_ index: Int, _ loader: inout Validator) {
+            mark[index] = 1
+            stack.append(index)
+            let interface = interfaces[index]
+            for (reference, path) in zip(interface.references, interface.referencePaths) {
+                guard let next = position[reference.interface] else { continue }
+                if mark[next] == 1 {
+                    if reported.insert(index).inserted {
+                        let cycle = stack[stack.lastIndex(of: next)!...].map { interfaces[$0].name } + [interfaces[next].name]
+                        loader.problem(
+                            path,
+                            "references \"\(reference.interface)\", which needs this interface: a cycle (\(cycle.joined(separator: " → ")))"
+                        )
+                    }
+                } else if mark[next] == 0 {
+                    visit(next, &loader)
+                }
+            }
+            stack.removeLast()
+            mark[index] = 2
+        }
+        for index in interfaces.indices where mark[index] == 0 { visit(index, &self) }
     }
 
     mutating func validateInterface(_ value: JSONValue, path: ConfigPath) -> (Interface, explicit: Bool)? {
@@ -439,6 +505,40 @@ struct Validator {
         case .some(let other): problem("\(path).params", "must be an array of parameter names, got \(other.kindName)")
         }
 
+        var query: [(name: String, value: String)] = []
+        if let object = object(fields.query, "\(path).query", required: false) {
+            for member in object.members {
+                switch member.value {
+                case _ where member.name.isEmpty: problem("\(path).query", "has a parameter without a name")
+                case .string(let text): query.append((member.name, text))
+                case .number(let text): query.append((member.name, text))
+                case .bool(let flag): query.append((member.name, flag ? "true" : "false"))
+                default: problem("\(path).query.\(member.name)", "must be a string, number or boolean, got \(member.value.kindName)")
+                }
+            }
+        }
+
+        // References to other interfaces' answers: in the body, header values and query values; never in the api.
+        var references: [Reference] = []
+        var referencePaths: [String] = []
+        if let api, Template.mayHold(api) {
+            problem("\(path).api", "may not hold a reference: an answer never chooses where a request goes")
+        }
+        for member in body.members {
+            collectReferences(in: member.value, at: "\(path).body.\(member.name)", into: &references, paths: &referencePaths)
+        }
+        for header in headers where Template.mayHold(header.value) {
+            let headerPath = "\(path).headers.\(header.name.rawName)"
+            if header.name == .authorization || header.name == .proxyAuthorization {
+                problem(headerPath, "may not take a value from another answer: credentials come from the caller only")
+            } else {
+                collectReferences(in: .string(header.value), at: headerPath, into: &references, paths: &referencePaths)
+            }
+        }
+        for pair in query {
+            collectReferences(in: .string(pair.value), at: "\(path).query.\(pair.name)", into: &references, paths: &referencePaths)
+        }
+
         var name: String
         var explicit = false
         if let given = string(fields.name, "\(path).name", required: false) {
@@ -457,7 +557,8 @@ struct Validator {
         let interface = Interface(
             name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam, body: body,
             hasBody: fields.body != nil, ttlSeconds: ttl, timeoutMilliseconds: timeout, headers: headers, params: params,
-            bodyType: bodyType, credentials: credentials, secPurpose: secPurpose
+            bodyType: bodyType, credentials: credentials, secPurpose: secPurpose, query: query, references: references,
+            referencePaths: referencePaths
         )
         return (interface, explicit)
     }
@@ -579,7 +680,7 @@ struct ConfigPath: CustomStringConvertible {
 /// An interface object's members by key, gathered in one pass instead of one search per key; unknown keys go to
 /// `unknown` in member order, as ``Validator/unknownKeys(_:known:_:)`` reports them.
 struct InterfaceFields {
-    var api, method, urlParam, bodyParam, body, name, ttl, timeout, headers, params, bodyType, credentials, secPurpose: JSONValue?
+    var api, method, urlParam, bodyParam, body, name, ttl, timeout, headers, params, bodyType, credentials, secPurpose, query: JSONValue?
 
     init(_ object: JSONObject, unknown: (String) -> Void) {
         for member in object.members {
@@ -597,6 +698,7 @@ struct InterfaceFields {
             case "bodyType": bodyType = member.value
             case "credentials": credentials = member.value
             case "secPurpose": secPurpose = member.value
+            case "query": query = member.value
             default: unknown(member.name)
             }
         }

@@ -31,7 +31,7 @@ public struct Plan: Sendable {
     }
 
     /// The JSON shape documented for `prefetch plan --json`:
-    /// `{"page","matched","version","requests":[{"name","api","method","url","headers":{},"body"}]}`.
+    /// `{"page","matched","version","requests":[{"name","api","method","url","headers":{},"body","needs":[]}]}`.
     public var json: JSONValue {
         .object(
             JSONObject([
@@ -50,6 +50,12 @@ public struct Plan: Sendable {
             lines.append("   \(request.method.rawValue) \(request.url)")
             for header in request.headers { lines.append("   \(header.name.rawName): \(header.value)") }
             lines.append("   body: \(request.body ?? "(none)")")
+            if !request.interface.references.isEmpty {
+                let needs = request.interface.references.map {
+                    "\($0.interface) \($0.pointer.text.isEmpty ? "(whole answer)" : $0.pointer.text)"
+                }
+                lines.append("   needs: \(needs.joined(separator: ", ")) (sent once those answers are in)")
+            }
         }
         if requests.isEmpty { lines.append("(the page has no interfaces)") }
         return lines.joined(separator: "\n")
@@ -57,7 +63,7 @@ public struct Plan: Sendable {
 }
 
 extension PlannedRequest {
-    /// `{"name","api","method","url","headers":{...},"body": <text or null>}`.
+    /// `{"name","api","method","url","headers":{...},"body": <text or null>,"needs":[{"interface","pointer"}]}`.
     public var json: JSONValue {
         .object(
             JSONObject([
@@ -67,6 +73,16 @@ extension PlannedRequest {
                 .init(name: "url", value: .string(url)),
                 .init(name: "headers", value: .object(JSONObject(headers.map { .init(name: $0.name.rawName, value: .string($0.value)) }))),
                 .init(name: "body", value: body.map(JSONValue.string) ?? .null),
+                .init(
+                    name: "needs",
+                    value: .array(
+                        interface.references.map {
+                            .object(
+                                JSONObject([
+                                    .init(name: "interface", value: .string($0.interface)),
+                                    .init(name: "pointer", value: .string($0.pointer.text)),
+                                ]))
+                        })),
             ]))
     }
 }

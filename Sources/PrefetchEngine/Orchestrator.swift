@@ -145,17 +145,14 @@ public final class Orchestrator: Sendable {
         var requests: [TicketRequest] = []
         var composed: [String] = []
         var jobs: [(index: Int, FetchRequest, StoreKey, FlightToken)] = []
+        var dependentJobs: [(index: Int, StoreKey, FlightToken)] = []
         var timings: [RequestTiming] = []
         var sendHeaders: [HTTPFields] = []
         for planned in plan.requests {
             var (key, headers) = keyAndHeaders(for: planned, page: plan.pageURL, credentials: credentials)
             let interface = planned.interface
             // Prefetch traffic says so: outside the store key, so a page's own request would find the same entry.
-            if interface.secPurpose { headers[.secPurpose] = "prefetch" }
-            if let trace {
-                headers[.traceparent] = trace.parent.child().header
-                if let state = trace.state { headers[.tracestate] = state }
-            }
+            decorate(&headers, interface: interface, trace: trace)
             let policy = StorePolicy(ttl: .seconds(interface.ttlSeconds), negativeTTL: settings.negativeTTL, label: interface.name)
             let timeout = Duration.milliseconds(interface.timeoutMilliseconds)
             requests.append(
@@ -169,7 +166,10 @@ public final class Orchestrator: Sendable {
         let ticket = Ticket(
             id: ticketID, page: page, pageOrigin: plan.pageURL.origin, matched: plan.matched, version: plan.version,
             identity: credentials.identity, owner: caller, requests: requests,
-            timings: requests.map { _ in RequestTiming(origin: "leader", startedAt: now) }, now: now
+            timings: requests.map { _ in RequestTiming(origin: "leader", startedAt: now) }, now: now,
+            dependents: plan.requests.reduce(into: [Int: Int]()) { counts, request in
+                for index in request.dependencies { counts[index, default: 0] += 1 }
+            }
         )
         async let inserted: Void = tickets.insert(ticket)
         // Every request's single flight is claimed in one call: one round trip to a shared store, not one each.
@@ -179,6 +179,10 @@ public final class Orchestrator: Sendable {
             let (key, timeout) = (requests[index].key, requests[index].timeout)
             let role: String
             switch outcomes[index] {
+            case .leader(let token) where !planned.dependencies.isEmpty:
+                // Sent once what it needs has arrived: composed again then, keyed by its form as written.
+                role = "leader"
+                dependentJobs.append((index, key, token))
             case .leader(let token):
                 role = "leader"
                 let fetch = FetchRequest(
@@ -192,12 +196,28 @@ public final class Orchestrator: Sendable {
             case .fresh: role = "fresh"
             }
             metrics.flight(interface.name, role: role)
-            timings.append(RequestTiming(origin: role, startedAt: now, finishedAt: role == "leader" ? nil : now))
+            var timing = RequestTiming(origin: role, startedAt: now, finishedAt: role == "leader" ? nil : now)
+            timing.needs = interface.dependsOn
+            timings.append(timing)
         }
         ticket.timings.withLock { $0 = timings }
         await inserted
         metrics.tickets.record(tickets.count)
         metrics.trigger("accepted")
+        for (index, key, token) in dependentJobs {
+            let label = requests[index].name
+            let policy = requests[index].policy
+            let planned = plan.requests[index]
+            let deadline = now.advanced(by: requests[index].timeout)
+            let accepted = runner.submit { [self] in
+                await self.executeDependent(
+                    planned, page: plan.pageURL, credentials: credentials, trace: trace, key: key, token: token, policy: policy,
+                    label: label, ticket: ticket, index: index, deadline: deadline)
+            }
+            if !accepted {
+                await refuseForShutdown(key: key, token: token, ticket: ticket, index: index)
+            }
+        }
         for (index, request, key, token) in jobs {
             let label = requests[index].name
             let policy = requests[index].policy
@@ -205,16 +225,108 @@ public final class Orchestrator: Sendable {
                 await self.execute(request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index)
             }
             if !accepted {
-                await store.complete(
-                    key, token: token,
-                    result: .failure(StoreFailure(code: FetchErrorCode.shutdown.rawValue, message: "the service is shutting down")))
-                ticket.record(index) {
-                    $0.finishedAt = self.clock.now
-                    $0.error = FetchErrorCode.shutdown.rawValue
-                }
+                await refuseForShutdown(key: key, token: token, ticket: ticket, index: index)
             }
         }
         return Triggered(ticket: ticket, urls: composed, readKey: readKey(for: ticket))
+    }
+
+    /// A leader the runner refused (the service is shutting down): its flight fails at once.
+    private func refuseForShutdown(key: StoreKey, token: FlightToken, ticket: Ticket, index: Int) async {
+        await store.complete(
+            key, token: token,
+            result: .failure(StoreFailure(code: FetchErrorCode.shutdown.rawValue, message: "the service is shutting down")))
+        ticket.record(index) {
+            $0.finishedAt = self.clock.now
+            $0.error = FetchErrorCode.shutdown.rawValue
+        }
+        ticket.answers.post(index, .failed(FetchErrorCode.shutdown.rawValue))
+    }
+
+    /// The headers every upstream request of a trigger carries besides its own: `Sec-Purpose` unless the interface
+    /// opts out, and a child span of the trigger's trace.
+    func decorate(_ headers: inout HTTPFields, interface: Interface, trace: (parent: TraceParent, state: String?)?) {
+        if interface.secPurpose { headers[.secPurpose] = "prefetch" }
+        if let trace {
+            headers[.traceparent] = trace.parent.child().header
+            if let state = trace.state { headers[.tracestate] = state }
+        }
+    }
+
+    /// Runs a leader that needs other answers of the same page open: waits for each (within its own deadline,
+    /// counted from the trigger), takes the values its references name, composes the request again with them and
+    /// fetches it like any leader. A needed answer that failed, is not JSON, or lacks a value fails this one with
+    /// a `dependency_*` code naming what was missing; nothing is sent then.
+    private func executeDependent(
+        _ planned: PlannedRequest, page: HTTPURL, credentials: Credentials, trace: (parent: TraceParent, state: String?)?,
+        key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int,
+        deadline: ContinuousClock.Instant
+    ) async {
+        let resolved: PlannedRequest
+        do throws(DependencyError) {
+            var values: [Reference: JSONValue] = [:]
+            for dependency in planned.dependencies {
+                let needed = ticket.requests[dependency].name
+                let body = try await answer(of: dependency, in: ticket, for: label, until: deadline)
+                guard let document = try? JSONParser.parse(body) else {
+                    throw DependencyError(
+                        code: "dependency_not_json", message: "\(label) needs values from \(needed), whose answer is not JSON")
+                }
+                for reference in planned.interface.references where reference.interface == needed {
+                    if let value = reference.pointer.resolve(in: document) { values[reference] = value }
+                }
+            }
+            resolved = try planned.resolved(with: values)
+        } catch {
+            let failure = StoreFailure(code: error.code, message: error.message)
+            await store.complete(key, token: token, result: .failure(failure))
+            metrics.fetch(label, outcome: error.code)
+            ticket.record(index) {
+                $0.finishedAt = self.clock.now
+                $0.error = error.code
+            }
+            ticket.answers.post(index, .failed(error.code))
+            logger.info(
+                "dependent request not sent", metadata: ["interface": "\(label)", "error": "\(error.code)", "message": "\(error.message)"])
+            return
+        }
+        var (_, headers) = keyAndHeaders(for: resolved, page: page, credentials: credentials)
+        decorate(&headers, interface: resolved.interface, trace: trace)
+        let remaining = max(.milliseconds(1), clock.now.duration(to: deadline))
+        let request = FetchRequest(
+            method: resolved.method.rawValue, url: resolved.url, headers: headers, body: resolved.body.map { Array($0.utf8) },
+            timeout: remaining, maxResponseBytes: settings.maximumResponseBytes, pinning: resolver, group: ticket.id)
+        await execute(request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index)
+    }
+
+    /// The body of request `index`'s answer for a dependent: posted by this page open's own leader, or else read
+    /// from the store (a flight another page open leads, or a stored entry).
+    private func answer(
+        of index: Int, in ticket: Ticket, for label: String, until deadline: ContinuousClock.Instant
+    ) async throws(DependencyError) -> [UInt8] {
+        let needed = ticket.requests[index].name
+        if ticket.timings.withLock({ $0[index].origin }) == "leader" {
+            switch await ticket.answers.answer(for: index, until: deadline, clock: clock) {
+            case .body(let body): return body
+            case .failed(let code):
+                throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which failed (\(code))")
+            case nil:
+                throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which was not in before its deadline")
+            }
+        }
+        let outcome = await read(ticket, index: index, wait: max(.zero, clock.now.duration(to: deadline)))
+        switch outcome {
+        case .ready(let response, _) where (200..<300).contains(response.status): return response.body
+        case .ready(let response, _):
+            throw DependencyError(
+                code: "dependency_failed", message: "\(label) needs \(needed), whose upstream answered \(response.status)")
+        case .failed(let failure, _):
+            throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which failed (\(failure.code))")
+        case .pending:
+            throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which was not in before its deadline")
+        case .absent(let reason):
+            throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which is gone (\(reason.rawValue))")
+        }
     }
 
     /// The key under which an anonymous response that may not be shared is kept for `ticket` alone.
@@ -231,6 +343,10 @@ public final class Orchestrator: Sendable {
         ticket.record(index) { $0.startedAt = self.clock.now }
         do {
             let response = try await fetcher.fetch(request)
+            // What this page open's dependents wait for: a 2xx answer's body, else the failure (before the store
+            // hears of it, so a dependent never waits on a round trip to a shared store).
+            ticket.answers.post(
+                index, (200..<300).contains(response.status) ? .body(response.body) : .failed("upstream answered \(response.status)"))
             let headers = HTTPFields(response.headers.filter { !Self.hopByHop.contains($0.name.canonicalName) })
             let cacheControl = response.headers[values: .cacheControl].map { $0.lowercased() }
             let noStore = cacheControl.contains { $0.contains("no-store") }
@@ -285,6 +401,7 @@ public final class Orchestrator: Sendable {
                     "ms": "\(response.elapsed.milliseconds)",
                 ])
         } catch {
+            ticket.answers.post(index, .failed(error.code.rawValue))
             if error.code == .cancelled {
                 await store.abandon(key, token: token)
             } else {

@@ -27,6 +27,82 @@ public struct RequestTiming: Sendable {
     public var error: String?
     /// The response was anonymous but set a cookie or was private: it is kept under a key of this ticket's own.
     public var keptPrivate = false
+    /// The interfaces whose answers this request needs (a dependent request); it starts once they are in.
+    public var needs: [String] = []
+}
+
+/// What a leader of a page open got, for the dependents of the same open: a 2xx body, or why there is none.
+public enum DependencyAnswer: Sendable, Hashable {
+    case body([UInt8])
+    case failed(String)
+}
+
+/// The answers a page open's leaders post for its dependent requests, each awaited by any number of them.
+///
+/// Only answers some dependent needs are kept, and each only until every dependent that needs it took it, so a
+/// page open holds no copy of a response beyond the moment it is used.
+public final class AnswerBoard: Sendable {
+    private struct State {
+        var answers: [Int: DependencyAnswer] = [:]
+        /// Dependents still to take each needed answer.
+        var consumers: [Int: Int]
+        var waiting: [Int: [Int: CheckedContinuation<DependencyAnswer?, Never>]] = [:]
+        var nextID = 0
+    }
+
+    private let state: Mutex<State>
+
+    /// A board for answers `consumers` names, each taken by that many dependents.
+    init(consumers: [Int: Int] = [:]) {
+        state = Mutex(State(consumers: consumers))
+    }
+
+    /// Request `index` has its answer: every dependent waiting for it gets it, and later ones at once. Ignored
+    /// when nobody needs it.
+    public func post(_ index: Int, _ answer: DependencyAnswer) {
+        let waiting = state.withLock { state -> [CheckedContinuation<DependencyAnswer?, Never>] in
+            guard let count = state.consumers[index], count > 0, state.answers[index] == nil else { return [] }
+            let waiting = state.waiting.removeValue(forKey: index).map { Array($0.values) } ?? []
+            state.consumers[index] = count - waiting.count
+            if count > waiting.count { state.answers[index] = answer }
+            return waiting
+        }
+        for continuation in waiting { continuation.resume(returning: answer) }
+    }
+
+    /// Request `index`'s answer once posted, or nil when `deadline` passes on `clock` first (or the task is
+    /// cancelled).
+    public func answer(for index: Int, until deadline: ContinuousClock.Instant, clock: any ServiceClock) async -> DependencyAnswer? {
+        let id = state.withLock { state in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        return await withDeadline(deadline, clock: clock, onExpiry: { self.giveUp(index, id) }) {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<DependencyAnswer?, Never>) in
+                    let now: DependencyAnswer?? = state.withLock { state in
+                        if let answer = state.answers[index] {
+                            let left = (state.consumers[index] ?? 1) - 1
+                            state.consumers[index] = left
+                            if left <= 0 { state.answers[index] = nil }
+                            return .some(answer)
+                        }
+                        if Task.isCancelled { return .some(nil) }
+                        state.waiting[index, default: [:]][id] = continuation
+                        return .none
+                    }
+                    if case .some(let answer) = now { continuation.resume(returning: answer) }
+                }
+            } onCancel: {
+                self.giveUp(index, id)
+            }
+        }
+    }
+
+    private func giveUp(_ index: Int, _ id: Int) {
+        let continuation = state.withLock { $0.waiting[index]?.removeValue(forKey: id) }
+        continuation?.resume(returning: nil)
+    }
 }
 
 /// A page open: the handle a shell keeps to read the prefetched responses.
@@ -52,11 +128,14 @@ public final class Ticket: Sendable {
     public let timings: Mutex<[RequestTiming]>
     /// The page's reads of the data, for the debug view (see `recordingRead`, bounded).
     public let reads = Mutex<[TicketRead]>([])
+    /// Its leaders' answers, for its dependent requests.
+    public let answers: AnswerBoard
 
     init(
         id: String, page: String, pageOrigin: String, matched: String, version: String, identity: Identity, owner: String,
-        requests: [TicketRequest], timings: [RequestTiming], now: ContinuousClock.Instant
+        requests: [TicketRequest], timings: [RequestTiming], now: ContinuousClock.Instant, dependents: [Int: Int] = [:]
     ) {
+        self.answers = AnswerBoard(consumers: dependents)
         self.id = id
         self.owner = owner
         self.page = page
@@ -73,6 +152,7 @@ public final class Ticket: Sendable {
 
     /// A ticket read back from a shared store (triggered on another replica): its timings are not known here.
     init(record: TicketRecord, now: ContinuousClock.Instant) {
+        self.answers = AnswerBoard()
         let remaining = Duration.milliseconds(max(0, record.expiresAtMs - Int64(Date().timeIntervalSince1970 * 1000)))
         self.id = record.id
         self.page = record.page

@@ -29,6 +29,7 @@ struct DebugRoutes: Sendable {
             var method: String
             var flight: String
             var startMs: Int64
+            var needs: [String]
             var endMs: Int64?
             var status: Int?
             var bytes: Int?
@@ -116,7 +117,7 @@ struct DebugRoutes: Sendable {
             }
             return OpensAnswer.Request(
                 name: request.name, api: request.api, method: request.method.rawValue, flight: timing.origin,
-                startMs: since(timing.startedAt),
+                startMs: since(timing.startedAt), needs: timing.needs,
                 endMs: timing.finishedAt.map(since), status: timing.status, bytes: timing.bytes, error: timing.error, reads: ownReads)
         }
         return OpensAnswer.Open(

@@ -1,0 +1,153 @@
+import Foundation
+import HTTPTypes
+import PrefetchTestSupport
+import PrefetchTestUpstream
+import Testing
+
+/// Dependent requests through a real upstream: the second request of a page takes a value from the first one's
+/// answer, and the upstream shows what it received.
+@Suite struct DependentRequestTests {
+    /// The first interface's answer: JSON whose `uid` needs encoding everywhere it goes.
+    static let userJSON = #"{"data":{"uid":"u&1 2/é","n":42,"tags":["a","b"]}}"#
+
+    static func user(_ base: String, extra: String = "") -> String {
+        "\(base)/dep/user?contentType=application%2Fjson&body=" + q(userJSON) + extra
+    }
+
+    static func orders(_ base: String, user: String = "user.info") -> String {
+        #"""
+        {"name": "orders", "api": "\#(base)/dep/orders?v=2", "method": "POST",
+         "body": {"uid": "${\#(user):/data/uid}", "n": "${\#(user):/data/n}", "note": "for ${\#(user):/data/uid}", "fixed": 1},
+         "query": {"uid": "${\#(user):/data/uid}"},
+         "headers": {"X-Uid": "${\#(user):/data/uid}"}}
+        """#
+    }
+
+    @Test func aDependentRequestCarriesTheValueItNeeds() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let page = "\(base)/pages/dependent"
+            let config = configText(pages: [
+                pageEntry(
+                    page,
+                    [#"{"name": "user.info", "api": "\#(Self.user(base, extra: "&delay=150"))", "method": "GET"}"#, Self.orders(base)])
+            ])
+            try await withService(config: config) { service in
+                let ticket = try await service.ticket(page)
+                let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=orders&wait=5000")
+                #expect(reply.status == 200, "\(reply.text)")
+                let echo = Echo(reply)
+                #expect(echo.path == "/dep/orders")
+                #expect(echo.query == "v=2&uid=u%261+2%2F%C3%A9", "form-encoded after the api's own query")
+                #expect(echo.values("X-Uid") == ["u&1 2/é"])
+                let body = try #require(echo.body.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+                #expect(body["uid"] as? String == "u&1 2/é")
+                #expect(body["n"] as? Int == 42, "a whole-string reference takes the value itself: a number stays a number")
+                #expect(body["note"] as? String == "for u&1 2/é")
+                #expect(body["fixed"] as? Int == 1)
+                #expect(upstream.hits(path: "/dep/user") == 1)
+                #expect(upstream.hits(path: "/dep/orders") == 1)
+                // The page reads both; the dependent's timing shows what it waited for.
+                #expect(try await service.get("/v1/prefetch/\(ticket)/data?name=user.info&wait=0").status == 200)
+                let opens = try await service.admin(.get, "/v1/debug/opens?limit=1")
+                let requests = try #require((opens.json["opens"] as? [[String: Any]])?.first?["requests"] as? [[String: Any]])
+                let timing = try #require(requests.first { $0["name"] as? String == "orders" })
+                #expect(timing["needs"] as? [String] == ["user.info"])
+                let started = try #require(timing["startMs"] as? Int)
+                #expect(started >= 150, "its fetch started after user.info's 150 ms answer, at \(started) ms")
+            }
+        }
+    }
+
+    @Test(arguments: [
+        ("&status=503", "dependency_failed"),
+        ("&status=404", "dependency_failed"),
+        ("&contentType=text%2Fplain&body=not+json", "dependency_not_json"),
+    ])
+    func aDependentFailsWithItsDependency(_ extra: String, _ code: String) async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let page = "\(base)/pages/dependent-fails"
+            let user = extra.contains("body=") ? "\(base)/dep/user?x=1\(extra)" : Self.user(base, extra: extra)
+            let config = configText(pages: [
+                pageEntry(page, [#"{"name": "user.info", "api": "\#(user)", "method": "GET"}"#, Self.orders(base)])
+            ])
+            try await withService(config: config) { service in
+                let ticket = try await service.ticket(page)
+                let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=orders&wait=5000")
+                #expect(reply.status == 502, "\(reply.text)")
+                #expect(reply.errorCode == code, "\(reply.text)")
+                #expect(reply.header("X-Prefetch-Reason") == code)
+                #expect(upstream.hits(path: "/dep/orders") == 0, "nothing is sent without what it needs")
+            }
+        }
+    }
+
+    @Test func aMissingValueFailsTheDependentWithItsReference() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let page = "\(base)/pages/dependent-missing"
+            let config = configText(pages: [
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "user.info", "api": "\#(Self.user(base))", "method": "GET"}"#,
+                        #"{"name": "orders", "api": "\#(base)/dep/orders", "method": "GET", "query": {"uid": "${user.info:/data/missing}"}}"#,
+                        #"{"name": "tags", "api": "\#(base)/dep/tags", "method": "GET", "query": {"t": "${user.info:/data/tags}"}}"#,
+                    ])
+            ])
+            try await withService(config: config) { service in
+                let ticket = try await service.ticket(page)
+                for name in ["orders", "tags"] {
+                    let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000")
+                    #expect(reply.status == 502 && reply.errorCode == "dependency_value", "\(name): \(reply.text)")
+                    #expect(reply.text.contains("${user.info:/data/"), "the message names the reference: \(reply.text)")
+                }
+                #expect(upstream.hits(path: "/dep/orders") == 0 && upstream.hits(path: "/dep/tags") == 0)
+            }
+        }
+    }
+
+    /// Values from an answer can never change the target: whatever the first answer says, the second request goes
+    /// to its configured host and path, and a value that tries to add parameters stays one encoded value.
+    @Test func anAnswerCannotRedirectTheDependent() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let hostile = #"{"data":{"uid":"x&role=admin#@evil.example/","n":"http://evil.example/"}}"#
+            let user = "\(base)/dep/user?contentType=application%2Fjson&body=" + q(hostile)
+            let page = "\(base)/pages/dependent-hostile"
+            let config = configText(pages: [
+                pageEntry(page, [#"{"name": "user.info", "api": "\#(user)", "method": "GET"}"#, Self.orders(base)])
+            ])
+            try await withService(config: config) { service in
+                let ticket = try await service.ticket(page)
+                let echo = Echo(try await service.get("/v1/prefetch/\(ticket)/data?name=orders&wait=5000"))
+                #expect(echo.path == "/dep/orders")
+                #expect(echo.query == "v=2&uid=x%26role%3Dadmin%23%40evil.example%2F")
+                #expect(upstream.requests().allSatisfy { $0.host == "127.0.0.1:\(upstream.port)" })
+            }
+        }
+    }
+
+    /// The plan shows what each request needs, from whom.
+    @Test func thePlanShowsTheGraph() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let page = "\(base)/pages/dependent-plan"
+            let config = configText(pages: [
+                pageEntry(page, [#"{"name": "user.info", "api": "\#(Self.user(base))", "method": "GET"}"#, Self.orders(base)])
+            ])
+            try await withService(config: config) { service in
+                let plan = try await service.admin(.get, "/v1/plan?url=\(q(page))")
+                #expect(plan.status == 200, "\(plan.text)")
+                let requests = try #require(plan.json["requests"] as? [[String: Any]])
+                #expect((requests[0]["needs"] as? [Any])?.isEmpty == true)
+                let needs = try #require(requests[1]["needs"] as? [[String: String]])
+                #expect(needs.count == 5, "uid, n and note in the body, X-Uid, the query's uid")
+                #expect(Set(needs.map { $0["interface"] ?? "" }) == ["user.info"])
+                #expect(Set(needs.map { $0["pointer"] ?? "" }) == ["/data/uid", "/data/n"])
+                #expect(upstream.hits(path: "/dep/user") == 0, "planning fetches nothing")
+            }
+        }
+    }
+}
