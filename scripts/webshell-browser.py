@@ -115,8 +115,13 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
+THEN = None  # --then: a request the demo page makes with a value from the first answer
+
+
 def page_url(base, apis, run):
     query = [("api", api) for api in apis] + [("run", str(run))]
+    if THEN:
+        query.append(("then", THEN))
     return base + "/demo/page.html?" + urllib.parse.urlencode(query)
 
 
@@ -215,12 +220,15 @@ def main():
     parser.add_argument("--base", required=True, help="the service, e.g. http://127.0.0.1:8080")
     parser.add_argument("--admin", help="the operator surface, e.g. http://127.0.0.1:8081 (ui)")
     parser.add_argument("--api", action="append", required=True, help="the demo page's interface (repeatable)")
+    parser.add_argument("--then", help="NAME|API|URL|POINTER: a request needing the first answer's value (compare)")
     parser.add_argument("--runs", type=int, default=5, help="loads per mode (compare)")
     parser.add_argument("--ask-ms", type=int, default=200, help="when the demo page asks for its data")
     parser.add_argument("--delay-ms", type=int, default=300, help="the upstream's answer time")
     parser.add_argument("--out", default=".build/test-output", help="where the result (and ui's files) go")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
     args = parser.parse_args()
+    global THEN
+    THEN = args.then
     # SIGTERM (a test that gave up) unwinds through the finally below, which stops chromium.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     browser = Browser(args.chromium)

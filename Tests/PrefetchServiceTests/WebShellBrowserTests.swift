@@ -50,6 +50,27 @@ struct WebShellBrowserTests {
         }
     }
 
+    /// A page whose second request needs a value from its first: without prefetch the page waits for one answer
+    /// and then the other; with it both were fetched from the tap, the second as soon as the first was in, and the
+    /// page reads both as hits.
+    @Test func aDependentRequestIsPrefetchedAndReadySoonerInARealBrowser() async throws {
+        try await WebShellBrowser.withService(dependent: true) { base, _, user, _ in
+            let orders = user.components(separatedBy: "/demo/user")[0] + "/demo/orders?delay=300"
+            let then = "demo.orders|\(orders)|\(orders)&uid={}|/data/uid"
+            let result = try await WebShellBrowser.harness(["compare", "--base", base, "--api", user, "--then", then, "--runs", "5"])
+            let runs = try #require(result["runs"] as? [[String: Any]])
+            let prefetchResults = runs.filter { $0["mode"] as? String == "prefetch" }.flatMap { $0["results"] as? [[String: Any]] ?? [] }
+            let plainResults = runs.filter { $0["mode"] as? String == "plain" }.flatMap { $0["results"] as? [[String: Any]] ?? [] }
+            #expect(prefetchResults.count == 10 && prefetchResults.allSatisfy { ["hit", "joined"].contains($0["source"] as? String) })
+            #expect(plainResults.allSatisfy { $0["source"] as? String == "miss" && $0["status"] as? Int == 200 })
+            let median = try #require(result["medianDataReadyMs"] as? [String: Double])
+            let prefetched = try #require(median["prefetch"])
+            let plain = try #require(median["plain"])
+            print("browser, dependent: data ready at \(prefetched) ms with prefetch, \(plain) ms without (medians)")
+            #expect(prefetched < plain)
+        }
+    }
+
     @Test func theDebugViewShowsARealPageOpen() async throws {
         try await WebShellBrowser.withService { base, admin, data, broken in
             let result = try await WebShellBrowser.harness(["ui", "--base", base, "--admin", admin, "--api", data, "--api", broken])
@@ -78,10 +99,19 @@ enum WebShellBrowser {
 
     /// Runs the service (config: the demo page with a 300 ms interface and a failing one) and an upstream; calls
     /// `body` with the page and operator surfaces' base URLs and the two interface URLs; stops both.
-    static func withService(_ body: @Sendable @escaping (String, String, String, String) async throws -> Void) async throws {
+    /// With `dependent`, the page's interfaces are `demo.user` (a JSON answer in 300 ms) and `demo.orders`, which
+    /// needs its `/data/uid` (another 300 ms); `body` gets demo.user's URL in the place of the data interface's.
+    static func withService(
+        dependent: Bool = false, _ body: @Sendable @escaping (String, String, String, String) async throws -> Void
+    ) async throws {
         let upstream = try await TestUpstream.start()
-        let data = "http://127.0.0.1:\(upstream.port)/demo/data?delay=300"
+        let userJSON = #"{"data":{"uid":"u-42 7"}}"#.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let data =
+            dependent
+            ? "http://127.0.0.1:\(upstream.port)/demo/user?delay=300&contentType=application%2Fjson&body=\(userJSON)"
+            : "http://127.0.0.1:\(upstream.port)/demo/data?delay=300"
         let broken = "http://127.0.0.1:\(upstream.port)/demo/broken?status=503"
+        let orders = "http://127.0.0.1:\(upstream.port)/demo/orders?delay=300"
         let holder = ConfigHolder(nil)
         var settings = ServiceSettings()
         settings.port = 0
@@ -92,11 +122,20 @@ enum WebShellBrowser {
             let app = try buildApplication(
                 settings: settings, config: holder, logger: Logger(label: "webshell"),
                 onServerRunning: { port in
+                    let interfaces =
+                        dependent
+                        ? """
+                        {"name":"demo.user","api":"\(data)","method":"GET","urlParam":true,"params":["run"]},
+                        {"name":"demo.orders","api":"\(orders)","method":"GET","urlParam":true,"params":["run"],
+                         "query":{"uid":"${demo.user:/data/uid}"}}
+                        """
+                        : """
+                        {"name":"demo.data","api":"\(data)","method":"GET","urlParam":true,"params":["run"]},
+                        {"name":"demo.broken","api":"\(broken)","method":"GET"}
+                        """
                     let config = """
                         {"code":200,"data":{"name":"webshell-demo","version":"1","config":[
-                          {"url":"http://127.0.0.1:\(port)/demo/page.html","interfaces":[
-                            {"name":"demo.data","api":"\(data)","method":"GET","urlParam":true,"params":["run"]},
-                            {"name":"demo.broken","api":"\(broken)","method":"GET"}]}]}}
+                          {"url":"http://127.0.0.1:\(port)/demo/page.html","interfaces":[\(interfaces)]}]}}
                         """
                     holder.replace(try? ConfigLoader.parse(Array(config.utf8), source: "test").config)
                 },
