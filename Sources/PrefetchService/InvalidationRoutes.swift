@@ -7,8 +7,8 @@ import PrefetchStore
 
 /// Invalidation: stored responses that must not be handed out for the rest of their TTL.
 ///
-/// - Page surface, `POST /v1/invalidate`: the caller's own identity, from the credentials it presents (the body's
-///   `headers`, else its own request headers, as a trigger reads them). What a shell calls on logout. It can only
+/// - Page surface, `POST /v1/invalidate`: the caller's own identity, from the credentials its request presents
+///   (`Cookie`, `Authorization`: the service's credential headers). What a shell calls on logout. It can only
 ///   ever reach the presenting identity: never another one, never the shared anonymous entries. Without
 ///   credentials, `401 credentials-required`.
 /// - Operator surface, `POST /v1/store/invalidate`: every identity's entries of one interface, or every response
@@ -33,8 +33,13 @@ struct InvalidationRoutes: Sendable {
         let router = RouteCollection(context: PageContext.self)
         router.post("/v1/invalidate") { request, context -> Dropped in
             let object = try await prefetch.jsonBody(request, context: context, allowEmpty: true)
-            try Self.refuseUnknownMembers(object, known: ["headers"])
-            let credentials = orchestrator.credentials(in: try prefetch.credentialHeaders(object, request: request))
+            if let member = object.members.first {
+                throw APIError.badRequest(
+                    "bad-json",
+                    "unknown member \(quoted(member.name, limit: 60)); the body is empty or {}: the credentials are the request's own headers"
+                )
+            }
+            let credentials = prefetch.presented(request)
             guard credentials.identity != .anonymous else {
                 orchestrator.metrics.denied(PrefetchError.credentialsRequired.code)
                 throw APIError(

@@ -139,7 +139,7 @@ struct InvalidationSecurityTests {
             #expect(anonymous.errorCode == "credentials-required")
             #expect(try await invalidate(server, headers: ["Cookie": "  "]).status == 401)
 
-            let bob = try await invalidate(server, headers: [:], body: #"{"headers": {"Cookie": "sid=bob"}}"#)
+            let bob = try await invalidate(server, headers: ["Cookie": "sid=bob"])
             #expect(bob.status == 200, "\(bob.text)")
             #expect(bob.json["dropped"] as? Int == 2)
             #expect(try await read(server, "me", cookie: "sid=bob").header("X-Prefetch-Reason") == "invalidated")
@@ -193,8 +193,7 @@ struct InvalidationSecurityTests {
                 (String(repeating: " ", count: 70_000) + "{}", 413, "too-large"),
                 ("[1]", 400, "bad-json"),
                 ("{", 400, "bad-json"),
-                (#"{"headers": 5}"#, 400, "bad-headers"),
-                (#"{"headers": {"Cookie": "a\u0001"}}"#, 400, "bad-headers"),
+                (#"{"headers": {"Cookie": "sid=bob"}}"#, 400, "bad-json"),
                 (#"{"user": "bob"}"#, 400, "bad-json"),
             ]
             for (body, status, code) in page {
