@@ -101,6 +101,7 @@ public func buildApplication(
 
     let prefetch = PrefetchRoutes(orchestrator: orchestrator)
     let renderers = RendererRoutes(pools: pools, prefetch: prefetch)
+    let invalidation = InvalidationRoutes(prefetch: prefetch, metrics: InvalidationMetrics(factory: factory))
     let http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount.nanoseconds(Int64(settings.idleTimeout.milliseconds) * 1_000_000))
 
     // The operator surface, on its own listener; it stops right after the page surface.
@@ -116,6 +117,7 @@ public func buildApplication(
         DebugRoutes(orchestrator: orchestrator, renderers: renderers, configPath: settings.configSource?.source ?? settings.configPath)
             .routes)
     adminRoutes.addRoutes(renderers.statisticsRoutes)
+    adminRoutes.addRoutes(invalidation.operatorRoutes)
     admin.get("/metrics") { _, _ in
         metrics.inFlight.record(fetcher.inFlight)
         metrics.tickets.record(orchestrator.tickets.count)
@@ -157,6 +159,7 @@ public func buildApplication(
     router.get("/openapi.yaml") { _, _ in OpenAPIDocument.response() }
     routes.addRoutes(prefetch.routes)
     routes.addRoutes(renderers.routes)
+    routes.addRoutes(invalidation.pageRoutes)
     router.addRoutes(StaticRoutes(currentConfig: currentConfig, adminPort: settings.adminPort).routes)
 
     // Shutdown runs in reverse: the page server stops first, then the operator server, the pools, the fetch

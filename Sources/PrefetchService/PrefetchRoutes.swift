@@ -309,6 +309,7 @@ struct PrefetchRoutes: Sendable {
             case .expired: message = "the prefetched response expired before it was read"
             case .consumed: message = "the response was marked no-store and was already handed out"
             case .evicted: message = "the prefetched response was evicted"
+            case .invalidated: message = "the prefetched response was invalidated (a logout, or its data changed)"
             }
             throw APIError.miss(.notFound, reason.rawValue, message)
         }

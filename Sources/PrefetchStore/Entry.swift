@@ -5,7 +5,7 @@ typealias WaiterID = UInt64
 ///
 ///     pending --complete--> ready | failed
 ///     pending --begin after lockAge / abandon--> pending (new or no leader)
-///     ready | failed --expire--> ended(expired);  --evict / drop--> ended(evicted)
+///     ready | failed --expire--> ended(expired);  --evict / drop--> ended(evicted);  --invalidate--> ended(invalidated)
 ///     ready (no-store) --first read--> ended(consumed)
 ///     pending --drop--> ended(evicted);  leaderless, waiterless or stale pending --> ended(notFound)
 ///
@@ -212,6 +212,22 @@ struct Entry: Sendable {
             return true
         case .failed:
             state = .ended(.evicted)
+            return true
+        case .pending, .ended:
+            return false
+        }
+    }
+
+    /// Ends a completed entry because an invalidation names it. A pending entry is left alone (its flight's waiters
+    /// still get the result): returns false for it, and for an ended one.
+    mutating func invalidate() -> Bool {
+        switch state {
+        case .ready(_, _, let reads):
+            endedUnread = reads == 0
+            state = .ended(.invalidated)
+            return true
+        case .failed:
+            state = .ended(.invalidated)
             return true
         case .pending, .ended:
             return false

@@ -151,6 +151,36 @@ public final class MemoryStore: ResponseStore {
         return dropped
     }
 
+    /// See `ResponseStore.invalidate(identity:)`. Never suspends and never fails: the store is this process.
+    @discardableResult
+    public func invalidate(identity: Identity) -> Int {
+        locked { state, now, effects in state.invalidate(identity: identity, now: now, effects: &effects) }
+    }
+
+    /// See `ResponseStore.invalidate(label:)`. Never suspends and never fails.
+    @discardableResult
+    public func invalidate(label: String) -> Int {
+        locked { state, now, effects in state.invalidate(label: label, now: now, effects: &effects) }
+    }
+
+    /// See `ResponseStore.invalidate(surrogateKey:)`. Never suspends and never fails.
+    @discardableResult
+    public func invalidate(surrogateKey: String) -> Int {
+        locked { state, now, effects in state.invalidate(surrogateKey: surrogateKey, now: now, effects: &effects) }
+    }
+
+    /// Runs `body` on the state under the lock at the current instant, then applies its effects.
+    private func locked<T: Sendable>(_ body: (inout StoreState, ContinuousClock.Instant, inout Effects) -> T) -> T {
+        let now = clock.now
+        let (result, effects) = state.withLock { state in
+            var effects = Effects()
+            let result = body(&state, now, &effects)
+            return (result, effects)
+        }
+        apply(effects)
+        return result
+    }
+
     /// See `ResponseStore.snapshot`. Reclaims expired entries first so the numbers are current.
     public func snapshot() async -> StoreSnapshot {
         let now = clock.now

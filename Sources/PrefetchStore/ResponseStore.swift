@@ -105,6 +105,8 @@ public enum AbsentReason: String, Sendable, Hashable, CaseIterable {
     case consumed
     /// The entry was evicted for room, or dropped because its interface left the configuration.
     case evicted
+    /// The entry was dropped by an invalidation: its user logged out, or a backend said what it holds changed.
+    case invalidated
 }
 
 /// The answer to `ResponseStore.read`.
@@ -220,8 +222,73 @@ public protocol ResponseStore: Sendable {
     /// update removes interfaces); their waiters get `.absent(.evicted)`. Returns how many entries were dropped.
     func retain(labels: Set<String>) async -> Int
 
+    /// Drops every stored value (a response or a kept failure) fetched for `identity`, on every replica of a shared
+    /// store, leaving the reason `invalidated` for later readers. Flights in progress are not touched: their waiters
+    /// still get the result, which is then stored as usual. The anonymous identity holds shared entries and is never
+    /// dropped this way (answers 0). Returns how many values were dropped.
+    /// - Throws: ``StoreUnavailable`` when part of the store could not be reached, so some values may remain.
+    func invalidate(identity: Identity) async throws(StoreUnavailable) -> Int
+
+    /// Drops every stored value whose policy label (interface name) is `label`, for every identity, as
+    /// `invalidate(identity:)` does. Returns how many values were dropped.
+    /// - Throws: ``StoreUnavailable`` when part of the store could not be reached, so some values may remain.
+    func invalidate(label: String) async throws(StoreUnavailable) -> Int
+
+    /// Drops every stored response whose upstream named `surrogateKey` in its `Surrogate-Key` header (as recorded
+    /// when it was stored, within ``SurrogateKeys``' bounds), for every identity, as `invalidate(identity:)` does.
+    /// Returns how many responses were dropped.
+    /// - Throws: ``StoreUnavailable`` when part of the store could not be reached, so some values may remain.
+    func invalidate(surrogateKey: String) async throws(StoreUnavailable) -> Int
+
     /// The store's current size and cumulative counters.
     func snapshot() async -> StoreSnapshot
+}
+
+/// An invalidation could not reach every copy: a shared store's backend was unreachable. What could be dropped
+/// (this process's copies) was dropped; the caller should try again.
+public struct StoreUnavailable: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What could not be reached, never a credential.
+    public var message: String
+
+    /// Creates the error.
+    public init(message: String) {
+        self.message = message
+    }
+
+    /// The message.
+    public var description: String { message }
+}
+
+/// The surrogate keys a response is tagged with: its upstream's `Surrogate-Key` header (space-separated keys, as
+/// Fastly reads it). A store records them when it keeps the response, within fixed bounds, so an upstream cannot
+/// grow the record: at most ``maximumCount`` keys per response, each 1 to ``maximumBytes`` bytes of visible ASCII
+/// (`!` to `~`); longer or other keys are ignored, and so is everything after the first ``maximumCount``.
+public enum SurrogateKeys {
+    /// Most keys recorded per response.
+    public static let maximumCount = 32
+    /// Longest key recorded, in bytes.
+    public static let maximumBytes = 256
+    /// `Surrogate-Key`.
+    public static let headerName = HTTPField.Name("Surrogate-Key")!
+
+    /// Whether `key` is a key a response can be tagged with (1 to ``maximumBytes`` bytes of visible ASCII).
+    public static func isValid(_ key: some StringProtocol) -> Bool {
+        let bytes = key.utf8
+        return !bytes.isEmpty && bytes.count <= maximumBytes && bytes.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+    }
+
+    /// The keys `headers` tag a response with, in order, each once, within the bounds above.
+    public static func keys(in headers: HTTPFields) -> [String] {
+        var keys: [String] = []
+        for value in headers[values: headerName] {
+            for word in value.split(whereSeparator: { $0 == " " || $0 == "\t" }) where isValid(word) {
+                let key = String(word)
+                if !keys.contains(key) { keys.append(key) }
+                if keys.count == maximumCount { return keys }
+            }
+        }
+        return keys
+    }
 }
 
 extension ResponseStore {

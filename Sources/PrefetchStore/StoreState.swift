@@ -239,6 +239,55 @@ struct StoreState {
         return doomed.count
     }
 
+    /// Ends every completed entry for which `matches` holds (given its key, its policy label and its response, if
+    /// any) with the reason `invalidated`; an entry already past its TTL ends as `expired` instead and is not
+    /// counted. Pending entries are never touched. Returns how many were invalidated.
+    mutating func invalidate(
+        now: ContinuousClock.Instant, effects: inout Effects,
+        where matches: (_ key: StoreKey, _ label: String, _ response: StoredResponse?) -> Bool
+    ) -> Int {
+        var ended: [Int] = []
+        var invalidated = 0
+        for at in index.values {
+            let entry = slots[at]!.entry
+            let response: StoredResponse?
+            switch entry.state {
+            case .ready(let ready, _, _): response = ready
+            case .failed: response = nil
+            case .pending, .ended: continue
+            }
+            guard matches(slots[at]!.key, entry.policy.label, response) else { continue }
+            if slots[at]!.entry.expireIfDue(now: now) {
+                ended.append(at)
+            } else if slots[at]!.entry.invalidate() {
+                invalidated += 1
+                ended.append(at)
+            }
+        }
+        for at in ended { finish(at, effects: &effects) }
+        if !ended.isEmpty { effects.size = (bytes, index.count) }
+        return invalidated
+    }
+
+    /// Ends every completed entry kept for `identity` (never the anonymous identity's: they are shared).
+    mutating func invalidate(identity: Identity, now: ContinuousClock.Instant, effects: inout Effects) -> Int {
+        guard identity != .anonymous else { return 0 }
+        return invalidate(now: now, effects: &effects) { key, _, _ in key.identity == identity }
+    }
+
+    /// Ends every completed entry whose policy label is `label`.
+    mutating func invalidate(label: String, now: ContinuousClock.Instant, effects: inout Effects) -> Int {
+        invalidate(now: now, effects: &effects) { _, entryLabel, _ in entryLabel == label }
+    }
+
+    /// Ends every response tagged with `surrogateKey` (see `SurrogateKeys`).
+    mutating func invalidate(surrogateKey: String, now: ContinuousClock.Instant, effects: inout Effects) -> Int {
+        guard SurrogateKeys.isValid(surrogateKey) else { return 0 }
+        return invalidate(now: now, effects: &effects) { _, _, response in
+            response.map { SurrogateKeys.keys(in: $0.headers).contains(surrogateKey) } ?? false
+        }
+    }
+
     /// Reclaims expired entries and stale flights nobody waits for.
     mutating func sweep(now: ContinuousClock.Instant, effects: inout Effects) {
         lastSweep = now

@@ -251,6 +251,10 @@ func scriptedAnswer(
     }
     if let cacheControl = script.cacheControl { headers.append(("Cache-Control", cacheControl)) }
     for cookie in script.setCookies { headers.append(("Set-Cookie", cookie)) }
+    for keys in script.surrogateKeys { headers.append(("Surrogate-Key", keys)) }
+    if let count = script.generatedSurrogateKeys {
+        headers.append(("Surrogate-Key", (0..<count).map { "key-\($0)" }.joined(separator: " ")))
+    }
     return (headers, body)
 }
 

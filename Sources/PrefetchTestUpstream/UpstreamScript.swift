@@ -14,6 +14,10 @@ struct UpstreamScript: Equatable {
     var shortAfter: Int?
     var garbage = false
     var hang = false
+    /// `Surrogate-Key` header values to answer with (`surrogateKey`, repeatable).
+    var surrogateKeys: [String] = []
+    /// A `Surrogate-Key` header of this many generated keys (`key-0 key-1 ...`).
+    var generatedSurrogateKeys: Int?
 
     init(query: String?) {
         for (name, value) in parseQuery(query) {
@@ -30,6 +34,8 @@ struct UpstreamScript: Equatable {
             case "short": shortAfter = Int(value).map { max(0, $0) }
             case "garbage": garbage = value == "1" || value == "true"
             case "hang": hang = value == "1" || value == "true"
+            case "surrogateKey": surrogateKeys.append(value)
+            case "surrogateKeys": generatedSurrogateKeys = Int(value).map { min(max($0, 0), 100_000) }
             default: break
             }
         }

@@ -6,7 +6,8 @@ import PrefetchStore
 /// Redis call, so the local copy always ends first); no-store responses are never kept (each must come from Redis,
 /// which hands it out once); and an item lives at most `ttlCap`, which bounds how long a replica can keep serving an
 /// entry another replica dropped with `retain(labels:)`. Bounded by `maxEntries` and `maxBytes`, least recently
-/// used out first.
+/// used out first. An invalidation drops its items at once (`drop`), and for a while remembers when, so a Redis
+/// reply read before the invalidation but arriving after it does not bring the dropped response back.
 struct LocalTier: Sendable {
     struct Item: Sendable {
         var response: StoredResponse
@@ -31,6 +32,11 @@ struct LocalTier: Sendable {
     /// oldest on each put cost more CPU than the Redis calls around it.
     private(set) var uses: [(digest: String, tick: UInt64)] = []
     private var head = 0
+    /// When each recently invalidated digest was dropped here; a response read from Redis no later than that is not
+    /// kept. Forgotten after `dropMemory` (far longer than any Redis call may take) once `pruneDropsAt` are held.
+    private(set) var droppedAt: [String: ContinuousClock.Instant] = [:]
+    static let dropMemory = Duration.seconds(10)
+    static let pruneDropsAt = 4096
 
     init(maxEntries: Int, maxBytes: Int, ttlCap: Duration) {
         self.maxEntries = maxEntries
@@ -58,6 +64,7 @@ struct LocalTier: Sendable {
         now: ContinuousClock.Instant
     ) {
         guard isEnabled, !response.noStore else { return }
+        if let dropped = droppedAt[digest], now <= dropped { return }
         let expiresAt = min(redisExpiresAt, now + ttlCap)
         guard expiresAt > now else { return }
         let size = Self.perItemOverhead + digest.utf8.count + label.utf8.count + response.accountedBytes
@@ -103,6 +110,14 @@ struct LocalTier: Sendable {
     mutating func remove(_ digest: String) {
         guard let item = items.removeValue(forKey: digest) else { return }
         bytes -= item.bytes
+    }
+
+    /// An invalidation dropped the value of `digest` at `now`: the item goes, and a response read from Redis at or
+    /// before `now` is not taken for it.
+    mutating func drop(_ digest: String, now: ContinuousClock.Instant) {
+        remove(digest)
+        if droppedAt.count >= Self.pruneDropsAt { droppedAt = droppedAt.filter { now - $0.value < Self.dropMemory } }
+        droppedAt[digest] = now
     }
 
     /// Drops every item whose label is not in `labels`.

@@ -108,20 +108,30 @@ public final class RedisStore: ResponseStore, Service {
         self.pool = RedisPool(size: configuration.connections, settings: settings, health: health)
         let waiters = LocalWaiters()
         self.waiters = waiters
+        let fallback = MemoryStore(
+            budgetBytes: configuration.fallbackBudgetBytes, lockAge: configuration.lockAge, logger: logger,
+            metricsFactory: metricsFactory)
+        self.fallback = fallback
         self.subscriber = RedisSubscriber(
             settings: settings, channel: keySpace.channel, health: health,
             onMessage: { message in
-                guard let (digest, payload) = KeySpace.parseAnnouncement(message) else { return }
-                state.withLock { $0.announced(digest) }
-                waiters.notify(digest, payload: payload)
+                switch KeySpace.parseMessage(message) {
+                case .completed(let digest, let payload):
+                    state.withLock { $0.announced(digest) }
+                    waiters.notify(digest, payload: payload)
+                case .dropped(let digests):
+                    let now = clock.now
+                    state.withLock { $0.dropped(digests, now: now) }
+                case .invalidated(let scope):
+                    Self.invalidate(fallback, scope)
+                case nil:
+                    return
+                }
             },
             onResubscribed: {
                 state.withLock { $0.resubscribed() }
                 waiters.notifyAll()
             })
-        self.fallback = MemoryStore(
-            budgetBytes: configuration.fallbackBudgetBytes, lockAge: configuration.lockAge, logger: logger,
-            metricsFactory: metricsFactory)
         self.metrics = RedisStoreMetrics(factory: metricsFactory)
     }
 
@@ -315,6 +325,89 @@ public final class RedisStore: ResponseStore, Service {
         } while cursor != "0"
         let droppedInFallback = await fallback.retain(labels: labels)
         return dropped.count + droppedInFallback
+    }
+
+    /// See `ResponseStore.invalidate(identity:)`. Drops the identity's values in Redis (found through its index set)
+    /// and in this replica's fallback store and local tier, and announces it, so every replica drops its local copies
+    /// and its fallback store's entries too.
+    /// - Throws: ``StoreUnavailable`` when Redis cannot be reached: only this replica's copies were dropped.
+    public func invalidate(identity: Identity) async throws(StoreUnavailable) -> Int {
+        guard let set = keySpace.identityIndex(identity) else { return 0 }
+        let local = fallback.invalidate(identity: identity)
+        return try await invalidateIndexed(set, scope: .identity(identity)) + local
+    }
+
+    /// See `ResponseStore.invalidate(surrogateKey:)`, through the key's index set, as `invalidate(identity:)`.
+    /// - Throws: ``StoreUnavailable`` when Redis cannot be reached: only this replica's copies were dropped.
+    public func invalidate(surrogateKey: String) async throws(StoreUnavailable) -> Int {
+        guard SurrogateKeys.isValid(surrogateKey) else { return 0 }
+        let local = fallback.invalidate(surrogateKey: surrogateKey)
+        return try await invalidateIndexed(keySpace.surrogateIndex(surrogateKey), scope: .surrogateKey(surrogateKey)) + local
+    }
+
+    /// See `ResponseStore.invalidate(label:)`. Labels are not indexed: this scans the store's keys (`SCAN`, as
+    /// `retain` does), so it is for operators, not for every request.
+    /// - Throws: ``StoreUnavailable`` when Redis cannot be reached part-way: what was found until then is dropped.
+    public func invalidate(label: String) async throws(StoreUnavailable) -> Int {
+        let local = fallback.invalidate(label: label)
+        var dropped: [String] = []
+        var failure: StoreUnavailable?
+        var cursor = "0"
+        repeat {
+            let scan = await pool.execute(
+                ["SCAN", cursor, "MATCH", "\(keySpace.namespace):e:*", "COUNT", "500"].map { Array($0.utf8) })
+            guard case .success(.array(let parts)) = scan, parts.count == 2, let next = parts[0].text,
+                case .array(let found) = parts[1]
+            else {
+                failure = StoreUnavailable(message: "Redis could not be scanned; entries stored there may remain")
+                break
+            }
+            cursor = next
+            let names = found.compactMap(\.text)
+            guard let call = calls.invalidateLabel(label, valueKeys: names) else { continue }
+            guard case .success(.array(let digests)) = await eval(call) else {
+                failure = StoreUnavailable(message: "Redis could not drop the entries it holds; some may remain")
+                break
+            }
+            dropped += digests.compactMap(\.text)
+        } while cursor != "0"
+        await announce(dropped, scope: .label(label))
+        if let failure { throw failure }
+        return dropped.count + local
+    }
+
+    /// Runs the invalidation script on the index set `set` and announces what it dropped.
+    private func invalidateIndexed(_ set: String, scope: KeySpace.Invalidation) async throws(StoreUnavailable) -> Int {
+        guard case .success(.array(let digests)) = await eval(calls.invalidateIndexed(set: set)) else {
+            throw StoreUnavailable(message: "Redis could not be reached; entries stored there were not dropped")
+        }
+        let dropped = digests.compactMap(\.text)
+        await announce(dropped, scope: scope)
+        return dropped.count
+    }
+
+    /// Drops the local copies of `digests` here and tells every replica (this one included, harmlessly) to drop
+    /// theirs, and to apply `scope` to their fallback stores.
+    private func announce(_ digests: [String], scope: KeySpace.Invalidation) async {
+        let now = clock.now
+        state.withLock { $0.dropped(digests, now: now) }
+        let messages = KeySpace.dropAnnouncements(digests) + [KeySpace.scopeAnnouncement(scope)]
+        let channel = Array(keySpace.channel.utf8)
+        let replies = await pool.execute(batch: messages.map { [Array("PUBLISH".utf8), channel, $0] })
+        if replies.contains(where: { if case .success(.integer) = $0 { false } else { true } }) {
+            logger.warning(
+                "an invalidation could not be announced; other replicas may serve their local copies for up to localTTL",
+                metadata: ["store.dropped": "\(digests.count)"])
+        }
+    }
+
+    /// Applies an announced invalidation to a fallback store (synchronously: the subscriber's thread calls this).
+    private static func invalidate(_ fallback: MemoryStore, _ scope: KeySpace.Invalidation) {
+        switch scope {
+        case .identity(let identity): _ = fallback.invalidate(identity: identity)
+        case .label(let label): _ = fallback.invalidate(label: label)
+        case .surrogateKey(let key): _ = fallback.invalidate(surrogateKey: key)
+        }
     }
 
     /// See `ResponseStore.snapshot`. `entries` and `pending` count Redis values and locks (every replica's) plus this

@@ -152,7 +152,9 @@ struct RedisStoreState: Sendable {
         case .redis(let lockValue):
             leads.ended(flight.digest, token: token)
             return .completeInRedis(
-                RedisLead(keys: calls.keySpace.keys(digest: flight.digest), lockValue: lockValue, policy: flight.policy))
+                RedisLead(
+                    keys: calls.keySpace.keys(digest: flight.digest), lockValue: lockValue, policy: flight.policy,
+                    identityIndex: calls.keySpace.identityIndex(flight.key.identity)))
         }
     }
 
@@ -393,6 +395,15 @@ struct RedisStoreState: Sendable {
         leads.forgetAll()
     }
 
+    /// An invalidation (here, or announced by any replica) dropped the values of `digests` in Redis at `now`: their
+    /// local copies go, a reply read before now does not bring them back, and no lead on them is trusted.
+    mutating func dropped(_ digests: [String], now: Instant) {
+        for digest in digests {
+            local.drop(digest, now: now)
+            leads.forget(digest)
+        }
+    }
+
     /// `retain(labels:)` drops every other label's local copies and leads (the shell drops them in Redis).
     mutating func retain(labels: Set<String>) {
         local.retain(labels: labels)
@@ -410,8 +421,11 @@ extension RedisStoreState {
         let keys: KeySpace.Keys
         let call: ScriptCall
 
+        /// The index set of the key's identity (nil for the anonymous identity).
+        let identityIndex: String?
+
         /// The flight this claim holds in Redis when it leads.
-        var lead: RedisLead { RedisLead(keys: keys, lockValue: lockValue, policy: policy) }
+        var lead: RedisLead { RedisLead(keys: keys, lockValue: lockValue, policy: policy, identityIndex: identityIndex) }
     }
 
     /// A flight held in Redis: what completing it needs.
@@ -419,6 +433,8 @@ extension RedisStoreState {
         let keys: KeySpace.Keys
         let lockValue: [UInt8]
         let policy: StorePolicy
+        /// The index set of the key's identity, which the kept result joins (nil for the anonymous identity).
+        let identityIndex: String?
     }
 
     /// A completion of a Redis-led flight, ready to send.
@@ -447,7 +463,9 @@ extension RedisStoreState {
             let call = ScriptCall(
                 Scripts.begin, keys: [keys.entry, keys.lock, keys.tombstone],
                 arguments: [lockValue, Array(String(milliseconds(lockAge)).utf8)])
-            return Claim(key: key, policy: policy, token: token, lockValue: lockValue, keys: keys, call: call)
+            return Claim(
+                key: key, policy: policy, token: token, lockValue: lockValue, keys: keys, call: call,
+                identityIndex: keySpace.identityIndex(key.identity))
         }
 
         /// How long Redis keeps `result` under `policy`: a response its TTL (a no-store one at least 1 ms, since it
@@ -468,12 +486,46 @@ extension RedisStoreState {
             let keys = lead.keys
             let announcement = KeySpace.announcement(keys.digest, payload: kept ? nil : encoded)
             let call = ScriptCall(
-                Scripts.complete, keys: [keys.entry, keys.lock, keys.tombstone],
+                Scripts.complete, keys: [keys.entry, keys.lock, keys.tombstone] + indexes(lead, result: result),
                 arguments: [
                     lead.lockValue, encoded, Array(String(kept ? milliseconds(keep) : 0).utf8),
                     Array(String(milliseconds(tombstoneAge)).utf8), Array(keySpace.channel.utf8), announcement,
+                    Array(keys.digest.utf8), Array(keySpace.namespace.utf8),
                 ])
             return Completion(lead: lead, result: result, keep: keep, payload: kept ? nil : encoded, call: call)
+        }
+
+        /// The index sets a kept `result` of `lead` joins: its identity's (unless anonymous) and, for a response, one
+        /// per surrogate key it is tagged with (at most `SurrogateKeys.maximumCount`).
+        func indexes(_ lead: RedisLead, result: Result<StoredResponse, StoreFailure>) -> [String] {
+            var indexes = lead.identityIndex.map { [$0] } ?? []
+            if case .success(let response) = result {
+                indexes += SurrogateKeys.keys(in: response.headers).map(keySpace.surrogateIndex)
+            }
+            return indexes
+        }
+
+        /// The script call dropping every value the index set `set` holds.
+        func invalidateIndexed(set: String) -> ScriptCall {
+            ScriptCall(
+                Scripts.invalidateIndexed, keys: [set],
+                arguments: [Array(keySpace.namespace.utf8), Array(String(milliseconds(tombstoneAge)).utf8)])
+        }
+
+        /// The script call dropping, among the values named `valueKeys` (found by a scan), those whose label is
+        /// `label`. Names that are not value keys are left out.
+        func invalidateLabel(_ label: String, valueKeys: [String]) -> ScriptCall? {
+            var pairs: [String] = []
+            for name in valueKeys where keySpace.kind(of: name) == .entry {
+                guard let tombstone = keySpace.tombstone(forValueOrLock: name) else { continue }
+                pairs += [name, tombstone]
+            }
+            guard !pairs.isEmpty else { return nil }
+            return ScriptCall(
+                Scripts.invalidateLabel, keys: pairs,
+                arguments: [
+                    Array(String(milliseconds(tombstoneAge)).utf8), Array(String(KeySpace.digestLength).utf8), Array(label.utf8),
+                ])
         }
 
         /// The read script call for the key named `keys`.

@@ -16,8 +16,8 @@ struct LuaScript: Sendable, Hashable {
 }
 
 /// The store's scripts. Keys per store key: `E` the value, `L` the leader lock, `T` the tombstone (why the value
-/// is gone: `expired`, `consumed` or `evicted`). Values start with a kind byte and a 2-byte label length (see
-/// `EntryCodec`).
+/// is gone: `expired`, `consumed`, `evicted` or `invalidated`). Values start with a kind byte and a 2-byte label
+/// length (see `EntryCodec`).
 enum Scripts {
     /// KEYS E L T; ARGV lockValue lockAgeMs. `fresh` while a value exists; otherwise takes the lock (`leader`,
     /// clearing the previous generation's tombstone) unless another flight holds it (`joined`).
@@ -31,9 +31,12 @@ enum Scripts {
         return 'joined'
         """)
 
-    /// KEYS E L T; ARGV lockValue value keepMs tombstoneMs channel message. Only the lock holder completes:
-    /// releases the lock, keeps the value for keepMs (0: not kept), leaves an `expired` tombstone that outlives it,
-    /// and announces the completion. Returns 1, or 0 for a stale or unknown lock.
+    /// KEYS E L T index*; ARGV lockValue value keepMs tombstoneMs channel message digest namespace. Only the lock
+    /// holder completes: releases the lock, keeps the value for keepMs (0: not kept), leaves an `expired` tombstone
+    /// that outlives it, records the digest in each index set (the identity's, the surrogate keys'; see `KeySpace`),
+    /// each living at least as long as the value, and announces the completion. Returns 1, or 0 for a stale or
+    /// unknown lock. An index set keeps the digests of values that expired until it expires itself, so each addition
+    /// also removes those among three random members: a set holds about one and a half times its live values.
     static let complete = LuaScript(
         """
         if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
@@ -42,6 +45,13 @@ enum Scripts {
         if keep > 0 then
           redis.call('SET', KEYS[1], ARGV[2], 'PX', keep)
           redis.call('SET', KEYS[3], 'expired', 'PX', keep + tonumber(ARGV[4]))
+          for i = 4, #KEYS do
+            redis.call('SADD', KEYS[i], ARGV[7])
+            if redis.call('PTTL', KEYS[i]) < keep then redis.call('PEXPIRE', KEYS[i], keep) end
+            for _, member in ipairs(redis.call('SRANDMEMBER', KEYS[i], 3)) do
+              if redis.call('EXISTS', ARGV[8] .. ':e:' .. member) == 0 then redis.call('SREM', KEYS[i], member) end
+            end
+          end
         end
         redis.call('PUBLISH', ARGV[5], ARGV[6])
         return 1
@@ -96,6 +106,44 @@ enum Scripts {
               local digest = string.sub(KEYS[i], -digestLength)
               redis.call('PUBLISH', ARGV[2], digest)
               dropped[#dropped + 1] = digest
+            end
+          end
+        end
+        return dropped
+        """)
+}
+
+extension Scripts {
+    /// KEYS S (an index set); ARGV namespace tombstoneMs. Drops every value whose digest the set holds, leaving an
+    /// `invalidated` tombstone, deletes the set, and returns the digests of the values it dropped. Locks (flights in
+    /// progress) are not touched.
+    static let invalidateIndexed = LuaScript(
+        """
+        local dropped = {}
+        for _, digest in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+          if redis.call('DEL', ARGV[1] .. ':e:' .. digest) == 1 then
+            redis.call('SET', ARGV[1] .. ':t:' .. digest, 'invalidated', 'PX', ARGV[2])
+            dropped[#dropped + 1] = digest
+          end
+        end
+        redis.call('DEL', KEYS[1])
+        return dropped
+        """)
+
+    /// KEYS (value, tombstone) pairs; ARGV tombstoneMs digestLength label. Drops every value whose label is `label`,
+    /// leaving an `invalidated` tombstone, and returns the digests of the values it dropped.
+    static let invalidateLabel = LuaScript(
+        """
+        local dropped = {}
+        local digestLength = tonumber(ARGV[2])
+        for i = 1, #KEYS, 2 do
+          local v = redis.call('GET', KEYS[i])
+          if v and #v >= 3 then
+            local n = string.byte(v, 2) * 256 + string.byte(v, 3)
+            if string.sub(v, 4, 3 + n) == ARGV[3] then
+              redis.call('DEL', KEYS[i])
+              redis.call('SET', KEYS[i + 1], 'invalidated', 'PX', ARGV[1])
+              dropped[#dropped + 1] = string.sub(KEYS[i], -digestLength)
             end
           end
         end

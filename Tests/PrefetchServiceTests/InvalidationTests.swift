@@ -1,0 +1,246 @@
+import Foundation
+import HTTPTypes
+import PrefetchTestSupport
+import PrefetchTestUpstream
+import Testing
+
+/// A logout on one replica, seen on another: two `prefetch serve` processes sharing a real redis-server.
+@Suite(.serialized, .timeLimit(.minutes(2))) struct InvalidationReplicaTests {
+    let replicas = ServeReplicaTests()
+
+    func read(_ server: ServeProcess, _ page: String, cookie: String) async throws -> Reply {
+        try await oneRequest(port: server.port, .get, "/v1/data?page=\(q(page))&name=me&wait=5000", headers: ["Cookie": cookie])
+    }
+
+    @Test func aLogoutOnOneReplicaTurnsTheNextReadOnAnotherIntoAMiss() async throws {
+        try await replicas.withReplicas(interfaces: { upstream in
+            [#"{"name": "me", "api": "\#(upstream.base)/r/me", "method": "GET"}"#]
+        }) { upstream, _, first, second, page in
+            _ = try await replicas.trigger(first, page, cookie: "sid=alice")
+            _ = try await replicas.trigger(first, page, cookie: "sid=bob")
+            let before = try await read(second, page, cookie: "sid=alice")
+            #expect(before.status == 200 && before.text.contains("sid=alice"), "\(before.text)")
+            #expect(try await read(second, page, cookie: "sid=bob").status == 200)
+
+            let logout = try await oneRequest(port: first.port, .post, "/v1/invalidate", headers: ["Cookie": "sid=alice"], body: "{}")
+            #expect(logout.status == 200, "\(logout.text)")
+            #expect(logout.json["dropped"] as? Int == 1)
+
+            var last: Reply?
+            let missed = await eventually(within: 5) {
+                last = try? await oneRequest(
+                    port: second.port, .get, "/v1/data?page=\(q(page))&name=me&wait=0", headers: ["Cookie": "sid=alice"])
+                return last?.status == 404
+            }
+            #expect(missed, "\(last?.text ?? "")")
+            #expect(last?.header("X-Prefetch-Reason") == "invalidated")
+            #expect(last?.errorCode == "invalidated")
+            #expect(!(last?.text.contains("sid=alice") ?? true))
+
+            // Bob's prefetch is untouched, on both replicas.
+            for server in [first, second] {
+                let bob = try await read(server, page, cookie: "sid=bob")
+                #expect(bob.status == 200 && bob.text.contains("sid=bob"), "\(bob.text)")
+            }
+            // Alice's next page open fetches again.
+            _ = try await replicas.trigger(second, page, cookie: "sid=alice")
+            #expect(try await read(first, page, cookie: "sid=alice").status == 200)
+            #expect(upstream.hits(path: "/r/me") == 3)
+        }
+    }
+}
+
+/// Invalidation attacked as the other security tests attack the service: real `prefetch serve`, real sockets.
+@Suite("security: invalidation", .serialized, .timeLimit(.minutes(2)))
+struct InvalidationSecurityTests {
+    static let page = "https://m.example.test/account"
+
+    static func config(_ base: String) -> String {
+        configText(pages: [
+            pageEntry(
+                page,
+                [
+                    #"{"name": "me", "api": "\#(base)/inv/me", "method": "GET", "credentials": "include"}"#,
+                    #"{"name": "cart", "api": "\#(base)/inv/cart?surrogateKey=cart%20catalog", "method": "GET", "credentials": "include"}"#,
+                    #"{"name": "many", "api": "\#(base)/inv/many?surrogateKeys=5000", "method": "GET"}"#,
+                ])
+        ])
+    }
+
+    func withServe(_ body: @Sendable (ServeProcess, TestUpstream) async throws -> Void) async throws {
+        try await withUpstream { upstream in
+            let config = try TempConfig(Self.config(upstream.base))
+            defer { config.remove() }
+            let server = try await ServeProcess.start(configPath: config.path, logLevel: "warning")
+            do {
+                try await body(server, upstream)
+            } catch {
+                await server.stop()
+                throw error
+            }
+            await server.stop()
+        }
+    }
+
+    /// Triggers the page for `cookie` and waits until its responses are stored.
+    func open(_ server: ServeProcess, cookie: String?) async throws {
+        var object: [String: Any] = ["url": Self.page]
+        if let cookie { object["headers"] = ["Cookie": cookie] }
+        let body = String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
+        let answer = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: body)
+        #expect(answer.status == 202, "\(answer.text)")
+        let ticket = try #require(answer.json["ticket"] as? String)
+        let headers = cookie.map { ["Cookie": $0] } ?? [:]
+        let results = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)?wait=5000", headers: headers)
+        #expect(results.status == 200, "\(results.text)")
+    }
+
+    func read(_ server: ServeProcess, _ name: String, cookie: String) async throws -> Reply {
+        try await oneRequest(port: server.port, .get, "/v1/data?page=\(q(Self.page))&name=\(name)", headers: ["Cookie": cookie])
+    }
+
+    func invalidate(_ server: ServeProcess, headers: [String: String], body: String = "{}") async throws -> Reply {
+        try await oneRequest(port: server.port, .post, "/v1/invalidate", headers: headers, body: body)
+    }
+
+    /// SECURITY.md: an invalidation reaches only the caller's own identity; a cross-site page cannot log a user's
+    /// prefetches out.
+    @Test func aForeignOriginCannotInvalidateAndAPageOfItsOwnOriginCan() async throws {
+        try await withServe { server, _ in
+            try await open(server, cookie: "sid=alice")
+            for headers in [
+                ["Cookie": "sid=alice", "Origin": "https://evil.example"], ["Cookie": "sid=alice", "Origin": "null"],
+                ["Cookie": "sid=alice", "Sec-Fetch-Site": "cross-site"],
+            ] {
+                let refused = try await invalidate(server, headers: headers)
+                #expect(refused.status == 403, "\(headers)")
+                #expect(refused.errorCode == "origin-not-allowed")
+            }
+            let form = try await invalidate(server, headers: ["Cookie": "sid=alice", "Content-Type": "text/plain"])
+            #expect(form.status == 415)
+            #expect(try await read(server, "me", cookie: "sid=alice").status == 200, "nothing was dropped")
+
+            let own = try await invalidate(server, headers: ["Cookie": "sid=alice", "Origin": "https://m.example.test"])
+            #expect(own.status == 200, "\(own.text)")
+            #expect(own.json["dropped"] as? Int == 2)
+            let gone = try await read(server, "me", cookie: "sid=alice")
+            #expect(gone.status == 404 && gone.header("X-Prefetch-Reason") == "invalidated")
+        }
+    }
+
+    /// SECURITY.md: an invalidation reaches only the caller's own identity.
+    @Test func oneUsersInvalidationNeverTouchesAnothersOrTheSharedEntries() async throws {
+        try await withServe { server, upstream in
+            try await open(server, cookie: "sid=alice")
+            try await open(server, cookie: "sid=bob")
+
+            let anonymous = try await invalidate(server, headers: [:])
+            #expect(anonymous.status == 401)
+            #expect(anonymous.errorCode == "credentials-required")
+            #expect(try await invalidate(server, headers: ["Cookie": "  "]).status == 401)
+
+            let bob = try await invalidate(server, headers: ["Cookie": "sid=bob"])
+            #expect(bob.status == 200, "\(bob.text)")
+            #expect(bob.json["dropped"] as? Int == 2)
+            #expect(try await read(server, "me", cookie: "sid=bob").header("X-Prefetch-Reason") == "invalidated")
+            for name in ["me", "cart"] {
+                let alice = try await read(server, name, cookie: "sid=alice")
+                #expect(alice.status == 200 && alice.header("X-Prefetch") == "hit", "\(name): \(alice.text)")
+            }
+            // The shared (anonymous) response stays for everyone.
+            #expect(try await read(server, "many", cookie: "sid=bob").status == 200)
+            #expect(upstream.hits(path: "/inv/many") == 1)
+        }
+    }
+
+    /// SECURITY.md: the operator surface alone drops by interface or surrogate key, and is not on the page listener.
+    @Test func theOperatorInvalidationIsNotOnThePageListener() async throws {
+        try await withServe { server, _ in
+            try await open(server, cookie: "sid=alice")
+            let onPage = try await oneRequest(port: server.port, .post, "/v1/store/invalidate", body: #"{"interface": "me"}"#)
+            #expect(onPage.status == 404)
+            #expect(onPage.errorCode == "not-found")
+            let wrongMethod = try await oneRequest(port: server.port, .get, "/v1/invalidate")
+            #expect(wrongMethod.status == 405)
+            #expect(wrongMethod.header("Allow")?.contains("POST") == true)
+            let pageRouteOnAdmin = try await oneRequest(
+                port: server.adminPort, .post, "/v1/invalidate", headers: ["Cookie": "sid=alice"], body: "{}")
+            #expect(pageRouteOnAdmin.status == 404)
+            #expect(try await read(server, "me", cookie: "sid=alice").status == 200)
+
+            let byInterface = try await oneRequest(port: server.adminPort, .post, "/v1/store/invalidate", body: #"{"interface": "me"}"#)
+            #expect(byInterface.status == 200, "\(byInterface.text)")
+            #expect(byInterface.json["dropped"] as? Int == 1)
+            #expect(try await read(server, "me", cookie: "sid=alice").header("X-Prefetch-Reason") == "invalidated")
+            #expect(try await read(server, "cart", cookie: "sid=alice").status == 200)
+
+            let bySurrogateKey = try await oneRequest(
+                port: server.adminPort, .post, "/v1/store/invalidate", body: #"{"surrogateKey": "catalog"}"#)
+            #expect(bySurrogateKey.json["dropped"] as? Int == 1)
+            #expect(try await read(server, "cart", cookie: "sid=alice").header("X-Prefetch-Reason") == "invalidated")
+
+            let metrics = try await oneRequest(port: server.adminPort, .get, "/metrics")
+            #expect(metrics.text.contains(#"prefetch_invalidations_total{scope="interface"} 1"#))
+            #expect(metrics.text.contains(#"prefetch_invalidated_entries_total{scope="surrogate_key"} 1"#))
+        }
+    }
+
+    /// SECURITY.md: buffers an outsider can grow are bounded; every error names the input.
+    @Test func malformedOrOversizedBodiesAreRefusedNamingTheProblem() async throws {
+        try await withServe { server, _ in
+            let alice = ["Cookie": "sid=alice"]
+            let page: [(String, Int, String)] = [
+                (String(repeating: " ", count: 70_000) + "{}", 413, "too-large"),
+                ("[1]", 400, "bad-json"),
+                ("{", 400, "bad-json"),
+                (#"{"headers": {"Cookie": "sid=bob"}}"#, 400, "bad-json"),
+                (#"{"user": "bob"}"#, 400, "bad-json"),
+            ]
+            for (body, status, code) in page {
+                let reply = try await invalidate(server, headers: alice, body: body)
+                #expect(reply.status == status && reply.errorCode == code, "\(body.prefix(40)): \(reply.text)")
+            }
+            #expect(try await invalidate(server, headers: alice, body: #"{"user": "bob"}"#).text.contains("user"))
+            #expect(try await invalidate(server, headers: alice, body: "").status == 200, "an empty body is an empty request")
+
+            let long = String(repeating: "k", count: 257)
+            let admin: [(String, String)] = [
+                ("{}", "missing-target"),
+                (#"{"interface": "me", "surrogateKey": "cart"}"#, "ambiguous-target"),
+                (#"{"interface": 7}"#, "bad-interface"),
+                (#"{"interface": "../me"}"#, "bad-interface"),
+                (#"{"interface": ""}"#, "bad-interface"),
+                (#"{"surrogateKey": "a b"}"#, "bad-surrogate-key"),
+                (#"{"surrogateKey": "\#(long)"}"#, "bad-surrogate-key"),
+                (#"{"surrogateKey": null}"#, "bad-surrogate-key"),
+                (#"{"interface": "me", "extra": 1}"#, "bad-json"),
+                ("not json", "bad-json"),
+            ]
+            for (body, code) in admin {
+                let reply = try await oneRequest(port: server.adminPort, .post, "/v1/store/invalidate", body: body)
+                #expect(reply.status == 400 && reply.errorCode == code, "\(body.prefix(40)): \(reply.text)")
+                #expect((reply.json["message"] as? String)?.isEmpty == false)
+            }
+            let huge = try await oneRequest(
+                port: server.adminPort, .post, "/v1/store/invalidate",
+                body: #"{"interface": ""# + String(repeating: "a", count: 5000) + #""}"#)
+            #expect(huge.status == 413 && huge.errorCode == "too-large")
+        }
+    }
+
+    /// SECURITY.md: a response tagged with thousands of surrogate keys records only the first 32.
+    @Test func aResponseWithThousandsOfSurrogateKeysIsBounded() async throws {
+        try await withServe { server, _ in
+            try await open(server, cookie: nil)
+            func purge(_ key: String) async throws -> Int? {
+                let reply = try await oneRequest(
+                    port: server.adminPort, .post, "/v1/store/invalidate", body: #"{"surrogateKey": "\#(key)"}"#)
+                #expect(reply.status == 200, "\(reply.text)")
+                return reply.json["dropped"] as? Int
+            }
+            #expect(try await purge("key-4999") == 0, "keys past the 32nd are not recorded")
+            #expect(try await purge("key-32") == 0)
+            #expect(try await purge("key-31") == 1)
+        }
+    }
+}
