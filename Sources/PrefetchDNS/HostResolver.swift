@@ -6,7 +6,7 @@
 import HTTPTypes
 public import Logging
 public import Metrics
-import PrefetchCore
+public import PrefetchCore
 public import PrefetchFetcher
 public import ServiceLifecycle
 import Synchronization
@@ -33,6 +33,9 @@ public final class HostResolver: Service, AddressPinning, Sendable {
     private let system: SystemResolver
     private let state: Mutex<State>
     private let wakeup = Wakeup<Never>()
+    /// Answers' lifetimes, refresh times and retries are measured on this clock (lookup durations, a metric, on the
+    /// real one).
+    private let clock: any ServiceClock
 
     /// Creates a resolver. With `settings.httpdns` set, `fetcher` is required: HTTPDNS requests go through it
     /// (it must be running for them to complete).
@@ -44,8 +47,10 @@ public final class HostResolver: Service, AddressPinning, Sendable {
         settings: DNSSettings = .init(),
         fetcher: Fetcher? = nil,
         logger: Logger,
-        metricsFactory: (any MetricsFactory)? = nil
+        metricsFactory: (any MetricsFactory)? = nil,
+        clock: any ServiceClock = ContinuousClock()
     ) throws(DNSError) {
+        self.clock = clock
         try settings.validate()
         if settings.httpdns != nil, fetcher == nil {
             throw DNSError(code: .invalidSettings, message: "dns.httpdns is set but no Fetcher was given to reach it")
@@ -69,7 +74,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
             if !name.isEmpty, !IPLiteral.isLiteral(name) { names.insert(name) }
         }
         let (added, cached) = state.withLock { state in
-            let now = ContinuousClock.now
+            let now = clock.now
             return (state.cache.watch(names, now: now), state.cache.cachedCount(now: now))
         }
         metrics.cached(cached)
@@ -81,7 +86,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
     /// then resolves the name itself, through its shared DNS cache). Never blocks.
     public func pin(host: String, port: Int) -> AddressPin? {
         let name = normalizedHost(host)
-        let now = ContinuousClock.now
+        let now = clock.now
         guard let address = state.withLock({ $0.cache.answer(for: name, now: now) })?.addresses.first else {
             return nil
         }
@@ -99,7 +104,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
     /// The cached, unexpired answer for `host`, if any.
     public func answer(for host: String) -> DNSAnswer? {
         let name = normalizedHost(host)
-        let now = ContinuousClock.now
+        let now = clock.now
         return state.withLock { $0.cache.answer(for: name, now: now) }
     }
 
@@ -108,7 +113,8 @@ public final class HostResolver: Service, AddressPinning, Sendable {
     @discardableResult
     public func invalidate(host: String) -> Bool {
         let name = normalizedHost(host)
-        let dropped = state.withLock { $0.cache.invalidate(name, now: .now) }
+        let now = clock.now
+        let dropped = state.withLock { $0.cache.invalidate(name, now: now) }
         if dropped { wakeup.signal() }
         return dropped
     }
@@ -154,7 +160,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
     private func loop() async {
         await withDiscardingTaskGroup { group in
             while !Task.isCancelled {
-                let now = ContinuousClock.now
+                let now = clock.now
                 let step: (due: [String], deadline: ContinuousClock.Instant?, cached: Int)? = state.withLock { state in
                     guard !state.stopping else { return nil }
                     let due = state.cache.takeDue(now: now)
@@ -168,7 +174,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
                         self.wakeup.signal()
                     }
                 }
-                await wakeup.wait(until: step.deadline)
+                await wakeup.wait(until: step.deadline, clock: clock)
             }
             group.cancelAll()
         }
@@ -210,12 +216,14 @@ public final class HostResolver: Service, AddressPinning, Sendable {
                 metadata: ["host": "\(host)", "code": "\(error.code.rawValue)", "error": "\(error.message)"]
             )
             let retry = Duration.milliseconds(Int64((settings.failureRetry * 1000).rounded()))
-            state.withLock { $0.cache.failed(host, retryAfter: retry, now: .now) }
+            let now = clock.now
+            state.withLock { $0.cache.failed(host, retryAfter: retry, now: now) }
         }
     }
 
     private func record(_ host: String, addresses: [String], source: DNSSource, ttl: Double) {
         let lifetime = settings.clampedLifetime(ttl)
+        let now = clock.now
         state.withLock { state in
             state.cache.resolved(
                 host,
@@ -223,7 +231,7 @@ public final class HostResolver: Service, AddressPinning, Sendable {
                 source: source,
                 lifetime: lifetime,
                 refreshAhead: settings.refreshAhead,
-                now: .now
+                now: now
             )
         }
         logger.debug(

@@ -131,35 +131,32 @@ import Testing
         }
     }
 
+    /// A 1 s answer is refreshed at half its life, so the host never goes without one. Time moves by hand: each
+    /// half second brings exactly one more lookup, and the pin is there all along.
     @Test func shortTTLAnswersAreRefreshedAheadOfExpiry() async throws {
         try await withUpstream { stub in
             try await withFetcher { fetcher in
                 let metrics = TestMetrics()
+                let clock = ManualClock()
                 let body = #"{"host":"api.prefetch.test","ips":["127.0.0.1"],"ttl":1}"#
                 let settings = DNSSettings(
                     httpdns: stubEndpoint(stub, json: body), minTTL: 1, refreshAhead: 0.5, allowPrivateAddresses: true)
-                try await withResolver(settings, fetcher: fetcher, metrics: metrics) { resolver in
+                try await withResolver(settings, fetcher: fetcher, metrics: metrics, clock: clock) { resolver in
                     resolver.prefetch(hosts: ["api.prefetch.test"])
-                    do {
-                        let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }
-                        #expect(settled)
-                    }
+                    let settled = await eventually { resolver.answer(for: "api.prefetch.test") != nil }
+                    try #require(settled)
                     let first = try #require(resolver.answer(for: "api.prefetch.test"))
-                    // Sample for 3 s (three lifetimes): the host always has an answer.
-                    var gaps = 0
-                    let end = ContinuousClock.now.advanced(by: .seconds(3))
-                    while ContinuousClock.now < end {
-                        if resolver.pin(host: "api.prefetch.test", port: 443) == nil { gaps += 1 }
-                        try await Task.sleep(for: .milliseconds(25))
+                    for round in 1...4 {
+                        let asleep = await eventually { clock.sleepers >= 1 }
+                        #expect(asleep)
+                        clock.advance(by: .milliseconds(500))
+                        let refreshed = await eventually { lookups(metrics, "httpdns", "ok") == Int64(round + 1) }
+                        #expect(refreshed, "round \(round): \(lookups(metrics, "httpdns", "ok")) lookups")
+                        #expect(resolver.pin(host: "api.prefetch.test", port: 443) != nil, "round \(round): the host has its pin")
                     }
-                    #expect(gaps == 0)
                     let refreshed = try #require(resolver.answer(for: "api.prefetch.test"))
                     #expect(refreshed.resolvedAt > first.resolvedAt)
-                    // About one lookup every 0.5 s: several refreshes, and no spinning.
-                    let count = lookups(metrics, "httpdns", "ok")
-                    #expect(count >= 4)
-                    #expect(count <= 20)
-                    #expect(stub.hits(path: "/dns") == Int(count))
+                    #expect(stub.hits(path: "/dns") == 5, "one lookup per half life, no more")
                 }
             }
         }
@@ -170,7 +167,8 @@ import Testing
             try await withFetcher { fetcher in
                 let body = #"{"host":"api.prefetch.test","ips":["127.0.0.1"],"ttl":1}"#
                 let settings = DNSSettings(httpdns: stubEndpoint(stub, json: body), minTTL: 1, allowPrivateAddresses: true)
-                let resolver = try HostResolver(settings: settings, fetcher: fetcher, logger: Logger(label: "test"))
+                let clock = ManualClock()
+                let resolver = try HostResolver(settings: settings, fetcher: fetcher, logger: Logger(label: "test"), clock: clock)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await resolver.run() }
                     resolver.prefetch(hosts: ["api.prefetch.test"])
@@ -183,12 +181,11 @@ import Testing
                 }
                 // run() has returned: nothing refreshes the 1 s answer, so it stops being served.
                 let answer = try #require(resolver.answer(for: "api.prefetch.test"))
-                do {
-                    let settled = await eventually(within: 3) { resolver.pin(host: "api.prefetch.test", port: 443) == nil }
-                    #expect(settled)
-                }
+                clock.advance(by: clock.now.duration(to: answer.expiresAt) - .milliseconds(1))
+                #expect(resolver.pin(host: "api.prefetch.test", port: 443) != nil, "served until its expiry")
+                clock.advance(by: .milliseconds(1))
+                #expect(resolver.pin(host: "api.prefetch.test", port: 443) == nil)
                 #expect(resolver.answer(for: "api.prefetch.test") == nil)
-                #expect(ContinuousClock.now >= answer.expiresAt)
             }
         }
     }

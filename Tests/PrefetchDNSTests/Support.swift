@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Logging
 import MetricsTestKit
+import PrefetchCore
 import PrefetchDNS
 import PrefetchFetcher
 import PrefetchTestSupport
@@ -22,13 +23,15 @@ func withResolver<T: Sendable>(
     fetcher: Fetcher? = nil,
     metrics: TestMetrics = TestMetrics(),
     logger: Logger = Logger(label: "prefetch.dns.test"),
+    clock: any ServiceClock = ContinuousClock(),
     _ body: @Sendable (HostResolver) async throws -> T
 ) async throws -> T {
     let resolver = try HostResolver(
         settings: settings,
         fetcher: fetcher,
         logger: logger,
-        metricsFactory: metrics
+        metricsFactory: metrics,
+        clock: clock
     )
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await resolver.run() }
