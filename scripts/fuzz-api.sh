@@ -130,6 +130,10 @@ checks.positive_data_acceptance.expected-statuses = ["2xx", "3xx", "400", "401",
 
 # A page URL over 8 KiB is 414 url-too-long (documented), a status schemathesis does not count as a refusal.
 [[operations]]
+include-path-regex = "^/v1/config/canary/(promote|rollback)$"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "409"]
+
+[[operations]]
 include-path-regex = "^/v1/(prefetch|open|data|plan)$"
 checks.negative_data_rejection.expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "414", "415", "422", "428", "429", "5xx"]
 TOML

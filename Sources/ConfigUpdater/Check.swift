@@ -18,7 +18,7 @@ enum SourceAnswer: Sendable {
 extension ConfigUpdater {
     /// Performs one check; the caller holds the "check in progress" flag.
     func performCheck(trigger: RefreshTrigger) async -> (CheckOutcome, [ConfigCheckError]) {
-        let loadedVersion = box.withLock { $0?.version }
+        let loadedVersions = box.withLock { $0.map(DocumentVersions.init) }
         var errors: [ConfigCheckError] = []
         var normal: (origin: ActiveSource, config: LoadedConfig, bytes: [UInt8])?
 
@@ -62,14 +62,21 @@ extension ConfigUpdater {
 
         let outcome: CheckOutcome
         if let normal {
-            if normal.config.config.version == loadedVersion {
+            let incoming = DocumentVersions(normal.config)
+            let decided = state.withLock { state in
+                // An operator's promote or rollback stands while the source serves the versions it overruled.
+                if let decision = state.decision, decision.source.sameVersions(as: incoming) { return true }
+                state.decision = nil
+                return false
+            }
+            if decided || incoming == loadedVersions {
                 outcome = normal.origin == .primary ? .unchanged : .fallbackUnchanged
                 state.withLock { $0.active = normal.origin }
             } else {
                 await apply(normal.config, bytes: normal.bytes, origin: normal.origin)
                 outcome = normal.origin == .primary ? .applied : .fallbackApplied
             }
-        } else if loadedVersion == nil, await loadLastGood(errors: errors) {
+        } else if loadedVersions == nil, await loadLastGood(errors: errors) {
             outcome = .lastGood
         } else {
             outcome = .abnormal
@@ -161,20 +168,24 @@ extension ConfigUpdater {
         let previous = state.withLock { state in
             let previous = box.withLock { box in
                 let previous = box
-                box = loaded.config
+                box = ServedConfigs(loaded)
                 return previous
             }
+            state.sourceVersions = DocumentVersions(loaded)
+            state.decision = nil
             state.active = origin
             state.loadedAt = appliedAt
             state.notLoadedReason = nil
             return previous
         }
         metrics.loaded(atEpochSeconds: appliedAt.timeIntervalSince1970)
+        metrics.canary(basisPoints: loaded.canary?.basisPoints)
         logger.notice(
             "prefetch config applied",
             metadata: [
                 "name": "\(loaded.config.name)", "version": "\(loaded.config.version)",
-                "previous_version": "\(previous?.version ?? "-")", "origin": "\(origin.rawValue)",
+                "previous_version": "\(previous?.active.version ?? "-")", "origin": "\(origin.rawValue)",
+                "canary_version": "\(loaded.canary?.config.version ?? "-")", "canary_percent": "\(loaded.canary?.percentText ?? "-")",
                 "pages": "\(loaded.config.pages.count)", "interfaces": "\(loaded.config.interfaceCount)",
             ])
         for warning in loaded.warnings.prefix(20) {
@@ -187,8 +198,8 @@ extension ConfigUpdater {
         }
         await onApply?(
             AppliedConfig(
-                config: loaded.config, previous: previous, origin: origin, appliedAt: appliedAt,
-                warnings: loaded.warnings))
+                config: loaded.config, previous: previous?.active, origin: origin, appliedAt: appliedAt,
+                warnings: loaded.warnings, canary: loaded.canary))
     }
 
     /// Loads the last-good copy when nothing is loaded and no source answered; records why not otherwise.

@@ -11,6 +11,7 @@ final class ConfigMetrics: Sendable {
     private let consecutiveAbnormal: Gauge
     private let activeSource: [ActiveSource: Gauge]
     private let ready: Gauge
+    private let canaryPercent: Gauge
 
     init(factory: any MetricsFactory) {
         var checks: [CheckOutcome: Counter] = [:]
@@ -37,6 +38,8 @@ final class ConfigMetrics: Sendable {
         }
         self.activeSource = activeSource
         ready = Gauge(label: "prefetch_config_ready", factory: factory)
+        canaryPercent = Gauge(label: "prefetch_config_canary_percent", factory: factory)
+        canaryPercent.record(0)
         for gauge in activeSource.values { gauge.record(0) }
         ready.record(0)
         consecutiveAbnormal.record(0)
@@ -54,6 +57,11 @@ final class ConfigMetrics: Sendable {
     func loaded(atEpochSeconds seconds: Double) {
         loadedTimestamp.record(seconds)
         ready.record(1)
+    }
+
+    /// The candidate's share in percent; 0 without a candidate.
+    func canary(basisPoints: Int?) {
+        canaryPercent.record(Double(basisPoints ?? 0) / 100)
     }
 
     func state(active: ActiveSource, consecutiveAbnormal count: Int) {

@@ -30,8 +30,9 @@ public final class ConfigUpdater: Service, Sendable {
     let files = BlockingFileIO()
     /// The fatigue window and the polling interval are measured on this clock.
     let clock: any ServiceClock
-    /// The served config. Only written while `state` is locked (lock order: `state`, then `box`).
-    let box = Mutex<PrefetchConfig?>(nil)
+    /// The served configs (the active one, and a candidate during a rollout). Only written while `state` is
+    /// locked (lock order: `state`, then `box`).
+    let box = Mutex<ServedConfigs?>(nil)
     let state: Mutex<UpdaterState>
 
     /// Creates an updater. Nothing is read or fetched until `loadInitial()`, `refresh(trigger:)` or `run()`.
@@ -68,6 +69,12 @@ public final class ConfigUpdater: Service, Sendable {
     /// The config being served, or `nil` before the first successful load. Cheap (one short lock, no copying); safe
     /// from any thread or task. The value never changes under the caller: a later swap publishes a new value.
     public var current: PrefetchConfig? {
+        box.withLock { $0?.active }
+    }
+
+    /// The active config and the candidate beside it, read together (see ``ServedConfigs``); `nil` before the
+    /// first successful load.
+    public var served: ServedConfigs? {
         box.withLock { $0 }
     }
 
@@ -237,12 +244,17 @@ struct UpdaterState {
     var lastError: ConfigCheckError?
     var lastErrorAt: Date?
     var notLoadedReason: String?
+    /// The versions of the last document applied from a source (or the last-good copy).
+    var sourceVersions: DocumentVersions?
+    /// An operator's promote or rollback, standing until the source's versions change.
+    var decision: CanaryDecision?
 }
 
 extension ConfigUpdater {
     /// Builds the status; call with `state` locked.
     func makeStatus(_ state: UpdaterState) -> ConfigStatus {
-        let config = box.withLock { $0 }
+        let served = box.withLock { $0 }
+        let config = served?.active
         var nextAllowed: Date?
         if let next = state.nextAllowedCheck {
             let remaining = clock.now.duration(to: next)
@@ -261,7 +273,8 @@ extension ConfigUpdater {
             lastCheckAt: state.lastCheckAt, lastCheckOutcome: state.lastCheckOutcome,
             lastCheckTrigger: state.lastCheckTrigger, consecutiveAbnormal: state.selector.consecutiveAbnormal,
             lastError: state.lastError?.message, lastErrorCode: state.lastError?.code, lastErrorAt: state.lastErrorAt,
-            nextAllowedCheckAt: nextAllowed, ready: config != nil, notReadyReason: notReadyReason)
+            nextAllowedCheckAt: nextAllowed, ready: config != nil, notReadyReason: notReadyReason,
+            canary: served?.canary.map(CanaryStatus.init), canaryDecision: state.decision.map(CanaryDecisionStatus.init))
     }
 }
 

@@ -102,6 +102,11 @@ public struct AppliedConfig: Sendable {
     public var appliedAt: Date
     /// Validation warnings of the new config (unknown keys and the like).
     public var warnings: [ConfigProblem]
+    /// The candidate served beside ``config`` now, if any.
+    public var canary: CanaryConfig? = nil
+
+    /// Both configs now served.
+    public var served: ServedConfigs { ServedConfigs(active: config, canary: canary) }
 }
 
 /// A snapshot of the updater, for `GET /v1/config` and for logs. Dates encode as ISO 8601 strings.
@@ -143,11 +148,15 @@ public struct ConfigStatus: Sendable, Hashable, Codable {
     public var ready: Bool
     /// Why not, when ``ready`` is false.
     public var notReadyReason: String?
+    /// The candidate served beside the loaded config, during a rollout.
+    public var canary: CanaryStatus?
+    /// An operator's promote or rollback that stands until the source's versions change.
+    public var canaryDecision: CanaryDecisionStatus?
 
     enum CodingKeys: String, CodingKey {
         case name, version, pageCount, source, fallbackSource, active, fallbackEngaged, loadedAt, lastCheckAt
         case lastCheckOutcome, lastCheckTrigger, consecutiveAbnormal, lastError, lastErrorCode, lastErrorAt
-        case nextAllowedCheckAt, ready, notReadyReason
+        case nextAllowedCheckAt, ready, notReadyReason, canary, canaryDecision
     }
 
     /// Creates a status value.
@@ -157,7 +166,8 @@ public struct ConfigStatus: Sendable, Hashable, Codable {
         loadedAt: Date? = nil, lastCheckAt: Date? = nil, lastCheckOutcome: CheckOutcome? = nil,
         lastCheckTrigger: RefreshTrigger? = nil, consecutiveAbnormal: Int = 0, lastError: String? = nil,
         lastErrorCode: ConfigCheckErrorCode? = nil, lastErrorAt: Date? = nil, nextAllowedCheckAt: Date? = nil,
-        ready: Bool = false, notReadyReason: String? = nil
+        ready: Bool = false, notReadyReason: String? = nil, canary: CanaryStatus? = nil,
+        canaryDecision: CanaryDecisionStatus? = nil
     ) {
         self.name = name
         self.version = version
@@ -177,6 +187,8 @@ public struct ConfigStatus: Sendable, Hashable, Codable {
         self.nextAllowedCheckAt = nextAllowedCheckAt
         self.ready = ready
         self.notReadyReason = notReadyReason
+        self.canary = canary
+        self.canaryDecision = canaryDecision
     }
 
     /// Decodes a status, dates as ISO 8601 strings.
@@ -209,6 +221,8 @@ public struct ConfigStatus: Sendable, Hashable, Codable {
         nextAllowedCheckAt = try date(.nextAllowedCheckAt)
         ready = try container.decode(Bool.self, forKey: .ready)
         notReadyReason = try container.decodeIfPresent(String.self, forKey: .notReadyReason)
+        canary = try container.decodeIfPresent(CanaryStatus.self, forKey: .canary)
+        canaryDecision = try container.decodeIfPresent(CanaryDecisionStatus.self, forKey: .canaryDecision)
     }
 
     /// Encodes the status, dates as ISO 8601 strings with milliseconds; absent values are left out.
@@ -235,6 +249,8 @@ public struct ConfigStatus: Sendable, Hashable, Codable {
         try date(nextAllowedCheckAt, .nextAllowedCheckAt)
         try container.encode(ready, forKey: .ready)
         try container.encodeIfPresent(notReadyReason, forKey: .notReadyReason)
+        try container.encodeIfPresent(canary, forKey: .canary)
+        try container.encodeIfPresent(canaryDecision, forKey: .canaryDecision)
     }
 
     static let dateStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true)

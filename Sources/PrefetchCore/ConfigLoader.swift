@@ -40,6 +40,8 @@ public struct LoadedConfig: Sendable {
     public var config: PrefetchConfig
     /// Unknown keys and other things that do not stop the config from loading.
     public var warnings: [ConfigProblem]
+    /// The candidate the document carries beside ``config`` (its `canary` member), validated under the same rules.
+    public var canary: CanaryConfig? = nil
 }
 
 /// Reads and validates prefetch configs.
@@ -79,7 +81,7 @@ public enum ConfigLoader {
         var validator = Validator()
         let config = validator.validateEnvelope(root)
         if let config, validator.problems.isEmpty {
-            return LoadedConfig(config: config, warnings: validator.warnings)
+            return LoadedConfig(config: config, warnings: validator.warnings, canary: validator.canary)
         }
         throw ConfigError(source: source, problems: validator.problems, warnings: validator.warnings)
     }
@@ -110,10 +112,12 @@ public enum ConfigLoader {
 struct Validator {
     var problems: [ConfigProblem] = []
     var warnings: [ConfigProblem] = []
+    /// The document's candidate, once `validateEnvelope` found a valid one.
+    var canary: CanaryConfig?
 
     // The known keys are short arrays: membership by comparing short strings (a word or two each) is cheaper than
     // hashing every member name of every object.
-    static let envelopeKeys: [String] = ["code", "data", "msg", "message"]
+    static let envelopeKeys: [String] = ["code", "data", "msg", "message", "canary"]
     static let dataKeys: [String] = ["name", "version", "config"]
     // A page's keys (`url`, `interfaces`) and an interface's are dispatched by `switch` in one pass: see
     // `validatePage` and ``InterfaceFields``.
@@ -206,6 +210,16 @@ struct Validator {
         case .some(let other): problem("code", "must be the number 200, got \(other.kindName)")
         }
         guard let data = object(envelope["data"], "data") else { return nil }
+        let config = validateData(data)
+        if let candidate = envelope["canary"] {
+            canary = validateCanary(candidate, active: config)
+        }
+        guard problems.isEmpty else { return nil }
+        return config
+    }
+
+    /// Validates a `data` object (`name`, `version`, `config`); problems are located under `data`.
+    mutating func validateData(_ data: JSONObject) -> PrefetchConfig? {
         unknownKeys(data, known: Self.dataKeys, "data")
         let name = string(data["name"], "data.name") ?? ""
         var version = ""

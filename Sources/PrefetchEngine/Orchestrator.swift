@@ -35,6 +35,8 @@ public final class Orchestrator: Sendable {
     public let metrics: EngineMetrics
     let logger: Logger
     public let currentConfig: @Sendable () -> PrefetchConfig?
+    /// The active config and a canary candidate beside it (see `ConfigSelection.swift`).
+    public let servedConfigs: @Sendable () -> ServedConfigs?
     let limiter: RateLimiter
     let addressLimiter: RateLimiter
     /// Every time-based decision (ticket expiry, rate limits, timings) is made by this clock.
@@ -53,6 +55,7 @@ public final class Orchestrator: Sendable {
         metrics: EngineMetrics,
         logger: Logger,
         clock: any ServiceClock = ContinuousClock(),
+        servedConfigs: (@Sendable () -> ServedConfigs?)? = nil,
         currentConfig: @escaping @Sendable () -> PrefetchConfig?
     ) {
         self.settings = settings
@@ -65,6 +68,8 @@ public final class Orchestrator: Sendable {
         self.metrics = metrics
         self.logger = logger
         self.currentConfig = currentConfig
+        self.servedConfigs = servedConfigs ?? { currentConfig().map { ServedConfigs(active: $0) } }
+        metrics.registerConfigSeries()
         self.limiter = RateLimiter(rate: settings.triggerRate, burst: settings.triggerBurst)
         self.addressLimiter = RateLimiter(
             rate: settings.addressTriggerRate ?? settings.triggerRate * 10,
@@ -82,16 +87,7 @@ public final class Orchestrator: Sendable {
     /// The plan for `page` under the current config.
     public func plan(page: String) throws(PrefetchError) -> Plan {
         guard let config = currentConfig() else { throw .notReady(reason: "no valid prefetch config is loaded") }
-        let length = page.utf8.count
-        guard length <= settings.maximumPageURLBytes else { throw .pageURLTooLong(length: length, limit: settings.maximumPageURLBytes) }
-        do {
-            return try Plan.make(page: page, config: config)
-        } catch {
-            switch error {
-            case .invalidPageURL: throw .invalidPageURL(message: error.description)
-            case .noMatch: throw .noConfig(message: error.description)
-            }
-        }
+        return try plan(page: page, in: config)
     }
 
     /// What a planned request is keyed by, and the headers it is sent with, for a caller with `credentials`.
@@ -119,14 +115,16 @@ public final class Orchestrator: Sendable {
     public func trigger(
         page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil
     ) async throws(PrefetchError) -> Triggered {
+        let credentials = credentials(in: headers)
+        // The caller's identity picks the active config or a canary candidate, the same one for as long as it stands.
         let plan: Plan
+        let role: ConfigRole
         do {
-            plan = try self.plan(page: page)
+            (plan, role) = try self.plan(page: page, identity: credentials.identity)
         } catch {
             metrics.trigger(error.code)
             throw error
         }
-        let credentials = credentials(in: headers)
         if settings.triggerRate > 0 {
             let retry =
                 addressLimiter.admit(caller, now: clock.now)
@@ -165,7 +163,7 @@ public final class Orchestrator: Sendable {
         // shared store the two round trips overlap. Its timings are filled in below, before anyone learns its id.
         let ticket = Ticket(
             id: ticketID, page: page, pageOrigin: plan.pageURL.origin, matched: plan.matched, version: plan.version,
-            identity: credentials.identity, owner: caller, requests: requests,
+            identity: credentials.identity, owner: caller, requests: requests, role: role,
             timings: requests.map { _ in RequestTiming(origin: "leader", startedAt: now) }, now: now,
             dependents: plan.requests.reduce(into: [Int: Int]()) { counts, request in
                 for index in request.dependencies { counts[index, default: 0] += 1 }
@@ -204,6 +202,7 @@ public final class Orchestrator: Sendable {
         await inserted
         metrics.tickets.record(tickets.count)
         metrics.trigger("accepted")
+        metrics.configTrigger(role, requests: requests.count)
         for (index, key, token) in dependentJobs {
             let label = requests[index].name
             let policy = requests[index].policy

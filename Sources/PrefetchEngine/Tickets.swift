@@ -116,6 +116,8 @@ public final class Ticket: Sendable {
     public let pageOrigin: String
     public let matched: String
     public let version: String
+    /// Which served config the page was planned with: the active one or a canary candidate.
+    public let role: ConfigRole
     /// The identity of the credentials the trigger carried (before the per-interface credentials rule).
     public let identity: Identity
     /// The client address that triggered it: when tickets outgrow their budget, the owner holding the most
@@ -130,10 +132,13 @@ public final class Ticket: Sendable {
     public let reads = Mutex<[TicketRead]>([])
     /// Its leaders' answers, for its dependent requests.
     public let answers: AnswerBoard
+    /// The requests ever served to a reader (`hit` or `joined`), unbounded unlike `reads`: what was not is waste.
+    let served = Mutex<Set<Int>>([])
 
     init(
         id: String, page: String, pageOrigin: String, matched: String, version: String, identity: Identity, owner: String,
-        requests: [TicketRequest], timings: [RequestTiming], now: ContinuousClock.Instant, dependents: [Int: Int] = [:]
+        requests: [TicketRequest], role: ConfigRole = .active, timings: [RequestTiming], now: ContinuousClock.Instant,
+        dependents: [Int: Int] = [:]
     ) {
         self.answers = AnswerBoard(consumers: dependents)
         self.id = id
@@ -142,6 +147,7 @@ public final class Ticket: Sendable {
         self.pageOrigin = pageOrigin
         self.matched = matched
         self.version = version
+        self.role = role
         self.identity = identity
         self.createdAt = now
         self.createdWallClock = Date()
@@ -159,6 +165,7 @@ public final class Ticket: Sendable {
         self.pageOrigin = record.pageOrigin
         self.matched = record.matched
         self.version = record.version
+        self.role = record.role.flatMap(ConfigRole.init(rawValue:)) ?? .active
         self.identity = Identity(digest: record.identity)
         self.owner = "remote"
         self.createdAt = now
@@ -193,7 +200,8 @@ public final class Ticket: Sendable {
     var record: TicketRecord {
         let created = Int64(createdWallClock.timeIntervalSince1970 * 1000)
         return TicketRecord(
-            id: id, page: page, pageOrigin: pageOrigin, matched: matched, version: version, identity: identity.digest, createdAtMs: created,
+            id: id, page: page, pageOrigin: pageOrigin, matched: matched, version: version, role: role.rawValue,
+            identity: identity.digest, createdAtMs: created,
             expiresAtMs: created + Self.lifetime(of: requests).milliseconds,
             requests: requests.map {
                 TicketRecord.Request(
@@ -232,6 +240,12 @@ public final class Ticket: Sendable {
             if reads.count >= Self.readLimit { reads.removeFirst() }
             reads.append(read)
         }
+        if served != "miss" { _ = self.served.withLock { $0.insert(index) } }
+    }
+
+    /// The requests never served to a reader so far.
+    public var unreadCount: Int {
+        requests.count - served.withLock { $0.count }
     }
 }
 
@@ -310,6 +324,8 @@ struct TicketRecord: Codable, Sendable {
     var pageOrigin: String
     var matched: String
     var version: String
+    /// `active` or `candidate`; absent in records written before canary configs.
+    var role: String?
     var identity: String
     var createdAtMs: Int64
     var expiresAtMs: Int64
@@ -350,10 +366,13 @@ public struct SharedTicketRegistry: TicketRegistry {
 
     /// A registry sharing tickets through `store`, holding at most `capacity` tickets and `budgetBytes` here;
     /// tickets expire by `clock`.
-    public init(store: any ResponseStore, capacity: Int, budgetBytes: Int, clock: any ServiceClock = ContinuousClock()) {
+    public init(
+        store: any ResponseStore, capacity: Int, budgetBytes: Int, clock: any ServiceClock = ContinuousClock(),
+        onDrop: (@Sendable (Ticket) -> Void)? = nil
+    ) {
         self.store = store
         self.clock = clock
-        self.local = LocalTicketRegistry(capacity: capacity, budgetBytes: budgetBytes, clock: clock)
+        self.local = LocalTicketRegistry(capacity: capacity, budgetBytes: budgetBytes, clock: clock, onDrop: onDrop)
     }
 
     public func insert(_ ticket: Ticket) async {
@@ -396,8 +415,12 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
         /// Bytes and insertion-ordered ticket ids per owner.
         var owners: [String: (bytes: Int, ids: [String])] = [:]
 
+        /// Tickets dropped while the lock was held, handed to `onDrop` after it is released.
+        var dropped: [Ticket] = []
+
         mutating func drop(_ id: String) {
             guard let ticket = tickets.removeValue(forKey: id) else { return }
+            dropped.append(ticket)
             bytes -= ticket.accountedBytes
             if var owner = owners[ticket.owner] {
                 owner.bytes -= ticket.accountedBytes
@@ -411,12 +434,23 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
     let capacity: Int
     let budgetBytes: Int
     let clock: any ServiceClock
+    let onDrop: (@Sendable (Ticket) -> Void)?
 
-    /// A registry of at most `capacity` tickets and `budgetBytes` bytes; tickets expire by `clock`.
-    public init(capacity: Int, budgetBytes: Int = .max, clock: any ServiceClock = ContinuousClock()) {
+    /// A registry of at most `capacity` tickets and `budgetBytes` bytes; tickets expire by `clock`. `onDrop` is told
+    /// of every ticket leaving it (expired or pushed out), outside its lock.
+    public init(
+        capacity: Int, budgetBytes: Int = .max, clock: any ServiceClock = ContinuousClock(), onDrop: (@Sendable (Ticket) -> Void)? = nil
+    ) {
         self.capacity = max(1, capacity)
         self.budgetBytes = max(1, budgetBytes)
         self.clock = clock
+        self.onDrop = onDrop
+    }
+
+    /// Hands the tickets dropped under the lock to `onDrop`.
+    private func report(_ dropped: [Ticket]) {
+        guard let onDrop else { return }
+        for ticket in dropped { onDrop(ticket) }
     }
 
     public func insert(_ ticket: Ticket) async {
@@ -425,7 +459,8 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
 
     /// Adds `ticket`, dropping expired tickets and, past the bounds, the oldest (by owner for the byte budget).
     func remember(_ ticket: Ticket) {
-        state.withLock { state in
+        let dropped = state.withLock { state -> [Ticket] in
+            defer { state.dropped = [] }
             state.tickets[ticket.id] = ticket
             state.bytes += ticket.accountedBytes
             state.order.append(ticket.id)
@@ -451,19 +486,24 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
                 state.order.removeFirst(state.head)
                 state.head = 0
             }
+            return state.dropped
         }
+        report(dropped)
     }
 
     public func ticket(_ id: String) -> Ticket? {
         let now = clock.now
-        return state.withLock { state in
-            guard let ticket = state.tickets[id] else { return nil }
+        let (found, dropped) = state.withLock { state -> (Ticket?, [Ticket]) in
+            guard let ticket = state.tickets[id] else { return (nil, []) }
             if ticket.expiresAt <= now {
                 state.drop(id)
-                return nil
+                defer { state.dropped = [] }
+                return (nil, state.dropped)
             }
-            return ticket
+            return (ticket, [])
         }
+        report(dropped)
+        return found
     }
 
     /// The most recent tickets, newest first.

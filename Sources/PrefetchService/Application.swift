@@ -70,31 +70,37 @@ public func buildApplication(
     // The config: a live source (file or URL, checked by the updater) or a fixed one given by the caller.
     let updater: ConfigUpdater?
     let currentConfig: @Sendable () -> PrefetchConfig?
+    let servedConfigs: @Sendable () -> ServedConfigs?
     if let source = settings.configSource {
         let live = try ConfigUpdater(settings: source, fetcher: fetcher, logger: logger, metricsFactory: factory, clock: clock) {
             applied in
-            resolver.prefetch(hosts: applied.config.apiHosts)
+            resolver.prefetch(hosts: applied.served.apiHosts)
             if applied.previous != nil {
-                // Responses of interfaces the new config no longer has are dropped; tickets stay.
-                let dropped = await store.retain(labels: applied.config.interfaceNames.union([Ticket.storeLabel]))
+                // Responses of interfaces neither served config has any more are dropped; tickets stay.
+                let dropped = await store.retain(labels: applied.served.interfaceNames.union([Ticket.storeLabel]))
                 if dropped > 0 { logger.info("dropped stored responses of removed interfaces", metadata: ["entries": "\(dropped)"]) }
             }
         }
         updater = live
         currentConfig = { live.current }
+        servedConfigs = { live.served }
         services.append(live)
     } else {
         updater = nil
         currentConfig = { config?.current }
+        servedConfigs = { config?.current.map { ServedConfigs(active: $0) } }
         if let loaded = config?.current { resolver.prefetch(hosts: loaded.apiHosts) }
     }
+    // A ticket leaving the registry counts its unread requests as waste of the config version it was planned with.
+    let ticketLeft: @Sendable (Ticket) -> Void = { metrics.ticketLeft($0) }
     let tickets: any TicketRegistry =
         redis == nil
-        ? LocalTicketRegistry(capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock)
-        : SharedTicketRegistry(store: store, capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock)
+        ? LocalTicketRegistry(capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock, onDrop: ticketLeft)
+        : SharedTicketRegistry(
+            store: store, capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock, onDrop: ticketLeft)
     let orchestrator = Orchestrator(
         settings: settings, store: store, fetcher: fetcher, resolver: resolver, tickets: tickets, metrics: metrics, logger: logger,
-        clock: clock, currentConfig: currentConfig)
+        clock: clock, servedConfigs: servedConfigs, currentConfig: currentConfig)
     services.append(orchestrator.runner)
     let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
     services.append(pools)
@@ -139,7 +145,7 @@ public func buildApplication(
 
     // The page surface.
     let router = Router(context: PageContext.self)
-    let origins = AllowedOrigins(extra: settings.corsOrigins, currentConfig: currentConfig)
+    let origins = AllowedOrigins(extra: settings.corsOrigins, servedConfigs: servedConfigs)
     router.add(middleware: MetricsMiddleware())
     router.add(middleware: PageGuardMiddleware(origins: origins, metrics: metrics))
     router.add(middleware: UnmatchedRouteMiddleware(surface: "page"))

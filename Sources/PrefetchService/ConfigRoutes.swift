@@ -8,7 +8,8 @@ import PrefetchEngine
 import Synchronization
 
 /// The operator surface's config endpoints: `GET /v1/config` (what is loaded, from where, how the checks go),
-/// `POST /v1/config/refresh` (check the source now), and `GET /v1/plan` (the dry run of a page open).
+/// `POST /v1/config/refresh` (check the source now), `POST /v1/config/canary/promote` and
+/// `POST /v1/config/canary/rollback` (end a canary rollout), and `GET /v1/plan` (the dry run of a page open).
 ///
 /// Refreshes are throttled whatever the source: a URL source by the updater's fatigue window, and every source
 /// (a file too, whose re-validation costs CPU) to one refresh per ``minimumRefreshInterval`` from this API;
@@ -83,6 +84,12 @@ struct ConfigRoutes: Sendable {
                     outcome: result.outcome.rawValue, coalesced: result.coalesced, errors: result.errors.map(\.message),
                     status: result.status))
         }
+        router.post("/v1/config/canary/promote") { request, _ -> Response in
+            try await canaryDecision(request, promote: true)
+        }
+        router.post("/v1/config/canary/rollback") { request, _ -> Response in
+            try await canaryDecision(request, promote: false)
+        }
         router.get("/v1/plan") { request, _ -> Response in
             guard let page = request.uri.queryParameters.get("url") else {
                 throw APIError.badRequest("missing-url", "the query parameter url (the page URL) is required")
@@ -97,6 +104,30 @@ struct ConfigRoutes: Sendable {
             }
         }
         return router
+    }
+}
+
+extension ConfigRoutes {
+    /// Promotes or rolls back the canary candidate and answers the new status. The body is empty or a JSON object
+    /// (nothing in it is read); `409 no-canary` when no candidate is served, `409 fixed-config` without a source.
+    func canaryDecision(_ request: Request, promote: Bool) async throws -> Response {
+        let buffer = try await readBody(request, limit: 4096, timeout: orchestrator.settings.bodyTimeout)
+        if buffer.readableBytes > 0 {
+            guard case .object? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
+                throw APIError.badRequest("bad-json", "the body must be empty or a JSON object")
+            }
+        }
+        guard let updater else {
+            throw APIError(
+                status: .conflict, code: "fixed-config", message: "this service runs a fixed config; there is no canary to change")
+        }
+        let status: ConfigStatus
+        do throws(CanaryActionError) {
+            status = try await promote ? updater.promoteCanary() : updater.rollbackCanary()
+        } catch {
+            throw APIError(status: error.code == "not-ready" ? .serviceUnavailable : .conflict, code: error.code, message: error.message)
+        }
+        return try JSONEncoding.response(.ok, status)
     }
 }
 

@@ -79,6 +79,7 @@ struct FastHandoff: Sendable {
         let served = joined ? "joined" : "hit"
         orchestrator.metrics.data(served)
         orchestrator.metrics.fastHandoff()
+        orchestrator.metrics.configData(ticket.role, result: served)
         // The header order of the routed answer: the replay's, the length (set as the response is made), then the
         // guard's CORS and security headers.
         var (status, fields, body) = PrefetchRoutes.replayParts(response, joined: joined)

@@ -131,13 +131,14 @@ final class AllowedOrigins: Sendable {
 
     let extra: Set<String>
     let any: Bool
-    let currentConfig: @Sendable () -> PrefetchConfig?
-    private let cache = Mutex<(version: String, origins: Set<String>)?>(nil)
+    /// The configs served now: page origins of the active config and of a canary candidate are allowed.
+    let servedConfigs: @Sendable () -> ServedConfigs?
+    private let cache = Mutex<(versions: [String], origins: Set<String>)?>(nil)
 
-    init(extra: [String], currentConfig: @escaping @Sendable () -> PrefetchConfig?) {
+    init(extra: [String], servedConfigs: @escaping @Sendable () -> ServedConfigs?) {
         self.any = extra.contains("*")
         self.extra = Set(extra.filter { $0 != "*" }.compactMap { try? HTTPURL(parsing: $0).origin })
-        self.currentConfig = currentConfig
+        self.servedConfigs = servedConfigs
     }
 
     func grant(for origin: String) -> Grant {
@@ -150,11 +151,13 @@ final class AllowedOrigins: Sendable {
     }
 
     private func configOrigins() -> Set<String> {
-        guard let config = currentConfig() else { return [] }
+        guard let served = servedConfigs() else { return [] }
+        let versions = [served.active.version] + (served.canary.map { [$0.config.version] } ?? [])
         return cache.withLock { cached -> Set<String> in
-            if let cached, cached.version == config.version { return cached.origins }
-            let made = Set(config.pages.map(\.parsedURL.origin))
-            cached = (config.version, made)
+            if let cached, cached.versions == versions { return cached.origins }
+            let pages = served.active.pages + (served.canary?.config.pages ?? [])
+            let made = Set(pages.map(\.parsedURL.origin))
+            cached = (versions, made)
             return made
         }
     }

@@ -180,9 +180,13 @@ struct PrefetchRoutes: Sendable {
         guard let page = request.uri.queryParameters.get("page") else {
             throw APIError.badRequest("missing-page", "the query parameter page (the page URL) is required without a read key")
         }
+        // The page is planned under the config its reader is served (a canary candidate for its share of users),
+        // so it reads the keys its own trigger made.
+        let credentials = presented(request)
         let plan: Plan
+        let role: ConfigRole
         do {
-            plan = try orchestrator.plan(page: page)
+            (plan, role) = try orchestrator.plan(page: page, identity: credentials.identity)
         } catch .noConfig(let message) {
             // For a page asking for its data, a page without a config entry is a miss like any other.
             throw APIError.miss(.notFound, "no-config", message)
@@ -190,10 +194,17 @@ struct PrefetchRoutes: Sendable {
             throw APIError(error)
         }
         let index = try Self.select(plan.requests.map { ($0.name, $0.interface.api, $0.method) }, request: request)
-        let (key, _) = orchestrator.keyAndHeaders(for: plan.requests[index], page: plan.pageURL, credentials: presented(request))
+        let (key, _) = orchestrator.keyAndHeaders(for: plan.requests[index], page: plan.pageURL, credentials: credentials)
         let wait = orchestrator.clampWait(
             try Self.waitParameter(request), default: .milliseconds(plan.requests[index].interface.timeoutMilliseconds))
-        return try replay(await orchestrator.store.read(key, wait: wait), wait: wait)
+        do {
+            let response = try replay(await orchestrator.store.read(key, wait: wait), wait: wait)
+            orchestrator.metrics.configData(role, result: response.headers[PrefetchHeaders.served] ?? "hit")
+            return response
+        } catch {
+            orchestrator.metrics.configData(role, result: "miss")
+            throw error
+        }
     }
 
     /// Replays the ticket's request chosen by the query, recording the read for the debug view.
@@ -203,12 +214,13 @@ struct PrefetchRoutes: Sendable {
         do {
             let wait = orchestrator.clampWait(try Self.waitParameter(request), default: ticket.requests[index].timeout)
             let response = try replay(await orchestrator.read(ticket, index: index, wait: wait), wait: wait)
-            ticket.recordRead(
-                index, served: response.headers[PrefetchHeaders.served] ?? "hit", reason: nil, askedAt: asked,
-                answeredAt: orchestrator.clock.now)
+            let served = response.headers[PrefetchHeaders.served] ?? "hit"
+            ticket.recordRead(index, served: served, reason: nil, askedAt: asked, answeredAt: orchestrator.clock.now)
+            orchestrator.metrics.configData(ticket.role, result: served)
             return response
         } catch {
             ticket.recordRead(index, served: "miss", reason: error.code, askedAt: asked, answeredAt: orchestrator.clock.now)
+            orchestrator.metrics.configData(ticket.role, result: "miss")
             throw error
         }
     }

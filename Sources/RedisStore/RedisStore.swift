@@ -138,6 +138,10 @@ public final class RedisStore: ResponseStore, Service {
     /// True while Redis is unreachable and this replica serves from its fallback store.
     public var isDegraded: Bool { state.withLock { $0.isDegraded } }
 
+    /// Whether this replica hears other replicas' announcements yet (its subscriber has subscribed once since
+    /// `run()` started): before that, a completion or drop elsewhere reaches it only by its readers' polling.
+    public var isListening: Bool { state.withLock { $0.subscriptions > 0 } }
+
     /// How many times this store reconnected after an outage.
     public var reconnects: Int { state.withLock { $0.health.reconnects } }
 

@@ -393,7 +393,11 @@ struct RedisStoreState: Sendable {
     /// The subscriber (re)subscribed: announcements may have been missed, so no lead is trusted.
     mutating func resubscribed() {
         leads.forgetAll()
+        subscriptions += 1
     }
+
+    /// How many times this replica's subscriber has (re)subscribed to the announcements: 0 until it first listens.
+    private(set) var subscriptions = 0
 
     /// An invalidation (here, or announced by any replica) dropped the values of `digests` in Redis at `now`: their
     /// local copies go, a reply read before now does not bring them back, and no lead on them is trusted.

@@ -198,6 +198,9 @@ func withReplicas(
     try await withThrowingTaskGroup(of: Void.self) { group in
         if runServices {
             for store in stores { group.addTask { try await store.run() } }
+            // Every replica hears the others before the test starts: an announcement made earlier would be lost.
+            let listening = await eventually { stores.allSatisfy(\.isListening) }
+            #expect(listening, "every replica's subscriber subscribed")
         }
         do {
             try await body(stores)

@@ -1,0 +1,237 @@
+import ConfigUpdater
+import Foundation
+import HTTPTypes
+import PrefetchCore
+import PrefetchEngine
+import PrefetchStore
+import PrefetchTestSupport
+import PrefetchTestUpstream
+import Testing
+
+/// Who gets a canary candidate: a stable, salted share of identified callers, never anonymous ones.
+@Suite struct CanaryAssignmentTests {
+    static let key = try! IdentityKey(secret: Array(repeating: UInt8(7), count: 32))
+
+    static func identity(_ n: Int) -> Identity {
+        Identity(headers: [.cookie: "session=user-\(n)"], credentialHeaderNames: ["cookie"], key: key)
+    }
+
+    static func canary(version: String = "5", basisPoints: Int) throws -> CanaryConfig {
+        let text = #"{"code":200,"data":{"name":"n","version":"\#(version)","config":[]}}"#
+        return CanaryConfig(config: try ConfigLoader.parse(Array(text.utf8), source: "test").config, basisPoints: basisPoints)
+    }
+
+    @Test func aTenPercentCanaryServesAboutTenPercentOfIdentities() throws {
+        let canary = try Self.canary(basisPoints: 1000)
+        let count = 20_000
+        let candidates = (0..<count).filter { CanaryAssignment.role(identity: Self.identity($0), canary: canary) == .candidate }.count
+        // Binomial(20,000, 0.1): mean 2,000, standard deviation 42.4; 99.9 % of draws fall within 3.29 of them.
+        let bound = 3.29 * (Double(count) * 0.1 * 0.9).squareRoot()
+        #expect(abs(Double(candidates) - 2000) <= bound, "\(candidates) of \(count) got the candidate")
+    }
+
+    @Test func theSameIdentityAlwaysGetsTheSameVersion() throws {
+        let canary = try Self.canary(basisPoints: 5000)
+        for n in 0..<200 {
+            let first = CanaryAssignment.role(identity: Self.identity(n), canary: canary)
+            for _ in 0..<3 {
+                #expect(CanaryAssignment.role(identity: Self.identity(n), canary: canary) == first)
+            }
+        }
+    }
+
+    @Test func eachCandidateVersionDrawsItsOwnShare() throws {
+        let five = try Self.canary(version: "5", basisPoints: 5000)
+        let six = try Self.canary(version: "6", basisPoints: 5000)
+        let count = 2000
+        let inFive = Set((0..<count).filter { CanaryAssignment.role(identity: Self.identity($0), canary: five) == .candidate })
+        let inSix = Set((0..<count).filter { CanaryAssignment.role(identity: Self.identity($0), canary: six) == .candidate })
+        // Independent halves overlap on about a quarter of the identities (500, standard deviation 19.4): a rollout
+        // does not land on the same users as the last one.
+        let both = inFive.intersection(inSix).count
+        #expect(abs(Double(both) - 500) <= 3.29 * (Double(count) * 0.25 * 0.75).squareRoot(), "\(both) in both rollouts")
+    }
+
+    @Test func raisingTheShareKeepsEveryoneAlreadyInIt() throws {
+        let ten = try Self.canary(basisPoints: 1000)
+        let fifty = try Self.canary(basisPoints: 5000)
+        for n in 0..<2000 where CanaryAssignment.role(identity: Self.identity(n), canary: ten) == .candidate {
+            #expect(CanaryAssignment.role(identity: Self.identity(n), canary: fifty) == .candidate)
+        }
+    }
+
+    @Test func anonymousCallersAndTheBoundsOfTheShare() throws {
+        #expect(CanaryAssignment.role(identity: .anonymous, canary: try Self.canary(basisPoints: 10_000)) == .active)
+        #expect(CanaryAssignment.role(identity: Self.identity(1), canary: nil) == .active)
+        for n in 0..<500 {
+            #expect(CanaryAssignment.role(identity: Self.identity(n), canary: try Self.canary(basisPoints: 0)) == .active)
+            #expect(CanaryAssignment.role(identity: Self.identity(n), canary: try Self.canary(basisPoints: 10_000)) == .candidate)
+        }
+    }
+}
+
+/// A service following a config file that carries a canary: the share reaches the candidate's upstream, stays
+/// put per user, shows in the metrics, and operators end it on their own surface.
+@Suite struct CanaryServiceTests {
+    /// The active config fetches `/v1/feed` (or `activePath`), the candidate `/v2/feed`.
+    static func document(
+        base: String, active: String = "4", activePath: String = "/v1/feed", candidate: String? = "5", percent: String = "10"
+    ) -> String {
+        let page = "\(base)/pages/canary"
+        let activeData =
+            #"{"name": "prefetchConfig", "version": "\#(active)", "config": [\#(pageEntry(page, [#"{"name": "feed", "api": "\#(base)\#(activePath)", "method": "GET"}"#]))]}"#
+        guard let candidate else { return #"{"code": 200, "data": \#(activeData)}"# }
+        let candidateData =
+            #"{"name": "prefetchConfig", "version": "\#(candidate)", "config": [\#(pageEntry(page, [#"{"name": "feed", "api": "\#(base)/v2/feed", "method": "GET"}"#]))]}"#
+        return #"{"code": 200, "data": \#(activeData), "canary": {"percent": \#(percent), "data": \#(candidateData)}}"#
+    }
+
+    static func metric(_ text: String, _ series: String) -> Double? {
+        for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
+            return Double(line.dropFirst(series.count + 1))
+        }
+        return nil
+    }
+
+    @Test func aTenPercentCanaryReachesItsShareStaysPutAndIsPromotedOrRolledBackByOperators() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let page = "\(base)/pages/canary"
+            let file = try TempConfig(Self.document(base: base))
+            defer { file.remove() }
+            let clock = ManualClock()
+            var settings = testSettings()
+            settings.identityKey = CanaryAssignmentTests.key
+            settings.configSource = ConfigSourceSettings(
+                source: file.path, stateDirectory: file.directory.appendingPathComponent("state").path)
+            try await withService(config: Self.document(base: base), settings: settings, clock: clock) { service in
+                let loaded = await eventually {
+                    let status = try? await service.admin(.get, "/v1/config")
+                    return (status?.json["canary"] as? [String: Any])?["version"] as? String == "5"
+                }
+                #expect(loaded)
+                let status = try await service.admin(.get, "/v1/config")
+                #expect(status.json["version"] as? String == "4")
+                #expect((status.json["canary"] as? [String: Any])?["percent"] as? Double == 10)
+
+                // 300 users open the page; about 10 % of them are planned with the candidate and fetch its api.
+                let users = 300
+                var versions: [Int: String] = [:]
+                var candidateTicket: (user: Int, ticket: String)?
+                for user in 0..<users {
+                    let reply = try await service.trigger(page, credentials: ["Cookie": "session=user-\(user)"])
+                    #expect(reply.status == 202, "\(reply.text)")
+                    versions[user] = reply.json["version"] as? String
+                    if versions[user] == "5", candidateTicket == nil, let ticket = reply.json["ticket"] as? String {
+                        candidateTicket = (user, ticket)
+                    }
+                }
+                let candidates = versions.values.filter { $0 == "5" }.count
+                #expect(versions.values.allSatisfy { $0 == "4" || $0 == "5" })
+                // Binomial(300, 0.1): 30 ± 3.29 × 5.2.
+                let bound: Double = 3.29 * (300 * 0.1 * 0.9 as Double).squareRoot()
+                let deviation: Double = abs(Double(candidates) - 30)
+                #expect(deviation <= bound, "\(candidates) of \(users)")
+                let fetched = await eventually { upstream.hits(path: "/v1/feed") + upstream.hits(path: "/v2/feed") == users }
+                #expect(fetched)
+                #expect(upstream.hits(path: "/v2/feed") == candidates, "each candidate user fetched the candidate's api once")
+
+                // The same cookie gets the same version again.
+                for user in [0, 1, 2, candidateTicket?.user ?? 3] {
+                    let again = try await service.trigger(page, credentials: ["Cookie": "session=user-\(user)"])
+                    #expect(again.json["version"] as? String == versions[user])
+                }
+
+                // A candidate user reads the candidate's response, by ticket and by page.
+                let (user, ticket) = try #require(candidateTicket)
+                let cookie = ["Cookie": "session=user-\(user)"]
+                let byTicket = try await service.get("/v1/prefetch/\(ticket)/data?name=feed&wait=5000", headers: cookie)
+                #expect(byTicket.status == 200)
+                #expect(Echo(byTicket).path == "/v2/feed")
+                let byPage = try await service.get("/v1/data?page=\(q(page))&name=feed&wait=5000", headers: cookie)
+                #expect(Echo(byPage).path == "/v2/feed", "a page= read is planned under its reader's version: \(byPage.text)")
+
+                var metrics = try await service.admin(.get, "/metrics").text
+                #expect(Self.metric(metrics, #"prefetch_config_data_total{config="candidate",result="hit"}"#) == 2, "\(metrics)")
+                #expect(Self.metric(metrics, #"prefetch_config_triggers_total{config="candidate"}"#) ?? 0 >= Double(candidates))
+                #expect(Self.metric(metrics, "prefetch_config_canary_percent") == 10)
+
+                // Tickets that expire unread count as waste of their version.
+                clock.advance(by: .seconds(60))
+                _ = try await service.trigger(page)
+                metrics = try await service.admin(.get, "/metrics").text
+                let unreadCandidate = Self.metric(metrics, #"prefetch_config_unread_total{config="candidate"}"#) ?? 0
+                let unreadActive = Self.metric(metrics, #"prefetch_config_unread_total{config="active"}"#) ?? 0
+                // Every candidate ticket but the one read by ticket (a page= read reads no ticket), and the re-triggers.
+                #expect(unreadCandidate >= Double(candidates - 1) && unreadCandidate <= Double(candidates + 3), "\(metrics)")
+                #expect(unreadActive >= Double(users - candidates))
+
+                // Not on the page listener.
+                let onPage = try await service.separateRequest(.post, "/v1/config/canary/promote", body: "{}")
+                #expect(onPage.status == 404)
+
+                // Promote: the candidate is active for everyone identified or not, and the decision stands while the
+                // source still carries the document it overruled.
+                let promoted = try await service.admin(.post, "/v1/config/canary/promote", body: "{}")
+                #expect(promoted.status == 200, "\(promoted.text)")
+                #expect(promoted.json["version"] as? String == "5")
+                #expect(promoted.json["canary"] == nil)
+                #expect((promoted.json["canaryDecision"] as? [String: Any])?["action"] as? String == "promote")
+                let activeUser = try #require(versions.first { $0.value == "4" }?.key)
+                let afterPromote = try await service.trigger(page, credentials: ["Cookie": "session=user-\(activeUser)"])
+                #expect(afterPromote.json["version"] as? String == "5")
+                clock.advance(by: .seconds(2))
+                let refreshed = try await service.admin(.post, "/v1/config/refresh", body: "{}")
+                #expect(refreshed.json["outcome"] as? String == "unchanged", "\(refreshed.text)")
+                #expect((refreshed.json["status"] as? [String: Any])?["version"] as? String == "5")
+                let nothing = try await service.admin(.post, "/v1/config/canary/rollback", body: "{}")
+                #expect(nothing.status == 409)
+                #expect(nothing.errorCode == "no-canary")
+
+                // The source publishes a new candidate: its versions changed, so it is applied; then an operator
+                // rolls it back and every user gets the active config.
+                try Data(Self.document(base: base, candidate: "6", percent: "50").utf8).write(to: URL(fileURLWithPath: file.path))
+                clock.advance(by: .seconds(2))
+                let applied = await eventually {
+                    let status = try? await service.admin(.get, "/v1/config")
+                    return (status?.json["canary"] as? [String: Any])?["version"] as? String == "6"
+                }
+                #expect(applied)
+                let rolledBack = try await service.admin(.post, "/v1/config/canary/rollback", body: "{}")
+                #expect(rolledBack.status == 200, "\(rolledBack.text)")
+                #expect(rolledBack.json["version"] as? String == "4")
+                #expect(rolledBack.json["canary"] == nil)
+                let afterRollback = try await service.trigger(page, credentials: cookie)
+                #expect(afterRollback.json["version"] as? String == "4")
+                metrics = try await service.admin(.get, "/metrics").text
+                #expect(Self.metric(metrics, "prefetch_config_canary_percent") == 0)
+                let badBody = try await service.admin(.post, "/v1/config/canary/promote", body: "[1]")
+                #expect(badBody.status == 400)
+            }
+        }
+    }
+
+    @Test func aSourcePublishingTheCandidateAsDataPromotesIt() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let file = try TempConfig(Self.document(base: base, percent: "100"))
+            defer { file.remove() }
+            let clock = ManualClock()
+            var settings = testSettings()
+            settings.configSource = ConfigSourceSettings(source: file.path)
+            try await withService(config: Self.document(base: base), settings: settings, clock: clock) { service in
+                #expect(await eventually { (try? await service.admin(.get, "/v1/config"))?.json["canary"] != nil })
+                try Data(Self.document(base: base, active: "5", activePath: "/v2/feed", candidate: nil).utf8).write(
+                    to: URL(fileURLWithPath: file.path))
+                clock.advance(by: .seconds(2))
+                let promoted = await eventually {
+                    let status = try? await service.admin(.get, "/v1/config")
+                    return status?.json["version"] as? String == "5" && status?.json["canary"] == nil
+                }
+                #expect(promoted)
+                let plan = try await service.admin(.get, "/v1/plan?url=\(q("\(base)/pages/canary"))")
+                #expect(plan.text.contains("/v2/feed"))
+            }
+        }
+    }
+}
