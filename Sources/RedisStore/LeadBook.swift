@@ -4,8 +4,8 @@ import PrefetchStore
 /// (the smaller of the lock age and the local tier's `localTTL`) its lock is taken to be this replica's, so a reader
 /// here knows the key is pending without asking Redis: a page's reads, which arrive while its fetches run, cost no
 /// round trip until they are woken. Whatever may have changed the key forgets it, so a reader then asks Redis as
-/// usual: the flight's own completion or abandonment, any announcement for the digest (a completion or a drop on any
-/// replica), a `retain` here, and a resubscription (announcements may have been missed). A drop by another replica
+/// usual: the flight's own completion or abandonment, any announcement for the digest (a completion, a drop or an
+/// invalidation on any replica), a `retain` here, and a resubscription (announcements may have been missed). A drop by another replica
 /// whose announcement has not arrived yet is the one thing this cannot see; the window bounds that staleness by the
 /// same `localTTL` that already bounds the local tier's.
 struct LeadBook: Sendable {

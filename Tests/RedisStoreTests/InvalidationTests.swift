@@ -29,8 +29,8 @@ import Testing
                 // Replica b reads alice's cart once: it now holds a local copy.
                 #expect(await b.read(key("/cart", identity: Self.alice), wait: .zero).body == "alice cart")
 
-                let dropped1 = try await a.invalidate(identity: Self.alice)
-                #expect(dropped1 == 2)
+                let aliceDropped = try await a.invalidate(identity: Self.alice)
+                #expect(aliceDropped == 2)
 
                 #expect(await a.read(key("/cart", identity: Self.alice), wait: .zero) == .absent(.invalidated))
                 let missOnB = await eventually {
@@ -40,8 +40,8 @@ import Testing
                 #expect(await b.read(key("/balance", identity: Self.alice), wait: .zero) == .absent(.invalidated))
                 #expect(await b.read(key("/cart", identity: Self.bob), wait: .zero).body == "bob cart")
                 #expect(await b.read(key("/cart"), wait: .zero).body == "shared")
-                let dropped2 = try await b.invalidate(identity: .anonymous)
-                #expect(dropped2 == 0)
+                let anonymousDropped = try await b.invalidate(identity: .anonymous)
+                #expect(anonymousDropped == 0)
                 #expect(await a.read(key("/cart"), wait: .zero).body == "shared")
                 // The identity's index went with it, and the next trigger leads again.
                 #expect(await server.cli(["EXISTS", "prefetch:v1:i:\(Self.alice.digest)"])?.hasPrefix("0") == true)
@@ -57,8 +57,8 @@ import Testing
                 let token = try #require(await a.begin(key("/cart", identity: Self.alice), policy: policy()).token)
                 let waiting = Task { await b.read(key("/cart", identity: Self.alice), wait: .seconds(10)) }
                 #expect(await eventually { b.waitingReaders == 1 })
-                let dropped3 = try await b.invalidate(identity: Self.alice)
-                #expect(dropped3 == 0)
+                let inFlightDropped = try await b.invalidate(identity: Self.alice)
+                #expect(inFlightDropped == 0)
                 await a.complete(key("/cart", identity: Self.alice), token: token, result: .success(response("fresh")))
                 #expect(await waiting.value.body == "fresh")
                 #expect(await b.read(key("/cart", identity: Self.alice), wait: .zero).body == "fresh")
@@ -77,8 +77,8 @@ import Testing
                 let pending = try #require(await a.begin(key("/cart/pending"), policy: policy("cart")).token)
                 #expect(await b.read(key("/cart", identity: Self.bob), wait: .zero).body == "cart")
 
-                let dropped4 = try await a.invalidate(label: "cart")
-                #expect(dropped4 == 3)
+                let cartDropped = try await a.invalidate(label: "cart")
+                #expect(cartDropped == 3)
 
                 for identity in [Self.alice, Self.bob, .anonymous] {
                     let miss = await eventually { await b.read(key("/cart", identity: identity), wait: .zero) == .absent(.invalidated) }
@@ -101,16 +101,16 @@ import Testing
                 #expect(await put(a, key("/p2"), .success(tagged("p2", "product-2 catalog"))))
                 #expect(await b.read(key("/p1", identity: Self.alice), wait: .zero).body == "p1 alice")
 
-                let dropped5 = try await a.invalidate(surrogateKey: "product-1")
-                #expect(dropped5 == 2)
+                let productDropped = try await a.invalidate(surrogateKey: "product-1")
+                #expect(productDropped == 2)
                 let miss = await eventually { await b.read(key("/p1", identity: Self.alice), wait: .zero) == .absent(.invalidated) }
                 #expect(miss)
                 #expect(await a.read(key("/p1", identity: Self.bob), wait: .zero) == .absent(.invalidated))
                 #expect(await b.read(key("/p2"), wait: .zero).body == "p2")
-                let dropped6 = try await b.invalidate(surrogateKey: "catalog")
-                #expect(dropped6 == 1)
-                let dropped7 = try await b.invalidate(surrogateKey: "product-1")
-                #expect(dropped7 == 0)
+                let catalogDropped = try await b.invalidate(surrogateKey: "catalog")
+                #expect(catalogDropped == 1)
+                let productAgainDropped = try await b.invalidate(surrogateKey: "product-1")
+                #expect(productAgainDropped == 0)
             }
         }
     }
@@ -125,10 +125,10 @@ import Testing
                 let set = KeySpace(namespace: "prefetch:v1", database: 0).surrogateIndex("key-0")
                 let ttl = Int((await server.cli(["PTTL", set]) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
                 #expect(ttl > 0 && ttl <= 30_000, "an index set expires with the value it names, got \(ttl)")
-                let dropped8 = try await replicas[0].invalidate(surrogateKey: "key-31")
-                #expect(dropped8 == 0 + 1)
-                let dropped9 = try await replicas[0].invalidate(surrogateKey: "key-32")
-                #expect(dropped9 == 0)
+                let lastRecordedKeyDropped = try await replicas[0].invalidate(surrogateKey: "key-31")
+                #expect(lastRecordedKeyDropped == 1)
+                let keyBeyondTheBoundDropped = try await replicas[0].invalidate(surrogateKey: "key-32")
+                #expect(keyBeyondTheBoundDropped == 0)
             }
         }
     }
