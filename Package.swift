@@ -43,6 +43,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
@@ -146,6 +147,7 @@ let package = Package(
         .target(
             name: "PrefetchEngine",
             dependencies: [
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 "ConfigUpdater",
                 "PrefetchCore",
@@ -163,6 +165,7 @@ let package = Package(
         .target(
             name: "PrefetchService",
             dependencies: [
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "PrefetchEngine",
                 .product(name: "Crypto", package: "swift-crypto"),
                 "ConfigUpdater",
@@ -341,6 +344,7 @@ let package = Package(
         .testTarget(
             name: "PrefetchServiceTests",
             dependencies: [
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 "PrefetchTestSupport",
                 "PrefetchCore",
                 "PrefetchDNS",

@@ -7,6 +7,7 @@ public import PrefetchFetcher
 public import PrefetchStore
 public import ServiceLifecycle
 import Synchronization
+public import Tracing
 
 /// The product's core loop: a page is opening, so plan its requests, start each one unless it is already
 /// stored or in flight for the same user, and hand the results to whoever is entitled to them.
@@ -41,6 +42,9 @@ public final class Orchestrator: Sendable {
     let addressLimiter: RateLimiter
     /// Every time-based decision (ticket expiry, rate limits, timings) is made by this clock.
     public let clock: any ServiceClock
+    /// Where each upstream request's span goes (swift-distributed-tracing): the bootstrapped tracer by default,
+    /// which is a no-op until a deployment bootstraps one.
+    let tracer: any Tracer
     private let credentialNames: Set<String>
 
     /// The failure code an anonymous response gets in the shared entry when it may not be shared.
@@ -55,11 +59,13 @@ public final class Orchestrator: Sendable {
         metrics: EngineMetrics,
         logger: Logger,
         clock: any ServiceClock = ContinuousClock(),
+        tracer: any Tracer = InstrumentationSystem.tracer,
         servedConfigs: (@Sendable () -> ServedConfigs?)? = nil,
         currentConfig: @escaping @Sendable () -> PrefetchConfig?
     ) {
         self.settings = settings
         self.clock = clock
+        self.tracer = tracer
         self.store = store
         self.fetcher = fetcher
         self.resolver = resolver
@@ -112,9 +118,15 @@ public final class Orchestrator: Sendable {
     ///     client can invent, its address it cannot), and the address owns the ticket for the ticket budget.
     ///   - trace: the W3C trace context the trigger arrived with (`traceparent`, and `tracestate` passed on as is):
     ///     each upstream request of this page open carries a child span of it.
+    ///   - requestHeaders: the trigger's own headers, from which the tracer extracts the context its spans (one
+    ///     per upstream request) continue.
     public func trigger(
-        page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil
+        page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil,
+        requestHeaders: HTTPFields = [:]
     ) async throws(PrefetchError) -> Triggered {
+        var extracted = ServiceContext.topLevel
+        tracer.extract(requestHeaders, into: &extracted, using: HTTPFieldsExtractor())
+        let traceContext = extracted
         let credentials = credentials(in: headers)
         // The caller's identity picks the active config or a canary candidate, the same one for as long as it stands.
         let plan: Plan
@@ -211,7 +223,7 @@ public final class Orchestrator: Sendable {
             let accepted = runner.submit { [self] in
                 await self.executeDependent(
                     planned, page: plan.pageURL, credentials: credentials, trace: trace, key: key, token: token, policy: policy,
-                    label: label, ticket: ticket, index: index, deadline: deadline)
+                    label: label, ticket: ticket, index: index, deadline: deadline, context: traceContext)
             }
             if !accepted {
                 await refuseForShutdown(key: key, token: token, ticket: ticket, index: index)
@@ -221,7 +233,8 @@ public final class Orchestrator: Sendable {
             let label = requests[index].name
             let policy = requests[index].policy
             let accepted = runner.submit { [self] in
-                await self.execute(request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index)
+                await self.execute(
+                    request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index, context: traceContext)
             }
             if !accepted {
                 await refuseForShutdown(key: key, token: token, ticket: ticket, index: index)
@@ -259,7 +272,7 @@ public final class Orchestrator: Sendable {
     private func executeDependent(
         _ planned: PlannedRequest, page: HTTPURL, credentials: Credentials, trace: (parent: TraceParent, state: String?)?,
         key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int,
-        deadline: ContinuousClock.Instant
+        deadline: ContinuousClock.Instant, context: ServiceContext
     ) async {
         let resolved: PlannedRequest
         do throws(DependencyError) {
@@ -295,7 +308,7 @@ public final class Orchestrator: Sendable {
         let request = FetchRequest(
             method: resolved.method.rawValue, url: resolved.url, headers: headers, body: resolved.body.map { Array($0.utf8) },
             timeout: remaining, maxResponseBytes: settings.maximumResponseBytes, pinning: resolver, group: ticket.id)
-        await execute(request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index)
+        await execute(request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index, context: context)
     }
 
     /// The body of request `index`'s answer for a dependent: posted by this page open's own leader, or else read
@@ -335,6 +348,30 @@ public final class Orchestrator: Sendable {
 
     /// Runs one leader fetch and publishes its result.
     private func execute(
+        _ request: FetchRequest, key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int,
+        context: ServiceContext
+    ) async {
+        await traced(tracer, request, label: label, context: context) { request in
+            await self.fetchAndStore(request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index)
+        }
+    }
+
+    /// Runs `body` with `request` inside a client span of the trigger's trace (`context`), the span's context
+    /// injected into the request's headers as the tracer propagates it.
+    private func traced<T: Tracer>(
+        _ tracer: T, _ request: FetchRequest, label: String, context: ServiceContext,
+        _ body: @Sendable (FetchRequest) async -> Void
+    ) async {
+        let span = tracer.startSpan("prefetch \(label)", context: context, ofKind: .client)
+        defer { span.end() }
+        span.attributes["http.request.method"] = request.method
+        span.attributes["prefetch.interface"] = label
+        var request = request
+        tracer.inject(span.context, into: &request.headers, using: HTTPFieldsInjector())
+        await body(request)
+    }
+
+    private func fetchAndStore(
         _ request: FetchRequest, key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int
     ) async {
         metrics.inFlight.record(fetcher.inFlight + 1)
@@ -484,6 +521,20 @@ public struct Triggered: Sendable {
     public var ticket: Ticket
     public var urls: [String]
     public var readKey: ReadKey
+}
+
+/// Reads a trace context out of HTTP headers for swift-distributed-tracing.
+struct HTTPFieldsExtractor: Extractor {
+    func extract(key: String, from carrier: HTTPFields) -> String? {
+        HTTPField.Name(key).flatMap { carrier[$0] }
+    }
+}
+
+/// Writes a trace context into HTTP headers for swift-distributed-tracing.
+struct HTTPFieldsInjector: Injector {
+    func inject(_ value: String, forKey key: String, into carrier: inout HTTPFields) {
+        if let name = HTTPField.Name(key) { carrier[name] = value }
+    }
 }
 
 extension HTTPField.Name {

@@ -14,6 +14,7 @@ public import Prometheus
 import RedisStore
 import RendererPool
 import ServiceLifecycle
+public import Tracing
 
 /// Builds the prefetch service: the very app `prefetch serve` runs, so tests can run it with test settings
 /// (port 0, small budgets) instead of a parallel setup.
@@ -40,7 +41,8 @@ public func buildApplication(
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
     onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in },
-    clock: any ServiceClock = ContinuousClock()
+    clock: any ServiceClock = ContinuousClock(),
+    tracer: any Tracer = InstrumentationSystem.tracer
 ) throws -> some ApplicationProtocol {
     let factory = PrometheusMetricsFactory(registry: registry)
     let metrics = EngineMetrics(factory: factory)
@@ -100,7 +102,7 @@ public func buildApplication(
             store: store, capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock, onDrop: ticketLeft)
     let orchestrator = Orchestrator(
         settings: settings, store: store, fetcher: fetcher, resolver: resolver, tickets: tickets, metrics: metrics, logger: logger,
-        clock: clock, servedConfigs: servedConfigs, currentConfig: currentConfig)
+        clock: clock, tracer: tracer, servedConfigs: servedConfigs, currentConfig: currentConfig)
     services.append(orchestrator.runner)
     let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
     services.append(pools)

@@ -106,7 +106,8 @@ struct PrefetchRoutes: Sendable {
         let headers = try credentialHeaders(object, request: request)
         do {
             return try await orchestrator.trigger(
-                page: page, headers: headers, caller: context.callerAddress, trace: Self.traceContext(request.headers))
+                page: page, headers: headers, caller: context.callerAddress, trace: Self.traceContext(request.headers),
+                requestHeaders: request.headers)
         } catch {
             throw APIError(error)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import InMemoryTracing
 import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -61,6 +62,41 @@ import Testing
                 #expect(echo.values("traceparent").isEmpty)
                 #expect(echo.values("tracestate").isEmpty, "no trace state without a trace")
                 #expect(echo.values("Sec-Purpose") == ["prefetch"])
+            }
+        }
+    }
+
+    /// With a tracer (swift-distributed-tracing), each upstream request is a client span continuing the context the
+    /// tracer extracted from the trigger, and the tracer's own propagation reaches the upstream.
+    @Test func eachUpstreamRequestIsASpanOfTheTriggersTrace() async throws {
+        try await withUpstream { upstream in
+            let page = "\(upstream.base)/pages/traced"
+            let config = configText(pages: [
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "a", "api": "\#(upstream.base)/traced/a", "method": "GET"}"#,
+                        #"{"name": "b", "api": "\#(upstream.base)/traced/b", "method": "GET"}"#,
+                    ])
+            ])
+            let tracer = InMemoryTracer()
+            try await withService(config: config, tracer: tracer) { service in
+                let trigger = try await service.trigger(
+                    page, requestHeaders: [InMemoryTracer.traceIDKey: "shell-trace", InMemoryTracer.spanIDKey: "shell-span"])
+                let ticket = try #require(trigger.json["ticket"] as? String)
+                var seen: [String: String] = [:]
+                for name in ["a", "b"] {
+                    let echo = Echo(try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000"))
+                    #expect(echo.values(InMemoryTracer.traceIDKey) == ["shell-trace"], "\(name)")
+                    seen[name] = echo.values(InMemoryTracer.spanIDKey).first
+                }
+                let spans = tracer.finishedSpans.filter { $0.operationName.hasPrefix("prefetch ") }
+                #expect(Set(spans.map(\.operationName)) == ["prefetch a", "prefetch b"])
+                for span in spans {
+                    #expect(span.spanContext.traceID == "shell-trace")
+                    #expect(span.spanContext.parentSpanID == "shell-span", "a child of the shell's span")
+                    #expect(seen[String(span.operationName.dropFirst("prefetch ".count))] == span.spanContext.spanID)
+                }
             }
         }
     }

@@ -13,6 +13,7 @@ import PrefetchTestUpstream
 import Prometheus
 import Synchronization
 import Testing
+import Tracing
 
 // MARK: Upstream
 
@@ -191,6 +192,7 @@ func withService<T: Sendable>(
     config: String,
     settings: ServiceSettings = testSettings(),
     clock: any ServiceClock = ContinuousClock(),
+    tracer: any Tracer = InstrumentationSystem.tracer,
     _ body: @Sendable (LiveService) async throws -> T
 ) async throws -> T {
     let loaded = try ConfigLoader.parse(Array(config.utf8), source: "test config")
@@ -200,7 +202,7 @@ func withService<T: Sendable>(
     let adminPort = PortBox()
     let app = try buildApplication(
         settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger, onAdminRunning: { adminPort.set($0) },
-        clock: clock)
+        clock: clock, tracer: tracer)
     return try await app.test(.live) { client in
         let port = try #require(client.port)
         let admin = try #require(await adminPort.value(), "the operator surface did not start")
