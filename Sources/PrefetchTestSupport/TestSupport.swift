@@ -51,9 +51,9 @@ public func builtExecutable(_ name: String) -> URL? {
 
 private let launchLock = Mutex(())
 
-/// Starts `process`, one launch at a time in the whole test process: Foundation's `Process.run` has crashed when
-/// several threads spawned children at once, and every test target runs in one process.
-public func launchSerially(_ process: Process) throws {
+/// Starts `process`, one launch at a time in the whole test process (every test target runs in one process, and a
+/// child must not inherit a descriptor another launch has just opened).
+public func launchSerially(_ process: TestProcess) throws {
     try launchLock.withLock { _ in try process.run() }
 }
 

@@ -8,10 +8,10 @@ import Testing
 
 /// A `prefetch-upstream` child process, stopped with SIGTERM.
 final class UpstreamProcess: Sendable {
-    let process: Process
+    let process: TestProcess
     let port: Int
 
-    private init(process: Process, port: Int) {
+    private init(process: TestProcess, port: Int) {
         self.process = process
         self.port = port
     }
@@ -19,7 +19,7 @@ final class UpstreamProcess: Sendable {
     /// Starts the executable on port 0 and waits (at most 20 s) for its `listening on HOST:PORT` line.
     static func start() async throws -> UpstreamProcess {
         let url = try #require(builtExecutable("prefetch-upstream"), "prefetch-upstream executable not found next to the test bundle")
-        let process = Process()
+        let process = TestProcess()
         process.executableURL = url
         process.arguments = ["--host", "127.0.0.1", "--port", "0"]
         let output = Pipe()

@@ -10,13 +10,13 @@ import Testing
     final class ConfigServer: Sendable {
         let directory: URL
         let port: Int
-        let process: Process
+        let process: TestProcess
 
         init() throws {
             directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-config-server-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             port = try freeLocalPort()
-            process = Process()
+            process = TestProcess()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = ["python3", "-m", "http.server", "--bind", "127.0.0.1", "--directory", directory.path, "\(port)"]
             process.standardOutput = FileHandle.nullDevice

@@ -128,7 +128,7 @@ struct ServeProcess {
 
 /// Runs a system tool (at most 30 s) and returns its exit status and standard error.
 func runTool(_ path: String, _ arguments: [String]) async throws -> (status: Int32, stderr: String) {
-    let process = Process()
+    let process = TestProcess()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
     let errors = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-tool-\(UUID().uuidString)")

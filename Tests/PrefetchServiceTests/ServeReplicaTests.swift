@@ -14,14 +14,14 @@ import Testing
     /// on the same port.
     final class Redis: Sendable {
         let port: Int
-        private let process = Mutex<Process?>(nil)
+        private let process = Mutex<TestProcess?>(nil)
 
         init() throws {
             port = try freeLocalPort()
         }
 
         func start() async throws {
-            let launched = Process()
+            let launched = TestProcess()
             launched.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
             launched.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
             launched.standardOutput = FileHandle.nullDevice
@@ -34,7 +34,7 @@ import Testing
 
         func stop() async {
             guard
-                let running = process.withLock({ current -> Process? in
+                let running = process.withLock({ current -> TestProcess? in
                     defer { current = nil }
                     return current
                 })

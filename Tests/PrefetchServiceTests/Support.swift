@@ -222,7 +222,7 @@ func q(_ text: String) -> String {
 /// A child process whose stdout and stderr go to files (read without blocking any thread), killed by `stop`
 /// if it is still running.
 final class ChildProcess: Sendable {
-    let process: Process
+    let process: TestProcess
     let directory: URL
     let stdoutPath: String
     let stderrPath: String
@@ -236,7 +236,7 @@ final class ChildProcess: Sendable {
         stderrPath = directory.appendingPathComponent("stderr").path
         FileManager.default.createFile(atPath: stdoutPath, contents: nil)
         FileManager.default.createFile(atPath: stderrPath, contents: nil)
-        let process = Process()
+        let process = TestProcess()
         process.executableURL = url
         process.arguments = arguments
         let out = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
@@ -329,6 +329,6 @@ func rawStatus(_ answer: String) -> Int? {
 /// Foundation's `Process.run()` crashed once here (a bad pointer in `memcpy` inside `Process.run`) while several
 /// suites spawned children at the same moment; the tests start their child processes one at a time.
 /// Starts `process`, one launch at a time (see `launchSerially`).
-func launch(_ process: Process) throws {
+func launch(_ process: TestProcess) throws {
     try launchSerially(process)
 }

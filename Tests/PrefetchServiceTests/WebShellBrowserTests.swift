@@ -161,7 +161,7 @@ enum WebShellBrowser {
         let errURL = directory.appendingPathComponent("stderr")
         FileManager.default.createFile(atPath: outURL.path, contents: nil)
         FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        let process = Process()
+        let process = TestProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", root + "/scripts/webshell-browser.py"] + arguments + ["--out", root + "/.build/test-output"]
         process.currentDirectoryURL = URL(fileURLWithPath: root)

@@ -26,8 +26,7 @@ final class RedisServer: Sendable {
     private let arguments: [String]
     /// What `redis-cli` needs to authenticate (`--user`, `--pass`).
     private let cliAuth: [String]
-    private let process = Mutex<Process?>(nil)
-    private let exited = Mutex<Set<Int32>>([])
+    private let process = Mutex<TestProcess?>(nil)
 
     var url: String { "redis://127.0.0.1:\(port)" }
 
@@ -46,7 +45,7 @@ final class RedisServer: Sendable {
 
     /// Starts (again) on the same port and waits until it answers PING.
     func launch() async throws {
-        let launched = Process()
+        let launched = TestProcess()
         launched.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
         launched.arguments =
             [
@@ -54,9 +53,6 @@ final class RedisServer: Sendable {
             ] + arguments
         launched.standardOutput = FileHandle.nullDevice
         launched.standardError = FileHandle.nullDevice
-        launched.terminationHandler = { [self] finished in
-            _ = self.exited.withLock { $0.insert(finished.processIdentifier) }
-        }
         try launchSerially(launched)
         process.withLock { $0 = launched }
         for _ in 0..<500 {
@@ -71,22 +67,18 @@ final class RedisServer: Sendable {
     /// has exited.
     func stop() async {
         guard
-            let running = process.withLock({ current -> Process? in
+            let running = process.withLock({ current -> TestProcess? in
                 defer { current = nil }
                 return current
             })
         else { return }
-        let pid = running.processIdentifier
-        kill(pid, SIGKILL)
-        for _ in 0..<500 {
-            if exited.withLock({ $0.contains(pid) }) { return }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
+        running.signal(SIGKILL)
+        _ = await eventually { !running.isRunning }
     }
 
     /// Whether the server answers a `PING` on a socket of its own: `+PONG`, or `-NOAUTH` from a server that wants a
-    /// password (it is up; the stores authenticate). A socket, not `redis-cli`: polling with a child process per try
-    /// spawned dozens of processes per start, and Foundation's `Process.run` has crashed under that.
+    /// password (it is up; the stores authenticate). A socket, not `redis-cli`: a child process per try would spawn
+    /// dozens of processes per start.
     private func ping() async -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { return false }
@@ -115,7 +107,7 @@ final class RedisServer: Sendable {
     /// Runs one `redis-cli` command against the server (authenticated like the readiness check); its output, or
     /// nil when it did not finish within 2 s.
     func cli(_ command: [String]) async -> String? {
-        let cli = Process()
+        let cli = TestProcess()
         cli.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
         cli.arguments =
             ["-h", "127.0.0.1", "-p", "\(port)"] + cliAuth + (cliAuth.isEmpty ? [] : ["--no-auth-warning"])
