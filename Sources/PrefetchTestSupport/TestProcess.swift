@@ -74,34 +74,28 @@ public final class TestProcess: Sendable {
     /// nil inherits the test process's. Write-only.
     public var standardInput: FileHandle? {
         get { nil }
-        set {
-            if let handle = newValue { retained.withLock { $0.append(handle) } }
-            let descriptor = Self.descriptor(newValue)
-            setup.withLock { $0.standardInput = descriptor }
-        }
+        set { setup.withLock { $0.standardInput = stream(newValue) } }
     }
 
     /// A `FileHandle` or a `Pipe` (its writing end) the child writes its standard output to, open until `run()`;
     /// nil inherits the test process's. Write-only.
     public var standardOutput: Any? {
         get { nil }
-        set {
-            if let pipe = newValue as? Pipe { pipeEnds.withLock { $0.append(pipe.fileHandleForWriting) } }
-            if let handle = newValue as? FileHandle { retained.withLock { $0.append(handle) } }
-            let descriptor = Self.descriptor(newValue)
-            setup.withLock { $0.standardOutput = descriptor }
-        }
+        set { setup.withLock { $0.standardOutput = stream(newValue) } }
     }
 
     /// As `standardOutput`, for standard error.
     public var standardError: Any? {
         get { nil }
-        set {
-            if let pipe = newValue as? Pipe { pipeEnds.withLock { $0.append(pipe.fileHandleForWriting) } }
-            if let handle = newValue as? FileHandle { retained.withLock { $0.append(handle) } }
-            let descriptor = Self.descriptor(newValue)
-            setup.withLock { $0.standardError = descriptor }
-        }
+        set { setup.withLock { $0.standardError = stream(newValue) } }
+    }
+
+    /// Keeps what `value` needs until the spawn (a pipe's writing end to close after it, a handle to keep open)
+    /// and returns the descriptor it stands for.
+    private func stream(_ value: Any?) -> Int32? {
+        if let pipe = value as? Pipe { pipeEnds.withLock { $0.append(pipe.fileHandleForWriting) } }
+        if let handle = value as? FileHandle { retained.withLock { $0.append(handle) } }
+        return Self.descriptor(value)
     }
 
     /// The descriptor a stream stands for; -1 for `FileHandle.nullDevice` (the child gets `/dev/null`).
