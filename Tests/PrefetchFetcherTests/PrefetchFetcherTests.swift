@@ -204,9 +204,10 @@ struct FetcherTests {
                 #expect(statuses.count == 1000)
                 #expect(statuses.allSatisfy { $0 == 200 })
                 #expect(upstream.hits(path: "/burst") == 1000)
-                // The whole test process is sampled while other suites run in parallel (their event loops,
-                // resolvers, renderer processes); a thread per transfer would put it above 1,000.
-                #expect(peakThreads < 256)
+                // The whole test process is sampled while other suites run in parallel (their event loops, thread
+                // pools, Redis connection queues, renderer processes: about 250 at a busy moment); a thread per
+                // transfer would put it above 1,000.
+                #expect(peakThreads < 500)
                 #expect(upstream.connections() <= 256)
                 #expect(fetcher.inFlight == 0)
             }
