@@ -9,20 +9,21 @@ import Testing
 @Suite struct PrefetchTrafficTests {
     static let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
+    /// A page at `/pages/<path>` whose GET interfaces `names` call `/<path>/<name>`; those in `quiet` opt out of
+    /// `Sec-Purpose`.
+    static func page(_ base: String, _ path: String, _ names: [String], quiet: Set<String> = []) -> (page: String, config: String) {
+        let page = "\(base)/pages/\(path)"
+        let interfaces = names.map { name in
+            #"{"name": "\#(name)", "api": "\#(base)/\#(path)/\#(name)", "method": "GET"\#(quiet.contains(name) ? #", "secPurpose": false"# : "")}"#
+        }
+        return (page, configText(pages: [pageEntry(page, interfaces)]))
+    }
+
     /// Every upstream request carries `Sec-Purpose: prefetch` unless its interface opts out, and a trigger's
     /// `traceparent` arrives at each upstream request as a child span of the same trace, `tracestate` unchanged.
     @Test func upstreamsSeeThePurposeAndTheTrace() async throws {
         try await withUpstream { upstream in
-            let page = "\(upstream.base)/pages/traffic"
-            let config = configText(pages: [
-                pageEntry(
-                    page,
-                    [
-                        #"{"name": "a", "api": "\#(upstream.base)/traffic/a", "method": "GET"}"#,
-                        #"{"name": "b", "api": "\#(upstream.base)/traffic/b", "method": "GET"}"#,
-                        #"{"name": "quiet", "api": "\#(upstream.base)/traffic/quiet", "method": "GET", "secPurpose": false}"#,
-                    ])
-            ])
+            let (page, config) = Self.page(upstream.base, "traffic", ["a", "b", "quiet"], quiet: ["quiet"])
             try await withService(config: config) { service in
                 let trigger = try await service.trigger(
                     page, requestHeaders: ["traceparent": Self.traceparent, "tracestate": "vendor=abc,other=1"])
@@ -48,10 +49,7 @@ import Testing
     /// A malformed `traceparent` is ignored, never refused and never forwarded.
     @Test func aMalformedTraceparentIsDropped() async throws {
         try await withUpstream { upstream in
-            let page = "\(upstream.base)/pages/traffic-bad"
-            let config = configText(pages: [
-                pageEntry(page, [#"{"name": "a", "api": "\#(upstream.base)/traffic-bad/a", "method": "GET"}"#])
-            ])
+            let (page, config) = Self.page(upstream.base, "traffic-bad", ["a"])
             try await withService(config: config) { service in
                 let trigger = try await service.trigger(
                     page,
@@ -70,15 +68,7 @@ import Testing
     /// tracer extracted from the trigger, and the tracer's own propagation reaches the upstream.
     @Test func eachUpstreamRequestIsASpanOfTheTriggersTrace() async throws {
         try await withUpstream { upstream in
-            let page = "\(upstream.base)/pages/traced"
-            let config = configText(pages: [
-                pageEntry(
-                    page,
-                    [
-                        #"{"name": "a", "api": "\#(upstream.base)/traced/a", "method": "GET"}"#,
-                        #"{"name": "b", "api": "\#(upstream.base)/traced/b", "method": "GET"}"#,
-                    ])
-            ])
+            let (page, config) = Self.page(upstream.base, "traced", ["a", "b"])
             let tracer = InMemoryTracer()
             try await withService(config: config, tracer: tracer) { service in
                 let trigger = try await service.trigger(
