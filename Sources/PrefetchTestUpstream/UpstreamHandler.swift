@@ -241,6 +241,11 @@ func scriptedAnswer(
     } else if let count = script.bytes {
         body = patternBytes(count)
         headers.append(("Content-Type", script.contentType ?? "application/octet-stream"))
+    } else if script.mirror {
+        let answer = mirror(request, path: path, query: query, token: script.token)
+        body = Array(answer.json.utf8)
+        headers.append(("Content-Type", "application/json"))
+        if let token = answer.token { headers.append(("Set-Cookie", "guest=\(token); Path=/")) }
     } else {
         body = Array(echo(request, path: path, query: query, hit: hit).utf8)
         headers.append(("Content-Type", script.contentType ?? "application/json"))
@@ -256,6 +261,28 @@ func scriptedAnswer(
         headers.append(("Surrogate-Key", (0..<count).map { "key-\($0)" }.joined(separator: " ")))
     }
     return (headers, body)
+}
+
+/// The mirror: `{"path","query","cookie","auth","x","body","uid","token"}`, a function of exactly the parts of a
+/// request that a personalised upstream answers from (its target, its credentials, the `X-Val` header, its body)
+/// and nothing that varies per attempt (no hit count, no trace span), so two fetches of the same request with the
+/// same credentials answer the same bytes. `uid` stands for an id the upstream derives from the credentials; with
+/// `token`, `token` is a guest token of the page open (the trace id of its `traceparent`), also set as a cookie.
+func mirror(_ request: ScriptedRequest, path: String, query: String?, token: Bool) -> (json: String, token: String?) {
+    let cookie = request.head.headers["Cookie"].joined(separator: "; ")
+    let auth = request.head.headers["Authorization"].joined(separator: ", ")
+    let guest: String? =
+        token
+        ? "tok-"
+            + (request.head.headers["traceparent"].first.map { String($0.split(separator: "-").dropFirst().first ?? "none") } ?? "none")
+        : nil
+    let fields: [(String, String)] = [
+        ("path", path), ("query", query ?? ""), ("cookie", cookie), ("auth", auth),
+        ("x", request.head.headers["X-Val"].joined(separator: ", ")),
+        ("body", request.body.map { String(decoding: $0, as: UTF8.self) } ?? ""),
+        ("uid", "uid-of[\(cookie)\(auth)]"), ("token", guest ?? ""),
+    ]
+    return ("{" + fields.map { "\(jsonString($0.0)):\(jsonString($0.1))" }.joined(separator: ",") + "}", guest)
 }
 
 /// `{"method","path","query","headers","body","hit"}` for a request.

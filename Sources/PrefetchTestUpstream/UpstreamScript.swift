@@ -18,6 +18,11 @@ struct UpstreamScript: Equatable {
     var surrogateKeys: [String] = []
     /// A `Surrogate-Key` header of this many generated keys (`key-0 key-1 ...`).
     var generatedSurrogateKeys: Int?
+    /// Answer with the mirror: a JSON function of exactly what determines a personalised answer (`mirror=1`).
+    var mirror = false
+    /// With the mirror: a guest token for this page open (from the request's trace id), set as a cookie too
+    /// (`token=1`).
+    var token = false
 
     init(query: String?) {
         for (name, value) in parseQuery(query) {
@@ -36,6 +41,8 @@ struct UpstreamScript: Equatable {
             case "hang": hang = value == "1" || value == "true"
             case "surrogateKey": surrogateKeys.append(value)
             case "surrogateKeys": generatedSurrogateKeys = Int(value).map { min(max($0, 0), 100_000) }
+            case "mirror": mirror = value == "1" || value == "true"
+            case "token": token = value == "1" || value == "true"
             default: break
             }
         }
