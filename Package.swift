@@ -345,6 +345,7 @@ let package = Package(
             name: "PrefetchServiceTests",
             dependencies: [
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
                 "PrefetchTestSupport",
                 "PrefetchCore",
                 "PrefetchDNS",

@@ -49,6 +49,32 @@ public struct PageEntry: Sendable {
     public var interfaces: [Interface]
     /// The position of this entry in `data.config`.
     public var index: Int
+    /// Origins other than the page's own that may trigger this page and read its data with the user's
+    /// credentials (`partnerOrigins`, normalised `scheme://host[:port]`): an explicit grant, reviewed with the config.
+    /// Empty by default: a page's data is answered cross-origin to the page's own origin only.
+    public var partnerOrigins: [String] = []
+
+    /// The origins that may act on this page's data from a browser: its own, then its partners.
+    public var origins: PageOrigins { PageOrigins(own: parsedURL.origin, partners: partnerOrigins) }
+}
+
+/// The browser origins entitled to one page's data: the page's own origin, and the partners its config entry names.
+public struct PageOrigins: Sendable, Hashable {
+    /// The page's own origin (`scheme://host[:port]`, lowercase).
+    public var own: String
+    /// `partnerOrigins` of the page's config entry.
+    public var partners: [String]
+
+    /// The page's own origin and its partners.
+    public init(own: String, partners: [String] = []) {
+        self.own = own
+        self.partners = partners
+    }
+
+    /// Whether `origin` (as normalised by ``HTTPURL/origin``) is the page's own or one of its partners.
+    public func contains(_ origin: String) -> Bool {
+        origin == own || partners.contains(origin)
+    }
 }
 
 /// The HTTP methods an interface may use.

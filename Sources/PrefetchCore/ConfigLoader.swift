@@ -280,11 +280,13 @@ struct Validator {
         guard let page = object(value, "\(path)") else { return nil }
         var urlValue: JSONValue?
         var interfacesValue: JSONValue?
+        var partnersValue: JSONValue?
         // One pass over the members (`unknownKeys` order: unknown keys are reported as they come).
         for member in page.members {
             switch member.name {
             case "url": urlValue = member.value
             case "interfaces": interfacesValue = member.value
+            case "partnerOrigins": partnersValue = member.value
             default: warning("\(path).\(member.name)", "unknown key, ignored")
             }
         }
@@ -353,8 +355,43 @@ struct Validator {
         case nil: problem("\(path).interfaces", "is missing")
         case .some(let other): problem("\(path).interfaces", "must be an array, got \(other.kindName)")
         }
+        let partners = partnersValue.map { validatePartnerOrigins($0, own: parsed?.origin, path: "\(path).partnerOrigins") } ?? []
         guard let url, let parsed else { return nil }
-        return PageEntry(url: url, parsedURL: parsed, pattern: pattern, interfaces: interfaces, index: index)
+        return PageEntry(
+            url: url, parsedURL: parsed, pattern: pattern, interfaces: interfaces, index: index, partnerOrigins: partners)
+    }
+
+    /// `partnerOrigins`: an array of origins (`scheme://host[:port]`, http or https), each granted the page's data
+    /// from a browser with the user's credentials. `*`, `null`, paths, queries and credentials in the URL are
+    /// problems: a grant names each partner.
+    mutating func validatePartnerOrigins(_ value: JSONValue, own: String?, path: String) -> [String] {
+        guard case .array(let items) = value else {
+            problem(path, "must be an array of origins like \"https://partner.example.com\", got \(value.kindName)")
+            return []
+        }
+        var origins: [String] = []
+        for (position, item) in items.enumerated() {
+            let itemPath = "\(path)[\(position)]"
+            guard case .string(let text) = item else {
+                problem(itemPath, "must be a string, got \(item.kindName)")
+                continue
+            }
+            guard let parsed = try? HTTPURL(parsing: text), parsed.query == nil, parsed.fragment == nil,
+                parsed.path == "/" || parsed.path.isEmpty, !text.contains("@"),
+                text.lowercased() == parsed.origin || text.lowercased() == parsed.origin + "/"
+            else {
+                problem(itemPath, "\"\(text)\" must be an origin like https://partner.example.com (scheme, host, optional port)")
+                continue
+            }
+            if parsed.origin == own {
+                warning(itemPath, "is the page's own origin, which needs no grant")
+            } else if origins.contains(parsed.origin) {
+                warning(itemPath, "is listed twice")
+            } else {
+                origins.append(parsed.origin)
+            }
+        }
+        return origins
     }
 
     /// The references in the strings of `value` (recursively), each with the JSON path it was found at; a

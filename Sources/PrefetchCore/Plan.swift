@@ -13,6 +13,8 @@ public struct Plan: Sendable {
     public var version: String
     /// The requests, in config order.
     public var requests: [PlannedRequest]
+    /// Who may act on the page's data from a browser: its own origin and its config entry's partners.
+    public var origins: PageOrigins
 
     /// Plans `page` against `config`.
     public static func make(page: String, config: PrefetchConfig) throws(PlanError) -> Plan {
@@ -26,7 +28,9 @@ public struct Plan: Sendable {
             throw PlanError.noMatch(page: page)
         }
         return Plan(
-            page: page, pageURL: url, matched: match.entry.url, version: config.version, requests: Composer.compose(page: url, match: match)
+            page: page, pageURL: url, matched: match.entry.url, version: config.version,
+            requests: Composer.compose(page: url, match: match),
+            origins: PageOrigins(own: url.origin, partners: match.entry.partnerOrigins)
         )
     }
 

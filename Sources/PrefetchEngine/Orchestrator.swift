@@ -46,6 +46,8 @@ public final class Orchestrator: Sendable {
     /// which is a no-op until a deployment bootstraps one.
     let tracer: any Tracer
     private let credentialNames: Set<String>
+    /// The `--cors-origin` origins (normalised; `*` excluded): an operator's grant of every page's data.
+    let trustedOrigins: Set<String>
 
     /// The failure code an anonymous response gets in the shared entry when it may not be shared.
     public static let privateCode = "private"
@@ -81,6 +83,7 @@ public final class Orchestrator: Sendable {
             rate: settings.addressTriggerRate ?? settings.triggerRate * 10,
             burst: settings.addressTriggerBurst ?? settings.triggerBurst * 10)
         self.credentialNames = Set(settings.credentialHeaders.map { $0.lowercased() })
+        self.trustedOrigins = Set(settings.corsOrigins.filter { $0 != "*" }.compactMap { try? HTTPURL(parsing: $0).origin })
     }
 
     /// The credential headers among `headers`, in order, and their keyed identity.
@@ -96,19 +99,60 @@ public final class Orchestrator: Sendable {
         return try plan(page: page, in: config)
     }
 
-    /// What a planned request is keyed by, and the headers it is sent with, for a caller with `credentials`.
-    public func keyAndHeaders(for request: PlannedRequest, page: HTTPURL, credentials: Credentials) -> (StoreKey, HTTPFields) {
-        let sendCredentials =
-            !credentials.headers.isEmpty
-            && SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL)
-        var headers = request.headers
-        var identity = Identity.anonymous
-        if sendCredentials {
-            headers.append(contentsOf: credentials.headers)
-            identity = credentials.identity
+    /// The store key of each of `plan`'s requests for a caller with `credentials`, in plan order.
+    ///
+    /// A key covers everything the request's answer is made of (see ``StoreKey``): the composed request, and the
+    /// identity of the credentials that shaped it. A request sends the caller's credentials by its interface's
+    /// rule (``SiteRule``); a dependent request also carries the keys of the answers it takes values from, and
+    /// the caller's identity when any of those was keyed by it, whatever its own `credentials` say: a value from
+    /// Alice's answer makes the request Alice's. An answer kept for one page open alone (it set a cookie, or said
+    /// `private`) makes whatever takes values from it kept for that page open alone too, which is decided when
+    /// the answer is in (`fetchAndStore`).
+    public func keys(for plan: Plan, credentials: Credentials) -> [StoreKey] {
+        var keys = [StoreKey?](repeating: nil, count: plan.requests.count)
+        // Dependencies form a DAG (cycles are refused at load), so the recursion ends.
+        func key(_ index: Int) -> StoreKey {
+            if let known = keys[index] { return known }
+            let request = plan.requests[index]
+            let inputs = request.dependencies.map(key)
+            let shaped =
+                sendsCredentials(request, page: plan.pageURL, credentials: credentials) || inputs.contains { $0.identity != .anonymous }
+            let made = StoreKey(
+                identity: shaped ? credentials.identity : .anonymous, method: request.method.rawValue, url: request.url,
+                headers: keyedHeaders(request), body: request.body.map { Array($0.utf8) }, inputs: inputs)
+            keys[index] = made
+            return made
         }
-        let key = StoreKey(identity: identity, method: request.method.rawValue, url: request.url, body: request.body.map { Array($0.utf8) })
-        return (key, headers)
+        return plan.requests.indices.map(key)
+    }
+
+    /// Whether `request` is sent with the caller's credentials.
+    func sendsCredentials(_ request: PlannedRequest, page: HTTPURL, credentials: Credentials) -> Bool {
+        !credentials.headers.isEmpty && SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL)
+    }
+
+    /// The headers of `request` that shape its answer besides the credentials: the config's (and `Content-Type`),
+    /// and `Sec-Purpose` when the interface sends it. The trace headers differ per trigger and shape no answer.
+    func keyedHeaders(_ request: PlannedRequest) -> HTTPFields {
+        var headers = request.headers
+        if request.interface.secPurpose { headers[.secPurpose] = "prefetch" }
+        return headers
+    }
+
+    /// The headers `request` is sent with for a caller with `credentials`: the planned ones, the credentials where
+    /// the interface's rule allows them, `Sec-Purpose` unless the interface opts out, and a child span of the
+    /// trigger's trace.
+    func sentHeaders(
+        _ request: PlannedRequest, page: HTTPURL, credentials: Credentials, trace: (parent: TraceParent, state: String?)?
+    ) -> HTTPFields {
+        var headers = request.headers
+        if sendsCredentials(request, page: page, credentials: credentials) { headers.append(contentsOf: credentials.headers) }
+        if request.interface.secPurpose { headers[.secPurpose] = "prefetch" }
+        if let trace {
+            headers[.traceparent] = trace.parent.child().header
+            if let state = trace.state { headers[.tracestate] = state }
+        }
+        return headers
     }
 
     /// Starts the page's prefetch and returns its ticket and what each request is doing, at once.
@@ -120,9 +164,11 @@ public final class Orchestrator: Sendable {
     ///     each upstream request of this page open carries a child span of it.
     ///   - requestHeaders: the trigger's own headers, from which the tracer extracts the context its spans (one
     ///     per upstream request) continue.
+    ///   - origin: where a browser says the trigger comes from: a page origin may trigger only its own pages (and
+    ///     those whose config entry names it a partner), see ``authorize(_:for:)``.
     public func trigger(
         page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil,
-        requestHeaders: HTTPFields = [:]
+        requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown
     ) async throws(PrefetchError) -> Triggered {
         var extracted = ServiceContext.topLevel
         tracer.extract(requestHeaders, into: &extracted, using: HTTPFieldsExtractor())
@@ -133,6 +179,7 @@ public final class Orchestrator: Sendable {
         let role: ConfigRole
         do {
             (plan, role) = try self.plan(page: page, identity: credentials.identity)
+            try authorize(origin, for: plan.origins)
         } catch {
             metrics.trigger(error.code)
             throw error
@@ -158,11 +205,10 @@ public final class Orchestrator: Sendable {
         var dependentJobs: [(index: Int, StoreKey, FlightToken)] = []
         var timings: [RequestTiming] = []
         var sendHeaders: [HTTPFields] = []
-        for planned in plan.requests {
-            var (key, headers) = keyAndHeaders(for: planned, page: plan.pageURL, credentials: credentials)
+        let keys = keys(for: plan, credentials: credentials)
+        for (planned, key) in zip(plan.requests, keys) {
+            let headers = sentHeaders(planned, page: plan.pageURL, credentials: credentials, trace: trace)
             let interface = planned.interface
-            // Prefetch traffic says so: outside the store key, so a page's own request would find the same entry.
-            decorate(&headers, interface: interface, trace: trace)
             let policy = StorePolicy(ttl: .seconds(interface.ttlSeconds), negativeTTL: settings.negativeTTL, label: interface.name)
             let timeout = Duration.milliseconds(interface.timeoutMilliseconds)
             requests.append(
@@ -174,7 +220,8 @@ public final class Orchestrator: Sendable {
         // The ticket's record does not depend on the flights' outcomes, so it is stored while they are claimed: with a
         // shared store the two round trips overlap. Its timings are filled in below, before anyone learns its id.
         let ticket = Ticket(
-            id: ticketID, page: page, pageOrigin: plan.pageURL.origin, matched: plan.matched, version: plan.version,
+            id: ticketID, page: page, pageOrigin: plan.pageURL.origin, partnerOrigins: plan.origins.partners, matched: plan.matched,
+            version: plan.version,
             identity: credentials.identity, owner: caller, requests: requests, role: role,
             timings: requests.map { _ in RequestTiming(origin: "leader", startedAt: now) }, now: now,
             dependents: plan.requests.reduce(into: [Int: Int]()) { counts, request in
@@ -255,16 +302,6 @@ public final class Orchestrator: Sendable {
         ticket.answers.post(index, .failed(FetchErrorCode.shutdown.rawValue))
     }
 
-    /// The headers every upstream request of a trigger carries besides its own: `Sec-Purpose` unless the interface
-    /// opts out, and a child span of the trigger's trace.
-    func decorate(_ headers: inout HTTPFields, interface: Interface, trace: (parent: TraceParent, state: String?)?) {
-        if interface.secPurpose { headers[.secPurpose] = "prefetch" }
-        if let trace {
-            headers[.traceparent] = trace.parent.child().header
-            if let state = trace.state { headers[.tracestate] = state }
-        }
-    }
-
     /// Runs a leader that needs other answers of the same page open: waits for each (within its own deadline,
     /// counted from the trigger), takes the values its references name, composes the request again with them and
     /// fetches it like any leader. A needed answer that failed, is not JSON, or lacks a value fails this one with
@@ -275,11 +312,14 @@ public final class Orchestrator: Sendable {
         deadline: ContinuousClock.Instant, context: ServiceContext
     ) async {
         let resolved: PlannedRequest
+        // Whether a value comes from an answer kept for this page open alone: then so is this request's answer.
+        var ownOnly = false
         do throws(DependencyError) {
             var values: [Reference: JSONValue] = [:]
             for dependency in planned.dependencies {
                 let needed = ticket.requests[dependency].name
-                let body = try await answer(of: dependency, in: ticket, for: label, until: deadline)
+                let (body, isOwn) = try await answer(of: dependency, in: ticket, for: label, until: deadline)
+                ownOnly = ownOnly || isOwn
                 guard let document = try? JSONParser.parse(body) else {
                     throw DependencyError(
                         code: "dependency_not_json", message: "\(label) needs values from \(needed), whose answer is not JSON")
@@ -302,33 +342,34 @@ public final class Orchestrator: Sendable {
                 "dependent request not sent", metadata: ["interface": "\(label)", "error": "\(error.code)", "message": "\(error.message)"])
             return
         }
-        var (_, headers) = keyAndHeaders(for: resolved, page: page, credentials: credentials)
-        decorate(&headers, interface: resolved.interface, trace: trace)
+        let headers = sentHeaders(resolved, page: page, credentials: credentials, trace: trace)
         let remaining = max(.milliseconds(1), clock.now.duration(to: deadline))
         let request = FetchRequest(
             method: resolved.method.rawValue, url: resolved.url, headers: headers, body: resolved.body.map { Array($0.utf8) },
             timeout: remaining, maxResponseBytes: settings.maximumResponseBytes, pinning: resolver, group: ticket.id)
-        await execute(request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index, context: context)
+        await execute(
+            request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index, ownOnly: ownOnly,
+            context: context)
     }
 
-    /// The body of request `index`'s answer for a dependent: posted by this page open's own leader, or else read
+    /// The body of request `index`'s answer for a dependent, and whether it is kept for this page open alone: posted by this page open's own leader, or else read
     /// from the store (a flight another page open leads, or a stored entry).
     private func answer(
         of index: Int, in ticket: Ticket, for label: String, until deadline: ContinuousClock.Instant
-    ) async throws(DependencyError) -> [UInt8] {
+    ) async throws(DependencyError) -> (body: [UInt8], ownOnly: Bool) {
         let needed = ticket.requests[index].name
         if ticket.timings.withLock({ $0[index].origin }) == "leader" {
             switch await ticket.answers.answer(for: index, until: deadline, clock: clock) {
-            case .body(let body): return body
+            case .body(let body, let ownOnly): return (body, ownOnly)
             case .failed(let code):
                 throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which failed (\(code))")
             case nil:
                 throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which was not in before its deadline")
             }
         }
-        let outcome = await read(ticket, index: index, wait: max(.zero, clock.now.duration(to: deadline)))
+        let (outcome, own) = await read(ticket, index: index, wait: max(.zero, clock.now.duration(to: deadline)), trackingOwnCopy: ())
         switch outcome {
-        case .ready(let response, _) where (200..<300).contains(response.status): return response.body
+        case .ready(let response, _) where (200..<300).contains(response.status): return (response.body, own)
         case .ready(let response, _):
             throw DependencyError(
                 code: "dependency_failed", message: "\(label) needs \(needed), whose upstream answered \(response.status)")
@@ -349,10 +390,11 @@ public final class Orchestrator: Sendable {
     /// Runs one leader fetch and publishes its result.
     private func execute(
         _ request: FetchRequest, key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int,
-        context: ServiceContext
+        ownOnly: Bool = false, context: ServiceContext
     ) async {
         await traced(tracer, request, label: label, context: context) { request in
-            await self.fetchAndStore(request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index)
+            await self.fetchAndStore(
+                request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index, ownOnly: ownOnly)
         }
     }
 
@@ -371,20 +413,32 @@ public final class Orchestrator: Sendable {
         await body(request)
     }
 
+    /// Runs one fetch and publishes its result. `ownOnly`: the request was made from an answer kept for this page
+    /// open alone, so its answer is kept for it alone too, whatever its identity.
     private func fetchAndStore(
-        _ request: FetchRequest, key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int
+        _ request: FetchRequest, key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int,
+        ownOnly: Bool
     ) async {
         metrics.inFlight.record(fetcher.inFlight + 1)
         defer { metrics.inFlight.record(fetcher.inFlight) }
         ticket.record(index) { $0.startedAt = self.clock.now }
         do {
             let response = try await fetcher.fetch(request)
+            let cacheControl = response.headers[values: .cacheControl].map { $0.lowercased() }
+            let setsCookie = response.headers.contains { $0.name == .setCookie || $0.name.canonicalName == "set-cookie2" }
+            let isPrivate = cacheControl.contains { $0.contains("private") }
+            // RFC 9111 §3.5 and Varnish's builtin.vcl: a response fetched without the caller's credentials that sets a
+            // cookie (a guest session of this page open), or says it is private, is not shared, whatever identity its
+            // key carries; neither is one made from such an answer.
+            let sentCredentials = request.headers.contains { credentialNames.contains($0.name.canonicalName) }
+            let keptOwn = ownOnly || (!sentCredentials && (setsCookie || isPrivate))
             // What this page open's dependents wait for: a 2xx answer's body, else the failure (before the store
             // hears of it, so a dependent never waits on a round trip to a shared store).
             ticket.answers.post(
-                index, (200..<300).contains(response.status) ? .body(response.body) : .failed("upstream answered \(response.status)"))
+                index,
+                (200..<300).contains(response.status)
+                    ? .body(response.body, ownOnly: keptOwn) : .failed("upstream answered \(response.status)"))
             let headers = HTTPFields(response.headers.filter { !Self.hopByHop.contains($0.name.canonicalName) })
-            let cacheControl = response.headers[values: .cacheControl].map { $0.lowercased() }
             let noStore = cacheControl.contains { $0.contains("no-store") }
             ticket.record(index) {
                 $0.finishedAt = self.clock.now
@@ -407,23 +461,21 @@ public final class Orchestrator: Sendable {
                 status: response.status, headers: headers, body: response.body, fetchedAt: clock.now, noStore: noStore,
                 elapsed: response.elapsed
             )
-            let setsCookie = response.headers.contains { $0.name == .setCookie || $0.name.canonicalName == "set-cookie2" }
-            let isPrivate = cacheControl.contains { $0.contains("private") }
-            if key.identity == .anonymous && (setsCookie || isPrivate) {
-                // RFC 9111 §3.5 and Varnish's builtin.vcl: a response that sets a cookie, or says it is private, is
-                // not shared. It goes to the ticket that fetched it; everyone else on the shared key gets a miss.
+            if keptOwn {
+                // It goes to the ticket that fetched it; everyone else on the shared key gets a miss.
                 let own = privateKey(key, ticket: ticket.id)
                 if case .leader(let ownToken) = await store.begin(own, policy: policy) {
                     await store.complete(own, token: ownToken, result: .success(stored))
                 }
                 ticket.record(index) { $0.keptPrivate = true }
-                let why = setsCookie ? "sets a cookie" : "is Cache-Control: private"
+                let why =
+                    ownOnly
+                    ? "was made from an answer private to its page open" : setsCookie ? "sets a cookie" : "is Cache-Control: private"
                 await store.complete(
                     key, token: token,
                     result: .failure(
-                        StoreFailure(
-                            code: Self.privateCode, message: "the anonymous response \(why); only the page open that fetched it may read it"
-                        )))
+                        StoreFailure(code: Self.privateCode, message: "the response \(why); only the page open that fetched it may read it")
+                    ))
                 metrics.fetch(label, outcome: Self.privateCode)
                 logger.info("fetch completed, kept private", metadata: ["interface": "\(label)", "status": "\(response.status)"])
                 return
@@ -456,21 +508,26 @@ public final class Orchestrator: Sendable {
     /// Reads request `index` of `ticket` for a reader already entitled to the ticket (see ``TicketAccess``): the
     /// shared entry, or the ticket's own copy of an anonymous response that may not be shared.
     public func read(_ ticket: Ticket, index: Int, wait: Duration) async -> ReadOutcome {
+        await read(ticket, index: index, wait: wait, trackingOwnCopy: ()).outcome
+    }
+
+    /// `read(_:index:wait:)`, and whether the outcome is the ticket's own copy of a response kept for it alone.
+    private func read(_ ticket: Ticket, index: Int, wait: Duration, trackingOwnCopy: Void) async -> (outcome: ReadOutcome, own: Bool) {
         let key = ticket.requests[index].key
         if ticket.timings.withLock({ $0[index].keptPrivate }) {
             // This page open fetched it and kept it for itself: its own copy lives for the interface's TTL,
             // whatever became of the shared entry's short-lived `private` marker.
-            return await store.read(privateKey(key, ticket: ticket.id), wait: .zero)
+            return (await store.read(privateKey(key, ticket: ticket.id), wait: .zero), true)
         }
         let outcome = await store.read(key, wait: wait)
-        if case .failed(let failure, _) = outcome, failure.code == Self.privateCode, key.identity == .anonymous {
+        if case .failed(let failure, _) = outcome, failure.code == Self.privateCode {
             // This ticket's own copy, if it fetched the response (and what became of it: a no-store copy is
             // consumed by its first read); another ticket's reader keeps the `private` miss.
             let own = await store.read(privateKey(key, ticket: ticket.id), wait: .zero)
-            if case .absent(.notFound) = own { return outcome }
-            return own
+            if case .absent(.notFound) = own { return (outcome, false) }
+            return (own, true)
         }
-        return outcome
+        return (outcome, false)
     }
 
     /// `read(_:index:wait:)` without suspending, for the event loop: the response when it is ready now, with every
@@ -493,7 +550,7 @@ public final class Orchestrator: Sendable {
         var outcomes = await store.read(keys, wait: wait)
         for index in outcomes.indices where !keptPrivate[index] {
             // As in `read(_:index:wait:)`: the `private` marker of a response this ticket fetched and kept.
-            if case .failed(let failure, _) = outcomes[index], failure.code == Self.privateCode, keys[index].identity == .anonymous {
+            if case .failed(let failure, _) = outcomes[index], failure.code == Self.privateCode {
                 let own = await store.read(privateKey(keys[index], ticket: ticket.id), wait: .zero)
                 if case .absent(.notFound) = own { continue }
                 outcomes[index] = own

@@ -27,6 +27,9 @@ public enum PrefetchError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidReadKey(reason: String)
     /// A read key used from an origin other than the one it was issued for.
     case originMismatch(origin: String?)
+    /// A browser request from an origin that is neither the page's own, nor one of its config entry's
+    /// `partnerOrigins`, nor a `--cors-origin`: a page origin acts on its own pages' data only.
+    case pageOriginNotAllowed(origin: String, page: String)
 
     /// The stable code.
     public var code: String {
@@ -43,6 +46,7 @@ public enum PrefetchError: Error, Sendable, Equatable, CustomStringConvertible {
         case .identityMismatch: "identity-mismatch"
         case .invalidReadKey: "invalid-read-key"
         case .originMismatch: "origin-mismatch"
+        case .pageOriginNotAllowed: "origin-not-allowed"
         }
     }
 
@@ -63,6 +67,9 @@ public enum PrefetchError: Error, Sendable, Equatable, CustomStringConvertible {
         case .originMismatch(let origin):
             origin.map { "the read key was not issued for the origin \(quoted($0, limit: 80))" }
                 ?? "a read key is only accepted from the page's origin (the request has no Origin)"
+        case .pageOriginNotAllowed(let origin, let page):
+            "the origin \(quoted(origin, limit: 80)) may not act on the data of a page of \(quoted(page, limit: 80)); "
+                + "a page's data is for its own origin and the partnerOrigins its config entry names"
         }
     }
 

@@ -1,6 +1,6 @@
 import Crypto
 public import Foundation
-import PrefetchCore
+public import PrefetchCore
 public import PrefetchStore
 
 /// A short-lived capability to read one ticket's data from one origin: what a shell hands its page (through a
@@ -67,6 +67,11 @@ public enum TicketAccess {
                 return origin[range.upperBound...] == authority
             case .unknown: return false
             }
+        }
+
+        /// Whether this is the page's own origin or one of its partners.
+        func isAny(of origins: PageOrigins) -> Bool {
+            matches(origins.own) || origins.partners.contains { matches($0) }
         }
 
         var shown: String? {
@@ -145,8 +150,19 @@ extension Orchestrator {
         else {
             throw .invalidReadKey(reason: "it was not issued by this service, or its ticket has expired")
         }
-        guard origin.matches(ticket.pageOrigin) else { throw .originMismatch(origin: origin.shown) }
+        guard origin.isAny(of: ticket.origins) else { throw .originMismatch(origin: origin.shown) }
         return ticket
+    }
+
+    /// Checks that a browser request from `origin` may trigger, or read the data of, a page that `page` names the
+    /// origins of: a request with an `Origin` must come from the page's own origin, one of its config entry's
+    /// `partnerOrigins`, or a `--cors-origin` the operator listed; being the origin of some other page of the
+    /// config is not enough. A request without `Origin` (a native shell, a same-origin read) is no cross-origin
+    /// browser request and passes; the page guard has refused cross-site embeds already.
+    public func authorize(_ origin: TicketAccess.RequestOrigin, for page: PageOrigins) throws(PrefetchError) {
+        guard case .header(let value) = origin else { return }
+        if origin.isAny(of: page) || trustedOrigins.contains(value.lowercased()) { return }
+        throw .pageOriginNotAllowed(origin: value, page: page.own)
     }
 }
 

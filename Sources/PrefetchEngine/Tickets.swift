@@ -33,7 +33,9 @@ public struct RequestTiming: Sendable {
 
 /// What a leader of a page open got, for the dependents of the same open: a 2xx body, or why there is none.
 public enum DependencyAnswer: Sendable, Hashable {
-    case body([UInt8])
+    /// A 2xx body; `ownOnly` when it is kept for this page open alone (it set a cookie, was `private`, or was made
+    /// from such an answer), so whatever is made from it is kept for this page open alone too.
+    case body([UInt8], ownOnly: Bool)
     case failed(String)
 }
 
@@ -112,8 +114,11 @@ public final class AnswerBoard: Sendable {
 public final class Ticket: Sendable {
     public let id: String
     public let page: String
-    /// The origin of the page URL: the only origin a read key of this ticket is accepted from.
+    /// The origin of the page URL.
     public let pageOrigin: String
+    /// The browser origins entitled to this page open's data: the page's own and its config entry's partners (the
+    /// only origins its read keys are accepted from, and the only browser origins its ticket is answered to).
+    public let origins: PageOrigins
     public let matched: String
     public let version: String
     /// Which served config the page was planned with: the active one or a canary candidate.
@@ -136,15 +141,16 @@ public final class Ticket: Sendable {
     let served = Mutex<Set<Int>>([])
 
     init(
-        id: String, page: String, pageOrigin: String, matched: String, version: String, identity: Identity, owner: String,
-        requests: [TicketRequest], role: ConfigRole = .active, timings: [RequestTiming], now: ContinuousClock.Instant,
-        dependents: [Int: Int] = [:]
+        id: String, page: String, pageOrigin: String, partnerOrigins: [String] = [], matched: String, version: String,
+        identity: Identity, owner: String, requests: [TicketRequest], role: ConfigRole = .active, timings: [RequestTiming],
+        now: ContinuousClock.Instant, dependents: [Int: Int] = [:]
     ) {
         self.answers = AnswerBoard(consumers: dependents)
         self.id = id
         self.owner = owner
         self.page = page
         self.pageOrigin = pageOrigin
+        self.origins = PageOrigins(own: pageOrigin, partners: partnerOrigins)
         self.matched = matched
         self.version = version
         self.role = role
@@ -163,6 +169,7 @@ public final class Ticket: Sendable {
         self.id = record.id
         self.page = record.page
         self.pageOrigin = record.pageOrigin
+        self.origins = PageOrigins(own: record.pageOrigin, partners: record.partnerOrigins ?? [])
         self.matched = record.matched
         self.version = record.version
         self.role = record.role.flatMap(ConfigRole.init(rawValue:)) ?? .active
@@ -192,7 +199,8 @@ public final class Ticket: Sendable {
         let perRequest = requests.reduce(0) { total, request in
             total + request.name.utf8.count + request.api.utf8.count + request.key.identity.digest.utf8.count + 64 + 160
         }
-        return 512 + id.utf8.count + page.utf8.count + pageOrigin.utf8.count + matched.utf8.count + version.utf8.count
+        return 512 + id.utf8.count + page.utf8.count + pageOrigin.utf8.count + origins.partners.reduce(0) { $0 + $1.utf8.count + 16 }
+            + matched.utf8.count + version.utf8.count
             + identity.digest.utf8.count + perRequest + Self.readLimit * 48
     }
 
@@ -200,7 +208,8 @@ public final class Ticket: Sendable {
     var record: TicketRecord {
         let created = Int64(createdWallClock.timeIntervalSince1970 * 1000)
         return TicketRecord(
-            id: id, page: page, pageOrigin: pageOrigin, matched: matched, version: version, role: role.rawValue,
+            id: id, page: page, pageOrigin: pageOrigin, partnerOrigins: origins.partners.isEmpty ? nil : origins.partners,
+            matched: matched, version: version, role: role.rawValue,
             identity: identity.digest, createdAtMs: created,
             expiresAtMs: created + Self.lifetime(of: requests).milliseconds,
             requests: requests.map {
@@ -322,6 +331,8 @@ struct TicketRecord: Codable, Sendable {
     var id: String
     var page: String
     var pageOrigin: String
+    /// The page entry's `partnerOrigins`; absent when it names none (and in records written before them).
+    var partnerOrigins: [String]?
     var matched: String
     var version: String
     /// `active` or `candidate`; absent in records written before canary configs.

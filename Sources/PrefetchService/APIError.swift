@@ -51,11 +51,11 @@ extension APIError {
             case .noConfig, .unknownTicket: .notFound
             case .rateLimited: .tooManyRequests
             case .credentialsRequired: .unauthorized
-            case .identityMismatch, .invalidReadKey, .originMismatch: .forbidden
+            case .identityMismatch, .invalidReadKey, .originMismatch, .pageOriginNotAllowed: .forbidden
             }
         let isMiss: Bool =
             switch error {
-            case .unknownTicket, .credentialsRequired, .identityMismatch, .invalidReadKey, .originMismatch: true
+            case .unknownTicket, .credentialsRequired, .identityMismatch, .invalidReadKey, .originMismatch, .pageOriginNotAllowed: true
             default: false
             }
         self.init(

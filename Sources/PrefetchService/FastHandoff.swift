@@ -55,7 +55,9 @@ struct FastHandoff: Sendable {
             route = Self.pageDataRoute
         } else if path.hasPrefix("/v1/prefetch/"), path.hasSuffix("/data") {
             let id = String(path.dropFirst("/v1/prefetch/".count).dropLast("/data".count))
-            guard Ticket.isWellFormed(id), let held = orchestrator.tickets.localTicket(id) else { return nil }
+            guard Ticket.isWellFormed(id), let held = orchestrator.tickets.localTicket(id),
+                (try? orchestrator.authorize(requestOrigin(head), for: held.origins)) != nil
+            else { return nil }
             if let key = headers[PrefetchHeaders.readKey] {
                 guard orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head))?.id == held.id else { return nil }
             } else {

@@ -107,7 +107,7 @@ struct PrefetchRoutes: Sendable {
         do {
             return try await orchestrator.trigger(
                 page: page, headers: headers, caller: context.callerAddress, trace: Self.traceContext(request.headers),
-                requestHeaders: request.headers)
+                requestHeaders: request.headers, origin: Self.origin(of: request))
         } catch {
             throw APIError(error)
         }
@@ -118,13 +118,15 @@ struct PrefetchRoutes: Sendable {
         orchestrator.credentials(in: request.headers)
     }
 
-    /// The ticket in the path, if the reader may read it: by identity, or by a read key for this very ticket.
+    /// The ticket in the path, if the reader may read it: from the page's own origin (or a partner), and by
+    /// identity or by a read key for this very ticket.
     func entitledTicket(_ request: Request, context: PageContext) async throws(APIError) -> Ticket {
         let id = context.parameters.get("ticket") ?? ""
         guard Ticket.isWellFormed(id), let ticket = await orchestrator.tickets.ticket(id) else {
             throw APIError(PrefetchError.unknownTicket(id: id))
         }
         do throws(PrefetchError) {
+            try orchestrator.authorize(Self.origin(of: request), for: ticket.origins)
             if let key = request.headers[PrefetchHeaders.readKey] {
                 let opened = try await orchestrator.ticket(forReadKey: key, origin: Self.origin(of: request))
                 guard opened.id == ticket.id else { throw PrefetchError.invalidReadKey(reason: "it was issued for another ticket") }
@@ -194,8 +196,14 @@ struct PrefetchRoutes: Sendable {
         } catch {
             throw APIError(error)
         }
+        do {
+            try orchestrator.authorize(Self.origin(of: request), for: plan.origins)
+        } catch {
+            orchestrator.metrics.denied(error.code)
+            throw APIError(error)
+        }
         let index = try Self.select(plan.requests.map { ($0.name, $0.interface.api, $0.method) }, request: request)
-        let (key, _) = orchestrator.keyAndHeaders(for: plan.requests[index], page: plan.pageURL, credentials: credentials)
+        let key = orchestrator.keys(for: plan, credentials: credentials)[index]
         let wait = orchestrator.clampWait(
             try Self.waitParameter(request), default: .milliseconds(plan.requests[index].interface.timeoutMilliseconds))
         do {

@@ -183,7 +183,8 @@ struct RendererRoutes: Sendable {
         var answer = OpenAnswer()
         do throws(PrefetchError) {
             answer.prefetch = TriggerAnswer(
-                try await prefetch.orchestrator.trigger(page: page, headers: headers, caller: context.callerAddress))
+                try await prefetch.orchestrator.trigger(
+                    page: page, headers: headers, caller: context.callerAddress, origin: PrefetchRoutes.origin(of: request)))
         } catch {
             if case .invalidPageURL = error { throw APIError(error) }
             if case .pageURLTooLong = error { throw APIError(error) }

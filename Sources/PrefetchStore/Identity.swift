@@ -113,7 +113,13 @@ public struct Identity: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// The exact key of a stored response: identity, method, and a SHA-256 over method, URL and body.
+/// The exact key of a stored response: identity, method, and a SHA-256 over everything the request as sent is made of.
+///
+/// The request digest covers the method, the URL exactly as composed, the headers the config and the service
+/// fix for it (name and value, in order; credentials are the identity's part, and the per-trigger trace headers
+/// are no part of an answer), the body, and, for a request that takes values from other answers, the keys of
+/// those answers (``inputs``). A dependent request is thus keyed by what its sent form is a function of: its
+/// template and the exact entries that filled it, each of which carries its own identity and request in turn.
 ///
 /// The key holds digests only, never the composed URL (which may carry tokens and be kilobytes long), so it costs
 /// the same few bytes whatever the request. Equality covers the identity and the request digest, and the store has
@@ -124,19 +130,33 @@ public struct StoreKey: Hashable, Sendable, CustomStringConvertible {
     public let identity: Identity
     /// The request method, uppercased (the store keys methods case-insensitively).
     public let method: String
-    /// SHA-256 over the method, the URL exactly as fetched and the body (an empty body is no body), as 64
-    /// lowercase hex digits.
+    /// SHA-256 over the method, the URL exactly as fetched, the headers, the body (an empty body is no body) and
+    /// the input keys, as 64 lowercase hex digits.
     public let request: String
 
-    /// Creates a key, keeping only a digest of `url` and `body`.
-    public init(identity: Identity, method: String, url: String, body: [UInt8]?) {
+    /// Creates a key, keeping only a digest of `url`, `headers`, `body` and `inputs`.
+    ///
+    /// - Parameters:
+    ///   - headers: the headers that shape the answer besides the credentials: the config's static headers,
+    ///     `Content-Type`, `Sec-Purpose`.
+    ///   - inputs: the keys of the answers whose values the request takes (a dependent request), in order.
+    public init(
+        identity: Identity, method: String, url: String, headers: HTTPFields = [:], body: [UInt8]?, inputs: [StoreKey] = []
+    ) {
         self.identity = identity
         self.method = method.uppercased()
         var hasher = SHA256()
-        hasher.update(data: Array("prefetch-request-v2".utf8))
+        hasher.update(data: Array("prefetch-request-v3".utf8))
         appendLengthPrefixed(Array(self.method.utf8), to: &hasher)
         appendLengthPrefixed(Array(url.utf8), to: &hasher)
         appendLengthPrefixed(body ?? [], to: &hasher)
+        appendCount(headers.count, to: &hasher)
+        for field in headers {
+            appendLengthPrefixed(Array(field.name.canonicalName.utf8), to: &hasher)
+            appendLengthPrefixed(Array(field.value.utf8), to: &hasher)
+        }
+        appendCount(inputs.count, to: &hasher)
+        for input in inputs { hasher.update(data: input.fingerprint) }
         self.request = Hex.encode(hasher.finalize())
     }
 
@@ -175,9 +195,14 @@ public struct StoreKey: Hashable, Sendable, CustomStringConvertible {
 
 /// Length prefixes keep ("ab","c") and ("a","bc") apart.
 private func appendLengthPrefixed(_ bytes: [UInt8], to hasher: inout some HashFunction) {
-    var length = UInt64(bytes.count).bigEndian
-    withUnsafeBytes(of: &length) { hasher.update(bufferPointer: $0) }
+    appendCount(bytes.count, to: &hasher)
     hasher.update(data: bytes)
+}
+
+/// A count before a list keeps lists of different lengths apart.
+private func appendCount(_ count: Int, to hasher: inout some HashFunction) {
+    var length = UInt64(count).bigEndian
+    withUnsafeBytes(of: &length) { hasher.update(bufferPointer: $0) }
 }
 
 private func appendLengthPrefixed(_ bytes: [UInt8], to mac: inout HMAC<SHA256>) {

@@ -19,6 +19,30 @@ import Testing
         #expect(problems(envelope("", code: #""200""#)) == ["code: must be the number 200, got a string"])
     }
 
+    /// `partnerOrigins` grants named origins a page's data: each must be an origin; the page's own needs no grant.
+    @Test func partnerOriginsAreOriginsEachNamed() throws {
+        let text = envelope(
+            #"""
+            {"url":"https://a.example.com/p","interfaces":[],
+             "partnerOrigins":["*","https://b.example.com/path","null",7,"HTTPS://C.example.com","https://a.example.com"]},
+            {"url":"https://a.example.com/q","interfaces":[],"partnerOrigins":"https://b.example.com"}
+            """#)
+        #expect(
+            problems(text) == [
+                #"data.config[0].partnerOrigins[0]: "*" must be an origin like https://partner.example.com (scheme, host, optional port)"#,
+                #"data.config[0].partnerOrigins[1]: "https://b.example.com/path" must be an origin like https://partner.example.com (scheme, host, optional port)"#,
+                #"data.config[0].partnerOrigins[2]: "null" must be an origin like https://partner.example.com (scheme, host, optional port)"#,
+                "data.config[0].partnerOrigins[3]: must be a string, got a number",
+                #"data.config[1].partnerOrigins: must be an array of origins like "https://partner.example.com", got a string"#,
+            ])
+        let valid = try ConfigLoader.parse(
+            Array(envelope(#"{"url":"https://a.example.com/p","interfaces":[],"partnerOrigins":["https://c.example.com:8443"]}"#).utf8),
+            source: "test")
+        #expect(valid.config.pages[0].origins == PageOrigins(own: "https://a.example.com", partners: ["https://c.example.com:8443"]))
+        #expect(valid.config.pages[0].origins.contains("https://c.example.com:8443"))
+        #expect(!valid.config.pages[0].origins.contains("https://c.example.com"))
+    }
+
     @Test func everyProblemIsReportedAtOnceWithItsPath() {
         let text = envelope(
             #"""

@@ -1,0 +1,291 @@
+import Foundation
+import HTTPTypes
+import PrefetchCore
+import PrefetchEngine
+import PrefetchFetcher
+import PrefetchStore
+import PrefetchTestSupport
+import PrefetchTestUpstream
+import PropertyBased
+import Synchronization
+import Testing
+
+/// The proof that an entry is keyed by everything that made it (SECURITY.md promise 25), as a differential test:
+/// random pages of request chains (credentialed, anonymous and guest-token leaders; `omit`, `same-site` and
+/// `include` dependents; values in the query, the body and a header), opened and read in random order by many
+/// identities with different page parameters, on one service or on two replicas sharing a real redis-server.
+/// Every byte a reader is served must be what a direct fetch with that reader's own credentials, page and page
+/// open would have returned; a miss is always allowed (the page then fetches for itself), other bytes never.
+///
+/// The upstream is the test upstream's mirror (`mirror=1`), a pure function of the request's target, credentials,
+/// `X-Val` header and body; a guest-token leader (`token=1`, `credentials: omit`) sets a cookie holding a token of
+/// the page open (from its trace id, which each trigger here makes unique), the way a guest session is handed out.
+@Suite(.serialized) struct DifferentialKeyingTests {
+    static let users = [nil, "sid=alice", "sid=bob", "sid=carol"]
+    static let params = ["", "?name=alice", "?name=mallory&x=1"]
+
+    @Test func everyByteServedIsWhatTheReadersOwnFetchWouldHaveReturned() async throws {
+        try await withUpstream { upstream in
+            try await withFetcher { fetcher in
+                await propertyCheck(count: 12, input: Gen.int(in: 0...Int(Int32.max))) { seed in
+                    let scenario = Scenario(seed: UInt64(seed), base: upstream.base)
+                    do {
+                        try await withService(config: scenario.configJSON) { service in
+                            try await scenario.run(replicas: [service], fetcher: fetcher)
+                        }
+                    } catch {
+                        Issue.record("seed \(seed): \(error)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func everyByteServedAcrossTwoReplicasIsTheReadersOwn() async throws {
+        try await withUpstream { upstream in
+            let redis = try ServeReplicaTests.Redis()
+            try await redis.start()
+            let key = try IdentityKey(secret: Array(ServeReplicaTests.identityKey.utf8))
+            do {
+                try await withFetcher { fetcher in
+                    await propertyCheck(count: 6, input: Gen.int(in: 0...Int(Int32.max))) { seed in
+                        let scenario = Scenario(seed: UInt64(seed), base: upstream.base)
+                        var shared = testSettings()
+                        shared.storeURL = "redis://127.0.0.1:\(redis.port)"
+                        shared.identityKey = key
+                        let settings = shared
+                        do {
+                            try await withService(config: scenario.configJSON, settings: settings) { first in
+                                try await withService(config: scenario.configJSON, settings: settings) { second in
+                                    try await scenario.run(replicas: [first, second], fetcher: fetcher)
+                                }
+                            }
+                        } catch {
+                            Issue.record("seed \(seed): \(error)")
+                        }
+                    }
+                }
+            } catch {
+                await redis.stop()
+                throw error
+            }
+            await redis.stop()
+        }
+    }
+}
+
+/// One random page of request chains, and the page opens and reads made on it.
+struct Scenario: Sendable {
+    /// One interface of the page.
+    struct Spec: Sendable {
+        var method: String
+        var credentials: String
+        /// A guest-token leader: `credentials: omit`, sets a cookie, kept for its page open alone.
+        var token: Bool
+        var urlParam: Bool
+        /// Values taken from earlier interfaces: (index, pointer, where: 0 query, 1 body, 2 header).
+        var references: [(from: Int, pointer: String, place: Int)]
+        var delay: Int
+    }
+
+    enum Operation: Sendable {
+        /// A page open by `user` with `params`, on `replica`.
+        case trigger(user: Int, params: Int, replica: Int)
+        /// A read of `interface` through the ticket of page open `open` (with its user's credentials).
+        case readTicket(open: Int, interface: Int, replica: Int)
+        /// A same-site read by `page=` with `user`'s cookies.
+        case readPage(user: Int, params: Int, interface: Int, replica: Int)
+    }
+
+    let seed: UInt64
+    let page: String
+    let specs: [Spec]
+    let operations: [Operation]
+    let base: String
+
+    init(seed: UInt64, base: String) {
+        var random = SplitMix(seed: seed)
+        self.seed = seed
+        self.base = base
+        // Half the pages are on the api's site (same-site sends credentials), half elsewhere (it omits them).
+        page = random.next(2) == 0 ? "\(base)/pages/diff-\(seed)" : "https://m.example.test/diff-\(seed)"
+        var specs: [Spec] = []
+        for index in 0..<(2 + random.next(4)) {
+            let token = index < 2 && random.next(3) == 0
+            var references: [(Int, String, Int)] = []
+            if index > 0 {
+                for from in 0..<index where random.next(2) == 0 {
+                    let pointer = ["/uid", "/query", "/token", "/body", "/x"][random.next(5)]
+                    references.append((from, pointer, random.next(3)))
+                }
+            }
+            specs.append(
+                Spec(
+                    method: random.next(2) == 0 ? "GET" : "POST",
+                    credentials: token ? "omit" : ["omit", "same-site", "include"][random.next(3)],
+                    token: token, urlParam: random.next(2) == 0, references: references, delay: random.next(4) * 20))
+        }
+        self.specs = specs
+        var operations: [Operation] = []
+        var opens = 0
+        for _ in 0..<28 {
+            let roll = random.next(20)
+            if roll < 7 || opens == 0 {
+                operations.append(
+                    .trigger(user: random.next(DifferentialKeyingTests.users.count), params: random.next(3), replica: random.next(2)))
+                opens += 1
+            } else if roll < 15 {
+                operations.append(.readTicket(open: random.next(opens), interface: random.next(specs.count), replica: random.next(2)))
+            } else {
+                operations.append(
+                    .readPage(
+                        user: random.next(DifferentialKeyingTests.users.count), params: random.next(3), interface: random.next(specs.count),
+                        replica: random.next(2)))
+            }
+        }
+        self.operations = operations
+    }
+
+    var configJSON: String {
+        let interfaces = specs.enumerated().map { index, spec -> String in
+            var fields = [
+                #""name": "n\#(index)""#,
+                #""api": "\#(base)/diff/\#(seed)/n\#(index)?mirror=1\#(spec.token ? "&token=1" : "")&delay=\#(spec.delay)""#,
+                #""method": "\#(spec.method)""#, #""credentials": "\#(spec.credentials)""#, #""urlParam": \#(spec.urlParam)"#,
+            ]
+            let query = spec.references.filter { $0.place == 0 }.map { #""q\#($0.from)": "${n\#($0.from):\#($0.pointer)}""# }
+            let body = spec.references.filter { $0.place == 1 }.map { #""b\#($0.from)": "${n\#($0.from):\#($0.pointer)}""# }
+            let header = spec.references.filter { $0.place == 2 }.map { "${n\($0.from):\($0.pointer)}" }
+            if !query.isEmpty { fields.append(#""query": {\#(query.joined(separator: ","))}"#) }
+            if !body.isEmpty { fields.append(#""body": {\#(body.joined(separator: ","))}"#) }
+            if !header.isEmpty { fields.append(#""headers": {"X-Val": "\#(header.joined(separator: "|"))"}"#) }
+            return "{" + fields.joined(separator: ", ") + "}"
+        }
+        return configText(version: "d\(seed)", pages: [pageEntry(page, interfaces)])
+    }
+
+    /// The page opens so far: user, params, trace id and ticket.
+    final class Opens: Sendable {
+        let all = Mutex<[(user: Int, params: Int, trace: String, ticket: String?)]>([])
+    }
+
+    func run(replicas: [LiveService], fetcher: Fetcher) async throws {
+        let config = try ConfigLoader.parse(Array(configJSON.utf8), source: "differential").config
+        let oracle = Oracle(config: config, fetcher: fetcher)
+        var opens: [(user: Int, params: Int, trace: String, ticket: String?)] = []
+        var served = 0
+        for (step, operation) in operations.enumerated() {
+            switch operation {
+            case .trigger(let user, let params, let replica):
+                let trace = String(format: "%016llx%016llx", seed, UInt64(step + 1))
+                let reply = try await replicas[replica % replicas.count].trigger(
+                    page + DifferentialKeyingTests.params[params], credentials: Self.credentials(user),
+                    requestHeaders: ["traceparent": "00-\(trace)-00f067aa0ba902b7-01"])
+                #expect(reply.status == 202, "seed \(seed) step \(step): trigger answered \(reply.status) \(reply.text)")
+                opens.append((user, params, trace, reply.json["ticket"] as? String))
+            case .readTicket(let open, let interface, let replica):
+                guard let ticket = opens[open].ticket else { continue }
+                let reply = try await replicas[replica % replicas.count].get(
+                    "/v1/prefetch/\(ticket)/data?name=n\(interface)&wait=3000", headers: Self.credentials(opens[open].user) ?? [:])
+                if reply.status == 200 {
+                    served += 1
+                    let expected = try await oracle.answer(
+                        interface, user: opens[open].user, params: opens[open].params, trace: opens[open].trace, page: page)
+                    #expect(
+                        expected == reply.text,
+                        "seed \(seed) step \(step): n\(interface) read through the ticket of open \(open) (user \(opens[open].user), params \(opens[open].params)) served \(reply.text), its own fetch answers \(expected ?? "nothing it may read")\n\(configJSON)"
+                    )
+                }
+            case .readPage(let user, let params, let interface, let replica):
+                let target = q(page + DifferentialKeyingTests.params[params])
+                let reply = try await replicas[replica % replicas.count].get(
+                    "/v1/data?page=\(target)&name=n\(interface)&wait=3000", headers: Self.credentials(user) ?? [:])
+                if reply.status == 200 {
+                    served += 1
+                    // Without a ticket the reader holds no page open: anything made from a guest token is not its own.
+                    let expected = try await oracle.answer(interface, user: user, params: params, trace: nil, page: page)
+                    #expect(
+                        expected == reply.text,
+                        "seed \(seed) step \(step): n\(interface) read by page= (user \(user), params \(params)) served \(reply.text), its own fetch answers \(expected ?? "nothing it may read")\n\(configJSON)"
+                    )
+                }
+            }
+        }
+        // Not vacuous: readers were served.
+        #expect(served > 0, "seed \(seed): no read was served")
+    }
+
+    static func credentials(_ user: Int) -> [String: String]? {
+        DifferentialKeyingTests.users[user].map { ["Cookie": $0] }
+    }
+}
+
+/// What a direct fetch with a reader's own credentials, page and page open returns, through the real upstream: each
+/// request composed from the config as the page would compose it, the values it needs taken from the reader's own
+/// answers of the requests it depends on.
+final class Oracle: Sendable {
+    let config: PrefetchConfig
+    let fetcher: Fetcher
+    private let known = Mutex<[String: String?]>([:])
+
+    init(config: PrefetchConfig, fetcher: Fetcher) {
+        self.config = config
+        self.fetcher = fetcher
+    }
+
+    /// The body of interface `index`'s answer for the reader; nil when nothing may be served to it (a value from a
+    /// guest token of a page open the reader does not hold).
+    func answer(_ index: Int, user: Int, params: Int, trace: String?, page: String) async throws -> String? {
+        let memo = "\(index) \(user) \(params) \(trace ?? "-")"
+        if let done = known.withLock({ $0[memo] }) { return done }
+        let plan = try Plan.make(page: page + DifferentialKeyingTests.params[params], config: config)
+        var planned = plan.requests[index]
+        if planned.interface.api.contains("token=1") && trace == nil { return remember(memo, nil) }
+        if !planned.dependencies.isEmpty {
+            var values: [Reference: JSONValue] = [:]
+            for dependency in planned.dependencies {
+                guard let body = try await answer(dependency, user: user, params: params, trace: trace, page: page) else {
+                    return remember(memo, nil)
+                }
+                let document = try JSONParser.parse(body)
+                for reference in planned.interface.references where reference.interface == plan.requests[dependency].name {
+                    if let value = reference.pointer.resolve(in: document) { values[reference] = value }
+                }
+            }
+            planned = try planned.resolved(with: values)
+        }
+        var headers = planned.headers
+        if let cookie = DifferentialKeyingTests.users[user],
+            SiteRule.allowsCredentials(planned.interface.credentials, page: plan.pageURL, api: planned.interface.apiURL)
+        {
+            headers.append(HTTPField(name: .cookie, value: cookie))
+        }
+        if let trace { headers[HTTPField.Name("traceparent")!] = "00-\(trace)-1111111111111111-01" }
+        let response = try await fetcher.fetch(
+            FetchRequest(method: planned.method.rawValue, url: planned.url, headers: headers, body: planned.body.map { Array($0.utf8) }))
+        return remember(memo, String(decoding: response.body, as: UTF8.self))
+    }
+
+    private func remember(_ memo: String, _ value: String?) -> String? {
+        known.withLock { $0[memo] = value }
+        return value
+    }
+}
+
+/// A small seeded generator (SplitMix64): the same seed makes the same scenario.
+struct SplitMix {
+    var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A number in `0..<bound`.
+    mutating func next(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+}

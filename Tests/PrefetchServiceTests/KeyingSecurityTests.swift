@@ -1,0 +1,205 @@
+import Foundation
+import HTTPTypes
+import PrefetchTestSupport
+import PrefetchTestUpstream
+import Testing
+
+/// The attacks of issue 22 on entry keys, through real sockets: a stored answer is keyed by everything that made
+/// it, so a dependent request built from one user's answer, one page's parameters or one page open's private
+/// answer never reaches another reader. Every upstream answer here is the test upstream's mirror (`mirror=1`): a
+/// JSON function of the request's target, credentials and body, so the bytes show whose request they answer.
+@Suite struct KeyingSecurityTests {
+    /// The mirror of `path` on the upstream, with `extra` script parameters.
+    static func mirror(_ base: String, _ path: String, _ extra: String = "") -> String {
+        "\(base)\(path)?mirror=1\(extra)"
+    }
+
+    /// SECURITY.md promise 25: Alice's `user` answer feeds `orders` (`credentials: omit`, as an api authenticated
+    /// by a value in its URL is configured). Bob, with his own cookie and his own ticket, gets his own orders: the
+    /// dependent's entry is keyed by the answer it was made from, and that answer by Alice's identity.
+    @Test func aDependentMadeFromAlicesAnswerNeverReachesBob() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let page = "\(base)/pages/keyed-user"
+            let config = configText(pages: [
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "user", "api": "\#(Self.mirror(base, "/keyed/user"))", "method": "GET"}"#,
+                        #"{"name": "orders", "api": "\#(Self.mirror(base, "/keyed/orders"))", "method": "GET", "credentials": "omit", "query": {"uid": "${user:/uid}"}}"#,
+                    ])
+            ])
+            try await withService(config: config) { service in
+                var answers: [String: String] = [:]
+                for user in ["alice", "bob"] {
+                    let cookie = ["Cookie": "sid=\(user)"]
+                    let ticket = try await service.ticket(page, credentials: cookie)
+                    let byTicket = try await service.get("/v1/prefetch/\(ticket)/data?name=orders&wait=5000", headers: cookie)
+                    #expect(byTicket.status == 200, "\(user): \(byTicket.text)")
+                    let query = byTicket.json["query"] as? String ?? ""
+                    #expect(query.contains("uid-of%5Bsid%3D\(user)%5D"), "\(user) reads orders made from their own uid: \(query)")
+                    // The same-site read by page= finds the very same entry for the same user.
+                    let byPage = try await service.get("/v1/data?page=\(q(page))&name=orders&wait=5000", headers: cookie)
+                    #expect(byPage.status == 200 && byPage.text == byTicket.text, "\(user): \(byPage.text)")
+                    answers[user] = byTicket.text
+                }
+                #expect(answers["bob"]?.contains("alice") == false, "Bob got: \(answers["bob"] ?? "")")
+                #expect(upstream.hits(path: "/keyed/orders") == 2, "one orders fetch per user, never shared")
+                // Alice opening again shares her own entries: nothing new is fetched.
+                let again = try await service.ticket(page, credentials: ["Cookie": "sid=alice"])
+                let reread = try await service.get("/v1/prefetch/\(again)/data?name=orders&wait=5000", headers: ["Cookie": "sid=alice"])
+                #expect(reread.text == answers["alice"])
+                #expect(upstream.hits(path: "/keyed/orders") == 2)
+            }
+        }
+    }
+
+    /// SECURITY.md promise 25: a leader shaped by the page's query (`?name=mallory`) feeds a dependent that does not
+    /// forward the query itself; a later visitor of `?name=alice` gets the dependent made from Alice's value, not
+    /// Mallory's poisoned one.
+    @Test func pageParametersThatShapeALeaderShapeItsDependentsKey() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let page = "\(base)/pages/keyed-params"
+            let config = configText(pages: [
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "lead", "api": "\#(Self.mirror(base, "/keyed/lead"))", "method": "GET", "urlParam": true, "credentials": "omit"}"#,
+                        #"{"name": "dep", "api": "\#(Self.mirror(base, "/keyed/dep"))", "method": "GET", "credentials": "omit", "query": {"q": "${lead:/query}"}}"#,
+                    ])
+            ])
+            try await withService(config: config) { service in
+                let mallory = try await service.ticket(page + "?name=mallory")
+                let poisoned = try await service.get("/v1/prefetch/\(mallory)/data?name=dep&wait=5000")
+                #expect(poisoned.status == 200 && poisoned.text.contains("mallory"), "\(poisoned.text)")
+                let alice = try await service.ticket(page + "?name=alice")
+                for read in [
+                    "/v1/prefetch/\(alice)/data?name=dep&wait=5000", "/v1/data?page=\(q(page + "?name=alice"))&name=dep&wait=5000",
+                ] {
+                    let reply = try await service.get(read)
+                    #expect(reply.status == 200, "\(read): \(reply.text)")
+                    #expect(!reply.text.contains("mallory"), "Alice's page read Mallory's value: \(reply.text)")
+                    #expect(reply.text.contains("alice"), "\(reply.text)")
+                }
+                #expect(upstream.hits(path: "/keyed/dep") == 2)
+            }
+        }
+    }
+
+    /// SECURITY.md promises 3 and 25: a guest leader sets a cookie (its answer is kept for its page open alone) and a
+    /// dependent takes its token. The next visitor never gets a dependent answer carrying the first one's token, by
+    /// any read; the first visitor still reads its own.
+    @Test func aGuestsPrivateValueNeverReachesTheNextVisitor() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let page = "\(base)/pages/keyed-guest"
+            let config = configText(pages: [
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "guest", "api": "\#(Self.mirror(base, "/keyed/guest", "&token=1"))", "method": "GET", "credentials": "omit"}"#,
+                        #"{"name": "cart", "api": "\#(Self.mirror(base, "/keyed/cart"))", "method": "POST", "credentials": "omit", "body": {"t": "${guest:/token}"}}"#,
+                    ])
+            ])
+            try await withService(config: config) { service in
+                // Two visits, told apart by their trace ids (from which the upstream makes each visit's token).
+                let first = try await service.trigger(page, requestHeaders: ["traceparent": Self.traceparent(1)])
+                let firstTicket = try #require(first.json["ticket"] as? String)
+                let own = try await service.get("/v1/prefetch/\(firstTicket)/data?name=cart&wait=5000")
+                #expect(own.status == 200, "\(own.text)")
+                #expect((own.json["body"] as? String)?.contains(Self.token(1)) == true, "the visitor reads its own: \(own.text)")
+
+                let second = try await service.trigger(page, requestHeaders: ["traceparent": Self.traceparent(2)])
+                let secondTicket = try #require(second.json["ticket"] as? String)
+                for read in ["/v1/prefetch/\(secondTicket)/data?name=cart&wait=5000", "/v1/data?page=\(q(page))&name=cart&wait=5000"] {
+                    let reply = try await service.get(read)
+                    #expect(!reply.text.contains(Self.token(1)), "\(read) carried the first visitor's token: \(reply.text)")
+                    if reply.status == 200 {
+                        #expect(reply.text.contains(Self.token(2)), "\(read): \(reply.text)")
+                    } else {
+                        #expect(reply.errorCode == "private", "\(read): \(reply.status) \(reply.text)")
+                    }
+                }
+            }
+        }
+    }
+
+    static func traceID(_ visit: Int) -> String { String(format: "%032x", 0xabc000 + visit) }
+    static func traceparent(_ visit: Int) -> String { "00-\(traceID(visit))-00f067aa0ba902b7-01" }
+    static func token(_ visit: Int) -> String { "tok-\(traceID(visit))" }
+}
+
+/// The attack of issue 22 on the CORS grant: with pages of several origins in the config, a page origin acts on
+/// its own pages' data only (and on pages whose entry names it in `partnerOrigins`), by every route a page uses.
+@Suite struct PageOriginSecurityTests {
+    static let victim = "https://a.example.test"
+    static let attacker = "https://b.example.test"
+
+    /// SECURITY.md promise 26: origin B (a page origin of the config) cannot read origin A's page data with the
+    /// user's cookies, by `page=`, by a ticket (its own trigger's or the shell's), by a read key, or by the results
+    /// view; A reads its own; a page whose entry names B as a partner is B's to read.
+    @Test func aPageOriginReadsOnlyItsOwnPagesData() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let victimPage = "\(Self.victim)/pages/account"
+            let attackerPage = "\(Self.attacker)/pages/promo"
+            let sharedPage = "\(Self.victim)/pages/co-branded"
+            let me =
+                #"{"name": "me", "api": "\#(KeyingSecurityTests.mirror(base, "/origin/me"))", "method": "GET", "credentials": "include"}"#
+            let config = configText(pages: [
+                pageEntry(victimPage, [me]),
+                pageEntry(attackerPage, [#"{"name": "promo", "api": "\#(base)/origin/promo", "method": "GET"}"#]),
+                #"{"url": "\#(sharedPage)", "partnerOrigins": ["\#(Self.attacker)"], "interfaces": [\#(me)]}"#,
+            ])
+            try await withService(config: config) { service in
+                let cookie = ["Cookie": "sid=victim"]
+                // The shell opens the victim's page natively (no Origin); the victim's page reads its own data.
+                let opened = try await service.trigger(victimPage, credentials: cookie)
+                let ticket = try #require(opened.json["ticket"] as? String)
+                let readKey = try #require(opened.json["readKey"] as? String)
+                let ownRead = try await service.get(
+                    "/v1/data?page=\(q(victimPage))&name=me&wait=5000", headers: cookie.merging(["Origin": Self.victim]) { $1 })
+                #expect(ownRead.status == 200, "\(ownRead.text)")
+                #expect(ownRead.header("Access-Control-Allow-Origin") == Self.victim)
+                #expect(ownRead.text.contains("sid=victim"))
+
+                // Origin B, with the user's cookies (a browser sends them with credentials: 'include').
+                let fromB = cookie.merging(["Origin": Self.attacker]) { $1 }
+                let attacks: [(String, [String: String])] = [
+                    ("/v1/data?page=\(q(victimPage))&name=me&wait=0", fromB),
+                    ("/v1/prefetch/\(ticket)/data?name=me&wait=0", fromB),
+                    ("/v1/prefetch/\(ticket)", fromB),
+                    ("/v1/data?name=me&wait=0", ["Origin": Self.attacker, "X-Prefetch-Key": readKey]),
+                ]
+                for (path, headers) in attacks {
+                    let reply = try await service.get(path, headers: headers)
+                    #expect(reply.status == 403, "\(path): \(reply.status) \(reply.text)")
+                    #expect(["origin-not-allowed", "origin-mismatch"].contains(reply.errorCode ?? ""), "\(path): \(reply.text)")
+                    #expect(!reply.text.contains("sid=victim") && !reply.text.contains("uid-of"), "\(path) leaked: \(reply.text)")
+                }
+                // B's own trigger of A's page, to read it through a ticket of its own: refused before anything is fetched.
+                let hits = upstream.hits(path: "/origin/me")
+                let trigger = try await service.trigger(victimPage, credentials: cookie, requestHeaders: ["Origin": Self.attacker])
+                #expect(trigger.status == 403 && trigger.errorCode == "origin-not-allowed", "\(trigger.text)")
+                #expect(trigger.json["ticket"] == nil)
+                #expect(upstream.hits(path: "/origin/me") == hits, "the refused trigger fetched nothing")
+
+                // The co-branded page names B a partner: B triggers and reads it, by page=, ticket and read key.
+                let partner = try await service.trigger(sharedPage, credentials: cookie, requestHeaders: ["Origin": Self.attacker])
+                #expect(partner.status == 202, "\(partner.text)")
+                let partnerTicket = try #require(partner.json["ticket"] as? String)
+                let partnerKey = try #require(partner.json["readKey"] as? String)
+                for (path, headers) in [
+                    ("/v1/data?page=\(q(sharedPage))&name=me&wait=5000", fromB),
+                    ("/v1/prefetch/\(partnerTicket)/data?name=me&wait=5000", fromB),
+                    ("/v1/data?name=me&wait=5000", ["Origin": Self.attacker, "X-Prefetch-Key": partnerKey]),
+                ] {
+                    let reply = try await service.get(path, headers: headers)
+                    #expect(reply.status == 200, "\(path): \(reply.text)")
+                    #expect(reply.header("Access-Control-Allow-Origin") == Self.attacker)
+                }
+            }
+        }
+    }
+}
