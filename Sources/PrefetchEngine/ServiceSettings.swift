@@ -73,8 +73,14 @@ public struct ServiceSettings: Sendable {
     public var inFlightBytes: Int = 64 * 1024 * 1024
     /// How long a connection may stay idle, and the longest a request head may take to arrive. Default 30 s.
     public var idleTimeout: Duration = .seconds(30)
-    /// The longest a request body may take to arrive once its head is in. Default 10 s.
+    /// The longest a request body may take to arrive once its head is in, on every route of both listeners; a
+    /// later body ends its connection (`408 body-timeout` unless the route answered already). Default 10 s.
     public var bodyTimeout: Duration = .seconds(10)
+    /// Client connections the page listener holds open at once; more are closed as they arrive. Keep it under
+    /// the process's open-file limit, less what upstream and Redis connections need. Default 4096.
+    public var maxConnections: Int = 4096
+    /// Client connections the operator listener holds open at once; more are closed as they arrive. Default 64.
+    public var adminMaxConnections: Int = 64
     /// DNS prefetch and the optional HTTPDNS resolver for api hosts.
     public var dns = DNSSettings()
     /// The upstream transport (its `caBundlePath` adds a CA bundle for private upstreams).

@@ -111,6 +111,11 @@ public func buildApplication(
     let renderers = RendererRoutes(pools: pools, prefetch: prefetch)
     let invalidation = InvalidationRoutes(prefetch: prefetch, metrics: InvalidationMetrics(factory: factory))
     let http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount.nanoseconds(Int64(settings.idleTimeout.milliseconds) * 1_000_000))
+    // Each listener's cap on open connections and the body timeout of its every route (ConnectionGuards.swift).
+    let pageGuards = ConnectionGuards(
+        listener: .page, maximum: settings.maxConnections, bodyTimeout: settings.bodyTimeout, factory: factory, logger: logger)
+    let adminGuards = ConnectionGuards(
+        listener: .operator, maximum: settings.adminMaxConnections, bodyTimeout: settings.bodyTimeout, factory: factory, logger: logger)
 
     // The operator surface, on its own listener; it stops right after the page surface.
     let admin = Router(context: BasicRequestContext.self)
@@ -140,7 +145,7 @@ public func buildApplication(
     admin.get("/openapi.yaml") { _, _ in OpenAPIDocument.response() }
     services.append(
         Application(
-            router: admin, server: .http1(configuration: http1),
+            router: admin, server: .http1(configuration: http1.guarded(by: adminGuards)),
             configuration: .init(address: .hostname(settings.adminHost, port: settings.adminPort), serverName: nil),
             onServerRunning: { channel in await onAdminRunning(channel.localAddress?.port ?? settings.adminPort) },
             logger: logger))
@@ -179,7 +184,7 @@ public func buildApplication(
     }
     return Application(
         router: router,
-        server: .http1(configuration: pageHTTP1),
+        server: .http1(configuration: pageHTTP1.guarded(by: pageGuards)),
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
         services: services,
         onServerRunning: { channel in

@@ -216,6 +216,23 @@ extension Prefetch {
             help: "Seconds a connection may idle, and the longest a request head may take (default 30, env PREFETCH_IDLE_TIMEOUT).")
         var idleTimeout: Int?
 
+        @Option(
+            name: .customLong("body-timeout"),
+            help: "Seconds a request body may take once its head is in, on every route (default 10, env PREFETCH_BODY_TIMEOUT).")
+        var bodyTimeout: Int?
+
+        @Option(
+            name: .customLong("max-connections"),
+            help:
+                "Client connections the page listener holds at once; more are closed on arrival (default 4096, env PREFETCH_MAX_CONNECTIONS)."
+        )
+        var maxConnections: Int?
+
+        @Option(
+            name: .customLong("admin-max-connections"),
+            help: "Client connections the operator listener holds at once (default 64, env PREFETCH_ADMIN_MAX_CONNECTIONS).")
+        var adminMaxConnections: Int?
+
         @Option(name: .customLong("store-bytes"), help: "Byte budget of the response store (default 67108864, env PREFETCH_STORE_BYTES).")
         var storeBytes: Int?
 
@@ -355,6 +372,24 @@ extension Prefetch {
                     throw ValidationError("--idle-timeout \(seconds) must be between 1 and 3600 seconds")
                 }
                 settings.idleTimeout = .seconds(seconds)
+            }
+            if let seconds = try bodyTimeout ?? Environment.integer("PREFETCH_BODY_TIMEOUT") {
+                guard (1...3600).contains(seconds) else {
+                    throw ValidationError("--body-timeout \(seconds) must be between 1 and 3600 seconds")
+                }
+                settings.bodyTimeout = .seconds(seconds)
+            }
+            if let count = try maxConnections ?? Environment.integer("PREFETCH_MAX_CONNECTIONS") {
+                guard (1...1_000_000).contains(count) else {
+                    throw ValidationError("--max-connections \(count) must be between 1 and 1000000")
+                }
+                settings.maxConnections = count
+            }
+            if let count = try adminMaxConnections ?? Environment.integer("PREFETCH_ADMIN_MAX_CONNECTIONS") {
+                guard (1...1_000_000).contains(count) else {
+                    throw ValidationError("--admin-max-connections \(count) must be between 1 and 1000000")
+                }
+                settings.adminMaxConnections = count
             }
             if let burst = try triggerBurst ?? Environment.integer("PREFETCH_TRIGGER_BURST") {
                 guard burst >= 1 else { throw ValidationError("--trigger-burst \(burst) must be at least 1") }
