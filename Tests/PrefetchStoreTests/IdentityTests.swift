@@ -72,6 +72,33 @@ let key = IdentityKey.random()
             "an empty body is no body on the wire")
     }
 
+    /// SECURITY.md promise 25: the headers that shape an answer and the keys of the answers a dependent request took
+    /// values from are part of its key; two requests differing in either are never one entry.
+    @Test func keysCoverHeadersAndInputs() {
+        let alice = Identity(headers: HTTPFields([("Cookie", "user=alice")]), key: key)
+        let bob = Identity(headers: HTTPFields([("Cookie", "user=bob")]), key: key)
+        let plain = StoreKey(identity: .anonymous, method: "GET", url: "https://api.test/o", body: nil)
+        let versioned = StoreKey(identity: .anonymous, method: "GET", url: "https://api.test/o", headers: [.accept: "v2"], body: nil)
+        #expect(plain != versioned)
+        #expect(versioned == StoreKey(identity: .anonymous, method: "GET", url: "https://api.test/o", headers: [.accept: "v2"], body: nil))
+        #expect(
+            StoreKey(identity: .anonymous, method: "GET", url: "u", headers: HTTPFields([("A", "1"), ("B", "2")]), body: nil)
+                != StoreKey(identity: .anonymous, method: "GET", url: "u", headers: HTTPFields([("A", "12")]), body: nil),
+            "header boundaries are kept")
+        // The same template fed by Alice's and by Bob's answer: two keys, even before any value is filled in.
+        let aliceUser = StoreKey(identity: alice, method: "GET", url: "https://api.test/user", body: nil)
+        let bobUser = StoreKey(identity: bob, method: "GET", url: "https://api.test/user", body: nil)
+        let fromAlice = StoreKey(
+            identity: .anonymous, method: "GET", url: "https://api.test/orders?uid=${user:/uid}", body: nil, inputs: [aliceUser])
+        let fromBob = StoreKey(
+            identity: .anonymous, method: "GET", url: "https://api.test/orders?uid=${user:/uid}", body: nil, inputs: [bobUser])
+        #expect(fromAlice != fromBob)
+        #expect(fromAlice != StoreKey(identity: .anonymous, method: "GET", url: "https://api.test/orders?uid=${user:/uid}", body: nil))
+        #expect(
+            StoreKey(identity: .anonymous, method: "GET", url: "u", body: nil, inputs: [aliceUser, bobUser])
+                != StoreKey(identity: .anonymous, method: "GET", url: "u", body: nil, inputs: [bobUser, aliceUser]))
+    }
+
     @Test func identitiesAreKeyedPerDeployment() throws {
         // The same cookie gives a different digest under another deployment's key: a store dump cannot be tested
         // against guessed credentials without the key.
