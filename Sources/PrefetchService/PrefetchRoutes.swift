@@ -350,11 +350,7 @@ func readBody(_ request: Request, limit: Int, timeout: Duration) async throws(AP
                 return nil
             }
             defer { group.cancelAll() }
-            guard let first = try await group.next(), let buffer = first else {
-                throw APIError(
-                    status: .requestTimeout, code: "body-timeout",
-                    message: "the request body did not arrive within \(timeout.milliseconds) ms")
-            }
+            guard let first = try await group.next(), let buffer = first else { throw APIError.bodyTimeout(timeout) }
             return buffer
         }
     } catch let error as APIError {

@@ -11,7 +11,7 @@ import Synchronization
 import Testing
 
 /// The proof that an entry is keyed by everything that made it (SECURITY.md promise 25), as a differential test:
-/// random pages of request chains (credentialed, anonymous and guest-token leaders; `omit`, `same-site` and
+/// random pages of request chains (credentialed, anonymous, `private` and guest-token leaders; `omit`, `same-site` and
 /// `include` dependents; values in the query, the body and a header), opened and read in random order by many
 /// identities with different page parameters, on one service or on two replicas sharing a real redis-server.
 /// Every byte a reader is served must be what a direct fetch with that reader's own credentials, page and page
@@ -82,6 +82,8 @@ struct Scenario: Sendable {
         var credentials: String
         /// A guest-token leader: `credentials: omit`, sets a cookie, kept for its page open alone.
         var token: Bool
+        /// An anonymous `Cache-Control: private` leader (`credentials: omit`): kept for its page open alone too.
+        var isPrivate: Bool
         var urlParam: Bool
         /// Values taken from earlier interfaces: (index, pointer, where: 0 query, 1 body, 2 header).
         var references: [(from: Int, pointer: String, place: Int)]
@@ -112,6 +114,7 @@ struct Scenario: Sendable {
         var specs: [Spec] = []
         for index in 0..<(2 + random.next(4)) {
             let token = index < 2 && random.next(3) == 0
+            let isPrivate = !token && random.next(6) == 0
             var references: [(Int, String, Int)] = []
             if index > 0 {
                 for from in 0..<index where random.next(2) == 0 {
@@ -122,8 +125,8 @@ struct Scenario: Sendable {
             specs.append(
                 Spec(
                     method: random.next(2) == 0 ? "GET" : "POST",
-                    credentials: token ? "omit" : ["omit", "same-site", "include"][random.next(3)],
-                    token: token, urlParam: random.next(2) == 0, references: references, delay: random.next(4) * 20))
+                    credentials: token || isPrivate ? "omit" : ["omit", "same-site", "include"][random.next(3)],
+                    token: token, isPrivate: isPrivate, urlParam: random.next(2) == 0, references: references, delay: random.next(4) * 20))
         }
         self.specs = specs
         var operations: [Operation] = []
@@ -150,7 +153,7 @@ struct Scenario: Sendable {
         let interfaces = specs.enumerated().map { index, spec -> String in
             var fields = [
                 #""name": "n\#(index)""#,
-                #""api": "\#(base)/diff/\#(seed)/n\#(index)?mirror=1\#(spec.token ? "&token=1" : "")&delay=\#(spec.delay)""#,
+                #""api": "\#(base)/diff/\#(seed)/n\#(index)?mirror=1\#(spec.token ? "&token=1" : "")\#(spec.isPrivate ? "&cacheControl=private" : "")&delay=\#(spec.delay)""#,
                 #""method": "\#(spec.method)""#, #""credentials": "\#(spec.credentials)""#, #""urlParam": \#(spec.urlParam)"#,
             ]
             let query = spec.references.filter { $0.place == 0 }.map { #""q\#($0.from)": "${n\#($0.from):\#($0.pointer)}""# }
@@ -240,7 +243,9 @@ final class Oracle: Sendable {
         if let done = known.withLock({ $0[memo] }) { return done }
         let plan = try Plan.make(page: page + DifferentialKeyingTests.params[params], config: config)
         var planned = plan.requests[index]
-        if planned.interface.api.contains("token=1") && trace == nil { return remember(memo, nil) }
+        // An answer kept for one page open alone (a guest token, `private`) is no reader's without that page open.
+        let ownOnly = planned.interface.api.contains("token=1") || planned.interface.api.contains("cacheControl=private")
+        if ownOnly && trace == nil { return remember(memo, nil) }
         if !planned.dependencies.isEmpty {
             var values: [Reference: JSONValue] = [:]
             for dependency in planned.dependencies {
