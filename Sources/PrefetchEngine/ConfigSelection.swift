@@ -85,15 +85,15 @@ extension EngineMetrics {
     /// Counts an accepted trigger and its requests under the config it was planned with:
     /// `prefetch_config_triggers_total{config}` and `prefetch_config_requests_total{config}`.
     func configTrigger(_ role: ConfigRole, requests: Int) {
-        counter("prefetch_config_triggers_total", [("config", role.rawValue)]).increment()
-        counter("prefetch_config_requests_total", [("config", role.rawValue)]).increment(by: Int64(requests))
+        counter("prefetch_config_triggers_total", ("config", role.rawValue)).increment()
+        counter("prefetch_config_requests_total", ("config", role.rawValue)).increment(by: Int64(requests))
     }
 
     /// Counts a data read of a ticket planned with `role`'s config: `prefetch_config_data_total{config, result}`,
     /// `result` being `hit`, `joined` or `miss` (every answer that is not the response: pending, failed, a miss reason).
     public func configData(_ role: ConfigRole, result: String) {
         let bounded = result == "hit" || result == "joined" ? result : "miss"
-        counter("prefetch_config_data_total", [("config", role.rawValue), ("result", bounded)]).increment()
+        counter("prefetch_config_data_total", ("config", role.rawValue), ("result", bounded)).increment()
     }
 
     /// Counts the requests of a ticket leaving the registry that were never served to a reader:
@@ -101,17 +101,17 @@ extension EngineMetrics {
     public func ticketLeft(_ ticket: Ticket) {
         let unread = ticket.unreadCount
         guard unread > 0 else { return }
-        counter("prefetch_config_unread_total", [("config", ticket.role.rawValue)]).increment(by: Int64(unread))
+        counter("prefetch_config_unread_total", ("config", ticket.role.rawValue)).increment(by: Int64(unread))
     }
 
     /// Creates the per-version series at zero, so dashboards see both versions before the first event.
     func registerConfigSeries() {
         for role in ConfigRole.allCases {
-            _ = counter("prefetch_config_triggers_total", [("config", role.rawValue)])
-            _ = counter("prefetch_config_requests_total", [("config", role.rawValue)])
-            _ = counter("prefetch_config_unread_total", [("config", role.rawValue)])
+            _ = counter("prefetch_config_triggers_total", ("config", role.rawValue))
+            _ = counter("prefetch_config_requests_total", ("config", role.rawValue))
+            _ = counter("prefetch_config_unread_total", ("config", role.rawValue))
             for result in ["hit", "joined", "miss"] {
-                _ = counter("prefetch_config_data_total", [("config", role.rawValue), ("result", result)])
+                _ = counter("prefetch_config_data_total", ("config", role.rawValue), ("result", result))
             }
         }
     }

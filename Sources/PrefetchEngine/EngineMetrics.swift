@@ -21,11 +21,12 @@ import Synchronization
 /// entries).
 public final class EngineMetrics: Sendable {
     let factory: any MetricsFactory
-    private let counters = Mutex<[String: Counter]>([:])
-    private let timers = Mutex<[String: Timer]>([:])
+    private let counters = Mutex<[SeriesKey: Counter]>([:])
+    private let timers = Mutex<[SeriesKey: Timer]>([:])
     public let inFlight: Gauge
     public let tickets: Gauge
     public let ticketBytes: Gauge
+    private let fastHandoffs: Counter
 
     /// Metrics created through `factory`.
     public init(factory: any MetricsFactory) {
@@ -33,32 +34,54 @@ public final class EngineMetrics: Sendable {
         self.inFlight = Gauge(label: "prefetch_transfers_in_flight", factory: factory)
         self.tickets = Gauge(label: "prefetch_tickets", factory: factory)
         self.ticketBytes = Gauge(label: "prefetch_ticket_bytes", factory: factory)
+        self.fastHandoffs = Counter(label: "prefetch_data_fast_total", dimensions: [], factory: factory)
     }
 
-    /// The counter for `label` with `dimensions`, created once and cached.
-    func counter(_ label: String, _ dimensions: [(String, String)]) -> Counter {
-        let key = label + dimensions.map { "|\($0.0)=\($0.1)" }.joined()
+    /// What a cached series is found by: its label and up to two dimensions, compared without building a string.
+    private struct SeriesKey: Hashable {
+        var label: String
+        var first: (name: String, value: String)?
+        var second: (name: String, value: String)?
+
+        static func == (a: SeriesKey, b: SeriesKey) -> Bool {
+            a.label == b.label && a.first?.name == b.first?.name && a.first?.value == b.first?.value
+                && a.second?.name == b.second?.name && a.second?.value == b.second?.value
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(label)
+            hasher.combine(first?.name)
+            hasher.combine(first?.value)
+            hasher.combine(second?.name)
+            hasher.combine(second?.value)
+        }
+    }
+
+    /// The counter for `label` with up to two dimensions, created once per bounded label set and cached: a hot
+    /// path's lookup hashes the strings it is given and allocates nothing.
+    func counter(_ label: String, _ first: (String, String)? = nil, _ second: (String, String)? = nil) -> Counter {
+        let key = SeriesKey(label: label, first: first.map { ($0.0, $0.1) }, second: second.map { ($0.0, $0.1) })
         return counters.withLock { cache in
             if let existing = cache[key] { return existing }
-            let made = Counter(label: label, dimensions: dimensions, factory: factory)
+            let made = Counter(label: label, dimensions: [first, second].compactMap { $0 }, factory: factory)
             cache[key] = made
             return made
         }
     }
 
-    func trigger(_ result: String) { counter("prefetch_triggers_total", [("result", result)]).increment() }
+    func trigger(_ result: String) { counter("prefetch_triggers_total", ("result", result)).increment() }
     func flight(_ interface: String, role: String) {
-        counter("prefetch_flights_total", [("interface", interface), ("role", role)]).increment()
+        counter("prefetch_flights_total", ("interface", interface), ("role", role)).increment()
     }
     func fetch(_ interface: String, outcome: String) {
-        counter("prefetch_fetches_total", [("interface", interface), ("outcome", outcome)]).increment()
+        counter("prefetch_fetches_total", ("interface", interface), ("outcome", outcome)).increment()
     }
     /// Counts a data request by `result` (`hit`, `joined`, `pending`, `failed` or a miss reason).
-    public func data(_ result: String) { counter("prefetch_data_total", [("result", result)]).increment() }
+    public func data(_ result: String) { counter("prefetch_data_total", ("result", result)).increment() }
     /// Counts a read answered on the event loop, without a hop to a task (a subset of `prefetch_data_total`).
-    public func fastHandoff() { counter("prefetch_data_fast_total", []).increment() }
+    public func fastHandoff() { fastHandoffs.increment() }
     /// Counts a request refused by the trust model, by its bounded `reason` code.
-    public func denied(_ reason: String) { counter("prefetch_access_denied_total", [("reason", reason)]).increment() }
+    public func denied(_ reason: String) { counter("prefetch_access_denied_total", ("reason", reason)).increment() }
 
     func upstreamDuration(_ interface: String, _ duration: Duration) {
         timer("prefetch_upstream_duration_seconds", interface).record(duration)
@@ -70,8 +93,8 @@ public final class EngineMetrics: Sendable {
 
     /// The timer `label` for `interface`, created once and cached.
     private func timer(_ label: String, _ interface: String) -> Timer {
-        timers.withLock { cache in
-            let key = label + "|" + interface
+        let key = SeriesKey(label: label, first: ("interface", interface))
+        return timers.withLock { cache in
             if let existing = cache[key] { return existing }
             let made = Timer(label: label, dimensions: [("interface", interface)], factory: factory)
             cache[key] = made

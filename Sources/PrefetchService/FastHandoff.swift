@@ -121,11 +121,17 @@ final class FastHandoffMetrics: Sendable {
         }
     }
 
-    /// By route and status: the replayed upstream status, a bounded set of three-digit codes.
-    private let series = Mutex<[String: Series]>([:])
+    private struct Key: Hashable {
+        var route: String
+        var status: Int
+    }
+
+    /// By route and status: the replayed upstream status, a bounded set of three-digit codes. Found without
+    /// building a string, so a fast answer allocates nothing here once its series exists.
+    private let series = Mutex<[Key: Series]>([:])
 
     func record(route: String, status: HTTPResponse.Status, nanoseconds: UInt64) {
-        let key = "\(status.code) \(route)"
+        let key = Key(route: route, status: status.code)
         let series = series.withLock { all in
             if let known = all[key] { return known }
             let made = Series(route: route, status: status.code)
