@@ -133,12 +133,11 @@ public final class Ticket: Sendable {
     public let expiresAt: ContinuousClock.Instant
     public let requests: [TicketRequest]
     public let timings: Mutex<[RequestTiming]>
-    /// The page's reads of the data, for the debug view (see `recordingRead`, bounded).
-    public let reads = Mutex<[TicketRead]>([])
+    /// The page's reads of the data (the last ``readLimit``, for the debug view) and which requests were ever
+    /// served (what was not is waste), under one lock.
+    private let readLog: Mutex<ReadLog>
     /// Its leaders' answers, for its dependent requests.
     public let answers: AnswerBoard
-    /// The requests ever served to a reader (`hit` or `joined`), unbounded unlike `reads`: what was not is waste.
-    let served = Mutex<Set<Int>>([])
 
     init(
         id: String, page: String, pageOrigin: String, partnerOrigins: [String] = [], matched: String, version: String,
@@ -146,6 +145,7 @@ public final class Ticket: Sendable {
         now: ContinuousClock.Instant, dependents: [Int: Int] = [:]
     ) {
         self.answers = AnswerBoard(consumers: dependents)
+        self.readLog = Mutex(ReadLog(requests: requests.count))
         self.id = id
         self.owner = owner
         self.page = page
@@ -165,6 +165,7 @@ public final class Ticket: Sendable {
     /// A ticket read back from a shared store (triggered on another replica): its timings are not known here.
     init(record: TicketRecord, now: ContinuousClock.Instant) {
         self.answers = AnswerBoard()
+        self.readLog = Mutex(ReadLog(requests: record.requests.count))
         let remaining = Duration.milliseconds(max(0, record.expiresAtMs - Int64(Date().timeIntervalSince1970 * 1000)))
         self.id = record.id
         self.page = record.page
@@ -241,21 +242,50 @@ public final class Ticket: Sendable {
     public static let storeLabel = TicketRecord.storeLabel
 
     /// Records how a read of request `index` was served (`hit`, `joined`) or why it missed, for the debug view.
+    /// One uncontended lock and no allocation: the log's storage is made with the ticket.
     public func recordRead(
         _ index: Int, served: String, reason: String?, askedAt: ContinuousClock.Instant, answeredAt: ContinuousClock.Instant
     ) {
         let read = TicketRead(index: index, served: served, reason: reason, askedAt: askedAt, answeredAt: answeredAt)
-        reads.withLock { reads in
-            if reads.count >= Self.readLimit { reads.removeFirst() }
-            reads.append(read)
-        }
-        if served != "miss" { _ = self.served.withLock { $0.insert(index) } }
+        readLog.withLock { $0.append(read, served: served != "miss") }
     }
+
+    /// The last ``readLimit`` reads, oldest first.
+    public var reads: [TicketRead] { readLog.withLock { $0.inOrder } }
 
     /// The requests never served to a reader so far.
     public var unreadCount: Int {
-        requests.count - served.withLock { $0.count }
+        requests.count - readLog.withLock { $0.servedCount }
     }
+}
+
+/// A ticket's read log: a ring of the last ``Ticket/readLimit`` reads and a bitset of the requests ever served,
+/// both allocated once, when the ticket is made, so recording a read allocates nothing.
+struct ReadLog {
+    private var ring: [TicketRead] = []
+    private var next = 0
+    private var served: [UInt64]
+
+    init(requests: Int) {
+        ring.reserveCapacity(Ticket.readLimit)
+        served = Array(repeating: 0, count: max(1, (requests + 63) / 64))
+    }
+
+    mutating func append(_ read: TicketRead, served isServed: Bool) {
+        if ring.count < Ticket.readLimit {
+            ring.append(read)
+        } else {
+            ring[next] = read
+        }
+        next = (next + 1) % Ticket.readLimit
+        if isServed, read.index >= 0, read.index / 64 < served.count { served[read.index / 64] |= 1 << UInt64(read.index % 64) }
+    }
+
+    var inOrder: [TicketRead] {
+        ring.count < Ticket.readLimit ? ring : Array(ring[next...] + ring[..<next])
+    }
+
+    var servedCount: Int { served.reduce(0) { $0 + $1.nonzeroBitCount } }
 }
 
 /// One read of a ticket's data by the page: how it was served and when, for the debug view.

@@ -107,7 +107,7 @@ struct DebugRoutes: Sendable {
     /// One page open with its requests in ms since the trigger.
     static func open(_ ticket: Ticket, now: ContinuousClock.Instant) -> OpensAnswer.Open {
         let timings = ticket.timings.withLock { $0 }
-        let reads = ticket.reads.withLock { $0 }
+        let reads = ticket.reads
         let since = { (instant: ContinuousClock.Instant) -> Int64 in (instant - ticket.createdAt).milliseconds }
         let requests = ticket.requests.indices.map { index -> OpensAnswer.Request in
             let request = ticket.requests[index]
