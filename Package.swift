@@ -92,6 +92,7 @@ let package = Package(
             name: "PrefetchStore",
             dependencies: [
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 "PrefetchCore",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -118,7 +118,7 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
         var writer = JSONBytesWriter(
             capacity: 512
                 + outcomes.reduce(0) { total, outcome in
-                    if case .ready(let response, _) = outcome { return total + response.body.count + 256 }
+                    if case .ready(let response, _) = outcome { return total + response.bodyCount + 256 }
                     return total + 128
                 })
         writer.beginObject()
@@ -197,15 +197,16 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
     /// Writes the body as JSON when it is JSON, as text when it is UTF-8, else base64; returns which.
     static func writeBody(_ response: StoredResponse, into writer: inout JSONBytesWriter) -> String {
         let contentType = response.headers[.contentType]?.lowercased() ?? ""
-        if contentType.contains("json"), JSONBytes.isValid(response.body) {
-            writer.raw(response.body)
+        let body = response.body
+        if contentType.contains("json"), JSONBytes.isValid(body) {
+            writer.raw(body)
             return "json"
         }
-        if let text = String(validating: response.body, as: UTF8.self) {
+        if let text = String(validating: body, as: UTF8.self) {
             writer.string(text)
             return "text"
         }
-        writer.string(Data(response.body).base64EncodedString())
+        writer.string(Data(body).base64EncodedString())
         return "base64"
     }
 }

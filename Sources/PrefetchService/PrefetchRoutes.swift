@@ -303,7 +303,7 @@ struct PrefetchRoutes: Sendable {
         fields[PrefetchHeaders.served] = joined ? "joined" : "hit"
         fields[.cacheControl] = "private, no-store"
         fields[.contentSecurityPolicy] = "default-src 'none'; sandbox"
-        return (HTTPResponse.Status(code: response.status), fields, ByteBuffer(bytes: response.body))
+        return (HTTPResponse.Status(code: response.status), fields, response.bodyBuffer)
     }
 
     /// A stored response replayed as the page's own request would have received it, with the replay headers.

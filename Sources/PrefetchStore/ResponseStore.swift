@@ -5,6 +5,7 @@
 // Design notes: docs/design/response-store.md
 
 public import HTTPTypes
+public import NIOCore
 
 /// A response as the store keeps and hands it out.
 public struct StoredResponse: Sendable, Hashable {
@@ -12,8 +13,15 @@ public struct StoredResponse: Sendable, Hashable {
     public var status: Int
     /// The response headers, in order, repeated ones (`Set-Cookie`) kept.
     public var headers: HTTPFields
-    /// The response body.
-    public var body: [UInt8]
+    /// The response body, as one immutable storage every reader's replay shares: a reader's answer is a view of
+    /// it, written without a copy (`ByteBuffer` is copy-on-write, and nothing writes to a stored one).
+    public var bodyBuffer: ByteBuffer
+    /// The response body as an array: a copy of ``bodyBuffer``, for the few readers that need one (a dependent's
+    /// JSON, the results view), never for a replay.
+    public var body: [UInt8] {
+        get { Array(bodyBuffer.readableBytesView) }
+        set { bodyBuffer = ByteBuffer(bytes: newValue) }
+    }
     /// When the fetch finished, on the monotonic clock of this process (not a wall-clock time; not comparable
     /// across processes).
     public var fetchedAt: ContinuousClock.Instant
@@ -22,26 +30,42 @@ public struct StoredResponse: Sendable, Hashable {
     /// How long the upstream fetch took.
     public var elapsed: Duration
 
-    /// Creates a response.
+    /// Creates a response (its body copied once into the storage its readers share).
     public init(
         status: Int,
         headers: HTTPFields = [:],
-        body: [UInt8] = [],
+        body: some Collection<UInt8> = [],
+        fetchedAt: ContinuousClock.Instant = .now,
+        noStore: Bool = false,
+        elapsed: Duration = .zero
+    ) {
+        self.init(
+            status: status, headers: headers, bodyBuffer: ByteBuffer(bytes: body), fetchedAt: fetchedAt, noStore: noStore, elapsed: elapsed)
+    }
+
+    /// Creates a response around `bodyBuffer`, which it keeps as is.
+    public init(
+        status: Int,
+        headers: HTTPFields = [:],
+        bodyBuffer: ByteBuffer,
         fetchedAt: ContinuousClock.Instant = .now,
         noStore: Bool = false,
         elapsed: Duration = .zero
     ) {
         self.status = status
         self.headers = headers
-        self.body = body
+        self.bodyBuffer = bodyBuffer
         self.fetchedAt = fetchedAt
         self.noStore = noStore
         self.elapsed = elapsed
     }
 
+    /// The body's length in bytes.
+    public var bodyCount: Int { bodyBuffer.readableBytes }
+
     /// The bytes this response counts against a store budget: header names and values plus the body.
     public var accountedBytes: Int {
-        headers.reduce(body.count) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count }
+        headers.reduce(bodyCount) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count }
     }
 }
 
