@@ -205,9 +205,11 @@ public final class Orchestrator: Sendable {
         var dependentJobs: [(index: Int, StoreKey, FlightToken)] = []
         var timings: [RequestTiming] = []
         var sendHeaders: [HTTPFields] = []
+        var sendsCredentials: [Bool] = []
         let keys = keys(for: plan, credentials: credentials)
         for (planned, key) in zip(plan.requests, keys) {
             let headers = sentHeaders(planned, page: plan.pageURL, credentials: credentials, trace: trace)
+            sendsCredentials.append(self.sendsCredentials(planned, page: plan.pageURL, credentials: credentials))
             let interface = planned.interface
             let policy = StorePolicy(ttl: .seconds(interface.ttlSeconds), negativeTTL: settings.negativeTTL, label: interface.name)
             let timeout = Duration.milliseconds(interface.timeoutMilliseconds)
@@ -279,9 +281,11 @@ public final class Orchestrator: Sendable {
         for (index, request, key, token) in jobs {
             let label = requests[index].name
             let policy = requests[index].policy
+            let sent = sendsCredentials[index]
             let accepted = runner.submit { [self] in
                 await self.execute(
-                    request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index, context: traceContext)
+                    request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index,
+                    sentCredentials: sent, context: traceContext)
             }
             if !accepted {
                 await refuseForShutdown(key: key, token: token, ticket: ticket, index: index)
@@ -348,7 +352,8 @@ public final class Orchestrator: Sendable {
             method: resolved.method.rawValue, url: resolved.url, headers: headers, body: resolved.body.map { Array($0.utf8) },
             timeout: remaining, maxResponseBytes: settings.maximumResponseBytes, pinning: resolver, group: ticket.id)
         await execute(
-            request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index, ownOnly: ownOnly,
+            request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index,
+            sentCredentials: sendsCredentials(resolved, page: page, credentials: credentials), ownOnly: ownOnly,
             context: context)
     }
 
@@ -390,11 +395,12 @@ public final class Orchestrator: Sendable {
     /// Runs one leader fetch and publishes its result.
     private func execute(
         _ request: FetchRequest, key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int,
-        ownOnly: Bool = false, context: ServiceContext
+        sentCredentials: Bool, ownOnly: Bool = false, context: ServiceContext
     ) async {
         await traced(tracer, request, label: label, context: context) { request in
             await self.fetchAndStore(
-                request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index, ownOnly: ownOnly)
+                request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index,
+                sentCredentials: sentCredentials, ownOnly: ownOnly)
         }
     }
 
@@ -413,11 +419,12 @@ public final class Orchestrator: Sendable {
         await body(request)
     }
 
-    /// Runs one fetch and publishes its result. `ownOnly`: the request was made from an answer kept for this page
-    /// open alone, so its answer is kept for it alone too, whatever its identity.
+    /// Runs one fetch and publishes its result. `sentCredentials`: the request carries the caller's credentials.
+    /// `ownOnly`: the request was made from an answer kept for this page open alone, so its answer is kept for it
+    /// alone too, whatever its identity.
     private func fetchAndStore(
         _ request: FetchRequest, key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int,
-        ownOnly: Bool
+        sentCredentials: Bool, ownOnly: Bool
     ) async {
         metrics.inFlight.record(fetcher.inFlight + 1)
         defer { metrics.inFlight.record(fetcher.inFlight) }
@@ -430,7 +437,7 @@ public final class Orchestrator: Sendable {
             // RFC 9111 §3.5 and Varnish's builtin.vcl: a response fetched without the caller's credentials that sets a
             // cookie (a guest session of this page open), or says it is private, is not shared, whatever identity its
             // key carries; neither is one made from such an answer.
-            let sentCredentials = request.headers.contains { credentialNames.contains($0.name.canonicalName) }
+            // The caller's credentials, not the headers as sent: a config may set its own static `Authorization`.
             let keptOwn = ownOnly || (!sentCredentials && (setsCookie || isPrivate))
             // What this page open's dependents wait for: a 2xx answer's body, else the failure (before the store
             // hears of it, so a dependent never waits on a round trip to a shared store).

@@ -157,12 +157,19 @@ extension Orchestrator {
     /// Checks that a browser request from `origin` may trigger, or read the data of, a page that `page` names the
     /// origins of: a request with an `Origin` must come from the page's own origin, one of its config entry's
     /// `partnerOrigins`, or a `--cors-origin` the operator listed; being the origin of some other page of the
-    /// config is not enough. A request without `Origin` (a native shell, a same-origin read) is no cross-origin
-    /// browser request and passes; the page guard has refused cross-site embeds already.
+    /// config is not enough. A same-origin request (`Sec-Fetch-Site: same-origin`, no `Origin`) comes from a page
+    /// on the host it is addressed to, which must be the page's own host or a partner's. A request a browser
+    /// marks neither way (a native shell) passes; the page guard has refused cross-site embeds already.
     public func authorize(_ origin: TicketAccess.RequestOrigin, for page: PageOrigins) throws(PrefetchError) {
-        guard case .header(let value) = origin else { return }
-        if origin.isAny(of: page) || trustedOrigins.contains(value.lowercased()) { return }
-        throw .pageOriginNotAllowed(origin: value, page: page.own)
+        switch origin {
+        case .unknown: return
+        case .header(let value):
+            if origin.isAny(of: page) || trustedOrigins.contains(value.lowercased()) { return }
+            throw .pageOriginNotAllowed(origin: value, page: page.own)
+        case .sameOrigin(let authority):
+            if origin.isAny(of: page) { return }
+            throw .pageOriginNotAllowed(origin: "a page on \(authority) (same-origin)", page: page.own)
+        }
     }
 }
 

@@ -33,8 +33,8 @@ func errorResponse(_ error: any Error, request: Request, context: some RequestCo
 
 /// Who may call the page surface from a browser, and the headers every page-surface answer carries.
 ///
-/// - A request with an `Origin` must come from an allowed origin: a page origin of the config in force, or a
-///   `--cors-origin`. Otherwise it is refused with `403 origin-not-allowed` before any handler runs, so a
+/// - A request with an `Origin` must come from an allowed origin: a page origin of the config in force, a
+///   page's `partnerOrigins`, or a `--cors-origin`. Otherwise it is refused with `403 origin-not-allowed` before any handler runs, so a
 ///   cross-site form post or fetch triggers nothing. `*` among the extra origins lets any origin through, and
 ///   those not otherwise allowed get `Access-Control-Allow-Origin: *` without credentials.
 /// - A request without `Origin` that a browser marks `Sec-Fetch-Site: cross-site` (a no-cors embed such as an
@@ -156,7 +156,8 @@ final class AllowedOrigins: Sendable {
         return cache.withLock { cached -> Set<String> in
             if let cached, cached.versions == versions { return cached.origins }
             let pages = served.active.pages + (served.canary?.config.pages ?? [])
-            let made = Set(pages.map(\.parsedURL.origin))
+            // A page's partners call the surface for that page (the handlers check which page, promise 26).
+            let made = Set(pages.flatMap { [$0.parsedURL.origin] + $0.partnerOrigins })
             cached = (versions, made)
             return made
         }

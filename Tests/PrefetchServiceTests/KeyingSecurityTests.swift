@@ -125,6 +125,40 @@ import Testing
         }
     }
 
+    /// SECURITY.md promise 3: a config's own static `Authorization` is not the caller's credentials; a guest answer
+    /// fetched with it (and what is made from it) is still kept for its page open alone.
+    @Test func aConfiguredAuthorizationDoesNotMakeAGuestAnswerShared() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let page = "\(base)/pages/keyed-static-auth"
+            let config = configText(pages: [
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "guest", "api": "\#(Self.mirror(base, "/keyed/static", "&token=1"))", "method": "GET", "credentials": "omit", "headers": {"Authorization": "Basic c3RhdGlj"}}"#,
+                        #"{"name": "dep", "api": "\#(Self.mirror(base, "/keyed/static-dep"))", "method": "GET", "credentials": "omit", "query": {"t": "${guest:/token}"}}"#,
+                    ])
+            ])
+            try await withService(config: config) { service in
+                let first = try await service.trigger(page, requestHeaders: ["traceparent": Self.traceparent(3)])
+                let firstTicket = try #require(first.json["ticket"] as? String)
+                let own = try await service.get("/v1/prefetch/\(firstTicket)/data?name=dep&wait=5000")
+                #expect(own.status == 200 && own.text.contains(Self.token(3)), "\(own.text)")
+                let second = try await service.trigger(page, requestHeaders: ["traceparent": Self.traceparent(4)])
+                let secondTicket = try #require(second.json["ticket"] as? String)
+                for name in ["guest", "dep"] {
+                    for read in [
+                        "/v1/prefetch/\(secondTicket)/data?name=\(name)&wait=5000", "/v1/data?page=\(q(page))&name=\(name)&wait=5000",
+                    ] {
+                        let reply = try await service.get(read)
+                        #expect(!reply.text.contains(Self.token(3)), "\(read) carried the first visitor's token: \(reply.text)")
+                        #expect(reply.header("Set-Cookie")?.contains(Self.token(3)) != true, "\(read) replayed the first visitor's cookie")
+                    }
+                }
+            }
+        }
+    }
+
     static func traceID(_ visit: Int) -> String { String(format: "%032x", 0xabc000 + visit) }
     static func traceparent(_ visit: Int) -> String { "00-\(traceID(visit))-00f067aa0ba902b7-01" }
     static func token(_ visit: Int) -> String { "tok-\(traceID(visit))" }
@@ -135,10 +169,12 @@ import Testing
 @Suite struct PageOriginSecurityTests {
     static let victim = "https://a.example.test"
     static let attacker = "https://b.example.test"
+    /// A partner site named by one page's `partnerOrigins` only (no page of its own in the config).
+    static let partner = "https://partner.example.test"
 
     /// SECURITY.md promise 26: origin B (a page origin of the config) cannot read origin A's page data with the
-    /// user's cookies, by `page=`, by a ticket (its own trigger's or the shell's), by a read key, or by the results
-    /// view; A reads its own; a page whose entry names B as a partner is B's to read.
+    /// user's cookies, by `page=`, by a ticket (its own trigger's or the shell's), by a read key, by the results
+    /// view, or same-origin from its own host; A reads its own; a partner named by one page reads that page.
     @Test func aPageOriginReadsOnlyItsOwnPagesData() async throws {
         try await withUpstream { upstream in
             let base = upstream.base
@@ -150,7 +186,7 @@ import Testing
             let config = configText(pages: [
                 pageEntry(victimPage, [me]),
                 pageEntry(attackerPage, [#"{"name": "promo", "api": "\#(base)/origin/promo", "method": "GET"}"#]),
-                #"{"url": "\#(sharedPage)", "partnerOrigins": ["\#(Self.attacker)"], "interfaces": [\#(me)]}"#,
+                #"{"url": "\#(sharedPage)", "partnerOrigins": ["\#(Self.partner)"], "interfaces": [\#(me)]}"#,
             ])
             try await withService(config: config) { service in
                 let cookie = ["Cookie": "sid=victim"]
@@ -185,20 +221,40 @@ import Testing
                 #expect(trigger.json["ticket"] == nil)
                 #expect(upstream.hits(path: "/origin/me") == hits, "the refused trigger fetched nothing")
 
-                // The co-branded page names B a partner: B triggers and reads it, by page=, ticket and read key.
-                let partner = try await service.trigger(sharedPage, credentials: cookie, requestHeaders: ["Origin": Self.attacker])
-                #expect(partner.status == 202, "\(partner.text)")
-                let partnerTicket = try #require(partner.json["ticket"] as? String)
-                let partnerKey = try #require(partner.json["readKey"] as? String)
+                // A script on B's host reading A's data same-origin (a gateway mounting the service on every page
+                // host): the browser sends no Origin, only Sec-Fetch-Site; the host it addresses is B's.
+                let sameOriginRead =
+                    "GET /v1/data?page=\(q(victimPage))&name=me&wait=0 HTTP/1.1\r\nHost: HOST\r\nCookie: sid=victim\r\n"
+                    + "Sec-Fetch-Site: same-origin\r\nConnection: close\r\n\r\n"
+                let fromBHost = try await rawExchange(
+                    port: service.port, sameOriginRead.replacingOccurrences(of: "HOST", with: "b.example.test"))
+                #expect(rawStatus(fromBHost) == 403 && !fromBHost.contains("sid=victim"), "\(fromBHost)")
+                let fromAHost = try await rawExchange(
+                    port: service.port, sameOriginRead.replacingOccurrences(of: "HOST", with: "a.example.test"))
+                #expect(rawStatus(fromAHost) == 200 && fromAHost.contains("sid=victim"), "\(fromAHost)")
+
+                // The co-branded page names a partner site: it triggers and reads that page, by page=, ticket and read
+                // key; B, another page origin of the config, still cannot.
+                let fromPartner = cookie.merging(["Origin": Self.partner]) { $1 }
+                let partnerOpen = try await service.trigger(sharedPage, credentials: cookie, requestHeaders: ["Origin": Self.partner])
+                #expect(partnerOpen.status == 202, "\(partnerOpen.text)")
+                let partnerTicket = try #require(partnerOpen.json["ticket"] as? String)
+                let partnerKey = try #require(partnerOpen.json["readKey"] as? String)
                 for (path, headers) in [
-                    ("/v1/data?page=\(q(sharedPage))&name=me&wait=5000", fromB),
-                    ("/v1/prefetch/\(partnerTicket)/data?name=me&wait=5000", fromB),
-                    ("/v1/data?name=me&wait=5000", ["Origin": Self.attacker, "X-Prefetch-Key": partnerKey]),
+                    ("/v1/data?page=\(q(sharedPage))&name=me&wait=5000", fromPartner),
+                    ("/v1/prefetch/\(partnerTicket)/data?name=me&wait=5000", fromPartner),
+                    ("/v1/data?name=me&wait=5000", ["Origin": Self.partner, "X-Prefetch-Key": partnerKey]),
                 ] {
                     let reply = try await service.get(path, headers: headers)
                     #expect(reply.status == 200, "\(path): \(reply.text)")
-                    #expect(reply.header("Access-Control-Allow-Origin") == Self.attacker)
+                    #expect(reply.header("Access-Control-Allow-Origin") == Self.partner)
+                    #expect(reply.header("Access-Control-Allow-Credentials") == "true")
                 }
+                let notPartner = try await service.get("/v1/data?page=\(q(sharedPage))&name=me&wait=0", headers: fromB)
+                #expect(notPartner.status == 403, "\(notPartner.text)")
+                // The partner is no reader of the victim's own page.
+                let partnerOnVictim = try await service.get("/v1/data?page=\(q(victimPage))&name=me&wait=0", headers: fromPartner)
+                #expect(partnerOnVictim.status == 403, "\(partnerOnVictim.text)")
             }
         }
     }
