@@ -7,10 +7,10 @@ public import PrefetchFetcher
 public struct PageFetchResult: Sendable {
     /// The interface name.
     public var name: String
-    /// The method and URL requested.
+    /// The method and URL requested (for a dependent request not sent, its URL as written).
     public var method: String
     public var url: String
-    /// The upstream status, or `nil` when the fetch failed.
+    /// The upstream status, or `nil` when the fetch failed or was not sent.
     public var status: Int?
     /// Body bytes received.
     public var bytes: Int
@@ -18,20 +18,29 @@ public struct PageFetchResult: Sendable {
     public var elapsed: Duration
     /// The failure code (`timeout`, `dns`, ...) and libcurl's message, when it failed.
     public var error: FetchError?
+    /// Why a dependent request was not sent (`dependency_failed`, `dependency_not_json`, `dependency_value`), with
+    /// what it needed.
+    public var dependencyError: DependencyError?
+    /// The body, kept only while a dependent request of the page needs it.
+    var body: [UInt8]? = nil
+
+    /// Whether the request failed or was not sent.
+    public var failed: Bool { error != nil || dependencyError != nil }
 
     /// The line `prefetch fetch` prints for it.
     public var line: String {
-        let outcome = status.map { "\($0)" } ?? "failed \(error?.code.rawValue ?? "")"
-        let detail = error.map { "  (\($0.message))" } ?? ""
+        let outcome = status.map { "\($0)" } ?? "failed \(error?.code.rawValue ?? dependencyError?.code ?? "")"
+        let detail = error.map { "  (\($0.message))" } ?? dependencyError.map { "  (\($0.message))" } ?? ""
         return "\(name)  \(method) \(url)  \(outcome)  \(bytes) bytes  \(elapsed.milliseconds) ms\(detail)"
     }
 }
 
-/// Runs a page's plan for real, all requests at once, reporting each as it completes: what `prefetch fetch`
-/// does from a terminal to check a config against the real upstreams.
+/// Runs a page's plan for real, reporting each request as it completes: what `prefetch fetch` does from a
+/// terminal to check a config against the real upstreams.
 ///
-/// Credentials among `headers` follow the same rule as the service (`credentials` per interface, same-site
-/// by default).
+/// Independent requests go at once; a dependent request goes once every answer it needs is in, composed with the
+/// values it takes from them, as the service does. Credentials among `headers` follow the same rule as the
+/// service (`credentials` per interface, same-site by default).
 public func fetchPage(
     _ plan: Plan,
     headers: HTTPFields,
@@ -42,42 +51,97 @@ public func fetchPage(
     let fetcher = Fetcher(configuration: settings.fetcher, logger: logger)
     let credentialNames = Set(settings.credentialHeaders.map { $0.lowercased() })
     let credentials = headers.filter { credentialNames.contains($0.name.canonicalName) }
-    return try await withThrowingTaskGroup(of: PageFetchResult?.self) { group in
+
+    /// Fetches `request` (an independent one, or a dependent one resolved) as request `index`.
+    @Sendable func fetch(_ request: PlannedRequest, index: Int) async -> (Int, PageFetchResult) {
+        var sent = request.headers
+        if SiteRule.allowsCredentials(request.interface.credentials, page: plan.pageURL, api: request.interface.apiURL) {
+            sent.append(contentsOf: credentials)
+        }
+        let fetch = FetchRequest(
+            method: request.method.rawValue, url: request.url, headers: sent, body: request.body.map { Array($0.utf8) },
+            timeout: .milliseconds(request.interface.timeoutMilliseconds), maxResponseBytes: settings.maximumResponseBytes
+        )
+        let start = ContinuousClock.now
+        do throws(FetchError) {
+            let response = try await fetcher.fetch(fetch)
+            return (
+                index,
+                PageFetchResult(
+                    name: request.name, method: fetch.method, url: fetch.url, status: response.status, bytes: response.body.count,
+                    elapsed: response.elapsed, body: response.body)
+            )
+        } catch {
+            return (
+                index,
+                PageFetchResult(name: request.name, method: fetch.method, url: fetch.url, bytes: 0, elapsed: .now - start, error: error)
+            )
+        }
+    }
+
+    return try await withThrowingTaskGroup(of: (Int, PageFetchResult)?.self) { group in
         group.addTask {
             try await fetcher.run()
             return nil
         }
-        for request in plan.requests {
-            var sent = request.headers
-            if SiteRule.allowsCredentials(request.interface.credentials, page: plan.pageURL, api: request.interface.apiURL) {
-                sent.append(contentsOf: credentials)
-            }
-            let fetch = FetchRequest(
-                method: request.method.rawValue, url: request.url, headers: sent, body: request.body.map { Array($0.utf8) },
-                timeout: .milliseconds(request.interface.timeoutMilliseconds), maxResponseBytes: settings.maximumResponseBytes
-            )
-            group.addTask {
-                let start = ContinuousClock.now
-                let result: PageFetchResult
-                do throws(FetchError) {
-                    let response = try await fetcher.fetch(fetch)
-                    result = PageFetchResult(
-                        name: request.name, method: fetch.method, url: fetch.url, status: response.status, bytes: response.body.count,
-                        elapsed: response.elapsed)
-                } catch {
-                    result = PageFetchResult(
-                        name: request.name, method: fetch.method, url: fetch.url, bytes: 0, elapsed: .now - start, error: error)
+        var done: [Int: PageFetchResult] = [:]
+        var waiting = Set(plan.requests.indices)
+        var results: [PageFetchResult] = []
+        // Starts every request whose needs are all in: sent when they answered 2xx JSON with the values it takes,
+        // reported as not sent otherwise.
+        func startReady() {
+            for index in waiting.sorted() where plan.requests[index].dependencies.allSatisfy({ done[$0] != nil }) {
+                waiting.remove(index)
+                let request = plan.requests[index]
+                switch resolve(request, in: plan, answers: done) {
+                case .success(let resolved):
+                    group.addTask { await fetch(resolved, index: index) }
+                case .failure(let problem):
+                    let result = PageFetchResult(
+                        name: request.name, method: request.method.rawValue, url: request.url, bytes: 0, elapsed: .zero,
+                        dependencyError: problem)
+                    group.addTask { (index, result) }
                 }
-                onResult(result)
-                return result
             }
         }
-        var results: [PageFetchResult] = []
+        startReady()
         while results.count < plan.requests.count, let next = try await group.next() {
-            if let result = next { results.append(result) }
+            guard let (index, result) = next else { continue }
+            done[index] = result
+            var reported = result
+            reported.body = nil
+            onResult(reported)
+            results.append(reported)
+            startReady()
         }
         group.cancelAll()
         return results
+    }
+}
+
+/// `request` with the values it takes from `answers` (the page's requests done so far), or why it cannot be sent.
+private func resolve(_ request: PlannedRequest, in plan: Plan, answers: [Int: PageFetchResult]) -> Result<PlannedRequest, DependencyError> {
+    guard !request.dependencies.isEmpty else { return .success(request) }
+    var values: [Reference: JSONValue] = [:]
+    for dependency in request.dependencies {
+        let needed = plan.requests[dependency].name
+        guard let answer = answers[dependency], let status = answer.status, (200..<300).contains(status), let body = answer.body else {
+            return .failure(
+                DependencyError(code: "dependency_failed", message: "\(request.name) needs \(needed), which did not answer 2xx"))
+        }
+        guard let document = try? JSONParser.parse(body) else {
+            return .failure(
+                DependencyError(
+                    code: "dependency_not_json", message: "\(request.name) needs values from \(needed), whose answer is not JSON"))
+        }
+        for reference in request.interface.references where reference.interface == needed {
+            if let value = reference.pointer.resolve(in: document) { values[reference] = value }
+        }
+    }
+    do throws(DependencyError) {
+        return .success(try request.resolved(with: values))
+    } catch {
+        return .failure(error)
     }
 }
 

@@ -525,7 +525,7 @@ extension Prefetch {
                 result in
                 Console.out(result.line)
             }
-            let failed = results.filter { $0.error != nil }.count
+            let failed = results.filter(\.failed).count
             let bytes = results.reduce(0) { $0 + $1.bytes }
             let elapsed = ContinuousClock.now - start
             print(

@@ -88,6 +88,37 @@ struct CommandTests {
         }
     }
 
+    /// `prefetch fetch` runs a page's dependent requests as the service does: each once what it needs is in, with
+    /// the values it takes (never the `${...}` text as written); one whose need failed is reported, not sent.
+    @Test func fetchSendsDependentRequestsWithTheValuesTheyNeed() async throws {
+        try await withUpstream { upstream in
+            let page = "\(upstream.base)/pages/cli-dependent"
+            let config = try TempConfig(
+                configText(pages: [
+                    pageEntry(
+                        page,
+                        [
+                            #"{"name": "user", "api": "\#(upstream.base)/cli/user?mirror=1", "method": "GET"}"#,
+                            #"{"name": "orders", "api": "\#(upstream.base)/cli/orders?mirror=1", "method": "GET", "query": {"uid": "${user:/uid}"}}"#,
+                            #"{"name": "broken", "api": "\#(upstream.base)/cli/broken?status=500", "method": "GET"}"#,
+                            #"{"name": "after", "api": "\#(upstream.base)/cli/after", "method": "GET", "query": {"v": "${broken:/x}"}}"#,
+                        ])
+                ])
+            )
+            defer { config.remove() }
+            let run = try await runExecutable("prefetch", ["fetch", "--config", config.path, "--header", "Cookie: sid=cli", page])
+            #expect(run.status == 1, "one request was not sent: \(run.stdout)\n\(run.stderr)")
+            let lines = run.stdout.split(separator: "\n").map(String.init)
+            let orders = lines.first { $0.hasPrefix("orders  ") }
+            #expect(orders?.contains("/cli/orders?mirror=1&uid=uid-of%5Bsid%3Dcli%5D  200") == true, "\(run.stdout)")
+            let after = lines.first { $0.hasPrefix("after  ") }
+            #expect(after?.contains("failed dependency_failed") == true, "\(run.stdout)")
+            #expect(lines.last?.hasPrefix("4 requests, 3 answered, 1 failed, ") == true, "\(run.stdout)")
+            #expect(upstream.hits(path: "/cli/orders") == 1)
+            #expect(upstream.hits(path: "/cli/after") == 0, "nothing is sent without what it needs")
+        }
+    }
+
     @Test func fetchExitsOneWhenAnInterfaceFails() async throws {
         // A port that was just closed: connections to it are refused.
         let closed = try await TestUpstream.start()
