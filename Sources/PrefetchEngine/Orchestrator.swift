@@ -110,20 +110,29 @@ public final class Orchestrator: Sendable {
     /// the answer is in (`fetchAndStore`).
     public func keys(for plan: Plan, credentials: Credentials) -> [StoreKey] {
         var keys = [StoreKey?](repeating: nil, count: plan.requests.count)
-        // Dependencies form a DAG (cycles are refused at load), so the recursion ends.
-        func key(_ index: Int) -> StoreKey {
-            if let known = keys[index] { return known }
-            let request = plan.requests[index]
-            let inputs = request.dependencies.map(key)
-            let shaped =
-                sendsCredentials(request, page: plan.pageURL, credentials: credentials) || inputs.contains { $0.identity != .anonymous }
-            let made = StoreKey(
-                identity: shaped ? credentials.identity : .anonymous, method: request.method.rawValue, url: request.url,
-                headers: keyedHeaders(request), body: request.body.map { Array($0.utf8) }, inputs: inputs)
-            keys[index] = made
-            return made
-        }
-        return plan.requests.indices.map(key)
+        return plan.requests.indices.map { key(of: $0, in: plan, credentials: credentials, known: &keys) }
+    }
+
+    /// The store key of `plan`'s request `index` alone (and of what it needs, no more): what a reader of one
+    /// interface computes. The same key ``keys(for:credentials:)`` gives for it.
+    public func key(of index: Int, in plan: Plan, credentials: Credentials) -> StoreKey {
+        var keys = [StoreKey?](repeating: nil, count: plan.requests.count)
+        return key(of: index, in: plan, credentials: credentials, known: &keys)
+    }
+
+    /// Request `index`'s key, with the keys computed so far in `known`. Dependencies form a DAG (cycles are refused
+    /// at load), so the recursion ends.
+    private func key(of index: Int, in plan: Plan, credentials: Credentials, known: inout [StoreKey?]) -> StoreKey {
+        if let done = known[index] { return done }
+        let request = plan.requests[index]
+        let inputs = request.dependencies.map { key(of: $0, in: plan, credentials: credentials, known: &known) }
+        let shaped =
+            sendsCredentials(request, page: plan.pageURL, credentials: credentials) || inputs.contains { $0.identity != .anonymous }
+        let made = StoreKey(
+            identity: shaped ? credentials.identity : .anonymous, method: request.method.rawValue, url: request.url,
+            headers: keyedHeaders(request), body: request.body.map { Array($0.utf8) }, inputs: inputs)
+        known[index] = made
+        return made
     }
 
     /// Whether `request` is sent with the caller's credentials.

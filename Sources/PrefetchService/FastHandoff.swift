@@ -11,13 +11,15 @@ import PrefetchStore
 import Synchronization
 
 /// The hottest read answered on the event loop: `GET /v1/prefetch/{ticket}/data` (with the reader's credentials or
-/// a read key) and `GET /v1/data` with a read key, when the entry is a response ready in this process's store.
+/// a read key), `GET /v1/data` with a read key, and the same-site `GET /v1/data?page=` with the page's own
+/// credentials, when the entry is a response ready in this process's store.
 ///
 /// The normal path hops from the event loop to a task and back for every request; for a stored response that hop
 /// is most of the cost. This handler sits in each connection's pipeline after Hummingbird's connection-state
 /// handler (so idle and quiesce bookkeeping still see every request) and before the async channel. For a request
 /// it can answer it runs the same checks with the same code, in the same order, and writes the same bytes:
-/// `PageGuardMiddleware`'s origin rules and headers, `TicketAccess`, the interface selection, the store read
+/// `PageGuardMiddleware`'s origin rules and headers, `TicketAccess` and the page-origin rule (`PrefetchRoutes.pageRead`
+/// for a `page=` read), the interface selection, the store read
 /// (`readIfReady`: a no-store response is consumed here exactly once), the replay headers, the read recorded on
 /// the ticket, and the `data` and HTTP request metrics. Anything else (a refusal, a pending, failed, missing or
 /// private entry, a ticket held by another replica, a Redis store, a bad parameter) goes on, untouched, to the
@@ -46,49 +48,67 @@ struct FastHandoff: Sendable {
         }
         let uri = URI(target)
         let path = uri.path
-        let ticket: Ticket
-        let route: String
-        if path == Self.pageDataRoute {
-            guard let key = headers[PrefetchHeaders.readKey] else { return nil }
-            guard let opened = orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head)) else { return nil }
-            ticket = opened
-            route = Self.pageDataRoute
-        } else if path.hasPrefix("/v1/prefetch/"), path.hasSuffix("/data") {
-            let id = String(path.dropFirst("/v1/prefetch/".count).dropLast("/data".count))
-            guard Ticket.isWellFormed(id), let held = orchestrator.tickets.localTicket(id),
-                (try? orchestrator.authorize(requestOrigin(head), for: held.origins)) != nil
-            else { return nil }
-            if let key = headers[PrefetchHeaders.readKey] {
-                guard orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head))?.id == held.id else { return nil }
-            } else {
-                let presented = orchestrator.credentials(in: headers)
-                guard (try? TicketAccess.authorize(held, presented: presented.identity)) != nil else { return nil }
-            }
-            ticket = held
-            route = Self.ticketDataRoute
-        } else {
-            return nil
-        }
         let query = uri.queryParameters
         // A malformed `wait` is the router's 400 to give; a valid one does not matter for an entry already ready.
-        guard Self.isValidWait(query),
-            let index = try? PrefetchRoutes.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, query: query)
-        else { return nil }
+        guard Self.isValidWait(query) else { return nil }
         let asked = orchestrator.clock.now
         let started = DispatchTime.now().uptimeNanoseconds
-        guard case .ready(let response, let joined)? = orchestrator.readIfReady(ticket, index: index) else { return nil }
+        let route: String
+        let outcome: ReadOutcome?
+        let role: ConfigRole
+        var ticketRead: (Ticket, Int)?
+        if path == Self.pageDataRoute, headers[PrefetchHeaders.readKey] == nil {
+            // Same site: the page's own cookies name the entry, checked by the routed path's own code.
+            guard let read = try? PrefetchRoutes.pageRead(orchestrator, query: query, headers: headers, origin: requestOrigin(head))
+            else { return nil }
+            route = Self.pageDataRoute
+            role = read.role
+            outcome = orchestrator.store.readIfReady(read.key)
+        } else {
+            let ticket: Ticket
+            if path == Self.pageDataRoute {
+                guard let key = headers[PrefetchHeaders.readKey],
+                    let opened = orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head))
+                else { return nil }
+                ticket = opened
+                route = Self.pageDataRoute
+            } else if path.hasPrefix("/v1/prefetch/"), path.hasSuffix("/data") {
+                let id = String(path.dropFirst("/v1/prefetch/".count).dropLast("/data".count))
+                guard Ticket.isWellFormed(id), let held = orchestrator.tickets.localTicket(id),
+                    (try? orchestrator.authorize(requestOrigin(head), for: held.origins)) != nil
+                else { return nil }
+                if let key = headers[PrefetchHeaders.readKey] {
+                    guard orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head))?.id == held.id else { return nil }
+                } else {
+                    let presented = orchestrator.credentials(in: headers)
+                    guard (try? TicketAccess.authorize(held, presented: presented.identity)) != nil else { return nil }
+                }
+                ticket = held
+                route = Self.ticketDataRoute
+            } else {
+                return nil
+            }
+            guard let index = try? PrefetchRoutes.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, query: query)
+            else { return nil }
+            role = ticket.role
+            ticketRead = (ticket, index)
+            outcome = orchestrator.readIfReady(ticket, index: index)
+        }
+        guard case .ready(let response, let joined)? = outcome else { return nil }
         // From here on the entry has been read (a no-store one consumed): this handler answers, whatever follows.
         let served = joined ? "joined" : "hit"
         orchestrator.metrics.data(served)
         orchestrator.metrics.fastHandoff()
-        orchestrator.metrics.configData(ticket.role, result: served)
+        orchestrator.metrics.configData(role, result: served)
         // The header order of the routed answer: the replay's, the length (set as the response is made), then the
         // guard's CORS and security headers.
         var (status, fields, body) = PrefetchRoutes.replayParts(response, joined: joined)
         fields[.contentLength] = String(body.readableBytes)
         if let origin { PageGuardMiddleware.decorate(&fields, origin: origin, grant: grant) }
         PageGuardMiddleware.secure(&fields)
-        ticket.recordRead(index, served: served, reason: nil, askedAt: asked, answeredAt: orchestrator.clock.now)
+        if let (ticket, index) = ticketRead {
+            ticket.recordRead(index, served: served, reason: nil, askedAt: asked, answeredAt: orchestrator.clock.now)
+        }
         requestMetrics.record(route: route, status: status, nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
         return (HTTPResponse(status: status, headerFields: fields), body)
     }

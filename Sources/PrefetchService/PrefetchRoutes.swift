@@ -180,32 +180,16 @@ struct PrefetchRoutes: Sendable {
             }
             return try await replay(ticket, request: request)
         }
-        guard let page = request.uri.queryParameters.get("page") else {
-            throw APIError.badRequest("missing-page", "the query parameter page (the page URL) is required without a read key")
-        }
-        // The page is planned under the config its reader is served (a canary candidate for its share of users),
-        // so it reads the keys its own trigger made.
-        let credentials = presented(request)
-        let plan: Plan
-        let role: ConfigRole
+        let read: PageRead
         do {
-            (plan, role) = try orchestrator.plan(page: page, identity: credentials.identity)
-        } catch .noConfig(let message) {
-            // For a page asking for its data, a page without a config entry is a miss like any other.
-            throw APIError.miss(.notFound, "no-config", message)
+            read = try Self.pageRead(
+                orchestrator, query: request.uri.queryParameters, headers: request.headers, origin: Self.origin(of: request))
         } catch {
-            throw APIError(error)
+            if error.status == .forbidden { orchestrator.metrics.denied(error.code) }
+            throw error
         }
-        do {
-            try orchestrator.authorize(Self.origin(of: request), for: plan.origins)
-        } catch {
-            orchestrator.metrics.denied(error.code)
-            throw APIError(error)
-        }
-        let index = try Self.select(plan.requests.map { ($0.name, $0.interface.api, $0.method) }, request: request)
-        let key = orchestrator.keys(for: plan, credentials: credentials)[index]
-        let wait = orchestrator.clampWait(
-            try Self.waitParameter(request), default: .milliseconds(plan.requests[index].interface.timeoutMilliseconds))
+        let (key, role) = (read.key, read.role)
+        let wait = orchestrator.clampWait(try Self.waitParameter(request), default: read.timeout)
         do {
             let response = try replay(await orchestrator.store.read(key, wait: wait), wait: wait)
             orchestrator.metrics.configData(role, result: response.headers[PrefetchHeaders.served] ?? "hit")
@@ -214,6 +198,42 @@ struct PrefetchRoutes: Sendable {
             orchestrator.metrics.configData(role, result: "miss")
             throw error
         }
+    }
+
+    /// What a same-site read (`GET /v1/data?page=` with the page's own credentials) names: the store key of the
+    /// chosen interface for the reader's identity, the config it was planned with, and the interface's timeout.
+    struct PageRead {
+        var key: StoreKey
+        var role: ConfigRole
+        var timeout: Duration
+    }
+
+    /// The one implementation of a `page=` read's checks, for both handoff paths: the page planned under the
+    /// config its reader is served (a canary candidate for its share of users, so it reads the keys its own trigger
+    /// made), the reader's origin entitled to that page (promise 26), the interface chosen by the query, and its key
+    /// for the reader's credentials. Records nothing: the caller counts what it answers.
+    static func pageRead(
+        _ orchestrator: Orchestrator, query: Parameters, headers: HTTPFields, origin: TicketAccess.RequestOrigin
+    ) throws(APIError) -> PageRead {
+        guard let page = query.get("page") else {
+            throw APIError.badRequest("missing-page", "the query parameter page (the page URL) is required without a read key")
+        }
+        let credentials = orchestrator.credentials(in: headers)
+        let plan: Plan
+        let role: ConfigRole
+        do {
+            (plan, role) = try orchestrator.plan(page: page, identity: credentials.identity)
+            try orchestrator.authorize(origin, for: plan.origins)
+        } catch .noConfig(let message) {
+            // For a page asking for its data, a page without a config entry is a miss like any other.
+            throw APIError.miss(.notFound, "no-config", message)
+        } catch {
+            throw APIError(error)
+        }
+        let index = try select(plan.requests.map { ($0.name, $0.interface.api, $0.method) }, query: query)
+        return PageRead(
+            key: orchestrator.key(of: index, in: plan, credentials: credentials), role: role,
+            timeout: .milliseconds(plan.requests[index].interface.timeoutMilliseconds))
     }
 
     /// Replays the ticket's request chosen by the query, recording the read for the debug view.

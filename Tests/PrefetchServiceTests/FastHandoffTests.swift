@@ -110,8 +110,20 @@ import Testing
             #expect(rawStatus(a) == 200, "\(a)")
             #expect(a.contains("Access-Control-Allow-Origin: https://m.example.com"), "\(a)")
             #expect(a == b, "read key: fast\n\(a)\nrouted\n\(b)")
-            // Three reads above were answered on the event loop; the routed service never does.
-            #expect(try await fastCount(fast) == before + 3)
+            // The same-site read by page=, with the page's own cookies: the same checks, the same bytes.
+            let pageRead = "/v1/data?page=\(q(Self.page))&name=plain"
+            let sameSite = pageHeaders.merging(["Cookie": "visitor=1"]) { $1 }
+            let c = try await raw(fast, pageRead, headers: sameSite)
+            let d = try await raw(routed, pageRead, headers: sameSite)
+            #expect(rawStatus(c) == 200, "\(c)")
+            #expect(c == d, "page=: fast\n\(c)\nrouted\n\(d)")
+            // Another origin's page= read is the router's refusal on both.
+            let foreign = ["Origin": "https://evil.example.com"]
+            let e = try await raw(fast, pageRead, headers: foreign)
+            let f = try await raw(routed, pageRead, headers: foreign)
+            #expect(rawStatus(e) == 403 && e == f, "\(e)")
+            // Four reads above were answered on the event loop; the routed service never does.
+            #expect(try await fastCount(fast) == before + 4)
             #expect(try await fastCount(routed) == 0)
         }
     }
