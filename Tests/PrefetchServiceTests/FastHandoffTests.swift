@@ -22,7 +22,7 @@ import Testing
                     #"{"name": "plain", "api": "\#(api)/plain?body=%7B%22ok%22%3Atrue%7D&cacheControl=max-age%3D60", "method": "GET", "urlParam": true}"#,
                     #"{"name": "cookie", "api": "\#(api)/cookie?body=%7B%22me%22%3A1%7D&setCookie=sid%3Dabc%3B%20HttpOnly", "method": "GET", "urlParam": true}"#,
                     #"{"name": "once", "api": "\#(api)/once?body=%7B%22n%22%3A1%7D&cacheControl=no-store", "method": "GET", "urlParam": true}"#,
-                    #"{"name": "slow", "api": "\#(api)/slow?hang=1", "method": "GET", "urlParam": true, "timeout": 4000}"#,
+                    #"{"name": "slow", "api": "\#(api)/slow?hang=1", "method": "GET", "urlParam": true, "timeout": 10000}"#,
                 ]),
             pageEntry(
                 "https://m.example.com/account",
