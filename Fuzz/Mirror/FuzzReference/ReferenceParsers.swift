@@ -1,0 +1,1 @@
+../../../Tests/PrefetchCoreTests/ReferenceParsers.swift

@@ -1,0 +1,2 @@
+// Declarations only: the definition is in libFuzzer, linked by -sanitize=fuzzer.
+#include "CLibFuzzer.h"
