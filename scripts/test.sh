@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test suite, then fuzzes the HTTP API against openapi.yaml.
+# Builds everything and runs every test suite, then fuzzes the byte parsers (libFuzzer with AddressSanitizer, 20 s a
+# target: scripts/fuzz.sh) and the HTTP API against openapi.yaml (schemathesis: scripts/fuzz-api.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-deps.sh test
 scripts/lint.sh
 swift build --build-tests
 swift test --skip-build "$@"
-# PREFETCH_SKIP_FUZZ=1 skips the API fuzzing (a quicker local run).
+# PREFETCH_SKIP_FUZZ=1 skips both fuzzing runs (a quicker local run).
+[ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || scripts/fuzz.sh 20
 [ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || scripts/fuzz-api.sh

@@ -112,9 +112,17 @@ public enum JSONBytes {
                         UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                         index += 1
                     case UInt8(ascii: "u"):
-                        guard bytes.count - index >= 5 else { return false }
-                        for offset in 1...4 where Hex.value(of: bytes[index + offset]) == nil { return false }
+                        // As `JSONParser` reads it: a high surrogate must be followed by `\u` and a low one, and a low
+                        // one never stands alone (a lone surrogate is no Unicode text), so both say the same is JSON.
+                        guard let unit = hexUnit(at: index + 1) else { return false }
                         index += 5
+                        if (0xDC00...0xDFFF).contains(unit) { return false }
+                        if (0xD800...0xDBFF).contains(unit) {
+                            guard current == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u"),
+                                let low = hexUnit(at: index + 2), (0xDC00...0xDFFF).contains(low)
+                            else { return false }
+                            index += 6
+                        }
                     default: return false
                     }
                 case 0x00..<0x20: return false
@@ -124,6 +132,17 @@ public enum JSONBytes {
                 }
             }
             return false
+        }
+
+        /// The four hex digits at `start` as a UTF-16 code unit, or nil when they are not four hex digits.
+        func hexUnit(at start: Int) -> UInt16? {
+            guard bytes.count - start >= 4 else { return nil }
+            var unit: UInt16 = 0
+            for offset in 0..<4 {
+                guard let digit = Hex.value(of: bytes[start + offset]) else { return nil }
+                unit = unit << 4 | UInt16(digit)
+            }
+            return unit
         }
 
         /// One well-formed multi-byte UTF-8 sequence (no overlongs, surrogates or values past U+10FFFF).

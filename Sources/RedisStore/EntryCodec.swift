@@ -97,7 +97,11 @@ enum EntryCodec {
                 headers.append(HTTPField(name: name, value: value))
             }
             guard let body = reader.field(), reader.isAtEnd else { return nil }
-            let age = max(0, wallNow - Int64(bitPattern: fetchedWall))
+            // A wall time `encode` cannot have written (before 1970, or so far off the difference overflows) marks the
+            // entry corrupt; it must not trap the replica reading it.
+            let (difference, overflow) = wallNow.subtractingReportingOverflow(Int64(bitPattern: fetchedWall))
+            guard !overflow, Int64(bitPattern: fetchedWall) >= 0 else { return nil }
+            let age = max(0, difference)
             let response = StoredResponse(
                 status: Int(status), headers: headers, body: body, fetchedAt: now - .milliseconds(age),
                 noStore: kind == noStoreKind, elapsed: .microseconds(Int64(bitPattern: elapsed)))

@@ -23,6 +23,20 @@ import Testing
         #expect(!JSONBytes.isValid(Array(text.utf8)), "\(text.debugDescription)")
     }
 
+    /// Found by the FuzzJSON fuzz target (Fuzz/Findings): the validator accepted a `\u` escape of a lone surrogate that
+    /// the parser refuses, so the results view spliced a body a dependent called `dependency_not_json`. Both refuse it.
+    @Test(arguments: [#""\ud83d/""#, #""\udc00""#, #""\ud83d\u0041""#, #""\ud83d\""#, #"["\ud83d"]"#])
+    func refusesLoneSurrogatesAsTheParserDoes(_ text: String) {
+        #expect(!JSONBytes.isValid(Array(text.utf8)), "\(text)")
+        #expect(throws: JSONParseError.self) { try JSONParser.parse(text) }
+    }
+
+    @Test func acceptsSurrogatePairs() throws {
+        let text = #""\ud83d\ude00 ok""#
+        #expect(JSONBytes.isValid(Array(text.utf8)))
+        #expect(try JSONParser.parse(text) == .string("😀 ok"))
+    }
+
     @Test func refusesMalformedUTF8AndExcessiveNesting() {
         #expect(!JSONBytes.isValid([0x22, 0xC0, 0xAF, 0x22]), "overlong")
         #expect(!JSONBytes.isValid([0x22, 0xED, 0xA0, 0x80, 0x22]), "surrogate")

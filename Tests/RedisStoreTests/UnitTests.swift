@@ -31,6 +31,21 @@ import Testing
 }
 
 @Suite struct CodecTests {
+    /// Found by the FuzzRedisCodec fuzz target (Fuzz/Findings): a value whose fetched-at wall time has its top bit
+    /// set trapped `decode` on an overflow, taking down every replica that read it. It is a corrupt entry: nothing.
+    @Test func aCorruptWallTimeIsNoEntryAndNoTrap() {
+        let found: [UInt8] = [0x52, 0, 0, 0, 0, 0, 0xC8, 0x80] + Array(repeating: 0, count: 23)
+        #expect(EntryCodec.decode(found) == nil)
+        var atMinimum = found
+        atMinimum[7] = 0xFF
+        #expect(EntryCodec.decode(atMinimum) == nil)
+        // The same entry with a sane wall time decodes.
+        var sane = found
+        sane[7] = 0
+        sane[14] = 1
+        #expect(EntryCodec.decode(sane) != nil)
+    }
+
     @Test func responsesRoundTrip() throws {
         let original = StoredResponse(
             status: 203, headers: HTTPFields([("A", "1"), ("Set-Cookie", "x=é"), ("set-cookie", "y=2; Path=/")]),
