@@ -8,7 +8,8 @@ import Synchronization
 ///   `url-too-long`, `not-ready`, `rate-limited`, `overloaded`.
 /// - `prefetch_fetches_total{interface, outcome}`: `ok` (2xx-4xx), `upstream_5xx`, or a fetch error code
 ///   (`timeout`, `dns`, `connect`, `tls`, `reset`, `too_large`, `protocol`, `cancelled`, `shutdown`, `other`), or
-///   `private` (an anonymous response that sets a cookie or is `Cache-Control: private`, kept for its ticket only).
+///   `private` (a response fetched without the caller's credentials that sets a cookie or is `Cache-Control: private`,
+///   or one made from such an answer: kept for its ticket only).
 /// - `prefetch_upstream_duration_seconds{interface}`: upstream latency, a histogram.
 /// - `prefetch_upstream_queued_seconds{interface}`: the part of it spent waiting for a transfer slot, a histogram.
 /// - `prefetch_flights_total{interface, role}`: `leader` (fetched), `joined` (a flight was running), `fresh`.

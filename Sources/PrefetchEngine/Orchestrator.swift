@@ -49,7 +49,7 @@ public final class Orchestrator: Sendable {
     /// The `--cors-origin` origins (normalised; `*` excluded): an operator's grant of every page's data.
     let trustedOrigins: Set<String>
 
-    /// The failure code an anonymous response gets in the shared entry when it may not be shared.
+    /// The failure code a response gets in the shared entry when it may not be shared (see `fetchAndStore`).
     public static let privateCode = "private"
 
     public init(
@@ -396,7 +396,7 @@ public final class Orchestrator: Sendable {
         }
     }
 
-    /// The key under which an anonymous response that may not be shared is kept for `ticket` alone.
+    /// The key under which a response that may not be shared is kept for `ticket` alone.
     func privateKey(_ key: StoreKey, ticket id: String) -> StoreKey {
         key.with(identity: Identity(digest: "ticket-" + settings.identityKey.digest(domain: "prefetch-ticket-scope-v1", [Array(id.utf8)])))
     }
@@ -522,7 +522,7 @@ public final class Orchestrator: Sendable {
     }
 
     /// Reads request `index` of `ticket` for a reader already entitled to the ticket (see ``TicketAccess``): the
-    /// shared entry, or the ticket's own copy of an anonymous response that may not be shared.
+    /// shared entry, or the ticket's own copy of a response that may not be shared.
     public func read(_ ticket: Ticket, index: Int, wait: Duration) async -> ReadOutcome {
         await read(ticket, index: index, wait: wait, trackingOwnCopy: ()).outcome
     }
