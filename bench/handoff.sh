@@ -172,10 +172,10 @@ check_peer node "http://127.0.0.1:$NODE_PORT$PATH_QUERY"
   if [ -n "${PERF_PID:-}" ]; then
     wait "$PERF_PID" || true
     echo "profile of the service (fast handoff), first placement, top symbols by self time:"
-    perf report -i "$WORK/perf.data" --sort symbol --stdio -g none --no-children 2>/dev/null | grep -E '^ +[0-9]' | head -30 \
+    perf report -i "$WORK/perf.data" --sort symbol --stdio -g none --no-children 2>/dev/null | grep -E '^ +[0-9]' | awk 'NR <= 30' \
       | swift demangle --simplified | cut -c1-160
     echo "by thread:"
-    perf report -i "$WORK/perf.data" --sort comm --stdio -g none --no-children 2>/dev/null | grep -E '^ +[0-9]' | head -8
+    perf report -i "$WORK/perf.data" --sort comm --stdio -g none --no-children 2>/dev/null | grep -E '^ +[0-9]' | awk 'NR <= 8'
   fi
   echo "load_after $(load_line)"
 } | report handoff

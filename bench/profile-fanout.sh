@@ -53,7 +53,7 @@ stop "$SERVICE_PID"
 
 symbols() { # perf report options
   perf report -i "$WORK/perf.data" --sort symbol --stdio -g none "$@" 2>/dev/null \
-    | grep -E '^ +[0-9]' | head -45 | swift demangle --simplified | cut -c1-180
+    | grep -E '^ +[0-9]' | awk 'NR <= 45' | swift demangle --simplified | cut -c1-180
 }
 {
   echo "## profile-fanout"
