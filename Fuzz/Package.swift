@@ -84,7 +84,7 @@ let package = Package(
         ),
         fuzzTarget("FuzzJSON", ["PrefetchCore", "FuzzReference"]),
         fuzzTarget("FuzzConfig", ["PrefetchCore"]),
-        fuzzTarget("FuzzURL", ["PrefetchCore"]),
+        fuzzTarget("FuzzURL", ["PrefetchCore", "FuzzReference"]),
         fuzzTarget("FuzzPlan", ["PrefetchCore", "FuzzReference"]),
         fuzzTarget("FuzzTemplate", ["PrefetchCore"]),
         fuzzTarget("FuzzRedisCodec", ["RedisStore", "PrefetchStore", .product(name: "HTTPTypes", package: "swift-http-types")]),

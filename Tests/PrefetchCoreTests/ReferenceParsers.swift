@@ -417,3 +417,17 @@ enum ReferenceComposer {
         return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
     }
 }
+
+/// The URL parser before the byte work: its byte-level prelude (length, control characters), then the `Character`
+/// rules still in PrefetchCore. The byte parser is held to it (`ByteURLParserEquivalence`, the FuzzURL target).
+func referenceURL(_ text: String) -> Result<HTTPURL, URLProblem> {
+    let bytes = Array(text.utf8)
+    if bytes.isEmpty { return .failure(URLProblem("is empty")) }
+    if bytes.count > HTTPURL.maximumLength {
+        return .failure(URLProblem("is \(bytes.count) bytes long; the limit is \(HTTPURL.maximumLength)"))
+    }
+    if let bad = bytes.firstIndex(where: { $0 < 0x20 || $0 == 0x7F }) {
+        return .failure(URLProblem("contains a control character (byte \(bytes[bad])) at offset \(bad)"))
+    }
+    do { return .success(try HTTPURL(parsingCharacters: text)) } catch { return .failure(error) }
+}

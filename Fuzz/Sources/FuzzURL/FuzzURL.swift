@@ -9,13 +9,14 @@
 //   `/a//` is `/a/`, another page than `/a`);
 // - the name derived from an api URL (byte rules) is the one the `Character` rules derive.
 import FuzzSupport
+@testable import FuzzReference
 @testable import PrefetchCore
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let text = inputText(data, size)
     let parsed = outcome { () throws(URLProblem) in try HTTPURL(parsing: text) }
-    require(parsed == reference(text), "byte parser \(parsed) != Character parser \(reference(text)) for \(text.debugDescription)")
+    require(parsed == referenceURL(text), "byte parser \(parsed) != Character parser \(referenceURL(text)) for \(text.debugDescription)")
     guard case .success(let url) = parsed else { return 0 }
     require(url.scheme == "http" || url.scheme == "https", "scheme \(url.scheme)")
     require(url.origin == url.origin.lowercased(), "origin \(url.origin) is not lowercase")
@@ -37,20 +38,6 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 
 private func outcome(_ parse: () throws(URLProblem) -> HTTPURL) -> Result<HTTPURL, URLProblem> {
     do { return .success(try parse()) } catch { return .failure(error) }
-}
-
-/// The parser before the byte work: its byte prelude (length, control characters), then the `Character` rules
-/// (as `ByteURLParserEquivalence` in PrefetchCoreTests does).
-private func reference(_ text: String) -> Result<HTTPURL, URLProblem> {
-    let bytes = Array(text.utf8)
-    if bytes.isEmpty { return .failure(URLProblem("is empty")) }
-    if bytes.count > HTTPURL.maximumLength {
-        return .failure(URLProblem("is \(bytes.count) bytes long; the limit is \(HTTPURL.maximumLength)"))
-    }
-    if let bad = bytes.firstIndex(where: { $0 < 0x20 || $0 == 0x7F }) {
-        return .failure(URLProblem("contains a control character (byte \(bytes[bad])) at offset \(bad)"))
-    }
-    return outcome { () throws(URLProblem) in try HTTPURL(parsingCharacters: text) }
 }
 
 @_cdecl("FuzzURL_main")
