@@ -87,8 +87,16 @@ public final class Orchestrator: Sendable {
     }
 
     /// The credential headers among `headers`, in order, and their keyed identity.
+    ///
+    /// A credential header with a blank value is no credential: it is dropped here, as the identity ignores it, so
+    /// "sends credentials" and "keyed by an identity" never disagree (an empty `Cookie` from a fresh cookie jar
+    /// must not make a guest's private answer look credentialed, and so shared).
     public func credentials(in headers: HTTPFields) -> Credentials {
-        let picked = HTTPFields(headers.filter { credentialNames.contains($0.name.canonicalName) })
+        let picked = HTTPFields(
+            headers.filter {
+                credentialNames.contains($0.name.canonicalName)
+                    && $0.value.utf8.contains { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }
+            })
         return Credentials(
             headers: picked, identity: Identity(headers: picked, credentialHeaderNames: Array(credentialNames), key: settings.identityKey))
     }

@@ -36,7 +36,11 @@ struct FastHandoff: Sendable {
 
     /// The answer to `head`, or nil to let the router answer it.
     func answer(_ head: HTTPRequest) -> (HTTPResponse, ByteBuffer)? {
-        guard head.method == .get, let target = head.path else { return nil }
+        // A request that announces a body is routed: the answer is decided at the head and written at the end, so a
+        // body that never ends would hold (a no-store entry: consume) an answer nobody gets.
+        guard head.method == .get, let target = head.path, head.headerFields[.transferEncoding] == nil,
+            head.headerFields[.contentLength].map({ $0 == "0" }) ?? true
+        else { return nil }
         let headers = head.headerFields
         let origin = headers[.origin]
         var grant = AllowedOrigins.Grant.none

@@ -128,6 +128,21 @@ import Testing
         }
     }
 
+    /// A GET that announces a body goes to the router, which answers at once; the fast path, which writes at the
+    /// body's end, would hold (and, for a no-store entry, consume) an answer a never-ending body keeps back.
+    @Test func aGetThatAnnouncesABodyIsRouted() async throws {
+        try await withBoth { fast, _ in
+            let opened = try await openPage(fast)
+            let before = try await fastCount(fast)
+            let answer = try await rawExchange(
+                port: fast.port,
+                "GET /v1/prefetch/\(opened.ticket)/data?name=once HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+                    + "Connection: close\r\n\r\n5\r\nhello\r\n")
+            #expect(rawStatus(answer) == 200 && answer.contains(#"{"n":1}"#), "\(answer)")
+            #expect(try await fastCount(fast) == before, "the router answered it")
+        }
+    }
+
     @Test func noStoreIsHandedOutOnceAndMissesAreTheRoutersAnswers() async throws {
         try await withBoth { fast, routed in
             let fastPage = try await openPage(fast)

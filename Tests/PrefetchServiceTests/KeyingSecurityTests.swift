@@ -159,6 +159,32 @@ import Testing
         }
     }
 
+    /// SECURITY.md promise 3: an empty `Cookie` (a shell forwarding a fresh, empty cookie jar) is no credential: the
+    /// guest answer its trigger fetched stays that page open's, and an anonymous reader gets nothing of it.
+    @Test func anEmptyCookieIsNoCredentialAndKeepsAGuestAnswerPrivate() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let page = "\(base)/pages/keyed-empty-cookie"
+            let config = configText(pages: [
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "guest", "api": "\#(Self.mirror(base, "/keyed/empty", "&token=1"))", "method": "GET", "credentials": "include"}"#
+                    ])
+            ])
+            try await withService(config: config) { service in
+                let victim = try await service.trigger(
+                    page, credentials: ["Cookie": ""], requestHeaders: ["traceparent": Self.traceparent(5)])
+                let ticket = try #require(victim.json["ticket"] as? String)
+                let own = try await service.get("/v1/prefetch/\(ticket)/data?name=guest&wait=5000")
+                #expect(own.status == 200 && own.text.contains(Self.token(5)), "\(own.text)")
+                let attacker = try await service.get("/v1/data?page=\(q(page))&name=guest&wait=0")
+                #expect(attacker.status == 404 && attacker.errorCode == "private", "\(attacker.status) \(attacker.text)")
+                #expect(!attacker.text.contains(Self.token(5)) && attacker.header("Set-Cookie") == nil)
+            }
+        }
+    }
+
     static func traceID(_ visit: Int) -> String { String(format: "%032x", 0xabc000 + visit) }
     static func traceparent(_ visit: Int) -> String { "00-\(traceID(visit))-00f067aa0ba902b7-01" }
     static func token(_ visit: Int) -> String { "tok-\(traceID(visit))" }
