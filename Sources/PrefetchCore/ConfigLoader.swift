@@ -394,6 +394,11 @@ struct Validator {
         return origins
     }
 
+    /// A `${` in a body or query member name: names are the config's, an answer fills values only.
+    mutating func referenceInName(_ path: String) {
+        problem(path, "a name may not hold a reference: an answer fills values only, never the names the config fixes")
+    }
+
     /// The references in the strings of `value` (recursively), each with the JSON path it was found at; a
     /// malformed one is a problem at its path.
     mutating func collectReferences(in value: JSONValue, at path: String, into references: inout [Reference], paths: inout [String]) {
@@ -410,6 +415,7 @@ struct Validator {
             }
         case .object(let object):
             for member in object.members {
+                if Template.mayHold(member.name) { referenceInName("\(path).\(member.name)") }
                 collectReferences(in: member.value, at: "\(path).\(member.name)", into: &references, paths: &paths)
             }
         case .array(let items):
@@ -576,6 +582,7 @@ struct Validator {
             problem("\(path).api", "may not hold a reference: an answer never chooses where a request goes")
         }
         for member in body.members {
+            if Template.mayHold(member.name) { referenceInName("\(path).body.\(member.name)") }
             collectReferences(in: member.value, at: "\(path).body.\(member.name)", into: &references, paths: &referencePaths)
         }
         for header in headers where Template.mayHold(header.value) {
@@ -587,6 +594,7 @@ struct Validator {
             }
         }
         for pair in query {
+            if Template.mayHold(pair.name) { referenceInName("\(path).query.\(pair.name)") }
             collectReferences(in: .string(pair.value), at: "\(path).query.\(pair.name)", into: &references, paths: &referencePaths)
         }
 

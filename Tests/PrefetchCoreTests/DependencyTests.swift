@@ -51,6 +51,14 @@ import Testing
         #expect(
             problems(page(user, #"{"name":"a","api":"https://api.example.com/a","method":"GET","query":{"x":{"y":1}}}"#))
                 == ["\(interfaces)[1].query.x: must be a string, number or boolean, got an object"])
+        // Names are the config's: a reference in a query or body member name (at any depth) is refused, not sent as text.
+        let inName = "a name may not hold a reference: an answer fills values only, never the names the config fixes"
+        #expect(
+            problems(page(user, #"{"name":"a","api":"https://api.example.com/a","method":"GET","query":{"${user:/k}":"v"}}"#))
+                == ["\(interfaces)[1].query.${user:/k}: \(inName)"])
+        #expect(
+            problems(page(user, #"{"name":"a","api":"https://api.example.com/a","method":"POST","body":{"o":{"${user:/k}":1}}}"#))
+                == ["\(interfaces)[1].body.o.${user:/k}: \(inName)"])
     }
 
     @Test func cyclesAreProblems() {
