@@ -21,9 +21,11 @@ import Testing
         for id in ids {
             #expect(id.count == 22, "\(id)")
             #expect(id.allSatisfy { Self.urlSafe.contains($0) }, "\(id)")
-            #expect(!id.contains("main"), "\(id)")
         }
         #expect(Set(ids).count == ids.count)
+        // Nothing structured: no fixed prefix or suffix such as the pool's name (a random id may contain "main"
+        // somewhere by chance, about once in 2,000 runs of 500 ids, so that is not what is asserted).
+        #expect(Set(ids.map { $0.prefix(4) }).count > 450 && Set(ids.map { $0.suffix(4) }).count > 450)
     }
 
     @Test func aSeededPoolStillDrawsUnpredictableIDs() async throws {
