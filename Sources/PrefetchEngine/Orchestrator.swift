@@ -156,15 +156,13 @@ public final class Orchestrator: Sendable {
         return headers
     }
 
-    /// The headers `request` is sent with for a caller with `credentials`: the planned ones, the credentials where
-    /// the interface's rule allows them, `Sec-Purpose` unless the interface opts out, and a child span of the
-    /// trigger's trace.
+    /// The headers `request` is sent with: those its key covers (``keyedHeaders(_:)``), the caller's `credentials`
+    /// when the interface's rule sends them (nil otherwise), and a child span of the trigger's trace.
     func sentHeaders(
-        _ request: PlannedRequest, page: HTTPURL, credentials: Credentials, trace: (parent: TraceParent, state: String?)?
+        _ request: PlannedRequest, credentials: Credentials?, trace: (parent: TraceParent, state: String?)?
     ) -> HTTPFields {
-        var headers = request.headers
-        if sendsCredentials(request, page: page, credentials: credentials) { headers.append(contentsOf: credentials.headers) }
-        if request.interface.secPurpose { headers[.secPurpose] = "prefetch" }
+        var headers = keyedHeaders(request)
+        if let credentials { headers.append(contentsOf: credentials.headers) }
         if let trace {
             headers[.traceparent] = trace.parent.child().header
             if let state = trace.state { headers[.tracestate] = state }
@@ -225,8 +223,9 @@ public final class Orchestrator: Sendable {
         var sendsCredentials: [Bool] = []
         let keys = keys(for: plan, credentials: credentials)
         for (planned, key) in zip(plan.requests, keys) {
-            let headers = sentHeaders(planned, page: plan.pageURL, credentials: credentials, trace: trace)
-            sendsCredentials.append(self.sendsCredentials(planned, page: plan.pageURL, credentials: credentials))
+            let sends = self.sendsCredentials(planned, page: plan.pageURL, credentials: credentials)
+            let headers = sentHeaders(planned, credentials: sends ? credentials : nil, trace: trace)
+            sendsCredentials.append(sends)
             let interface = planned.interface
             let policy = StorePolicy(ttl: .seconds(interface.ttlSeconds), negativeTTL: settings.negativeTTL, label: interface.name)
             let timeout = Duration.milliseconds(interface.timeoutMilliseconds)
@@ -363,14 +362,15 @@ public final class Orchestrator: Sendable {
                 "dependent request not sent", metadata: ["interface": "\(label)", "error": "\(error.code)", "message": "\(error.message)"])
             return
         }
-        let headers = sentHeaders(resolved, page: page, credentials: credentials, trace: trace)
+        let sends = sendsCredentials(resolved, page: page, credentials: credentials)
+        let headers = sentHeaders(resolved, credentials: sends ? credentials : nil, trace: trace)
         let remaining = max(.milliseconds(1), clock.now.duration(to: deadline))
         let request = FetchRequest(
             method: resolved.method.rawValue, url: resolved.url, headers: headers, body: resolved.body.map { Array($0.utf8) },
             timeout: remaining, maxResponseBytes: settings.maximumResponseBytes, pinning: resolver, group: ticket.id)
         await execute(
             request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index,
-            sentCredentials: sendsCredentials(resolved, page: page, credentials: credentials), ownOnly: ownOnly,
+            sentCredentials: sends, ownOnly: ownOnly,
             context: context)
     }
 
@@ -389,7 +389,7 @@ public final class Orchestrator: Sendable {
                 throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which was not in before its deadline")
             }
         }
-        let (outcome, own) = await read(ticket, index: index, wait: max(.zero, clock.now.duration(to: deadline)), trackingOwnCopy: ())
+        let (outcome, own) = await readTrackingOwnCopy(ticket, index: index, wait: max(.zero, clock.now.duration(to: deadline)))
         switch outcome {
         case .ready(let response, _) where (200..<300).contains(response.status): return (response.body, own)
         case .ready(let response, _):
@@ -532,11 +532,11 @@ public final class Orchestrator: Sendable {
     /// Reads request `index` of `ticket` for a reader already entitled to the ticket (see ``TicketAccess``): the
     /// shared entry, or the ticket's own copy of a response that may not be shared.
     public func read(_ ticket: Ticket, index: Int, wait: Duration) async -> ReadOutcome {
-        await read(ticket, index: index, wait: wait, trackingOwnCopy: ()).outcome
+        await readTrackingOwnCopy(ticket, index: index, wait: wait).outcome
     }
 
     /// `read(_:index:wait:)`, and whether the outcome is the ticket's own copy of a response kept for it alone.
-    private func read(_ ticket: Ticket, index: Int, wait: Duration, trackingOwnCopy: Void) async -> (outcome: ReadOutcome, own: Bool) {
+    private func readTrackingOwnCopy(_ ticket: Ticket, index: Int, wait: Duration) async -> (outcome: ReadOutcome, own: Bool) {
         let key = ticket.requests[index].key
         if ticket.timings.withLock({ $0[index].keptPrivate }) {
             // This page open fetched it and kept it for itself: its own copy lives for the interface's TTL,
