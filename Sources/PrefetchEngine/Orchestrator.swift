@@ -18,7 +18,11 @@ public import Tracing
 /// - A trigger plans the page with the config current at that moment (an immutable value, so a config swap
 ///   never changes a plan that already started), computes one store key per request and asks the store for
 ///   the single flight. Only leaders fetch; everyone else joins. The answer does not wait for any upstream.
-/// - Fetches run as child tasks of ``FetchRunner``, a long-running `Service`, never as unstructured tasks.
+/// - A page open's fetches are one unit of work (``PageOpen``): all its leaders go to the fetcher in one post and
+///   their results come back in batches on the fetcher's loop thread, where they are settled in the store. The
+///   ``FetchRunner``, a long-running `Service`, keeps the live page opens and the few tasks they need (a shared
+///   store's settlements, a dependent waiting on another page open's flight) and drains them on shutdown; nothing
+///   runs as an unstructured task.
 /// - Identity: the store key carries the keyed identity of the credentials actually sent upstream. A request
 ///   that sends none is fetched anonymously and may be shared, unless its response sets a cookie or is
 ///   `Cache-Control: private`: such a response is kept only for the ticket that fetched it.
@@ -49,7 +53,7 @@ public final class Orchestrator: Sendable {
     /// The `--cors-origin` origins (normalised; `*` excluded): an operator's grant of every page's data.
     let trustedOrigins: Set<String>
 
-    /// The failure code a response gets in the shared entry when it may not be shared (see `fetchAndStore`).
+    /// The failure code a response gets in the shared entry when it may not be shared (see `PageOpen.settle`).
     public static let privateCode = "private"
 
     public init(
@@ -115,7 +119,7 @@ public final class Orchestrator: Sendable {
     /// the caller's identity when any of those was keyed by it, whatever its own `credentials` say: a value from
     /// Alice's answer makes the request Alice's. An answer kept for one page open alone (it set a cookie, or said
     /// `private`) makes whatever takes values from it kept for that page open alone too, which is decided when
-    /// the answer is in (`fetchAndStore`).
+    /// the answer is in (`PageOpen.settle`).
     public func keys(for plan: Plan, credentials: Credentials) -> [StoreKey] {
         var keys = [StoreKey?](repeating: nil, count: plan.requests.count)
         return plan.requests.indices.map { key(of: $0, in: plan, credentials: credentials, known: &keys) }
@@ -216,8 +220,6 @@ public final class Orchestrator: Sendable {
         let ticketID = Ticket.newID()
         var requests: [TicketRequest] = []
         var composed: [String] = []
-        var jobs: [(index: Int, FetchRequest, StoreKey, FlightToken)] = []
-        var dependentJobs: [(index: Int, StoreKey, FlightToken)] = []
         var timings: [RequestTiming] = []
         var sendHeaders: [HTTPFields] = []
         var sendsCredentials: [Bool] = []
@@ -249,26 +251,35 @@ public final class Orchestrator: Sendable {
         async let inserted: Void = tickets.insert(ticket)
         // Every request's single flight is claimed in one call: one round trip to a shared store, not one each.
         let outcomes = await store.begin(requests.map { (key: $0.key, policy: $0.policy) })
+        var flights: [PageOpen.Flight?] = []
+        var sends: [PageOpen.Send] = []
         for (index, planned) in plan.requests.enumerated() {
             let interface = planned.interface
-            let (key, timeout) = (requests[index].key, requests[index].timeout)
+            let request = requests[index]
             let role: String
             switch outcomes[index] {
-            case .leader(let token) where !planned.dependencies.isEmpty:
-                // Sent once what it needs has arrived: composed again then, keyed by its form as written.
-                role = "leader"
-                dependentJobs.append((index, key, token))
             case .leader(let token):
                 role = "leader"
-                let fetch = FetchRequest(
-                    method: interface.method.rawValue, url: planned.url, headers: sendHeaders[index],
-                    body: planned.body.map { Array($0.utf8) },
-                    timeout: timeout, maxResponseBytes: settings.maximumResponseBytes,
-                    pinning: resolver, group: ticketID
-                )
-                jobs.append((index, fetch, key, token))
-            case .joined: role = "joined"
-            case .fresh: role = "fresh"
+                flights.append(
+                    PageOpen.Flight(
+                        key: request.key, token: token, policy: request.policy, label: request.name,
+                        deadline: now.advanced(by: request.timeout)))
+                // A dependent is sent once what it needs has arrived: composed again then, keyed by its form as written.
+                if planned.dependencies.isEmpty {
+                    let fetch = FetchRequest(
+                        method: interface.method.rawValue, url: planned.url, headers: sendHeaders[index],
+                        body: planned.body.map { Array($0.utf8) },
+                        timeout: request.timeout, maxResponseBytes: settings.maximumResponseBytes,
+                        pinning: resolver, group: ticketID
+                    )
+                    sends.append(PageOpen.Send(index: index, request: fetch, sentCredentials: sendsCredentials[index]))
+                }
+            case .joined:
+                role = "joined"
+                flights.append(nil)
+            case .fresh:
+                role = "fresh"
+                flights.append(nil)
             }
             metrics.flight(interface.name, role: role)
             var timing = RequestTiming(origin: role, startedAt: now, finishedAt: role == "leader" ? nil : now)
@@ -276,107 +287,41 @@ public final class Orchestrator: Sendable {
             timings.append(timing)
         }
         ticket.timings.withLock { $0 = timings }
+        // Which leading dependents wait in a task of their own (see `PageOpen`); every other dependent takes no
+        // answer from the ticket's board.
+        var waitingInTasks: [Int] = []
+        var fromCompletions: Set<Int> = []
+        for (index, planned) in plan.requests.enumerated() where !planned.dependencies.isEmpty {
+            if flights[index] != nil && !PageOpen.sendsFromCompletions(index, plan: plan, flights: flights) {
+                waitingInTasks.append(index)
+            } else {
+                if flights[index] != nil { fromCompletions.insert(index) }
+                ticket.answers.withdraw(planned.dependencies)
+            }
+        }
         await inserted
         metrics.tickets.record(tickets.count)
         metrics.trigger("accepted")
         metrics.configTrigger(role, requests: requests.count)
-        for (index, key, token) in dependentJobs {
-            let label = requests[index].name
-            let policy = requests[index].policy
-            let planned = plan.requests[index]
-            let deadline = now.advanced(by: requests[index].timeout)
-            let accepted = runner.submit { [self] in
-                await self.executeDependent(
-                    planned, page: plan.pageURL, credentials: credentials, trace: trace, key: key, token: token, policy: policy,
-                    label: label, ticket: ticket, index: index, deadline: deadline, context: traceContext)
-            }
-            if !accepted {
-                await refuseForShutdown(key: key, token: token, ticket: ticket, index: index)
-            }
-        }
-        for (index, request, key, token) in jobs {
-            let label = requests[index].name
-            let policy = requests[index].policy
-            let sent = sendsCredentials[index]
-            let accepted = runner.submit { [self] in
-                await self.execute(
-                    request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index,
-                    sentCredentials: sent, context: traceContext)
-            }
-            if !accepted {
-                await refuseForShutdown(key: key, token: token, ticket: ticket, index: index)
+        if flights.contains(where: { $0 != nil }) {
+            let unit = PageOpen(
+                orchestrator: self, ticket: ticket, plan: plan, credentials: credentials, trace: trace, context: traceContext,
+                flights: flights, completionDependents: fromCompletions)
+            if runner.enter() {
+                for index in waitingInTasks {
+                    _ = runner.submit { await unit.runDependent(index) }
+                }
+                unit.send(sends)
+            } else {
+                await unit.refuse()
             }
         }
         return Triggered(ticket: ticket, urls: composed, readKey: readKey(for: ticket))
     }
 
-    /// A leader the runner refused (the service is shutting down): its flight fails at once.
-    private func refuseForShutdown(key: StoreKey, token: FlightToken, ticket: Ticket, index: Int) async {
-        await store.complete(
-            key, token: token,
-            result: .failure(StoreFailure(code: FetchErrorCode.shutdown.rawValue, message: "the service is shutting down")))
-        ticket.record(index) {
-            $0.finishedAt = self.clock.now
-            $0.error = FetchErrorCode.shutdown.rawValue
-        }
-        ticket.answers.post(index, .failed(FetchErrorCode.shutdown.rawValue))
-    }
-
-    /// Runs a leader that needs other answers of the same page open: waits for each (within its own deadline,
-    /// counted from the trigger), takes the values its references name, composes the request again with them and
-    /// fetches it like any leader. A needed answer that failed, is not JSON, or lacks a value fails this one with
-    /// a `dependency_*` code naming what was missing; nothing is sent then.
-    private func executeDependent(
-        _ planned: PlannedRequest, page: HTTPURL, credentials: Credentials, trace: (parent: TraceParent, state: String?)?,
-        key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int,
-        deadline: ContinuousClock.Instant, context: ServiceContext
-    ) async {
-        let resolved: PlannedRequest
-        // Whether a value comes from an answer kept for this page open alone: then so is this request's answer.
-        var ownOnly = false
-        do throws(DependencyError) {
-            var values: [Reference: JSONValue] = [:]
-            for dependency in planned.dependencies {
-                let needed = ticket.requests[dependency].name
-                let (body, isOwn) = try await answer(of: dependency, in: ticket, for: label, until: deadline)
-                ownOnly = ownOnly || isOwn
-                guard let document = try? JSONParser.parse(body) else {
-                    throw DependencyError(
-                        code: "dependency_not_json", message: "\(label) needs values from \(needed), whose answer is not JSON")
-                }
-                for reference in planned.interface.references where reference.interface == needed {
-                    if let value = reference.pointer.resolve(in: document) { values[reference] = value }
-                }
-            }
-            resolved = try planned.resolved(with: values)
-        } catch {
-            let failure = StoreFailure(code: error.code, message: error.message)
-            await store.complete(key, token: token, result: .failure(failure))
-            metrics.fetch(label, outcome: error.code)
-            ticket.record(index) {
-                $0.finishedAt = self.clock.now
-                $0.error = error.code
-            }
-            ticket.answers.post(index, .failed(error.code))
-            logger.info(
-                "dependent request not sent", metadata: ["interface": "\(label)", "error": "\(error.code)", "message": "\(error.message)"])
-            return
-        }
-        let sends = sendsCredentials(resolved, page: page, credentials: credentials)
-        let headers = sentHeaders(resolved, credentials: sends ? credentials : nil, trace: trace)
-        let remaining = max(.milliseconds(1), clock.now.duration(to: deadline))
-        let request = FetchRequest(
-            method: resolved.method.rawValue, url: resolved.url, headers: headers, body: resolved.body.map { Array($0.utf8) },
-            timeout: remaining, maxResponseBytes: settings.maximumResponseBytes, pinning: resolver, group: ticket.id)
-        await execute(
-            request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index,
-            sentCredentials: sends, ownOnly: ownOnly,
-            context: context)
-    }
-
     /// The body of request `index`'s answer for a dependent, and whether it is kept for this page open alone: posted by this page open's own leader, or else read
     /// from the store (a flight another page open leads, or a stored entry).
-    private func answer(
+    func answer(
         of index: Int, in ticket: Ticket, for label: String, until deadline: ContinuousClock.Instant
     ) async throws(DependencyError) -> (body: [UInt8], ownOnly: Bool) {
         let needed = ticket.requests[index].name
@@ -407,126 +352,6 @@ public final class Orchestrator: Sendable {
     /// The key under which a response that may not be shared is kept for `ticket` alone.
     func privateKey(_ key: StoreKey, ticket id: String) -> StoreKey {
         key.with(identity: Identity(digest: "ticket-" + settings.identityKey.digest(domain: "prefetch-ticket-scope-v1", [Array(id.utf8)])))
-    }
-
-    /// Runs one leader fetch and publishes its result.
-    private func execute(
-        _ request: FetchRequest, key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int,
-        sentCredentials: Bool, ownOnly: Bool = false, context: ServiceContext
-    ) async {
-        await traced(tracer, request, label: label, context: context) { request in
-            await self.fetchAndStore(
-                request, key: key, token: token, policy: policy, label: label, ticket: ticket, index: index,
-                sentCredentials: sentCredentials, ownOnly: ownOnly)
-        }
-    }
-
-    /// Runs `body` with `request` inside a client span of the trigger's trace (`context`), the span's context
-    /// injected into the request's headers as the tracer propagates it.
-    private func traced<T: Tracer>(
-        _ tracer: T, _ request: FetchRequest, label: String, context: ServiceContext,
-        _ body: @Sendable (FetchRequest) async -> Void
-    ) async {
-        let span = tracer.startSpan("prefetch \(label)", context: context, ofKind: .client)
-        defer { span.end() }
-        span.attributes["http.request.method"] = request.method
-        span.attributes["prefetch.interface"] = label
-        var request = request
-        tracer.inject(span.context, into: &request.headers, using: HTTPFieldsInjector())
-        await body(request)
-    }
-
-    /// Runs one fetch and publishes its result. `sentCredentials`: the request carries the caller's credentials.
-    /// `ownOnly`: the request was made from an answer kept for this page open alone, so its answer is kept for it
-    /// alone too, whatever its identity.
-    private func fetchAndStore(
-        _ request: FetchRequest, key: StoreKey, token: FlightToken, policy: StorePolicy, label: String, ticket: Ticket, index: Int,
-        sentCredentials: Bool, ownOnly: Bool
-    ) async {
-        metrics.inFlight.record(fetcher.inFlight + 1)
-        defer { metrics.inFlight.record(fetcher.inFlight) }
-        ticket.record(index) { $0.startedAt = self.clock.now }
-        do {
-            let response = try await fetcher.fetch(request)
-            let cacheControl = response.headers[values: .cacheControl].map { $0.lowercased() }
-            let setsCookie = response.headers.contains { $0.name == .setCookie || $0.name.canonicalName == "set-cookie2" }
-            let isPrivate = cacheControl.contains { $0.contains("private") }
-            // RFC 9111 §3.5 and Varnish's builtin.vcl: a response fetched without the caller's credentials that sets a
-            // cookie (a guest session of this page open), or says it is private, is not shared, whatever identity its
-            // key carries; neither is one made from such an answer.
-            // The caller's credentials, not the headers as sent: a config may set its own static `Authorization`.
-            let keptOwn = ownOnly || (!sentCredentials && (setsCookie || isPrivate))
-            // What this page open's dependents wait for: a 2xx answer's body, else the failure (before the store
-            // hears of it, so a dependent never waits on a round trip to a shared store).
-            ticket.answers.post(
-                index,
-                (200..<300).contains(response.status)
-                    ? .body(response.body, ownOnly: keptOwn) : .failed("upstream answered \(response.status)"))
-            let headers = HTTPFields(response.headers.filter { !Self.hopByHop.contains($0.name.canonicalName) })
-            let noStore = cacheControl.contains { $0.contains("no-store") }
-            ticket.record(index) {
-                $0.finishedAt = self.clock.now
-                $0.status = response.status
-                $0.bytes = response.body.count
-            }
-            metrics.upstreamDuration(label, response.elapsed)
-            metrics.upstreamQueued(label, response.queued)
-            if response.status >= 500 {
-                // A prefetched 5xx is worth nothing to the page: it is a failure the page retries itself, and is
-                // kept only for the negative TTL.
-                let failure = StoreFailure(code: "upstream_5xx", message: "the upstream answered \(response.status)")
-                await store.complete(key, token: token, result: .failure(failure))
-                metrics.fetch(label, outcome: "upstream_5xx")
-                ticket.record(index) { $0.error = failure.code }
-                logger.info("fetch failed", metadata: ["interface": "\(label)", "error": "upstream_5xx", "status": "\(response.status)"])
-                return
-            }
-            let stored = StoredResponse(
-                status: response.status, headers: headers, body: response.body, fetchedAt: clock.now, noStore: noStore,
-                elapsed: response.elapsed
-            )
-            if keptOwn {
-                // It goes to the ticket that fetched it; everyone else on the shared key gets a miss.
-                let own = privateKey(key, ticket: ticket.id)
-                if case .leader(let ownToken) = await store.begin(own, policy: policy) {
-                    await store.complete(own, token: ownToken, result: .success(stored))
-                }
-                ticket.record(index) { $0.keptPrivate = true }
-                let why =
-                    ownOnly
-                    ? "was made from an answer private to its page open" : setsCookie ? "sets a cookie" : "is Cache-Control: private"
-                await store.complete(
-                    key, token: token,
-                    result: .failure(
-                        StoreFailure(code: Self.privateCode, message: "the response \(why); only the page open that fetched it may read it")
-                    ))
-                metrics.fetch(label, outcome: Self.privateCode)
-                logger.info("fetch completed, kept private", metadata: ["interface": "\(label)", "status": "\(response.status)"])
-                return
-            }
-            await store.complete(key, token: token, result: .success(stored))
-            metrics.fetch(label, outcome: "ok")
-            logger.info(
-                "fetch completed",
-                metadata: [
-                    "interface": "\(label)", "status": "\(response.status)", "bytes": "\(response.body.count)",
-                    "ms": "\(response.elapsed.milliseconds)",
-                ])
-        } catch {
-            ticket.answers.post(index, .failed(error.code.rawValue))
-            if error.code == .cancelled {
-                await store.abandon(key, token: token)
-            } else {
-                await store.complete(key, token: token, result: .failure(StoreFailure(code: error.code.rawValue, message: error.message)))
-            }
-            metrics.fetch(label, outcome: error.code.rawValue)
-            ticket.record(index) {
-                $0.finishedAt = self.clock.now
-                $0.error = error.code.rawValue
-            }
-            logger.info(
-                "fetch failed", metadata: ["interface": "\(label)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
-        }
     }
 
     /// Reads request `index` of `ticket` for a reader already entitled to the ticket (see ``TicketAccess``): the
@@ -633,18 +458,53 @@ public struct Credentials: Sendable {
     public var identity: Identity
 }
 
-/// Runs leader fetches as child tasks until graceful shutdown, then lets the running ones finish.
+/// Keeps the page opens in flight (``PageOpen``) and the few tasks they need (a dependent waiting on another page
+/// open's flight, a shared store's settlements) running until graceful shutdown, then lets them finish.
+///
+/// A page open is live from its trigger until its last flight is settled (`enter`/`leave`); it is not a task. On
+/// graceful shutdown the runner takes no new page open, waits until the live ones are done (each bounded by its
+/// requests' timeouts), runs what they handed it meanwhile, and returns.
 public final class FetchRunner: Service, Sendable {
     typealias Job = @Sendable () async -> Void
 
+    private struct Units {
+        var accepting = true
+        var live = 0
+        var drained: CheckedContinuation<Void, Never>?
+    }
+
     private let stream: AsyncStream<Job>
     private let continuation: AsyncStream<Job>.Continuation
+    private let units = Mutex(Units())
     private let logger: Logger
 
     init(logger: Logger) {
         (stream, continuation) = AsyncStream.makeStream(of: Job.self)
         self.logger = logger
     }
+
+    /// A page open starts; false once the runner is draining (the page open is refused).
+    func enter() -> Bool {
+        units.withLock { units in
+            guard units.accepting else { return false }
+            units.live += 1
+            return true
+        }
+    }
+
+    /// A page open's last flight is settled.
+    func leave() {
+        let drained = units.withLock { units -> CheckedContinuation<Void, Never>? in
+            units.live -= 1
+            guard units.live == 0, !units.accepting else { return nil }
+            defer { units.drained = nil }
+            return units.drained
+        }
+        drained?.resume()
+    }
+
+    /// Page opens in flight.
+    var live: Int { units.withLock { $0.live } }
 
     /// Queues a job; `false` once the runner has stopped taking jobs.
     func submit(_ job: @escaping Job) -> Bool {
@@ -653,15 +513,31 @@ public final class FetchRunner: Service, Sendable {
     }
 
     public func run() async throws {
-        await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { group in
-                for await job in stream {
-                    group.addTask { await job() }
+        await withDiscardingTaskGroup { group in
+            group.addTask { [self] in
+                // Runs until graceful shutdown (or cancellation), then drains the live page opens.
+                try? await gracefulShutdown()
+                if !Task.isCancelled {
+                    logger.info("draining in-flight fetches")
+                    await drain()
                 }
+                continuation.finish()
             }
-        } onGracefulShutdown: { [continuation, logger] in
-            logger.info("draining in-flight fetches")
-            continuation.finish()
+            for await job in stream {
+                group.addTask { await job() }
+            }
+        }
+    }
+
+    private func drain() async {
+        await withCheckedContinuation { (drained: CheckedContinuation<Void, Never>) in
+            let done = units.withLock { units in
+                units.accepting = false
+                if units.live == 0 { return true }
+                units.drained = drained
+                return false
+            }
+            if done { drained.resume() }
         }
     }
 }

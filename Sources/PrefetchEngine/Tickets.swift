@@ -72,6 +72,17 @@ public final class AnswerBoard: Sendable {
         for continuation in waiting { continuation.resume(returning: answer) }
     }
 
+    /// The dependents counted on `inputs` take their answers elsewhere (from the page open's completions): each
+    /// input is kept for one consumer fewer. Called before any answer is posted.
+    func withdraw(_ inputs: [Int]) {
+        state.withLock { state in
+            for input in inputs {
+                guard let count = state.consumers[input] else { continue }
+                state.consumers[input] = count > 1 ? count - 1 : nil
+            }
+        }
+    }
+
     /// Request `index`'s answer once posted, or nil when `deadline` passes on `clock` first (or the task is
     /// cancelled).
     public func answer(for index: Int, until deadline: ContinuousClock.Instant, clock: any ServiceClock) async -> DependencyAnswer? {

@@ -1,6 +1,8 @@
 // The fetcher: upstream HTTP through libcurl's multi interface. One multi handle (one connection cache, one DNS
 // cache) and every easy handle live on one dedicated loop thread started by `run()`; callers post tickets to a
-// mailbox and wake the loop with `curl_multi_wakeup`, and results come back through continuations.
+// mailbox and wake the loop with `curl_multi_wakeup`. A page open submits all its requests in one post and gets their
+// results in batches, once per loop iteration, on the loop thread (`submit(_:onCompletion:)`); a single `fetch` waits
+// on a continuation.
 // Design notes: docs/design/fetcher.md
 import CCurl
 import Foundation
@@ -127,6 +129,54 @@ public final class Fetcher: Service, Sendable {
         return try result.get()
     }
 
+    /// Submits `requests` together (one page open's): one post to the loop and one wakeup, whatever their number.
+    ///
+    /// `onCompletion` gets every result exactly once, by index into `requests`, in batches: once per loop iteration
+    /// in which any of them finished, on the loop thread, so it must not block (hand the results over and return).
+    /// When the fetcher has shut down it is called at once, on the caller's thread, with `.shutdown` for all. A
+    /// batch is not cancelled by its caller: each request is bounded by its own timeout, and an aborting shutdown
+    /// fails what is left with `.shutdown`.
+    public func submit(_ requests: [FetchRequest], onCompletion: @escaping @Sendable ([FetchCompletion]) -> Void) {
+        guard !requests.isEmpty else { return }
+        let batch = FetchBatch(handler: onCompletion)
+        let now = ContinuousClock.now
+        var tickets: [FetchTicket] = []
+        tickets.reserveCapacity(requests.count)
+        for (index, request) in requests.enumerated() {
+            var pin: AddressPin?
+            if let pinning = request.pinning, let url = try? HTTPURL(parsing: request.url) {
+                pin = pinning.pin(host: url.host, port: url.effectivePort)
+            }
+            tickets.append(FetchTicket(request: request, pin: pin, now: now, batch: batch, index: index))
+        }
+        let accepted = mailbox.withLock { mailbox in
+            guard mailbox.phase.acceptsSubmissions else { return false }
+            mailbox.submissions.append(contentsOf: tickets)
+            inFlightCount.add(tickets.count, ordering: .relaxed)
+            mailbox.wakeup?.wake()
+            return true
+        }
+        if !accepted {
+            onCompletion(
+                tickets.map { ticket in
+                    ticket.finish(.failure(Self.shutdownError(ticket)))
+                    return FetchCompletion(index: ticket.index, result: .failure(Self.shutdownError(ticket)))
+                })
+        }
+    }
+
+    /// A connection to a pinned address failed: the provider decides what to do (the resolver hands the host back
+    /// to libcurl's own resolution until its next lookup). Called on the loop thread for batch requests.
+    static func notePinFailure(_ ticket: FetchTicket, _ result: Result<FetchResponse, FetchError>) {
+        if case .failure(let error) = result, error.code == .connect, let pin = ticket.pin {
+            ticket.request.pinning?.connectFailed(pin)
+        }
+    }
+
+    static func shutdownError(_ ticket: FetchTicket) -> FetchError {
+        FetchError(code: .shutdown, message: "fetcher is shut down (host: \(ticket.request.hostForMessages))")
+    }
+
     private func submit(_ ticket: FetchTicket) {
         let accepted = mailbox.withLock { mailbox in
             guard mailbox.phase.acceptsSubmissions else { return false }
@@ -136,14 +186,7 @@ public final class Fetcher: Service, Sendable {
             return true
         }
         if !accepted {
-            ticket.finish(
-                .failure(
-                    FetchError(
-                        code: .shutdown,
-                        message: "fetcher is shut down (host: \(ticket.request.hostForMessages))"
-                    )
-                )
-            )
+            ticket.finish(.failure(Self.shutdownError(ticket)))
         }
     }
 

@@ -20,6 +20,10 @@ final class TransferLoop {
     private var freshConnection: Set<ObjectIdentifier> = []
     /// Easy handles of finished transfers, reset for the next ones.
     private let handles: EasyHandlePool
+    /// Results of batch tickets fixed in this loop iteration, handed to their batches at its end (`flush`).
+    private var outbox: [(batch: FetchBatch, completion: FetchCompletion)] = []
+    /// Scratch for `flush`: one entry per batch with results in this iteration.
+    private var byBatch: [(batch: FetchBatch, completions: [FetchCompletion])] = []
 
     init(fetcher: Fetcher) {
         self.fetcher = fetcher
@@ -66,6 +70,7 @@ final class TransferLoop {
             }
             if phase.loopMustAbort {
                 abortAll()
+                flush()
                 break
             }
             expireQueued()
@@ -75,6 +80,7 @@ final class TransferLoop {
             _ = curl_multi_perform(multi, &running)
             collectFinished()
             admit()
+            flush()
 
             if phase.loopMayExitWhenIdle && active.isEmpty && queued.isEmpty {
                 break
@@ -89,7 +95,43 @@ final class TransferLoop {
         }
         for ticket in leftovers {
             release()
-            ticket.finish(.failure(shutdownError(for: ticket)))
+            deliver(ticket, .failure(shutdownError(for: ticket)))
+        }
+        flush()
+    }
+
+    // MARK: delivery
+
+    /// Fixes `ticket`'s result: a waiting caller is resumed now; a batch ticket's result waits in the outbox for
+    /// the end of the iteration, so its batch hears of everything that finished together in one call.
+    private func deliver(_ ticket: FetchTicket, _ result: Result<FetchResponse, FetchError>) {
+        guard ticket.finish(result), let batch = ticket.batch else { return }
+        Fetcher.notePinFailure(ticket, result)
+        outbox.append((batch, FetchCompletion(index: ticket.index, result: result)))
+    }
+
+    /// Hands each batch the results fixed for it in this iteration, in one call per batch.
+    private func flush() {
+        guard !outbox.isEmpty else { return }
+        if outbox.count == 1 || outbox.allSatisfy({ $0.batch === outbox[0].batch }) {
+            let batch = outbox[0].batch
+            let completions = outbox.map(\.completion)
+            outbox.removeAll(keepingCapacity: true)
+            batch.handler(completions)
+            return
+        }
+        for (batch, completion) in outbox {
+            if let at = byBatch.firstIndex(where: { $0.batch === batch }) {
+                byBatch[at].completions.append(completion)
+            } else {
+                byBatch.append((batch, [completion]))
+            }
+        }
+        outbox.removeAll(keepingCapacity: true)
+        let ready = byBatch
+        byBatch.removeAll(keepingCapacity: true)
+        for (batch, completions) in ready {
+            batch.handler(completions)
         }
     }
 
@@ -107,7 +149,7 @@ final class TransferLoop {
             guard remaining > .zero else {
                 freshConnection.remove(ObjectIdentifier(ticket))
                 release()
-                ticket.finish(.failure(queuedTimeoutError(for: ticket)))
+                deliver(ticket, .failure(queuedTimeoutError(for: ticket)))
                 continue
             }
             let transfer: EasyTransfer
@@ -119,7 +161,7 @@ final class TransferLoop {
                 )
             } catch {
                 release()
-                ticket.finish(.failure(error))
+                deliver(ticket, .failure(error))
                 continue
             }
             let key = UInt(bitPattern: transfer.handle)
@@ -131,9 +173,7 @@ final class TransferLoop {
                 activeByTicket[ObjectIdentifier(ticket)] = nil
                 let reason = String(cString: curl_multi_strerror(added))
                 release()
-                ticket.finish(
-                    .failure(FetchError(code: .other, message: "\(reason) (host: \(ticket.request.hostForMessages))"))
-                )
+                deliver(ticket, .failure(FetchError(code: .other, message: "\(reason) (host: \(ticket.request.hostForMessages))")))
             }
         }
     }
@@ -150,7 +190,7 @@ final class TransferLoop {
             if ticket.deadline <= now {
                 freshConnection.remove(ObjectIdentifier(ticket))
                 release()
-                ticket.finish(.failure(queuedTimeoutError(for: ticket)))
+                deliver(ticket, .failure(queuedTimeoutError(for: ticket)))
                 return true
             }
             return false
@@ -187,7 +227,7 @@ final class TransferLoop {
                 )
             }
             release()
-            transfer.ticket.finish(result)
+            deliver(transfer.ticket, result)
         }
     }
 
@@ -232,14 +272,14 @@ final class TransferLoop {
         for transfer in active.values {
             curl_multi_remove_handle(multi, transfer.handle)
             release()
-            transfer.ticket.finish(.failure(shutdownError(for: transfer.ticket)))
+            deliver(transfer.ticket, .failure(shutdownError(for: transfer.ticket)))
         }
         active.removeAll()
         activeByTicket.removeAll()
         freshConnection.removeAll()
         for ticket in queued.drain() {
             release()
-            ticket.finish(.failure(shutdownError(for: ticket)))
+            deliver(ticket, .failure(shutdownError(for: ticket)))
         }
     }
 

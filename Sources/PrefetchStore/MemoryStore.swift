@@ -70,6 +70,30 @@ public final class MemoryStore: ResponseStore {
         apply(effects)
     }
 
+    /// See `ResponseStore.settleNow`: every settlement under one acquisition of the lock.
+    public func settleNow(_ settlements: [Settlement]) -> Bool {
+        locked { state, now, effects in
+            for settlement in settlements {
+                switch settlement {
+                case .complete(let key, let token, let result):
+                    state.complete(key, token: token, result: result, now: now, effects: &effects)
+                case .put(let key, let policy, let result):
+                    if case .leader(let token) = state.begin(key, policy: policy, now: now, effects: &effects) {
+                        state.complete(key, token: token, result: result, now: now, effects: &effects)
+                    }
+                case .abandon(let key, let token):
+                    state.abandon(key, token: token, now: now, effects: &effects)
+                }
+            }
+        }
+        return true
+    }
+
+    /// See `ResponseStore.settle`.
+    public func settle(_ settlements: [Settlement]) async {
+        _ = settleNow(settlements)
+    }
+
     /// See `ResponseStore.abandon`.
     public func abandon(_ key: StoreKey, token: FlightToken) async {
         let now = clock.now

@@ -242,6 +242,15 @@ public protocol ResponseStore: Sendable {
     /// and nothing happens, and the caller takes the normal path. Stores that cannot answer without I/O return nil.
     func readIfReady(_ key: StoreKey) -> ReadOutcome?
 
+    /// Settles several flights in order without suspending, when the store can (an in-process store: one lock
+    /// acquisition for all, readers resumed after it), and returns true; returns false, having done nothing, when it
+    /// cannot (a shared store needs a round trip), and the caller runs ``settle(_:)`` in a task instead. Called from
+    /// the fetcher's loop thread with every result of one loop iteration of a page open.
+    func settleNow(_ settlements: [Settlement]) -> Bool
+
+    /// Settles several flights in order (what `settleNow` does, when it cannot be done without suspending).
+    func settle(_ settlements: [Settlement]) async
+
     /// Drops every entry, in flight or not, whose policy label is not in `labels` (used when a configuration
     /// update removes interfaces); their waiters get `.absent(.evicted)`. Returns how many entries were dropped.
     func retain(labels: Set<String>) async -> Int
@@ -270,6 +279,17 @@ public protocol ResponseStore: Sendable {
 
 /// An invalidation could not reach every copy: a shared store's backend was unreachable. What could be dropped
 /// (this process's copies) was dropped; the caller should try again.
+/// One way a flight ends, for ``ResponseStore/settle(_:)``: several are handed over together, in order.
+public enum Settlement: Sendable {
+    /// `complete(_:token:result:)`.
+    case complete(StoreKey, token: FlightToken, result: Result<StoredResponse, StoreFailure>)
+    /// `put(_:policy:result:)`: claims `key`'s flight and completes it at once, or does nothing when a flight or
+    /// an entry holds it.
+    case put(StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>)
+    /// `abandon(_:token:)`.
+    case abandon(StoreKey, token: FlightToken)
+}
+
 public struct StoreUnavailable: Error, Sendable, Hashable, CustomStringConvertible {
     /// What could not be reached, never a credential.
     public var message: String
@@ -318,6 +338,20 @@ public enum SurrogateKeys {
 extension ResponseStore {
     /// See `ResponseStore.readIfReady`: nil, always the normal path.
     public func readIfReady(_ key: StoreKey) -> ReadOutcome? { nil }
+
+    /// See `ResponseStore.settleNow`: false, always the asynchronous path.
+    public func settleNow(_ settlements: [Settlement]) -> Bool { false }
+
+    /// See `ResponseStore.settle`: each settlement in turn through the store's own operations.
+    public func settle(_ settlements: [Settlement]) async {
+        for settlement in settlements {
+            switch settlement {
+            case .complete(let key, let token, let result): await complete(key, token: token, result: result)
+            case .put(let key, let policy, let result): await put(key, policy: policy, result: result)
+            case .abandon(let key, let token): await abandon(key, token: token)
+            }
+        }
+    }
 
     /// See `ResponseStore.read(_:wait:)` for several keys: one child task per key.
     public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {

@@ -129,6 +129,64 @@ import Testing
         }
     }
 
+    /// A chain of three: each is sent once the answer before it is in (from the page open's own completions), with
+    /// the value it takes; a failure at the head fails every request below it, and none of them is sent.
+    @Test func aChainIsSentLinkByLinkAndAFailureAtItsHeadFailsItAll() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            func chain(_ extra: String) -> [String] {
+                [
+                    #"{"name": "user.info", "api": "\#(Self.user(base, extra: extra))", "method": "GET"}"#,
+                    #"{"name": "account", "api": "\#(base)/dep/account", "method": "GET", "query": {"uid": "${user.info:/data/uid}"}}"#,
+                    #"{"name": "ledger", "api": "\#(base)/dep/ledger", "method": "GET", "query": {"q": "${account:/query}"}}"#,
+                ]
+            }
+            let good = "\(base)/pages/chain"
+            let bad = "\(base)/pages/chain-broken"
+            let config = configText(pages: [pageEntry(good, chain("&delay=50")), pageEntry(bad, chain("&status=503"))])
+            try await withService(config: config) { service in
+                let ticket = try await service.ticket(good)
+                let ledger = try await service.get("/v1/prefetch/\(ticket)/data?name=ledger&wait=5000")
+                #expect(ledger.status == 200, "\(ledger.text)")
+                // account's answer is the upstream's echo of its own request; ledger took its query from there.
+                #expect(Echo(ledger).query == "q=" + q("uid=u%261+2%2F%C3%A9"))
+
+                let broken = try await service.ticket(bad)
+                for name in ["account", "ledger"] {
+                    let reply = try await service.get("/v1/prefetch/\(broken)/data?name=\(name)&wait=5000")
+                    #expect(reply.status == 502 && reply.errorCode == "dependency_failed", "\(name): \(reply.text)")
+                }
+                #expect(upstream.hits(path: "/dep/account") == 1 && upstream.hits(path: "/dep/ledger") == 1, "only the good chain was sent")
+            }
+        }
+    }
+
+    /// A dependent whose needed request may take longer than the dependent's own timeout fails at its own deadline
+    /// (the answer it needs is still in flight then), not whenever that answer comes.
+    @Test func aDependentFailsAtItsOwnDeadlineWhileWhatItNeedsIsStillInFlight() async throws {
+        try await withUpstream { upstream in
+            let base = upstream.base
+            let page = "\(base)/pages/dependent-deadline"
+            let config = configText(pages: [
+                pageEntry(
+                    page,
+                    [
+                        #"{"name": "user.info", "api": "\#(Self.user(base, extra: "&delay=2000"))", "method": "GET", "timeout": 4000}"#,
+                        #"{"name": "orders", "api": "\#(base)/dep/orders", "method": "GET", "timeout": 300, "query": {"uid": "${user.info:/data/uid}"}}"#,
+                    ])
+            ])
+            try await withService(config: config) { service in
+                let ticket = try await service.ticket(page)
+                let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=orders&wait=5000")
+                #expect(reply.status == 502 && reply.errorCode == "dependency_failed", "\(reply.text)")
+                #expect(reply.text.contains("before its deadline"), "\(reply.text)")
+                let head = try await service.get("/v1/prefetch/\(ticket)/data?name=user.info&wait=0")
+                #expect(head.status == 504 && head.errorCode == "pending", "what it needed is still in flight: \(head.status) \(head.text)")
+                #expect(upstream.hits(path: "/dep/orders") == 0)
+            }
+        }
+    }
+
     /// The plan shows what each request needs, from whom.
     @Test func thePlanShowsTheGraph() async throws {
         try await withUpstream { upstream in
