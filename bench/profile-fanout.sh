@@ -7,7 +7,8 @@
 #
 # valgrind's callgrind would give repeatable instruction counts, but Debian 12's valgrind 3.19 cannot read the
 # toolchain's DWARF 5 and, with a DWARF 4 build, dies of SIGSEGV inside libdispatch's start-up: sampling it is.
-# Env: BENCH_PROFILE_STORE=memory|redis (default memory), BENCH_PROFILE_ARGS (extra `prefetch serve` flags).
+# Env: BENCH_PROFILE_STORE=memory|redis (default memory), BENCH_PROFILE_ARGS (extra `prefetch serve` flags),
+# BENCH_PROFILE_DATA (a file to keep the samples in).
 source "$(dirname "$0")/lib.sh"
 
 CONCURRENCY="${BENCH_CONCURRENCY:-8}"
@@ -50,6 +51,8 @@ node "$CLIENT" service "$SERVICE_URL" "$CONCURRENCY" 0 "$PAGES" "server=$SERVICE
 kill -INT "$PERF_PID"
 wait "$PERF_PID" || true
 stop "$SERVICE_PID"
+# BENCH_PROFILE_DATA=FILE keeps the samples for `perf report -i FILE` (call graphs: `-g caller --no-children`).
+[ -z "${BENCH_PROFILE_DATA:-}" ] || cp "$WORK/perf.data" "$BENCH_PROFILE_DATA"
 
 symbols() { # perf report options
   perf report -i "$WORK/perf.data" --sort symbol --stdio -g none "$@" 2>/dev/null \

@@ -81,6 +81,8 @@ public final class EngineMetrics: Sendable {
     public func data(_ result: String) { counter("prefetch_data_total", ("result", result)).increment() }
     /// Counts a read answered on the event loop, without a hop to a task (a subset of `prefetch_data_total`).
     public func fastHandoff() { fastHandoffs.increment() }
+    /// Counts a trigger or a results view answered on the event loop, by its route (`trigger`, `results`).
+    public func eventLoopAnswer(_ route: String) { counter("prefetch_event_loop_answers_total", ("route", route)).increment() }
     /// Counts a request refused by the trust model, by its bounded `reason` code.
     public func denied(_ reason: String) { counter("prefetch_access_denied_total", ("reason", reason)).increment() }
 

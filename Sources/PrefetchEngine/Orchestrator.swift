@@ -189,6 +189,56 @@ public final class Orchestrator: Sendable {
         page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil,
         requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown
     ) async throws(PrefetchError) -> Triggered {
+        let open = try prepare(page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin)
+        // The ticket's record does not depend on the flights' outcomes, so it is stored while they are claimed: with a
+        // shared store the two round trips overlap. Its timings are filled in before anyone learns its id.
+        async let inserted: Void = tickets.insert(open.ticket)
+        // Every request's single flight is claimed in one call: one round trip to a shared store, not one each.
+        let outcomes = await store.begin(open.ticket.requests.map { (key: $0.key, policy: $0.policy) })
+        await inserted
+        let (triggered, refused) = start(open, outcomes: outcomes)
+        if let refused { await store.settle(refused) }
+        return triggered
+    }
+
+    /// ``trigger(page:headers:caller:trace:requestHeaders:origin:)`` without suspending, for an event loop: nil
+    /// (and nothing done) when the store or the ticket registry would have to wait (Redis); otherwise the same
+    /// checks, the same claims and the same page open, by the same code.
+    public func triggerWithoutSuspending(
+        page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil,
+        requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown
+    ) throws(PrefetchError) -> Triggered? {
+        guard store.answersWithoutSuspending, tickets.insertsWithoutSuspending else { return nil }
+        let open = try prepare(page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin)
+        guard let outcomes = store.beginWithoutSuspending(open.ticket.requests.map { (key: $0.key, policy: $0.policy) }) else {
+            preconditionFailure("a store that answers without suspending claims without suspending")
+        }
+        tickets.insertWithoutSuspending(open.ticket)
+        let (triggered, refused) = start(open, outcomes: outcomes)
+        if let refused { _ = store.settleNow(refused) }
+        return triggered
+    }
+
+    /// A trigger's page open before its flights are claimed: checked, planned, keyed, its ticket made.
+    struct PreparedOpen: Sendable {
+        var plan: Plan
+        var role: ConfigRole
+        var credentials: Credentials
+        var trace: (parent: TraceParent, state: String?)?
+        var traceContext: ServiceContext
+        var ticket: Ticket
+        var composed: [String]
+        var sendHeaders: [HTTPFields]
+        var sendsCredentials: [Bool]
+        var now: ContinuousClock.Instant
+    }
+
+    /// Every check of a trigger (plan, page origin, rate limits, overload), then the page open's requests, keys and
+    /// ticket. Throws the refusal, counted.
+    func prepare(
+        page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)?,
+        requestHeaders: HTTPFields, origin: TicketAccess.RequestOrigin
+    ) throws(PrefetchError) -> PreparedOpen {
         var extracted = ServiceContext.topLevel
         tracer.extract(requestHeaders, into: &extracted, using: HTTPFieldsExtractor())
         let traceContext = extracted
@@ -220,7 +270,6 @@ public final class Orchestrator: Sendable {
         let ticketID = Ticket.newID()
         var requests: [TicketRequest] = []
         var composed: [String] = []
-        var timings: [RequestTiming] = []
         var sendHeaders: [HTTPFields] = []
         var sendsCredentials: [Bool] = []
         let keys = keys(for: plan, credentials: credentials)
@@ -237,8 +286,6 @@ public final class Orchestrator: Sendable {
             composed.append(planned.url)
             sendHeaders.append(headers)
         }
-        // The ticket's record does not depend on the flights' outcomes, so it is stored while they are claimed: with a
-        // shared store the two round trips overlap. Its timings are filled in below, before anyone learns its id.
         let ticket = Ticket(
             id: ticketID, page: page, pageOrigin: plan.pageURL.origin, partnerOrigins: plan.origins.partners, matched: plan.matched,
             version: plan.version,
@@ -248,9 +295,20 @@ public final class Orchestrator: Sendable {
                 for index in request.dependencies { counts[index, default: 0] += 1 }
             }
         )
-        async let inserted: Void = tickets.insert(ticket)
-        // Every request's single flight is claimed in one call: one round trip to a shared store, not one each.
-        let outcomes = await store.begin(requests.map { (key: $0.key, policy: $0.policy) })
+        return PreparedOpen(
+            plan: plan, role: role, credentials: credentials, trace: trace, traceContext: traceContext, ticket: ticket, composed: composed,
+            sendHeaders: sendHeaders, sendsCredentials: sendsCredentials, now: now)
+    }
+
+    /// Starts a prepared page open whose flights were claimed with `outcomes`: its ticket's timings, the metrics, and
+    /// its leaders handed to the fetcher. Returns what settles every flight as refused when the runner is draining
+    /// (the caller hands it to the store).
+    func start(_ open: PreparedOpen, outcomes: [BeginOutcome]) -> (Triggered, refused: [Settlement]?) {
+        let (plan, role, ticket, now) = (open.plan, open.role, open.ticket, open.now)
+        let (credentials, trace, traceContext, ticketID) = (open.credentials, open.trace, open.traceContext, open.ticket.id)
+        let (sendHeaders, sendsCredentials) = (open.sendHeaders, open.sendsCredentials)
+        let requests = ticket.requests
+        var timings: [RequestTiming] = []
         var flights: [PageOpen.Flight?] = []
         var sends: [PageOpen.Send] = []
         for (index, planned) in plan.requests.enumerated() {
@@ -299,10 +357,10 @@ public final class Orchestrator: Sendable {
                 ticket.answers.withdraw(planned.dependencies)
             }
         }
-        await inserted
         metrics.tickets.record(tickets.count)
         metrics.trigger("accepted")
         metrics.configTrigger(role, requests: requests.count)
+        var refused: [Settlement]?
         if flights.contains(where: { $0 != nil }) {
             let unit = PageOpen(
                 orchestrator: self, ticket: ticket, plan: plan, credentials: credentials, trace: trace, context: traceContext,
@@ -313,10 +371,10 @@ public final class Orchestrator: Sendable {
                 }
                 unit.send(sends)
             } else {
-                await unit.refuse()
+                refused = unit.refuse()
             }
         }
-        return Triggered(ticket: ticket, urls: composed, readKey: readKey(for: ticket))
+        return (Triggered(ticket: ticket, urls: open.composed, readKey: readKey(for: ticket)), refused)
     }
 
     /// The body of request `index`'s answer for a dependent, and whether it is kept for this page open alone: posted by this page open's own leader, or else read
@@ -392,20 +450,59 @@ public final class Orchestrator: Sendable {
     /// Reads every request of `ticket` at once, waiting up to `wait` for those in flight, for a reader already
     /// entitled to the ticket: what `read(_:index:wait:)` gives for each index, with one wait for the page.
     public func readAll(_ ticket: Ticket, wait: Duration) async -> [ReadOutcome] {
+        let (keys, keptPrivate) = readKeys(of: ticket)
+        var outcomes = await store.read(keys, wait: wait)
+        for index in ownCopiesToRead(keptPrivate, outcomes) {
+            outcomes[index] = Self.ownCopy(await store.read(privateKey(keys[index], ticket: ticket.id), wait: .zero), else: outcomes[index])
+        }
+        return outcomes
+    }
+
+    /// ``readAll(_:wait:)`` without a task, for an event loop, when the store answers without suspending (else
+    /// nil): the outcomes now, or (`canWait` and something in flight) a wait whose outcomes go to `notify`, on the
+    /// thread that settles the last of them or ends the wait (`StoreWait.expire()`). `notify` must not block.
+    public func readAllWithoutSuspending(
+        _ ticket: Ticket, canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
+    ) -> ImmediateRead? {
+        guard store.answersWithoutSuspending else { return nil }
+        let (keys, keptPrivate) = readKeys(of: ticket)
+        let withOwnCopies: @Sendable ([ReadOutcome]) -> [ReadOutcome] = { [self] outcomes in
+            var outcomes = outcomes
+            for index in ownCopiesToRead(keptPrivate, outcomes) {
+                let own = store.readWithoutSuspending([privateKey(keys[index], ticket: ticket.id)], canWait: false) { _ in }
+                if case .done(let read)? = own, let first = read.first { outcomes[index] = Self.ownCopy(first, else: outcomes[index]) }
+            }
+            return outcomes
+        }
+        switch store.readWithoutSuspending(keys, canWait: canWait, notify: { notify(withOwnCopies($0)) }) {
+        case .done(let outcomes): return .done(withOwnCopies(outcomes))
+        case .waiting(let wait): return .waiting(wait)
+        case nil: return nil
+        }
+    }
+
+    /// The keys a ticket's results are read under: the shared key, or the ticket's own for a response it kept.
+    private func readKeys(of ticket: Ticket) -> (keys: [StoreKey], keptPrivate: [Bool]) {
         let keptPrivate = ticket.timings.withLock { $0.map(\.keptPrivate) }
         let keys = ticket.requests.indices.map { index in
             keptPrivate[index] ? privateKey(ticket.requests[index].key, ticket: ticket.id) : ticket.requests[index].key
         }
-        var outcomes = await store.read(keys, wait: wait)
-        for index in outcomes.indices where !keptPrivate[index] {
-            // As in `read(_:index:wait:)`: the `private` marker of a response this ticket fetched and kept.
-            if case .failed(let failure, _) = outcomes[index], failure.code == Self.privateCode {
-                let own = await store.read(privateKey(keys[index], ticket: ticket.id), wait: .zero)
-                if case .absent(.notFound) = own { continue }
-                outcomes[index] = own
-            }
+        return (keys, keptPrivate)
+    }
+
+    /// The requests read under their shared key whose entry holds the `private` marker (as in
+    /// `read(_:index:wait:)`): this ticket may have kept the response under its own key.
+    private func ownCopiesToRead(_ keptPrivate: [Bool], _ outcomes: [ReadOutcome]) -> [Int] {
+        outcomes.indices.filter { index in
+            guard !keptPrivate[index], case .failed(let failure, _) = outcomes[index] else { return false }
+            return failure.code == Self.privateCode
         }
-        return outcomes
+    }
+
+    /// The ticket's own copy where it has one, else the shared outcome.
+    private static func ownCopy(_ own: ReadOutcome, else shared: ReadOutcome) -> ReadOutcome {
+        if case .absent(.notFound) = own { return shared }
+        return own
     }
 
     /// Hop-by-hop and framing headers: the transport's, never replayed.

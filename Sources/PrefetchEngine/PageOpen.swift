@@ -409,8 +409,9 @@ final class PageOpen: Sendable {
         }
     }
 
-    /// The service is shutting down and refused this page open: every flight fails at once.
-    func refuse() async {
+    /// The service is shutting down and refused this page open: every flight fails at once. Returns the
+    /// settlements for the store.
+    func refuse() -> [Settlement] {
         let now = orchestrator.clock.now
         var settlements: [Settlement] = []
         for (index, flight) in flights.enumerated() {
@@ -425,6 +426,6 @@ final class PageOpen: Sendable {
             }
             ticket.answers.post(index, .failed(FetchErrorCode.shutdown.rawValue))
         }
-        await orchestrator.store.settle(settlements)
+        return settlements
     }
 }

@@ -396,6 +396,10 @@ struct TicketRecord: Codable, Sendable {
 public protocol TicketRegistry: Sendable {
     /// Remembers a new ticket.
     func insert(_ ticket: Ticket) async
+    /// Whether `insertWithoutSuspending` remembers a ticket (a registry of this process alone).
+    var insertsWithoutSuspending: Bool { get }
+    /// `insert` without suspending; does nothing when `insertsWithoutSuspending` is false.
+    func insertWithoutSuspending(_ ticket: Ticket)
     /// The ticket with `id`, if it is known and unexpired.
     func ticket(_ id: String) async -> Ticket?
     /// The ticket with `id` if this replica holds it (no I/O, for the event loop); nil does not mean unknown.
@@ -426,6 +430,10 @@ public struct SharedTicketRegistry: TicketRegistry {
         self.clock = clock
         self.local = LocalTicketRegistry(capacity: capacity, budgetBytes: budgetBytes, clock: clock, onDrop: onDrop)
     }
+
+    public var insertsWithoutSuspending: Bool { false }
+
+    public func insertWithoutSuspending(_ ticket: Ticket) {}
 
     public func insert(_ ticket: Ticket) async {
         local.remember(ticket)
@@ -506,6 +514,12 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
     }
 
     public func insert(_ ticket: Ticket) async {
+        remember(ticket)
+    }
+
+    public var insertsWithoutSuspending: Bool { true }
+
+    public func insertWithoutSuspending(_ ticket: Ticket) {
         remember(ticket)
     }
 

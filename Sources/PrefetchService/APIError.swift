@@ -32,11 +32,17 @@ struct APIError: HTTPResponseError, Sendable {
     var body: Body { Body(error: code, message: message) }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
+        let (status, headers, body) = try parts()
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    /// The answer as the routed path and the event loop's fast path both write it.
+    func parts() throws -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         var headers: HTTPFields = [.contentType: "application/json"]
         if isMiss { headers[PrefetchHeaders.reason] = code }
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         let data = try JSONEncoding.encoder.encode(body)
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return (status, headers, ByteBuffer(bytes: data))
     }
 }
 

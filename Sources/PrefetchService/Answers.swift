@@ -56,7 +56,13 @@ struct TriggerResponse: ResponseGenerator, Sendable {
     var answer: TriggerAnswer
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        Response(status: .accepted, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: bytes())))
+        let (status, headers, body) = parts()
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    /// The answer as the routed path and the event loop's fast path both write it.
+    func parts() -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+        (.accepted, [.contentType: "application/json"], ByteBuffer(bytes: bytes()))
     }
 
     func bytes() -> [UInt8] {
@@ -115,6 +121,12 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
+        let (status, headers, body) = parts()
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    /// The answer as the routed path and the event loop's fast path both write it.
+    func parts() -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         var writer = JSONBytesWriter(
             capacity: 512
                 + outcomes.reduce(0) { total, outcome in
@@ -135,7 +147,7 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
         }
         writer.endArray()
         writer.endObject()
-        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+        return (.ok, [.contentType: "application/json"], ByteBuffer(bytes: writer.bytes))
     }
 
     func write(_ item: TicketRequest, _ outcome: ReadOutcome, _ timing: RequestTiming, into writer: inout JSONBytesWriter) {

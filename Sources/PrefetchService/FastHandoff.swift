@@ -6,53 +6,196 @@ import Logging
 import Metrics
 import NIOCore
 import NIOHTTPTypes
+import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
 import Synchronization
 
-/// The hottest read answered on the event loop: `GET /v1/prefetch/{ticket}/data` (with the reader's credentials or
-/// a read key), `GET /v1/data` with a read key, and the same-site `GET /v1/data?page=` with the page's own
-/// credentials, when the entry is a response ready in this process's store.
+/// The hot requests of the page surface, answered on the event loop, below Hummingbird's router: the trigger
+/// (`POST /v1/prefetch`), the results view (`GET /v1/prefetch/{ticket}`, settled now or once the ticket's flights
+/// settle within its `wait`), and the data reads of ready entries by every route a page uses
+/// (`GET /v1/prefetch/{ticket}/data` with the reader's credentials or a read key, `GET /v1/data` with a read key,
+/// and the same-site `GET /v1/data?page=` with the page's own credentials).
 ///
-/// The normal path hops from the event loop to a task and back for every request; for a stored response that hop
-/// is most of the cost. This handler sits in each connection's pipeline after Hummingbird's connection-state
-/// handler (so idle and quiesce bookkeeping still see every request) and before the async channel. For a request
-/// it can answer it runs the same checks with the same code, in the same order, and writes the same bytes:
-/// `PageGuardMiddleware`'s origin rules and headers, `TicketAccess` and the page-origin rule (`PrefetchRoutes.pageRead`
-/// for a `page=` read), the interface selection, the store read
-/// (`readIfReady`: a no-store response is consumed here exactly once), the replay headers, the read recorded on
-/// the ticket, and the `data` and HTTP request metrics. Anything else (a refusal, a pending, failed, missing or
-/// private entry, a ticket held by another replica, a Redis store, a bad parameter) goes on, untouched, to the
-/// router, which answers it as always: the fast path has no error answers of its own. Pipelined requests stay in
-/// order because NIO's pipelining handler releases a request only once the previous response has ended.
-/// `--no-fast-handoff` turns it off.
+/// The routed path hops from the event loop to a task and back for every request; for these that hop is most of the
+/// cost. This handler sits in each connection's pipeline after Hummingbird's connection-state handler (so idle and
+/// quiesce bookkeeping still see every request) and before the async channel. For a request it can answer it runs
+/// the same checks with the same code, in the same order, and writes the same bytes: `PageGuardMiddleware`'s origin
+/// rules and headers, `JSONBodyMiddleware`'s media type, the trigger's body parsing (`PrefetchRoutes.jsonObject`,
+/// `pageURL`, `credentialHeaders`) and `Orchestrator.triggerWithoutSuspending` (the routed trigger's own checks,
+/// claims and page open, run without a task), `TicketAccess` and the page-origin rule (`PrefetchRoutes.pageRead`
+/// for a `page=` read), the interface selection, the store reads (`readIfReady`, `readAllWithoutSuspending`: a
+/// no-store response is consumed exactly once), the answers (`TriggerAnswer`, `ResultsAnswer`, the replay, an
+/// engine refusal as `APIError`), the read recorded on the ticket, and the request metrics. A results view that
+/// must wait registers its wait with the store (no task) and is written when the ticket's flights settle (on the
+/// curl loop's thread, handed back to this event loop) or when its wait ends (a timer on this event loop).
+///
+/// Anything else (a refusal before the engine, a pending, failed, missing or private data entry, a ticket held by
+/// another replica, a Redis store, a bad parameter, a body that is not JSON) goes on, untouched, to the router,
+/// which answers it as always. Pipelining keeps its order: while an answer of this handler or of the router is
+/// outstanding, later requests wait (see `FastHandoffHandler`). `--no-fast-handoff` turns it off.
 struct FastHandoff: Sendable {
     let orchestrator: Orchestrator
     let origins: AllowedOrigins
     let requestMetrics: FastHandoffMetrics
 
     static let ticketDataRoute = "/v1/prefetch/{ticket}/data"
+    static let resultsRoute = "/v1/prefetch/{ticket}"
     static let pageDataRoute = "/v1/data"
+    static let triggerRoute = "/v1/prefetch"
 
-    /// The answer to `head`, or nil to let the router answer it.
-    func answer(_ head: HTTPRequest) -> (HTTPResponse, ByteBuffer)? {
+    typealias Deliver = @Sendable ((HTTPResponse, ByteBuffer)) -> Void
+
+    /// An answer of the fast path: written now, or once `wait` is fulfilled.
+    enum Answer {
+        case now(HTTPResponse, ByteBuffer)
+        /// A results view waiting on the ticket's flights: the store's wait (expired at `deadline`) calls the
+        /// handler's delivery.
+        case later(StoreWait, deadline: Duration)
+    }
+
+    /// The page-surface origin rule (`PageGuardMiddleware`), or nil when the router must refuse.
+    private func grant(_ head: HTTPRequest) -> (origin: String?, grant: AllowedOrigins.Grant)? {
+        let headers = head.headerFields
+        guard let origin = headers[.origin] else {
+            if headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site" { return nil }
+            return (nil, .none)
+        }
+        let grant = origins.grant(for: origin)
+        return grant == .none ? nil : (origin, grant)
+    }
+
+    /// The answer's final headers, as the router's answer has them: its own, the length, then the guard's CORS and
+    /// security headers; and its request metrics.
+    private func finish(
+        _ status: HTTPResponse.Status, _ fields: HTTPFields, _ body: ByteBuffer, origin: (origin: String?, grant: AllowedOrigins.Grant),
+        route: String, method: HTTPRequest.Method, started: UInt64
+    ) -> (HTTPResponse, ByteBuffer) {
+        var fields = fields
+        fields[.contentLength] = String(body.readableBytes)
+        if let name = origin.origin { PageGuardMiddleware.decorate(&fields, origin: name, grant: origin.grant) }
+        PageGuardMiddleware.secure(&fields)
+        requestMetrics.record(route: route, method: method, status: status, nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
+        return (HTTPResponse(status: status, headerFields: fields), body)
+    }
+
+    // MARK: Trigger
+
+    /// Whether `head` is a trigger this path may take: its body is collected by the handler (at most the routed
+    /// path's limit, announced by `Content-Length`) and handed to ``trigger(_:body:caller:)``.
+    func takesTrigger(_ head: HTTPRequest) -> Bool {
+        guard head.method == .post, let target = head.path, target.utf8.elementsEqual(Self.triggerRoute.utf8),
+            head.headerFields[.transferEncoding] == nil, let length = head.headerFields[.contentLength].flatMap({ Int($0) }),
+            (0...orchestrator.settings.maximumRequestBody).contains(length),
+            orchestrator.store.answersWithoutSuspending, orchestrator.tickets.insertsWithoutSuspending,
+            JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) == nil,
+            grant(head) != nil
+        else { return false }
+        return true
+    }
+
+    /// The trigger's answer, or nil to hand the request (head and body as received) to the router.
+    func trigger(_ head: HTTPRequest, body: ByteBuffer, caller: String) -> (HTTPResponse, ByteBuffer)? {
+        let started = DispatchTime.now().uptimeNanoseconds
+        guard let origin = grant(head), let object = try? PrefetchRoutes.jsonObject(body), let page = try? PrefetchRoutes.pageURL(object),
+            let headers = try? PrefetchRoutes.credentialHeaders(object, requestHeaders: head.headerFields)
+        else { return nil }
+        let status: HTTPResponse.Status
+        let fields: HTTPFields
+        let bytes: ByteBuffer
+        do {
+            guard
+                let triggered = try orchestrator.triggerWithoutSuspending(
+                    page: page, headers: headers, caller: caller, trace: PrefetchRoutes.traceContext(head.headerFields),
+                    requestHeaders: head.headerFields, origin: requestOrigin(head))
+            else { return nil }
+            (status, fields, bytes) = TriggerResponse(answer: TriggerAnswer(triggered)).parts()
+        } catch {
+            // An engine refusal, counted once: answered here as the router would answer it.
+            guard let parts = try? APIError(error).parts() else { return nil }
+            (status, fields, bytes) = parts
+        }
+        orchestrator.metrics.eventLoopAnswer("trigger")
+        return finish(status, fields, bytes, origin: origin, route: Self.triggerRoute, method: .post, started: started)
+    }
+
+    // MARK: Reads
+
+    /// The answer to a `GET` head, or nil to let the router answer it. A results view that must wait calls
+    /// `deliver()` once for the function its answer goes to (called once, from whichever thread settles it; the
+    /// handler's function brings it to the connection's event loop).
+    func answer(_ head: HTTPRequest, deliver: () -> Deliver) -> Answer? {
         // A request that announces a body is routed: the answer is decided at the head and written at the end, so a
         // body that never ends would hold (a no-store entry: consume) an answer nobody gets.
         guard head.method == .get, let target = head.path, head.headerFields[.transferEncoding] == nil,
-            head.headerFields[.contentLength].map({ $0 == "0" }) ?? true
+            head.headerFields[.contentLength].map({ $0 == "0" }) ?? true, let origin = grant(head)
         else { return nil }
-        let headers = head.headerFields
-        let origin = headers[.origin]
-        var grant = AllowedOrigins.Grant.none
-        if let origin {
-            grant = origins.grant(for: origin)
-            guard grant != .none else { return nil }
-        } else if headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site" {
-            return nil
-        }
         let uri = URI(target)
         let path = uri.path
         let query = uri.queryParameters
+        if path.hasPrefix("/v1/prefetch/"), !path.dropFirst("/v1/prefetch/".count).contains("/") {
+            return results(head, id: String(path.dropFirst("/v1/prefetch/".count)), query: query, origin: origin, deliver: deliver)
+        }
+        return data(head, path: path, query: query, origin: origin).map { .now($0.0, $0.1) }
+    }
+
+    /// The ticket named in a path, if this replica holds it and the reader is entitled to it (the routed
+    /// `entitledTicket`'s checks, for a ticket held here); nil for anything else, including a refusal.
+    private func entitledTicket(_ id: String, _ head: HTTPRequest) -> Ticket? {
+        guard Ticket.isWellFormed(id), let held = orchestrator.tickets.localTicket(id),
+            (try? orchestrator.authorize(requestOrigin(head), for: held.origins)) != nil
+        else { return nil }
+        if let key = head.headerFields[PrefetchHeaders.readKey] {
+            guard orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head))?.id == held.id else { return nil }
+        } else {
+            let presented = orchestrator.credentials(in: head.headerFields)
+            guard (try? TicketAccess.authorize(held, presented: presented.identity)) != nil else { return nil }
+        }
+        return held
+    }
+
+    /// `GET /v1/prefetch/{ticket}`: every result of the ticket, now when none is in flight (or `wait` is zero),
+    /// else once they settle or the wait ends.
+    private func results(
+        _ head: HTTPRequest, id: String, query: Parameters, origin: (origin: String?, grant: AllowedOrigins.Grant),
+        deliver: () -> Deliver
+    ) -> Answer? {
+        guard let ticket = entitledTicket(id, head), let milliseconds = try? PrefetchRoutes.waitParameter(query) else { return nil }
+        let wait = orchestrator.clampWait(milliseconds, default: .zero)
+        let started = DispatchTime.now().uptimeNanoseconds
+        let answer: @Sendable ([ReadOutcome]) -> (HTTPResponse, ByteBuffer) = { [self] outcomes in
+            let (status, fields, body) = ResultsAnswer(ticket: ticket, outcomes: outcomes, timings: ticket.timings.withLock { $0 }).parts()
+            orchestrator.metrics.eventLoopAnswer("results")
+            return finish(status, fields, body, origin: origin, route: Self.resultsRoute, method: .get, started: started)
+        }
+        // A reader's wait is timed by a timer of the event loop: with a clock of the tests' own (moved by hand),
+        // the routed path waits on that clock instead.
+        let canWait = wait > .zero
+        if canWait && !(orchestrator.clock is ContinuousClock) { return nil }
+        // The delivery is made only for a wait: without one the store answers at once and never notifies.
+        let notify: @Sendable ([ReadOutcome]) -> Void
+        if canWait {
+            let delivery = deliver()
+            notify = { delivery(answer($0)) }
+        } else {
+            notify = { _ in }
+        }
+        switch orchestrator.readAllWithoutSuspending(ticket, canWait: canWait, notify: notify) {
+        case .done(let outcomes)?:
+            let (response, body) = answer(outcomes)
+            return .now(response, body)
+        case .waiting(let storeWait)?:
+            return .later(storeWait, deadline: wait)
+        case nil:
+            return nil
+        }
+    }
+
+    /// The data reads of a ready entry.
+    private func data(
+        _ head: HTTPRequest, path: String, query: Parameters, origin: (origin: String?, grant: AllowedOrigins.Grant)
+    ) -> (HTTPResponse, ByteBuffer)? {
+        let headers = head.headerFields
         // A malformed `wait` is the router's 400 to give; a valid one does not matter for an entry already ready.
         guard Self.isValidWait(query) else { return nil }
         let asked = orchestrator.clock.now
@@ -78,15 +221,7 @@ struct FastHandoff: Sendable {
                 route = Self.pageDataRoute
             } else if path.hasPrefix("/v1/prefetch/"), path.hasSuffix("/data") {
                 let id = String(path.dropFirst("/v1/prefetch/".count).dropLast("/data".count))
-                guard Ticket.isWellFormed(id), let held = orchestrator.tickets.localTicket(id),
-                    (try? orchestrator.authorize(requestOrigin(head), for: held.origins)) != nil
-                else { return nil }
-                if let key = headers[PrefetchHeaders.readKey] {
-                    guard orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head))?.id == held.id else { return nil }
-                } else {
-                    let presented = orchestrator.credentials(in: headers)
-                    guard (try? TicketAccess.authorize(held, presented: presented.identity)) != nil else { return nil }
-                }
+                guard let held = entitledTicket(id, head) else { return nil }
                 ticket = held
                 route = Self.ticketDataRoute
             } else {
@@ -104,17 +239,11 @@ struct FastHandoff: Sendable {
         orchestrator.metrics.data(served)
         orchestrator.metrics.fastHandoff()
         orchestrator.metrics.configData(role, result: served)
-        // The header order of the routed answer: the replay's, the length (set as the response is made), then the
-        // guard's CORS and security headers.
-        var (status, fields, body) = PrefetchRoutes.replayParts(response, joined: joined)
-        fields[.contentLength] = String(body.readableBytes)
-        if let origin { PageGuardMiddleware.decorate(&fields, origin: origin, grant: grant) }
-        PageGuardMiddleware.secure(&fields)
+        let (status, fields, body) = PrefetchRoutes.replayParts(response, joined: joined)
         if let (ticket, index) = ticketRead {
             ticket.recordRead(index, served: served, reason: nil, askedAt: asked, answeredAt: orchestrator.clock.now)
         }
-        requestMetrics.record(route: route, status: status, nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
-        return (HTTPResponse(status: status, headerFields: fields), body)
+        return finish(status, fields, body, origin: origin, route: route, method: .get, started: started)
     }
 
     private static func isValidWait(_ query: Parameters) -> Bool {
@@ -138,8 +267,10 @@ final class FastHandoffMetrics: Sendable {
         let counter: Counter
         let timer: Timer
 
-        init(route: String, status: Int) {
-            let dimensions = [("http.route", route), ("http.request.method", "GET"), ("http.response.status_code", String(status))]
+        init(route: String, method: HTTPRequest.Method, status: Int) {
+            let dimensions = [
+                ("http.route", route), ("http.request.method", method.description), ("http.response.status_code", String(status)),
+            ]
             counter = Counter(label: "hb.requests", dimensions: dimensions)
             timer = Timer(label: "http.server.request.duration", dimensions: dimensions, preferredDisplayUnit: .seconds)
         }
@@ -147,18 +278,19 @@ final class FastHandoffMetrics: Sendable {
 
     private struct Key: Hashable {
         var route: String
+        var method: HTTPRequest.Method
         var status: Int
     }
 
-    /// By route and status: the replayed upstream status, a bounded set of three-digit codes. Found without
+    /// By route, method and status (the replayed upstream status: a bounded set of three-digit codes). Found without
     /// building a string, so a fast answer allocates nothing here once its series exists.
     private let series = Mutex<[Key: Series]>([:])
 
-    func record(route: String, status: HTTPResponse.Status, nanoseconds: UInt64) {
-        let key = Key(route: route, status: status.code)
+    func record(route: String, method: HTTPRequest.Method, status: HTTPResponse.Status, nanoseconds: UInt64) {
+        let key = Key(route: route, method: method, status: status.code)
         let series = series.withLock { all in
             if let known = all[key] { return known }
-            let made = Series(route: route, status: status.code)
+            let made = Series(route: route, method: method, status: status.code)
             all[key] = made
             return made
         }
@@ -169,60 +301,187 @@ final class FastHandoffMetrics: Sendable {
 
 /// Answers what `FastHandoff` can, passes everything else on. One per connection, on its event loop.
 ///
-/// Hummingbird reads pipelined requests without waiting for the previous answer, so order is kept here: while a
-/// request passed to the router has not been answered (its response's end has not come back through this
-/// handler), every later request goes to the router too, which answers in order.
+/// Order is kept whatever the mix: Hummingbird reads pipelined requests without waiting for the previous answer,
+/// so while a request passed to the router has not been answered (its response's end has not come back through
+/// this handler), every later request goes to the router too, which answers in order; and while an answer of this
+/// handler is outstanding (a results view waiting on its ticket), every later request's parts are held here, and
+/// the connection is not read further, until that answer is written.
 final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
     typealias OutboundOut = HTTPResponsePart
 
+    /// The request being read or answered.
+    private enum Current {
+        /// Between requests.
+        case idle
+        /// It goes to the router.
+        case passing
+        /// Answered at its head; written at its end.
+        case answered(HTTPResponse, ByteBuffer, close: Bool)
+        /// A trigger whose body is being collected; decided at its end.
+        case collecting(HTTPRequest, ByteBuffer, close: Bool)
+        /// A results view waiting on its ticket's flights: `ended` once its end arrived, `ready` once its answer did.
+        case waiting(StoreWait, Scheduled<Void>?, close: Bool, ended: Bool, ready: (HTTPResponse, ByteBuffer)?)
+    }
+
     private let handoff: FastHandoff
-    /// The answer to the request being read, written once its end arrives, and whether the connection closes after
-    /// it; nil while requests pass through.
-    private var answering: (head: HTTPResponse, body: ByteBuffer, close: Bool)?
-    /// The request being read goes to the router.
-    private var passing = false
+    private var current = Current.idle
     /// Requests passed to the router and not yet answered.
     private var routed = 0
+    /// Parts of later requests that arrived while an answer of this handler was outstanding.
+    private var held = CircularBuffer<HTTPRequestPart>()
+    /// A read was asked for while holding; it is passed on once the answer is written.
+    private var readWanted = false
 
     init(handoff: FastHandoff) {
         self.handoff = handoff
     }
 
+    /// The current request is fully read and its answer not yet written: later parts wait.
+    private var holding: Bool {
+        if case .waiting(_, _, _, true, _) = current { return true }
+        return false
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        if holding || !held.isEmpty {
+            held.append(part)
+            return
+        }
+        process(part, context: context)
+    }
+
+    private func process(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+        switch part {
         case .head(let head):
-            if routed == 0, let (response, body) = handoff.answer(head) {
-                // As Hummingbird's request loop does: `Connection: close` ends the connection after the answer.
-                answering = (response, body, head.headerFields[.connection] == "close")
-                passing = false
-            } else {
-                passing = true
-                routed += 1
-                context.fireChannelRead(data)
-            }
-        case .body:
-            // A GET's body (if any) is not read by the data endpoints; the fast path drops it as they do.
-            if passing { context.fireChannelRead(data) }
-        case .end:
-            if let answer = answering {
-                answering = nil
-                context.write(wrapOutboundOut(.head(answer.head)), promise: nil)
-                context.write(wrapOutboundOut(.body(answer.body)), promise: nil)
-                if answer.close {
-                    context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
-                        context.close(mode: .output, promise: nil)
-                    }
-                } else {
-                    context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            // As Hummingbird's request loop does: `Connection: close` ends the connection after the answer.
+            let close = head.headerFields[.connection] == "close"
+            if routed == 0 {
+                if handoff.takesTrigger(head) {
+                    current = .collecting(head, context.channel.allocator.buffer(capacity: 0), close: close)
+                    return
                 }
-            } else {
-                passing = false
-                context.fireChannelRead(data)
+                let answer = handoff.answer(head) { [loop = context.eventLoop] in
+                    let bound = NIOLoopBound((self, context), eventLoop: loop)
+                    return { answer in
+                        loop.execute {
+                            let (handler, context) = bound.value
+                            handler.ready(answer, context: context)
+                        }
+                    }
+                }
+                switch answer {
+                case .now(let response, let body)?:
+                    current = .answered(response, body, close: close)
+                    return
+                case .later(let wait, let deadline)?:
+                    let timer = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(deadline.milliseconds) * 1_000_000)) { wait.expire() }
+                    current = .waiting(wait, timer, close: close, ended: false, ready: nil)
+                    return
+                case nil:
+                    break
+                }
+            }
+            current = .passing
+            routed += 1
+            context.fireChannelRead(wrapInboundOut(part))
+        case .body(let buffer):
+            switch current {
+            case .passing:
+                context.fireChannelRead(wrapInboundOut(part))
+            case .collecting(let head, var body, let close):
+                // Bounded: the head announced at most the routed path's limit, and the decoder holds it to that.
+                current = .idle
+                body.writeImmutableBuffer(buffer)
+                current = .collecting(head, body, close: close)
+            default:
+                // A GET's body (if any) is not read by the endpoints answered here; dropped as they drop it.
+                break
+            }
+        case .end:
+            switch current {
+            case .idle, .passing:
+                current = .idle
+                context.fireChannelRead(wrapInboundOut(part))
+            case .answered(let response, let body, let close):
+                current = .idle
+                write(response, body, close: close, context: context)
+            case .collecting(let head, let body, let close):
+                current = .idle
+                let caller = context.channel.remoteAddress?.ipAddress ?? "unknown"
+                if let (response, answer) = handoff.trigger(head, body: body, caller: caller) {
+                    write(response, answer, close: close, context: context)
+                } else {
+                    // The router answers it, from the very head and body received.
+                    routed += 1
+                    context.fireChannelRead(wrapInboundOut(.head(head)))
+                    if body.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(.body(body))) }
+                    context.fireChannelRead(wrapInboundOut(part))
+                }
+            case .waiting(let wait, let timer, let close, _, let ready):
+                if let (response, body) = ready {
+                    current = .idle
+                    write(response, body, close: close, context: context)
+                } else {
+                    current = .waiting(wait, timer, close: close, ended: true, ready: nil)
+                }
             }
         }
+    }
+
+    /// A waiting results view's answer, on the event loop.
+    private func ready(_ answer: (HTTPResponse, ByteBuffer), context: ChannelHandlerContext) {
+        guard case .waiting(let wait, let timer, let close, let ended, nil) = current else { return }
+        timer?.cancel()
+        guard ended else {
+            current = .waiting(wait, nil, close: close, ended: false, ready: answer)
+            return
+        }
+        current = .idle
+        write(answer.0, answer.1, close: close, context: context)
+        // Later requests that waited behind it, in order; one of them may wait in turn. The router's channel takes
+        // what it was handed at a read's completion, so this replay completes one.
+        let replayed = !held.isEmpty
+        while !holding, let part = held.popFirst() {
+            process(part, context: context)
+        }
+        if replayed { context.fireChannelReadComplete() }
+        if readWanted && !holding {
+            readWanted = false
+            context.read()
+        }
+    }
+
+    private func write(_ response: HTTPResponse, _ body: ByteBuffer, close: Bool, context: ChannelHandlerContext) {
+        context.write(wrapOutboundOut(.head(response)), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        if close {
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+                context.close(mode: .output, promise: nil)
+            }
+        } else {
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        endWait()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        endWait()
+    }
+
+    /// The connection is gone: a results view's wait ends now (its readers leave the store's flights).
+    private func endWait() {
+        guard case .waiting(let wait, let timer, _, _, _) = current else { return }
+        current = .idle
+        timer?.cancel()
+        wait.expire()
     }
 }
 
@@ -231,6 +490,15 @@ extension FastHandoffHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data), routed > 0 { routed -= 1 }
         context.write(data, promise: promise)
+    }
+
+    /// No further read while later requests are held behind an outstanding answer.
+    func read(context: ChannelHandlerContext) {
+        if holding || !held.isEmpty {
+            readWanted = true
+        } else {
+            context.read()
+        }
     }
 }
 

@@ -169,18 +169,20 @@ final class AllowedOrigins: Sendable {
 /// the API's routes, so it runs only for routes that exist.
 struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if request.method == .post {
-            let type = request.headers[.contentType] ?? ""
-            let mediaType =
-                type.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
-            guard mediaType == "application/json" else {
-                let shown = type.isEmpty ? "no Content-Type" : "Content-Type \(quoted(type, limit: 80))"
-                throw APIError(
-                    status: .unsupportedMediaType, code: "unsupported-media-type",
-                    message: "the request has \(shown); send application/json")
-            }
+        if request.method == .post, let refusal = Self.refusal(contentType: request.headers[.contentType]) {
+            throw refusal
         }
         return try await next(request, context)
+    }
+
+    /// The 415 for a `POST` whose `Content-Type` is not JSON, or nil when it is.
+    static func refusal(contentType: String?) -> APIError? {
+        let type = contentType ?? ""
+        let mediaType = type.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        guard mediaType != "application/json" else { return nil }
+        let shown = type.isEmpty ? "no Content-Type" : "Content-Type \(quoted(type, limit: 80))"
+        return APIError(
+            status: .unsupportedMediaType, code: "unsupported-media-type", message: "the request has \(shown); send application/json")
     }
 }
 

@@ -37,6 +37,11 @@ struct PrefetchRoutes: Sendable {
         let buffer = try await readBody(
             request, limit: orchestrator.settings.maximumRequestBody, timeout: orchestrator.settings.bodyTimeout)
         if allowEmpty && buffer.readableBytes == 0 { return JSONObject() }
+        return try Self.jsonObject(buffer)
+    }
+
+    /// A request body as a JSON object, or the 400 saying why it is not one.
+    static func jsonObject(_ buffer: ByteBuffer) throws(APIError) -> JSONObject {
         let value: JSONValue
         do {
             value = try JSONParser.parse(Array(buffer.readableBytesView))
@@ -51,10 +56,15 @@ struct PrefetchRoutes: Sendable {
 
     /// The user's headers: the body's `headers` object, or the request's own headers when it has none.
     func credentialHeaders(_ object: JSONObject, request: Request) throws(APIError) -> HTTPFields {
+        try Self.credentialHeaders(object, requestHeaders: request.headers)
+    }
+
+    /// The user's headers: the body's `headers` object, or `requestHeaders` when it has none.
+    static func credentialHeaders(_ object: JSONObject, requestHeaders: HTTPFields) throws(APIError) -> HTTPFields {
         var headers = HTTPFields()
         switch object["headers"] {
         case nil:
-            headers = request.headers
+            headers = requestHeaders
         case .object(let given):
             for member in given.members {
                 // A header name is an ASCII token (RFC 9110 §5.1): nothing that case-folds into another name.

@@ -70,6 +70,41 @@ public final class MemoryStore: ResponseStore {
         apply(effects)
     }
 
+    /// See `ResponseStore.answersWithoutSuspending`: always.
+    public var answersWithoutSuspending: Bool { true }
+
+    /// See `ResponseStore.beginWithoutSuspending`: every claim under one acquisition of the lock.
+    public func beginWithoutSuspending(_ requests: [(key: StoreKey, policy: StorePolicy)]) -> [BeginOutcome]? {
+        locked { state, now, effects in
+            requests.map { state.begin($0.key, policy: $0.policy, now: now, effects: &effects) }
+        }
+    }
+
+    /// See `ResponseStore.readWithoutSuspending`: under one acquisition of the lock, every key is read; those in
+    /// flight get a waiter each whose outcome goes to a `StoreWaitGroup` (on the thread that settles it).
+    public func readWithoutSuspending(
+        _ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
+    ) -> ImmediateRead? {
+        locked { state, now, effects -> ImmediateRead in
+            var outcomes = [ReadOutcome](repeating: .pending, count: keys.count)
+            var waiting: [(index: Int, id: WaiterID)] = []
+            for (index, key) in keys.enumerated() {
+                switch state.read(key, now: now, canWait: canWait, effects: &effects) {
+                case .done(let outcome): outcomes[index] = outcome
+                case .waiting(let id): waiting.append((index, id))
+                }
+            }
+            guard !waiting.isEmpty else { return .done(outcomes) }
+            let group = StoreWaitGroup(outcomes: outcomes, remaining: waiting.count, notify: notify)
+            for (index, id) in waiting {
+                // Attached under the same lock as the read: nothing can have settled it in between.
+                _ = state.attach(id, .callback { group.settle(index, $0) })
+            }
+            let ids = waiting.map(\.id)
+            return .waiting(StoreWait { [self] in for id in ids { giveUp(id) } })
+        }
+    }
+
     /// See `ResponseStore.settleNow`: every settlement under one acquisition of the lock.
     public func settleNow(_ settlements: [Settlement]) -> Bool {
         locked { state, now, effects in
@@ -239,7 +274,7 @@ public final class MemoryStore: ResponseStore {
     private func suspend(_ id: WaiterID) async -> ReadOutcome {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<ReadOutcome, Never>) in
-                let settled = state.withLock { $0.attach(id, continuation) }
+                let settled = state.withLock { $0.attach(id, .continuation(continuation)) }
                 if let settled { continuation.resume(returning: settled) }
             }
         } onCancel: {
@@ -260,14 +295,17 @@ public final class MemoryStore: ResponseStore {
     }
 
     private func apply(_ effects: Effects) {
-        for (continuation, outcome) in effects.resumes {
-            continuation.resume(returning: outcome)
+        for (resumer, outcome) in effects.resumes {
+            resumer.resume(outcome)
         }
         for event in effects.events {
             metrics.record(event)
         }
         if let size = effects.size {
             metrics.recordSize(bytes: size.bytes, entries: size.entries)
+        }
+        if let waiting = effects.waiting {
+            metrics.recordWaiting(waiting)
         }
         for note in effects.notes {
             logger.log(level: note.level, "\(note.message)", metadata: note.metadata)
@@ -283,7 +321,9 @@ struct Effects: Sendable {
         var metadata: Logger.Metadata
     }
 
-    var resumes: [(CheckedContinuation<ReadOutcome, Never>, ReadOutcome)] = []
+    var resumes: [(WaiterResumer, ReadOutcome)] = []
+    /// Readers waiting on flights, when that changed.
+    var waiting: Int?
     var events: [MetricEvent] = []
     var size: (bytes: Int, entries: Int)?
     var notes: [Note] = []

@@ -6,6 +6,7 @@
 
 public import HTTPTypes
 public import NIOCore
+import Synchronization
 
 /// A response as the store keeps and hands it out.
 public struct StoredResponse: Sendable, Hashable {
@@ -248,6 +249,22 @@ public protocol ResponseStore: Sendable {
     /// the fetcher's loop thread with every result of one loop iteration of a page open.
     func settleNow(_ settlements: [Settlement]) -> Bool
 
+    /// Whether `beginWithoutSuspending`, `settleNow` and `readWithoutSuspending` always answer (an in-process
+    /// store), so a caller on an event loop can take the whole path without a task.
+    var answersWithoutSuspending: Bool { get }
+
+    /// `begin(_:)` without suspending when the store can, else nil (nothing claimed).
+    func beginWithoutSuspending(_ requests: [(key: StoreKey, policy: StorePolicy)]) -> [BeginOutcome]?
+
+    /// Reads `keys` without suspending, when the store can (an in-process store), or nil, having done nothing.
+    /// Every outcome is counted as `read` counts it and a no-store response is consumed alike. With `canWait`, keys
+    /// in flight are waited for without a task: ``ImmediateRead/waiting(_:)``, and `notify` is called once, on the
+    /// thread that settles the last of them (or that calls `expire()`); it must not block.
+    func readWithoutSuspending(
+        _ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
+    )
+        -> ImmediateRead?
+
     /// Settles several flights in order (what `settleNow` does, when it cannot be done without suspending).
     func settle(_ settlements: [Settlement]) async
 
@@ -288,6 +305,54 @@ public enum Settlement: Sendable {
     case put(StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>)
     /// `abandon(_:token:)`.
     case abandon(StoreKey, token: FlightToken)
+}
+
+/// What ``ResponseStore/readWithoutSuspending(_:canWait:notify:)`` found.
+public enum ImmediateRead: Sendable {
+    /// Every outcome, now (nothing was in flight, or the reader would not wait).
+    case done([ReadOutcome])
+    /// Some were in flight: `notify` gets every outcome once they are settled, or once `StoreWait.expire()` is
+    /// called (those still in flight then read `.pending`).
+    case waiting(StoreWait)
+}
+
+/// A reader's wait registered without a task: the reader ends it at its deadline with `expire()`.
+public final class StoreWait: Sendable {
+    private let giveUp: @Sendable () -> Void
+
+    public init(giveUp: @escaping @Sendable () -> Void) {
+        self.giveUp = giveUp
+    }
+
+    /// The deadline passed: whatever is still in flight reads `.pending`. Harmless after everything settled.
+    public func expire() {
+        giveUp()
+    }
+}
+
+/// Collects the outcomes of one reader's waits and calls `notify` once, when the last is in.
+final class StoreWaitGroup: Sendable {
+    private struct State {
+        var outcomes: [ReadOutcome]
+        var remaining: Int
+    }
+
+    private let state: Mutex<State>
+    private let notify: @Sendable ([ReadOutcome]) -> Void
+
+    init(outcomes: [ReadOutcome], remaining: Int, notify: @escaping @Sendable ([ReadOutcome]) -> Void) {
+        state = Mutex(State(outcomes: outcomes, remaining: remaining))
+        self.notify = notify
+    }
+
+    func settle(_ index: Int, _ outcome: ReadOutcome) {
+        let done: [ReadOutcome]? = state.withLock { state in
+            state.outcomes[index] = outcome
+            state.remaining -= 1
+            return state.remaining == 0 ? state.outcomes : nil
+        }
+        if let done { notify(done) }
+    }
 }
 
 public struct StoreUnavailable: Error, Sendable, Hashable, CustomStringConvertible {
@@ -338,6 +403,17 @@ public enum SurrogateKeys {
 extension ResponseStore {
     /// See `ResponseStore.readIfReady`: nil, always the normal path.
     public func readIfReady(_ key: StoreKey) -> ReadOutcome? { nil }
+
+    /// See `ResponseStore.answersWithoutSuspending`: false.
+    public var answersWithoutSuspending: Bool { false }
+
+    /// See `ResponseStore.beginWithoutSuspending`: nil, always the asynchronous path.
+    public func beginWithoutSuspending(_ requests: [(key: StoreKey, policy: StorePolicy)]) -> [BeginOutcome]? { nil }
+
+    /// See `ResponseStore.readWithoutSuspending`: nil, always the asynchronous path.
+    public func readWithoutSuspending(
+        _ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
+    ) -> ImmediateRead? { nil }
 
     /// See `ResponseStore.settleNow`: false, always the asynchronous path.
     public func settleNow(_ settlements: [Settlement]) -> Bool { false }

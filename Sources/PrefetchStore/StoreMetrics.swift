@@ -28,6 +28,7 @@ final class StoreMetrics: Sendable {
     private let evictions: Counter
     private let bytes: Gauge
     private let entries: Gauge
+    private let waitingReaders: Gauge
 
     init(factory: any MetricsFactory) {
         self.factory = factory
@@ -40,6 +41,12 @@ final class StoreMetrics: Sendable {
         self.evictions = Counter(label: "prefetch_store_evictions_total", factory: factory)
         self.bytes = Gauge(label: "prefetch_store_bytes", factory: factory)
         self.entries = Gauge(label: "prefetch_store_entries", factory: factory)
+        self.waitingReaders = Gauge(label: "prefetch_store_waiting_readers", factory: factory)
+    }
+
+    /// Readers waiting on flights in progress (a task's or an event loop's).
+    func recordWaiting(_ count: Int) {
+        waitingReaders.record(count)
     }
 
     func record(_ event: MetricEvent) {

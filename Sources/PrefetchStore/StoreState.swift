@@ -6,6 +6,20 @@ import Logging
 /// Entries live in an arena of slots; `index` maps each whole `StoreKey` to its slot and is the only way to find
 /// one. Completed (ready or failed) entries are linked into an LRU list, head most recently used; pending entries
 /// are not linked, which is what keeps them from being evicted.
+/// How a waiting reader hears its outcome: a suspended task's continuation, or a callback (a reader that does not
+/// suspend, such as an event loop's, which gets the outcome on the thread that settled it and hops home itself).
+enum WaiterResumer: Sendable {
+    case continuation(CheckedContinuation<ReadOutcome, Never>)
+    case callback(@Sendable (ReadOutcome) -> Void)
+
+    func resume(_ outcome: ReadOutcome) {
+        switch self {
+        case .continuation(let continuation): continuation.resume(returning: outcome)
+        case .callback(let callback): callback(outcome)
+        }
+    }
+}
+
 struct StoreState {
     struct Slot {
         var key: StoreKey
@@ -22,7 +36,7 @@ struct StoreState {
         /// Registered on a flight, continuation not yet attached.
         case awaiting(StoreKey)
         /// Suspended on its continuation.
-        case suspended(StoreKey, CheckedContinuation<ReadOutcome, Never>)
+        case suspended(StoreKey, WaiterResumer)
         /// Settled before its continuation was attached; `attach` hands this over.
         case settled(ReadOutcome)
     }
@@ -182,6 +196,7 @@ struct StoreState {
             let id = nextWaiterID
             _ = slots[at]!.entry.addWaiter(id)
             waiters[id] = .awaiting(key)
+            effects.waiting = waiters.count
             return .waiting(id)
         }
     }
@@ -195,10 +210,10 @@ struct StoreState {
     }
 
     /// Attaches the waiter's continuation; returns its outcome instead if it was settled in the meantime.
-    mutating func attach(_ id: WaiterID, _ continuation: CheckedContinuation<ReadOutcome, Never>) -> ReadOutcome? {
+    mutating func attach(_ id: WaiterID, _ resumer: WaiterResumer) -> ReadOutcome? {
         switch waiters[id] {
         case .awaiting(let key):
-            waiters[id] = .suspended(key, continuation)
+            waiters[id] = .suspended(key, resumer)
             return nil
         case .settled(let outcome):
             waiters[id] = nil
@@ -362,9 +377,10 @@ struct StoreState {
         switch waiters[id] {
         case .awaiting:
             waiters[id] = .settled(outcome)
-        case .suspended(_, let continuation):
+        case .suspended(_, let resumer):
             waiters[id] = nil
-            effects.resumes.append((continuation, outcome))
+            effects.resumes.append((resumer, outcome))
+            effects.waiting = waiters.count
         case .settled, nil:
             return
         }

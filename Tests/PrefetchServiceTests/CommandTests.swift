@@ -48,6 +48,41 @@ struct CommandTests {
         }
     }
 
+    /// A results view waiting on the event loop when the signal comes is answered, with the result it waited for,
+    /// before the process exits.
+    @Test func aWaitingResultsViewIsAnsweredBeforeShutdown() async throws {
+        try await withUpstream { upstream in
+            let page = "\(upstream.base)/pages/drain-view"
+            let config = try TempConfig(
+                configText(pages: [
+                    pageEntry(page, [#"{"name": "slow", "api": "\#(upstream.base)/drain/view?delay=2000", "method": "GET", "timeout": 6000}"#])
+                ])
+            )
+            defer { config.remove() }
+            let server = try await Server.start(configPath: config.path)
+            do {
+                let trigger = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)"}"#)
+                let ticket = try #require(trigger.json["ticket"] as? String, "\(trigger.text)")
+                async let view = oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)?wait=9000")
+                // The view is waiting (the store counts its reader) before the signal is sent.
+                let waiting = await eventually {
+                    let metrics = (try? await server.admin(.get, "/metrics").text) ?? ""
+                    return metrics.contains("prefetch_store_waiting_readers 1")
+                }
+                #expect(waiting)
+                server.child.signal(SIGTERM)
+                let answer = try await view
+                #expect(answer.status == 200, "\(answer.text)")
+                #expect(answer.text.contains(#""state":"ready""#), "\(answer.text)")
+                #expect(await server.child.exitStatus(within: 15) == 0, "log:\n\(server.child.stderr)")
+            } catch {
+                await server.child.stop()
+                throw error
+            }
+            await server.child.stop()
+        }
+    }
+
     @Test func serveRefusesAnInvalidConfigWithExitCode2() async throws {
         let config = try TempConfig(
             #"{"code": 200, "data": {"name": "x", "version": "1", "config": [{"url": "https://m.example.test/p", "interfaces": [{"api": "ftp://x", "method": "GET"}]}]}}"#

@@ -25,6 +25,12 @@ import Testing
                     #"{"name": "slow", "api": "\#(api)/slow?hang=1", "method": "GET", "urlParam": true, "timeout": 10000}"#,
                 ]),
             pageEntry(
+                "https://m.example.com/later",
+                [
+                    #"{"name": "soon", "api": "\#(api)/soon?body=%7B%22a%22%3A1%7D&cacheControl=max-age%3D60", "method": "GET", "urlParam": true}"#,
+                    #"{"name": "later", "api": "\#(api)/later?delay=300&body=%7B%22b%22%3A2%7D", "method": "GET", "urlParam": true}"#,
+                ]),
+            pageEntry(
                 "https://m.example.com/account",
                 [
                     #"{"name": "me", "api": "https://api.example.com/me", "method": "GET", "credentials": "include"}"#
@@ -177,7 +183,114 @@ import Testing
         }
     }
 
-    /// Three requests in one write: a fast answer, one the router answers (the results view), a fast answer.
+    /// Counts of `prefetch_event_loop_answers_total` by route.
+    func eventLoopAnswers(_ service: LiveService, _ route: String) async throws -> Int {
+        let text = try await service.admin(.get, "/metrics").text
+        let prefix = "prefetch_event_loop_answers_total{route=\"\(route)\"} "
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return 0 }
+        return Int(line.dropFirst(prefix.count)) ?? -1
+    }
+
+    /// A raw exchange with what varies per ticket replaced: ids, read keys, their expiry and elapsed times (and so
+    /// the length).
+    func normalised(_ answer: String) -> String {
+        var text = answer.split(separator: "\r\n", omittingEmptySubsequences: false).filter { !$0.lowercased().hasPrefix("date:") }.joined(
+            separator: "\r\n")
+        for pattern in [
+            #""ticket":"[A-Za-z0-9_-]+""#, #""readKey":"[A-Za-z0-9_.-]+""#, #""readKeyExpiresAt":"[^"]+""#, #""elapsedMs":[0-9]+"#,
+            #"Content-Length: [0-9]+"#,
+        ] {
+            text = text.replacingOccurrences(of: pattern, with: "<varies>", options: .regularExpression)
+        }
+        return text
+    }
+
+    func rawPost(_ service: LiveService, _ target: String, body: String, headers: [String: String] = [:]) async throws -> String {
+        let extra = headers.map { "\($0.key): \($0.value)\r\n" }.joined()
+        return try await rawExchange(
+            port: service.port,
+            "POST \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(service.port)\r\n\(extra)Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+        )
+    }
+
+    /// The trigger answered on the event loop: the same bytes as the router's (but for its ticket and read key), the
+    /// same refusals, and a body the fast path will not take (not JSON, no page URL) is the router's 400 on both.
+    @Test func theTriggerWritesTheRoutersBytes() async throws {
+        try await withBoth { fast, routed in
+            let json = ["Content-Type": "application/json", "Origin": "https://m.example.com"]
+            let cases: [(String, [String: String], Int)] = [
+                (#"{"url": "https://m.example.com/item?id=7"}"#, json, 202),
+                (#"{"url": "https://m.example.com/nowhere"}"#, json, 404),
+                (#"{"nope": 1}"#, json, 400),
+                (#"{"url": "#, json, 400),
+                (#"{"url": "https://m.example.com/item"}"#, ["Content-Type": "text/plain"], 415),
+            ]
+            let before = try await eventLoopAnswers(fast, "trigger")
+            for (body, headers, status) in cases {
+                let a = normalised(try await rawPost(fast, "/v1/prefetch", body: body, headers: headers))
+                let b = normalised(try await rawPost(routed, "/v1/prefetch", body: body, headers: headers))
+                #expect(rawStatus(a) == status, "\(body): \(a)")
+                #expect(a == b, "\(body): fast\n\(a)\nrouted\n\(b)")
+            }
+            // The 202 and the 404 (engine answers) were written on the event loop; the rest by the router.
+            #expect(try await eventLoopAnswers(fast, "trigger") == before + 2)
+            #expect(try await eventLoopAnswers(routed, "trigger") == 0)
+        }
+    }
+
+    /// The results view on the event loop: settled now, the same bytes as the router's; waiting, written when the
+    /// ticket's flights settle; a wait that ends first shows what is still in flight as pending.
+    @Test func theResultsViewIsWrittenWhenItsFlightsSettle() async throws {
+        try await withBoth { fast, routed in
+            let fastPage = try await openPage(fast)
+            let routedPage = try await openPage(routed)
+            try await waitReady(fast, fastPage.ticket, "plain")
+            try await waitReady(routed, routedPage.ticket, "plain")
+            let a = normalised(try await raw(fast, "/v1/prefetch/\(fastPage.ticket)?wait=0"))
+            let b = normalised(try await raw(routed, "/v1/prefetch/\(routedPage.ticket)?wait=0"))
+            #expect(rawStatus(a) == 200 && a.contains(#""state":"pending""#), "\(a)")
+            #expect(a == b, "fast\n\(a)\nrouted\n\(b)")
+            let before = try await eventLoopAnswers(fast, "results")
+            // `slow` never answers: a wait of 200 ms ends with it pending, everything else ready.
+            let ended = try await raw(fast, "/v1/prefetch/\(fastPage.ticket)?wait=200")
+            #expect(ended.contains(#""name":"slow","api""#) && ended.contains(#""state":"pending""#), "\(ended)")
+            #expect(ended.components(separatedBy: #""state":"ready""#).count == 3, "plain and cookie ready: \(ended)")
+
+            // A page whose second interface answers after 300 ms: the view waits for it and shows both ready.
+            let later = try await fast.trigger("https://m.example.com/later")
+            let ticket = try #require(later.json["ticket"] as? String)
+            let waited = try await raw(fast, "/v1/prefetch/\(ticket)?wait=5000")
+            #expect(waited.components(separatedBy: #""state":"ready""#).count == 3, "\(waited)")
+            #expect(waited.contains(#"{"b":2}"#), "\(waited)")
+            #expect(try await eventLoopAnswers(fast, "results") == before + 2)
+        }
+    }
+
+    /// A results view waiting on the event loop holds the requests pipelined behind it: they are answered after it,
+    /// in order, whichever path answers them.
+    @Test func requestsPipelinedBehindAWaitingResultsViewKeepTheirOrder() async throws {
+        try await withBoth { fast, _ in
+            let opened = try await openPage(fast)
+            try await waitReady(fast, opened.ticket, "plain")
+            let later = try await fast.trigger("https://m.example.com/later")
+            let ticket = try #require(later.json["ticket"] as? String)
+            let host = "Host: 127.0.0.1:\(fast.port)\r\n"
+            let text =
+                "GET /v1/prefetch/\(ticket)?wait=5000 HTTP/1.1\r\n\(host)\r\n"
+                + "GET /v1/prefetch/\(opened.ticket)/data?name=plain HTTP/1.1\r\n\(host)\r\n"
+                + "GET /healthz HTTP/1.1\r\n\(host)\r\n"
+                + "GET /v1/prefetch/\(opened.ticket)/data?name=cookie HTTP/1.1\r\n\(host)Connection: close\r\n\r\n"
+            let answer = try await rawExchange(port: fast.port, text)
+            let results = try #require(answer.range(of: #"{"b":2}"#), "\(answer)")
+            let plain = try #require(answer.range(of: #"{"ok":true}"#), "\(answer)")
+            let health = try #require(answer.range(of: #""status":"ok""#), "\(answer)")
+            let cookie = try #require(answer.range(of: #"{"me":1}"#), "\(answer)")
+            #expect(results.lowerBound < plain.lowerBound && plain.lowerBound < health.lowerBound && health.lowerBound < cookie.lowerBound)
+            #expect(answer.components(separatedBy: "HTTP/1.1 200 OK").count == 5)
+        }
+    }
+
+    /// Three requests in one write, each answered on the event loop: a data read, the results view, a data read.
     @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
         try await withBoth { fast, _ in
             let opened = try await openPage(fast)
