@@ -55,7 +55,8 @@ struct CommandTests {
             let page = "\(upstream.base)/pages/drain-view"
             let config = try TempConfig(
                 configText(pages: [
-                    pageEntry(page, [#"{"name": "slow", "api": "\#(upstream.base)/drain/view?delay=2000", "method": "GET", "timeout": 6000}"#])
+                    pageEntry(
+                        page, [#"{"name": "slow", "api": "\#(upstream.base)/drain/view?delay=2000", "method": "GET", "timeout": 6000}"#])
                 ])
             )
             defer { config.remove() }
