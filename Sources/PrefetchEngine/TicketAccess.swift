@@ -86,8 +86,7 @@ extension Orchestrator {
     func readKey(for ticket: Ticket) -> ReadKey {
         let lifetime = min(settings.readKeyLifetime, ticket.expiresAt - clock.now)
         let expiresMs = Int64(Date().timeIntervalSince1970 * 1000) + max(0, lifetime.milliseconds)
-        var generator = SystemRandomNumberGenerator()
-        let nonce = (0..<8).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let nonce = RandomID.randomBytes(8)
         let expiry = Self.bigEndian(expiresMs)
         let id = Base64URL.decode(ticket.id) ?? []
         let mask = keyMask(nonce: nonce, expiry: expiry)

@@ -1,0 +1,43 @@
+import Foundation
+import PrefetchEngine
+import Testing
+
+/// Ticket ids and read keys are URL-safe base64 without padding, written and read byte by byte: held to
+/// Foundation's base64 on random inputs, and only the one canonical spelling of each byte string is accepted.
+@Suite struct Base64URLTests {
+    /// Foundation's encoding, made URL-safe and unpadded: the reference.
+    static func reference(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    @Test func encodingMatchesFoundationAndDecodingInvertsIt() {
+        var generator = SeededGenerator(seed: 0xB64)
+        for length in 0..<64 {
+            for _ in 0..<20 {
+                let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                let text = Base64URL.encode(bytes)
+                #expect(text == Self.reference(bytes), "\(bytes)")
+                #expect(Base64URL.decode(text) == bytes, "\(text)")
+            }
+        }
+    }
+
+    @Test func onlyTheCanonicalSpellingOfSomeBytesIsAccepted() {
+        var generator = SeededGenerator(seed: 0x5EED)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/=. ")
+        for _ in 0..<5000 {
+            let text = String((0..<Int.random(in: 0...12, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })
+            // Accepted exactly when some bytes encode to this very text.
+            var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+            while standard.utf8.count % 4 != 0 { standard += "=" }
+            let canonical =
+                text.utf8.allSatisfy { $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "=") }
+                && Data(base64Encoded: standard).map { Self.reference(Array($0)) == text } == true
+            #expect((Base64URL.decode(text) != nil) == canonical, "\(text)")
+        }
+        #expect(Base64URL.decode("AB") == nil, "trailing bits set")
+        #expect(Base64URL.decode("AA") == [0])
+        #expect(Base64URL.decode("A") == nil)
+    }
+}
