@@ -253,7 +253,8 @@ public struct Interface: Sendable {
     ) {
         let template = RequestTemplate(
             api: api, apiURL: apiURL, method: method, headers: headers, params: params, bodyType: bodyType, query: query,
-            bodyNames: body.names, bodyJSON: { JSONValue.object(body).jsonText }, bodyObject: { body })
+            bodyIsEmpty: body.isEmpty, bodyNames: { name in for member in body.members { name(member.name) } },
+            bodyJSON: { JSONValue.object(body).jsonText }, bodyObject: { body })
         self.init(
             name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam, body: .value(body),
             hasBody: hasBody, ttlSeconds: ttlSeconds, timeoutMilliseconds: timeoutMilliseconds, headers: headers, params: params,

@@ -5,6 +5,11 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// One thing wrong (or worth a warning) in a config, located by its JSON path.
 public struct ConfigProblem: Sendable, Hashable, CustomStringConvertible {
@@ -102,13 +107,47 @@ public enum ConfigLoader {
         if let type = attributes[.type] as? FileAttributeType, type == .typeDirectory {
             throw ReadError(message: "the config path \(path) is a directory")
         }
-        if let size = (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map(Int.init), size > maximumBytes {
+        let size = (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map(Int.init) ?? 0
+        if size > maximumBytes {
             throw ReadError(message: "the config file \(path) is \(size) bytes; the limit is \(maximumBytes) bytes")
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
+        guard let bytes = readContents(path, expectedSize: size) else {
             throw ReadError(message: "cannot read the config file \(path)")
         }
-        return Array(data)
+        return bytes
+    }
+
+    /// The whole file, read straight into the array the config keeps (no `Data` and no second copy); `expectedSize`
+    /// sizes it, and a file that grew meanwhile is read to its end (at most one byte past ``maximumBytes``).
+    static func readContents(_ path: String, expectedSize: Int) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var failed = false
+        func readSome(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+            while true {
+                let got = read(descriptor, buffer, count)
+                if got >= 0 { return got }
+                if errno != EINTR {
+                    failed = true
+                    return 0
+                }
+            }
+        }
+        var bytes = [UInt8](unsafeUninitializedCapacity: expectedSize) { buffer, count in
+            while count < expectedSize {
+                let got = readSome(buffer.baseAddress! + count, expectedSize - count)
+                if got == 0 { break }
+                count += got
+            }
+        }
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while !failed && bytes.count <= maximumBytes {
+            let got = chunk.withUnsafeMutableBytes { readSome($0.baseAddress!, $0.count) }
+            if got == 0 { break }
+            bytes += chunk[..<got]
+        }
+        return failed ? nil : bytes
     }
 }
 
@@ -142,6 +181,9 @@ struct Validator {
         "proxy-authorization", "proxy-connection", "cookie", "content-type", "expect", "sec-purpose", "traceparent",
         "tracestate",
     ]
+
+    /// One empty header list every interface without headers shares (an `HTTPFields` allocates its storage).
+    static let noHeaders = HTTPFields()
 
     mutating func problem(_ path: String, _ message: String) { problems.append(ConfigProblem(path: path, message: message)) }
     mutating func warning(_ path: String, _ message: String) { warnings.append(ConfigProblem(path: path, message: message)) }
@@ -348,9 +390,13 @@ struct Validator {
         if let items = interfacesValue {
             if reader.kind(items) == .array {
                 if reader.isEmptyContainer(items) { warning("\(path).interfaces", "is empty: nothing will be prefetched for this page") }
-                var usedNames = SmallSet<String>()
+                let count = reader.elements(items).reduce(0) { count, _ in count + 1 }
+                var usedNames = SmallSet<String>(capacity: count)
+                interfaces.reserveCapacity(count)
                 var explicit: [Bool] = []
                 var paths: [ConfigPath] = []
+                explicit.reserveCapacity(count)
+                paths.reserveCapacity(count)
                 for (position, item) in reader.elements(items).enumerated() {
                     let itemPath = ConfigPath(page: index, interface: position)
                     if let (interface, isExplicit) = validateInterface(item, path: itemPath) {
@@ -365,7 +411,7 @@ struct Validator {
                         problem("\(paths[position]).name", "\"\(interfaces[position].name)\" is used by another interface of this page")
                     }
                 }
-                var apiMethods = SmallSet<MethodAndAPI>()
+                var apiMethods = SmallSet<MethodAndAPI>(capacity: interfaces.count)
                 for position in interfaces.indices {
                     if !explicit[position] {
                         let derived = interfaces[position].name
@@ -579,7 +625,7 @@ struct Validator {
         let timeout = integer(
             fields.timeout, "\(path).timeout", default: Interface.Defaults.timeoutMilliseconds, range: 1...60_000, unit: "milliseconds")
 
-        var headers = HTTPFields()
+        var headers = Self.noHeaders
         if let object = object(fields.headers, "\(path).headers", required: false) {
             for (key, member) in reader.members(object) {
                 let memberName = reader.string(key)
@@ -680,10 +726,15 @@ struct Validator {
         guard problems.count == problemCount, let api, let apiURL, let method else { return nil }
         let template = RequestTemplate(
             api: api, apiURL: apiURL, method: method, headers: headers, params: params, bodyType: bodyType,
-            query: query, bodyNames: body.map { body in reader.members(body).map { reader.string($0.key) } } ?? [],
+            query: query, bodyIsEmpty: body.map { reader.isEmptyContainer($0) } ?? true,
+            bodyNames: { name in
+                guard let body else { return }
+                for (key, _) in reader.members(body) { name(reader.string(key)) }
+            },
             bodyJSON: {
                 guard let body else { return "{}" }
                 var out: [UInt8] = []
+                out.reserveCapacity(reader.sourceRange(body).count)
                 reader.writeCompact(body, into: &out)
                 return String(decoding: out, as: UTF8.self)
             },
@@ -749,19 +800,21 @@ struct Validator {
             if let range = last, let dot = text.lastIndex(of: UInt8(ascii: "."), in: range), dot != range.lowerBound {
                 last = range.lowerBound..<dot
             }
+            // Constants from here on: a nested function that captured the variables would box each on the heap.
+            let (lastSegment, previousSegment) = (last, previous)
             // Leading `.`, `-` and `_` are dropped (after the mapping, which keeps them), then at most 64 bytes are kept,
             // written straight into the `String`.
             var skip = 0
-            let total = (previous.map { $0.count + 1 } ?? 0) + (last?.count ?? 0)
+            let total = (previousSegment.map { $0.count + 1 } ?? 0) + (lastSegment?.count ?? 0)
             func byte(at position: Int) -> UInt8 {
                 // The name's bytes as if joined: `previous`, `.`, `last`, each mapped.
                 var position = position
-                if let previous {
-                    if position < previous.count { return mapped(bytes[previous.lowerBound + position]) }
-                    if position == previous.count { return UInt8(ascii: ".") }
-                    position -= previous.count + 1
+                if let previousSegment {
+                    if position < previousSegment.count { return mapped(bytes[previousSegment.lowerBound + position]) }
+                    if position == previousSegment.count { return UInt8(ascii: ".") }
+                    position -= previousSegment.count + 1
                 }
-                return mapped(bytes[last!.lowerBound + position])
+                return mapped(bytes[lastSegment!.lowerBound + position])
             }
             while skip < total {
                 let leading = byte(at: skip)
@@ -858,6 +911,10 @@ struct InterfaceFields {
 struct SmallSet<Element: Hashable> {
     private var few: [Element] = []
     private var many: Set<Element>?
+
+    init(capacity: Int = 0) {
+        few.reserveCapacity(min(capacity, 17))
+    }
 
     func contains(_ element: Element) -> Bool {
         if let many { return many.contains(element) }

@@ -38,7 +38,8 @@ struct RequestTemplate: Sendable {
     /// method needs them, its compact JSON text and its value.
     init(
         api: String, apiURL: HTTPURL, method: HTTPMethod, headers: HTTPFields, params: Set<String>?, bodyType: BodyType,
-        query: [(name: String, value: String)], bodyNames: [String], bodyJSON: () -> String, bodyObject: () -> JSONObject
+        query: [(name: String, value: String)], bodyIsEmpty: Bool, bodyNames: ((String) -> Void) -> Void, bodyJSON: () -> String,
+        bodyObject: () -> JSONObject
     ) {
         // The fragment cut and the separator exactly as `Composer.composeByRules` decides them: on bytes for an ASCII
         // api, by `Character`s otherwise.
@@ -72,7 +73,7 @@ struct RequestTemplate: Sendable {
 
         var fixed: [String] = []
         var keyWithoutSkeleton = false
-        for name in bodyNames {
+        bodyNames { name in
             let skeleton = Composer.nameSkeleton(name)
             if skeleton.isEmpty { keyWithoutSkeleton = true } else { fixed.append(skeleton) }
         }
@@ -81,16 +82,17 @@ struct RequestTemplate: Sendable {
         }
         self.fixed = fixed
         bodyKeyWithoutSkeleton = keyWithoutSkeleton
-        bodyIsEmpty = bodyNames.isEmpty
+        self.bodyIsEmpty = bodyIsEmpty
         self.params = params.map { Array($0) }
 
         if method.carriesBody && bodyType == .json {
-            let json = bodyJSON()
-            jsonBodyHead = String(json.utf8.dropLast())!
+            var json = bodyJSON()
+            json.removeLast()
+            jsonBodyHead = json
         } else {
             jsonBodyHead = ""
         }
-        formBody = (bodyType == .form || !method.carriesBody) && !bodyNames.isEmpty ? FormEncoding.encode(bodyObject()) : ""
+        formBody = (bodyType == .form || !method.carriesBody) && !bodyIsEmpty ? FormEncoding.encode(bodyObject()) : ""
         queryParts = query.map { FormEncoding.encodeComponent($0.name) + "=" + FormEncoding.encodeComponent($0.value) }
         let contentType = bodyType == .json ? Self.jsonContentType : Self.formContentType
         if headers.isEmpty {
