@@ -107,27 +107,37 @@ struct RequestTemplate: Sendable {
 
 extension Composer {
     /// ``composeByRules(interface:pairs:)`` from the interface's template: the same request, made by appending the
-    /// page's parts to the pieces made at load.
+    /// page's parts to the pieces made at load. Which pairs are forwarded is decided once per pair (in a stack buffer),
+    /// and the URL and a JSON body are each written into one `String` of exactly their size.
     static func compose(interface: Interface, template: RequestTemplate, pairs: [QueryPair]) -> PlannedRequest {
-        func forwarded(_ pair: QueryPair) -> Bool {
-            if let params = template.params, !params.contains(pair.name) { return false }
-            return template.fixed.isEmpty || !template.fixed.contains(pair.skeleton)
+        pairs.withUnsafeBufferPointer { pairs in
+            withUnsafeTemporaryAllocation(of: Bool.self, capacity: pairs.count) { flags in
+                for index in pairs.indices {
+                    let pair = pairs[index]
+                    flags[index] =
+                        (template.params.map { $0.contains(pair.name) } ?? true)
+                        && (template.fixed.isEmpty || !template.fixed.contains(pair.skeleton))
+                }
+                return compose(interface: interface, template: template, pairs: pairs, forwarded: UnsafeBufferPointer(flags))
+            }
         }
+    }
+
+    private static func compose(
+        interface: Interface, template: RequestTemplate, pairs: UnsafeBufferPointer<QueryPair>, forwarded: UnsafeBufferPointer<Bool>
+    ) -> PlannedRequest {
         /// The forwarded pairs as the merged body has them: each name once, at its first position, with its last value.
         func forEachMerged(_ body: (String, JSONValue) -> Void) {
-            for index in pairs.indices where forwarded(pairs[index]) {
-                let name = pairs[index].name
+            for index in pairs.indices where forwarded[index] {
                 var repeated = false
-                for earlier in 0..<index where pairs[earlier].name == name && forwarded(pairs[earlier]) {
+                for earlier in 0..<index where forwarded[earlier] && pairs[earlier].name == pairs[index].name {
                     repeated = true
                     break
                 }
                 if repeated { continue }
-                var value = pairs[index].jsonValue
-                for later in (index + 1)..<pairs.count where pairs[later].name == name && forwarded(pairs[later]) {
-                    value = pairs[later].jsonValue
-                }
-                body(name, value)
+                var last = index
+                for later in (index + 1)..<pairs.count where forwarded[later] && pairs[later].name == pairs[index].name { last = later }
+                body(pairs[index].name, pairs[last].jsonValue)
             }
         }
         /// The configured body form-encoded, then the merged pairs.
@@ -151,28 +161,8 @@ extension Composer {
             if interface.hasBody || interface.bodyParam {
                 headers = template.bodyHeaders
                 switch interface.bodyType {
-                case .json:
-                    var text = template.jsonBodyHead
-                    if interface.bodyParam {
-                        var empty = template.bodyIsEmpty
-                        forEachMerged { name, value in
-                            if !empty { text += "," }
-                            empty = false
-                            Self.appendJSON(string: name, to: &text)
-                            text += ":"
-                            if case .number(let literal) = value {
-                                text += literal
-                            } else if case .string(let string) = value {
-                                Self.appendJSON(string: string, to: &text)
-                            } else {
-                                text += value.jsonText
-                            }
-                        }
-                    }
-                    text += "}"
-                    body = text
-                case .form:
-                    body = formText(merging: interface.bodyParam)
+                case .json: body = jsonBody(template, merging: interface.bodyParam, forEachMerged)
+                case .form: body = formText(merging: interface.bodyParam)
                 }
             }
         } else if interface.bodyParam && !interface.urlParam {
@@ -183,22 +173,97 @@ extension Composer {
             bodyQuery = template.formBody
         }
 
-        var url = template.urlPrefix
-        var first = true
-        func appendPart(_ part: String) {
-            url += first ? template.separator : "&"
-            first = false
-            url += part
+        let url = joined(template.urlPrefix, first: template.separator) { part in
+            if interface.urlParam {
+                for index in pairs.indices where forwarded[index] { part(pairs[index].urlText) }
+            }
+            if let bodyQuery { part(bodyQuery) }
+            for text in template.queryParts { part(text) }
         }
-        if interface.urlParam {
-            var capacity = url.utf8.count + (bodyQuery?.utf8.count ?? 0) + 1
-            for pair in pairs where forwarded(pair) { capacity += pair.urlText.utf8.count + 1 }
-            if capacity > url.utf8.count + 1 { url.reserveCapacity(capacity) }
-            for pair in pairs where forwarded(pair) { appendPart(pair.urlText) }
-        }
-        if let bodyQuery { appendPart(bodyQuery) }
-        for part in template.queryParts { appendPart(part) }
         return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
+    }
+
+    /// The JSON body: the template's head, the merged pairs, `}`; in one `String` of its exact size when no name or value
+    /// needs escaping (nearly always), else through ``JSONWriter``.
+    private static func jsonBody(
+        _ template: RequestTemplate, merging: Bool, _ forEachMerged: ((String, JSONValue) -> Void) -> Void
+    ) -> String {
+        guard merging else { return template.jsonBodyHead + "}" }
+        var count = template.jsonBodyHead.utf8.count + 1
+        var plain = true
+        var members = 0
+        forEachMerged { name, value in
+            members += 1
+            count += name.utf8.count + 4  // `,"name":` (the comma counted for every member, one too many at most)
+            if JSONWriter.needsEscaping(name) { plain = false }
+            switch value {
+            case .number(let literal): count += literal.utf8.count
+            case .string(let text):
+                count += text.utf8.count + 2
+                if JSONWriter.needsEscaping(text) { plain = false }
+            default: plain = false
+            }
+        }
+        guard plain else {
+            var bytes = Array(template.jsonBodyHead.utf8)
+            var empty = template.bodyIsEmpty
+            forEachMerged { name, value in
+                if !empty { bytes.append(UInt8(ascii: ",")) }
+                empty = false
+                JSONWriter.writeString(name, into: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                JSONWriter.write(value, into: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        if members == 0 { return template.jsonBodyHead + "}" }
+        return String(unsafeUninitializedCapacity: count) { out in
+            var writer = ByteWriter(out)
+            writer.put(template.jsonBodyHead)
+            var empty = template.bodyIsEmpty
+            forEachMerged { name, value in
+                if !empty { writer.put(UInt8(ascii: ",")) }
+                empty = false
+                writer.put(UInt8(ascii: "\""))
+                writer.put(name)
+                writer.put(UInt8(ascii: "\""))
+                writer.put(UInt8(ascii: ":"))
+                switch value {
+                case .number(let literal): writer.put(literal)
+                case .string(let text):
+                    writer.put(UInt8(ascii: "\""))
+                    writer.put(text)
+                    writer.put(UInt8(ascii: "\""))
+                default: break
+                }
+            }
+            writer.put(UInt8(ascii: "}"))
+            return writer.count
+        }
+    }
+
+    /// `prefix`, then each part `parts` yields, the first after `first` and the others after `&`, in one `String` of
+    /// exactly that size (`prefix` itself when there is no part).
+    static func joined(_ prefix: String, first: String, _ parts: ((String) -> Void) -> Void) -> String {
+        var count = prefix.utf8.count
+        var partCount = 0
+        parts { part in
+            count += part.utf8.count + (partCount == 0 ? first.utf8.count : 1)
+            partCount += 1
+        }
+        if partCount == 0 { return prefix }
+        return String(unsafeUninitializedCapacity: count) { out in
+            var writer = ByteWriter(out)
+            writer.put(prefix)
+            var isFirst = true
+            parts { part in
+                if isFirst { writer.put(first) } else { writer.put(UInt8(ascii: "&")) }
+                isFirst = false
+                writer.put(part)
+            }
+            return writer.count
+        }
     }
 
     /// A page value's text in a form: a string as it is, a number as written.
@@ -223,5 +288,31 @@ extension Composer {
         var bytes: [UInt8] = []
         JSONWriter.writeString(string, into: &bytes)
         text += String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// Copies bytes into a buffer sized ahead (by a count made of the same pieces).
+struct ByteWriter {
+    let out: UnsafeMutableBufferPointer<UInt8>
+    var count = 0
+
+    init(_ out: UnsafeMutableBufferPointer<UInt8>) {
+        self.out = out
+    }
+
+    @inline(__always)
+    mutating func put(_ byte: UInt8) {
+        out[count] = byte
+        count += 1
+    }
+
+    mutating func put(_ text: String) {
+        let copied = text.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return true }
+            UnsafeMutableRawPointer(out.baseAddress! + count).copyMemory(from: base, byteCount: bytes.count)
+            count += bytes.count
+            return true
+        }
+        if copied == nil { for byte in text.utf8 { put(byte) } }
     }
 }
