@@ -31,7 +31,7 @@ func fuzzTarget(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
 let package = Package(
     name: "prefetch-fuzz",
     platforms: [.macOS(.v15)],
-    products: ["FuzzJSON", "FuzzConfig", "FuzzURL", "FuzzPlan", "FuzzTemplate", "FuzzRedisCodec"].map {
+    products: ["FuzzJSON", "FuzzConfig", "FuzzTape", "FuzzURL", "FuzzPlan", "FuzzTemplate", "FuzzRedisCodec"].map {
         .executable(name: $0, targets: [$0])
     },
     dependencies: [
@@ -69,7 +69,8 @@ let package = Package(
             path: "Mirror/RedisStore",
             swiftSettings: instrumented
         ),
-        // The safe reference implementations the byte parsers are held to (the same file the property tests use).
+        // The safe reference implementations the byte parsers are held to (the same files the property tests use: the
+        // reference parsers, and the tree-based config loader the tape-based one replaced).
         .target(
             name: "FuzzReference",
             dependencies: ["PrefetchCore", .product(name: "HTTPTypes", package: "swift-http-types")],
@@ -84,6 +85,7 @@ let package = Package(
         ),
         fuzzTarget("FuzzJSON", ["PrefetchCore", "FuzzReference"]),
         fuzzTarget("FuzzConfig", ["PrefetchCore"]),
+        fuzzTarget("FuzzTape", ["PrefetchCore", "FuzzReference"]),
         fuzzTarget("FuzzURL", ["PrefetchCore", "FuzzReference"]),
         fuzzTarget("FuzzPlan", ["PrefetchCore", "FuzzReference"]),
         fuzzTarget("FuzzTemplate", ["PrefetchCore"]),

@@ -53,26 +53,30 @@ public struct CanaryConfig: Sendable {
 
 extension Validator {
     /// The envelope keys of a `canary` object.
-    static let canaryKeys: [String] = ["percent", "data"]
+    static let canaryKeys: [StaticString] = ["percent", "data"]
 
     /// Validates the envelope's `canary` member against the active config (`nil` when `data` was invalid).
-    mutating func validateCanary(_ value: JSONValue, active: PrefetchConfig?) -> CanaryConfig? {
+    mutating func validateCanary(_ value: Int, active: PrefetchConfig?) -> CanaryConfig? {
         guard let canary = object(value, "canary") else { return nil }
         unknownKeys(canary, known: Self.canaryKeys, "canary")
         var basisPoints: Int?
-        switch canary["percent"] {
-        case .number(let literal):
-            basisPoints = CanaryConfig.basisPoints(fromLiteral: literal)
-            if basisPoints == nil {
-                problem("canary.percent", "must be between 0 and 100 with at most two decimals, got \(literal)")
+        if let percent = reader.member(canary, "percent") {
+            if reader.kind(percent) == .number {
+                let literal = reader.number(percent)
+                basisPoints = CanaryConfig.basisPoints(fromLiteral: literal)
+                if basisPoints == nil {
+                    problem("canary.percent", "must be between 0 and 100 with at most two decimals, got \(literal)")
+                }
+            } else {
+                problem("canary.percent", "must be a number between 0 and 100, got \(reader.kindName(percent))")
             }
-        case nil: problem("canary.percent", "is missing (the share of users, 0-100)")
-        case .some(let other): problem("canary.percent", "must be a number between 0 and 100, got \(other.kindName)")
+        } else {
+            problem("canary.percent", "is missing (the share of users, 0-100)")
         }
-        guard let data = object(canary["data"], "canary.data") else { return nil }
+        guard let data = object(reader.member(canary, "data"), "canary.data") else { return nil }
         // The candidate goes through the very rules `data` does, on a validator of its own, so its paths can be
         // moved under `canary.` without touching the active config's.
-        var inner = Validator()
+        var inner = Validator(reader: reader, document: document)
         let config = inner.validateData(data)
         // A duplicate page names the entry it duplicates: that one is the candidate's too.
         problems += inner.problems.map {

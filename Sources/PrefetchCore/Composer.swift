@@ -46,9 +46,18 @@ public enum Composer {
         return requests
     }
 
-    /// One interface's request. The forwarded pairs are those `params` allows whose skeleton the config does not
-    /// fix; they are visited in place (no filtered copies), and the URL's query is appended as it is decided.
-    static func compose(interface: Interface, pairs allPairs: [QueryPair]) -> PlannedRequest {
+    /// One interface's request: from its template when it has one that says it all, else by the rules.
+    static func compose(interface: Interface, pairs: [QueryPair]) -> PlannedRequest {
+        if let template = interface.template, !(interface.bodyParam && template.bodyKeyWithoutSkeleton) {
+            return compose(interface: interface, template: template, pairs: pairs)
+        }
+        return composeByRules(interface: interface, pairs: pairs)
+    }
+
+    /// One interface's request by the rules, with nothing worked out ahead. The forwarded pairs are those `params`
+    /// allows whose skeleton the config does not fix; they are visited in place (no filtered copies), and the URL's
+    /// query is appended as it is decided.
+    static func composeByRules(interface: Interface, pairs allPairs: [QueryPair]) -> PlannedRequest {
         let allowedByParams = { (pair: QueryPair) in interface.params?.contains(pair.name) ?? true }
         let fixed = allPairs.contains(where: allowedByParams) ? fixedNames(of: interface) : []
         let forwarded = { (pair: QueryPair) in allowedByParams(pair) && (fixed.isEmpty || !fixed.contains(pair.skeleton)) }

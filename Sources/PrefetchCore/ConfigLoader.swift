@@ -5,6 +5,11 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// One thing wrong (or worth a warning) in a config, located by its JSON path.
 public struct ConfigProblem: Sendable, Hashable, CustomStringConvertible {
@@ -72,15 +77,19 @@ public enum ConfigLoader {
                 warnings: []
             )
         }
-        let root: JSONValue
+        let tape: JSONTape
         do {
-            root = try JSONParser.parse(bytes)
+            tape = try JSONTape.build(bytes)
         } catch {
             throw ConfigError(source: source, problems: [ConfigProblem(path: "", message: "not valid JSON: \(error)")], warnings: [])
         }
-        var validator = Validator()
-        let config = validator.validateEnvelope(root)
-        if let config, validator.problems.isEmpty {
+        let outcome = tape.read { reader in
+            var validator = Validator(reader: reader, document: bytes)
+            let config = validator.validateEnvelope(0)
+            return (config, validator)
+        }
+        let validator = outcome.1
+        if let config = outcome.0, validator.problems.isEmpty {
             return LoadedConfig(config: config, warnings: validator.warnings, canary: validator.canary)
         }
         throw ConfigError(source: source, problems: validator.problems, warnings: validator.warnings)
@@ -98,29 +107,74 @@ public enum ConfigLoader {
         if let type = attributes[.type] as? FileAttributeType, type == .typeDirectory {
             throw ReadError(message: "the config path \(path) is a directory")
         }
-        if let size = (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map(Int.init), size > maximumBytes {
+        let size = (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map(Int.init) ?? 0
+        if size > maximumBytes {
             throw ReadError(message: "the config file \(path) is \(size) bytes; the limit is \(maximumBytes) bytes")
         }
-        guard let data = FileManager.default.contents(atPath: path) else {
+        guard let bytes = readContents(path, expectedSize: size) else {
             throw ReadError(message: "cannot read the config file \(path)")
         }
-        return Array(data)
+        return bytes
+    }
+
+    /// The whole file, read straight into the array the config keeps (no `Data` and no second copy); `expectedSize`
+    /// sizes it, and a file that grew meanwhile is read to its end (at most one byte past ``maximumBytes``).
+    static func readContents(_ path: String, expectedSize: Int) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var failed = false
+        func readSome(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+            while true {
+                let got = read(descriptor, buffer, count)
+                if got >= 0 { return got }
+                if errno != EINTR {
+                    failed = true
+                    return 0
+                }
+            }
+        }
+        var bytes = [UInt8](unsafeUninitializedCapacity: expectedSize) { buffer, count in
+            while count < expectedSize {
+                let got = readSome(buffer.baseAddress! + count, expectedSize - count)
+                if got == 0 { break }
+                count += got
+            }
+        }
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while !failed && bytes.count <= maximumBytes {
+            let got = chunk.withUnsafeMutableBytes { readSome($0.baseAddress!, $0.count) }
+            if got == 0 { break }
+            bytes += chunk[..<got]
+        }
+        return failed ? nil : bytes
     }
 }
 
-/// Walks the JSON tree collecting problems and warnings.
+/// Walks the tape of a config document collecting problems and warnings, and builds the config.
+///
+/// No `JSONValue` tree is made: values are tape indices, strings are made from the bytes when a rule reads them, and
+/// an interface's `body` stays a range of the document (its request template is written from the tape at load).
 struct Validator {
+    /// The document's tape.
+    let reader: TapeReader
+    /// The document's bytes, retained by the interfaces whose bodies are ranges of it.
+    let document: [UInt8]
     var problems: [ConfigProblem] = []
     var warnings: [ConfigProblem] = []
     /// The document's candidate, once `validateEnvelope` found a valid one.
     var canary: CanaryConfig?
 
-    // The known keys are short arrays: membership by comparing short strings (a word or two each) is cheaper than
-    // hashing every member name of every object.
-    static let envelopeKeys: [String] = ["code", "data", "msg", "message", "canary"]
-    static let dataKeys: [String] = ["name", "version", "config"]
-    // A page's keys (`url`, `interfaces`) and an interface's are dispatched by `switch` in one pass: see
-    // `validatePage` and ``InterfaceFields``.
+    init(reader: TapeReader, document: [UInt8]) {
+        self.reader = reader
+        self.document = document
+    }
+
+    // The known keys are short arrays: membership by comparing a few bytes is cheaper than hashing every member name.
+    static let envelopeKeys: [StaticString] = ["code", "data", "msg", "message", "canary"]
+    static let dataKeys: [StaticString] = ["name", "version", "config"]
+    // A page's keys (`url`, `interfaces`) and an interface's are dispatched in one pass: see `validatePage` and
+    // ``InterfaceFields``.
     /// Headers a config may not set: the transport owns them, or they carry the page's credentials.
     static let forbiddenHeaders: Set<String> = [
         "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
@@ -128,90 +182,103 @@ struct Validator {
         "tracestate",
     ]
 
+    /// One empty header list every interface without headers shares (an `HTTPFields` allocates its storage).
+    static let noHeaders = HTTPFields()
+
     mutating func problem(_ path: String, _ message: String) { problems.append(ConfigProblem(path: path, message: message)) }
     mutating func warning(_ path: String, _ message: String) { warnings.append(ConfigProblem(path: path, message: message)) }
 
     // The helpers below take the JSON path as an autoclosure: it is only rendered when a problem names it, so a
     // valid config builds none of the tens of thousands of path strings it would otherwise throw away.
 
-    mutating func object(_ value: JSONValue?, _ path: @autoclosure () -> String, required: Bool = true) -> JSONObject? {
-        switch value {
-        case .object(let object): return object
-        case nil:
+    mutating func object(_ value: Int?, _ path: @autoclosure () -> String, required: Bool = true) -> Int? {
+        guard let value else {
             if required { problem(path(), "is missing") }
             return nil
-        case .some(let other):
-            problem(path(), "must be an object, got \(other.kindName)")
+        }
+        guard reader.kind(value) == .object else {
+            problem(path(), "must be an object, got \(reader.kindName(value))")
             return nil
         }
+        return value
     }
 
-    mutating func string(_ value: JSONValue?, _ path: @autoclosure () -> String, required: Bool = true) -> String? {
-        switch value {
-        case .string(let text): return text
-        case nil:
+    mutating func string(_ value: Int?, _ path: @autoclosure () -> String, required: Bool = true) -> String? {
+        guard let value else {
             if required { problem(path(), "is missing") }
             return nil
-        case .some(let other):
-            problem(path(), "must be a string, got \(other.kindName)")
+        }
+        guard reader.kind(value) == .string else {
+            problem(path(), "must be a string, got \(reader.kindName(value))")
             return nil
         }
+        return reader.string(value)
     }
 
-    mutating func bool(_ value: JSONValue?, _ path: @autoclosure () -> String) -> Bool {
-        switch value {
-        case .bool(let flag): return flag
-        case nil: return false
-        case .some(let other):
-            problem(path(), "must be true or false, got \(other.kindName)")
+    mutating func bool(_ value: Int?, _ path: @autoclosure () -> String) -> Bool {
+        guard let value else { return false }
+        switch reader.kind(value) {
+        case .trueValue: return true
+        case .falseValue: return false
+        default:
+            problem(path(), "must be true or false, got \(reader.kindName(value))")
             return false
         }
     }
 
     mutating func integer(
-        _ value: JSONValue?, _ path: @autoclosure () -> String, default fallback: Int, range: ClosedRange<Int>, unit: String
+        _ value: Int?, _ path: @autoclosure () -> String, default fallback: Int, range: ClosedRange<Int>, unit: String
     ) -> Int {
-        switch value {
-        case nil: return fallback
-        case .number(let literal):
-            guard let number = Int(literal) else {
-                problem(path(), "must be a whole number of \(unit), got \(literal)")
-                return fallback
-            }
-            guard range.contains(number) else {
-                problem(path(), "must be between \(range.lowerBound) and \(range.upperBound) \(unit), got \(number)")
-                return fallback
-            }
-            return number
-        case .some(let other):
-            problem(path(), "must be a number of \(unit), got \(other.kindName)")
+        guard let value else { return fallback }
+        guard reader.kind(value) == .number else {
+            problem(path(), "must be a number of \(unit), got \(reader.kindName(value))")
             return fallback
         }
+        let literal = reader.number(value)
+        guard let number = Int(literal) else {
+            problem(path(), "must be a whole number of \(unit), got \(literal)")
+            return fallback
+        }
+        guard range.contains(number) else {
+            problem(path(), "must be between \(range.lowerBound) and \(range.upperBound) \(unit), got \(number)")
+            return fallback
+        }
+        return number
     }
 
-    mutating func unknownKeys(_ object: JSONObject, known: [String], _ path: @autoclosure () -> String) {
-        for member in object.members where !known.contains(member.name) {
-            let name = member.name
+    /// Whether the key at `key` is one of `known`, as `String`s compare.
+    func isKnown(_ key: Int, _ known: [StaticString]) -> Bool {
+        known.contains { reader.string(key, is: $0) }
+    }
+
+    mutating func unknownKeys(_ object: Int, known: [StaticString], _ path: @autoclosure () -> String) {
+        for (key, _) in reader.members(object) where !isKnown(key, known) {
+            let name = reader.string(key)
             let path = path()
             warning(path.isEmpty ? name : "\(path).\(name)", "unknown key, ignored")
         }
     }
 
-    mutating func validateEnvelope(_ root: JSONValue) -> PrefetchConfig? {
-        guard case .object(let envelope) = root else {
-            problem("", "the config must be a JSON object with \"code\" and \"data\", got \(root.kindName)")
+    mutating func validateEnvelope(_ root: Int) -> PrefetchConfig? {
+        guard reader.kind(root) == .object else {
+            problem("", "the config must be a JSON object with \"code\" and \"data\", got \(reader.kindName(root))")
             return nil
         }
-        unknownKeys(envelope, known: Self.envelopeKeys, "")
-        switch envelope["code"] {
-        case .number("200"): break
-        case nil: problem("code", "is missing (expected 200)")
-        case .number(let code): problem("code", "is \(code), not 200: the config server reported an error")
-        case .some(let other): problem("code", "must be the number 200, got \(other.kindName)")
+        unknownKeys(root, known: Self.envelopeKeys, "")
+        if let code = reader.member(root, "code") {
+            if reader.kind(code) == .number {
+                if !reader.number(code, is: "200") {
+                    problem("code", "is \(reader.number(code)), not 200: the config server reported an error")
+                }
+            } else {
+                problem("code", "must be the number 200, got \(reader.kindName(code))")
+            }
+        } else {
+            problem("code", "is missing (expected 200)")
         }
-        guard let data = object(envelope["data"], "data") else { return nil }
+        guard let data = object(reader.member(root, "data"), "data") else { return nil }
         let config = validateData(data)
-        if let candidate = envelope["canary"] {
+        if let candidate = reader.member(root, "canary") {
             canary = validateCanary(candidate, active: config)
         }
         guard problems.isEmpty else { return nil }
@@ -219,43 +286,50 @@ struct Validator {
     }
 
     /// Validates a `data` object (`name`, `version`, `config`); problems are located under `data`.
-    mutating func validateData(_ data: JSONObject) -> PrefetchConfig? {
+    mutating func validateData(_ data: Int) -> PrefetchConfig? {
         unknownKeys(data, known: Self.dataKeys, "data")
-        let name = string(data["name"], "data.name") ?? ""
+        let name = string(reader.member(data, "name"), "data.name") ?? ""
         var version = ""
-        switch data["version"] {
-        case .string(let text) where !text.isEmpty: version = text
-        case .number(let literal): version = literal
-        case nil: problem("data.version", "is missing")
-        case .some(let other):
-            problem("data.version", "must be a non-empty string, got \(other.kindName == "a string" ? "an empty string" : other.kindName)")
+        if let value = reader.member(data, "version") {
+            switch reader.kind(value) {
+            case .string where reader.rawRange(value).count > 0: version = reader.string(value)
+            case .number: version = reader.number(value)
+            case .string: problem("data.version", "must be a non-empty string, got an empty string")
+            default: problem("data.version", "must be a non-empty string, got \(reader.kindName(value))")
+            }
+        } else {
+            problem("data.version", "is missing")
         }
         var pages: [PageEntry] = []
         // The exact pages' keys, computed once here for the duplicate check and handed to the matcher.
         var exactKeys: [PageKey?] = []
-        switch data["config"] {
-        case .array(let entries):
-            if entries.isEmpty { warning("data.config", "is empty: no page will be prefetched") }
-            var seen: [PageKey: Int] = [:]
-            seen.reserveCapacity(entries.count)
-            pages.reserveCapacity(entries.count)
-            exactKeys.reserveCapacity(entries.count)
-            for (index, entry) in entries.enumerated() {
-                let path = ConfigPath(page: index)
-                guard let page = validatePage(entry, index: index, path: path) else { continue }
-                let key = page.pattern.map { Self.patternKey(page.parsedURL, $0) } ?? PageMatcher.exactKey(page.parsedURL)
-                if let first = seen[key] {
-                    problem(
-                        "\(path).url",
-                        "\"\(page.url)\" duplicates data.config[\(first)].url (\"\(pages.first { $0.index == first }!.url)\")")
-                    continue
+        if let entries = reader.member(data, "config") {
+            if reader.kind(entries) == .array {
+                if reader.isEmptyContainer(entries) { warning("data.config", "is empty: no page will be prefetched") }
+                let count = reader.elements(entries).reduce(0) { count, _ in count + 1 }
+                var seen: [PageKey: Int] = [:]
+                seen.reserveCapacity(count)
+                pages.reserveCapacity(count)
+                exactKeys.reserveCapacity(count)
+                for (index, entry) in reader.elements(entries).enumerated() {
+                    let path = ConfigPath(page: index)
+                    guard let page = validatePage(entry, index: index, path: path) else { continue }
+                    let key = page.pattern.map { Self.patternKey(page.parsedURL, $0) } ?? PageMatcher.exactKey(page.parsedURL)
+                    if let first = seen[key] {
+                        problem(
+                            "\(path).url",
+                            "\"\(page.url)\" duplicates data.config[\(first)].url (\"\(pages.first { $0.index == first }!.url)\")")
+                        continue
+                    }
+                    seen[key] = index
+                    pages.append(page)
+                    exactKeys.append(page.pattern == nil ? key : nil)
                 }
-                seen[key] = index
-                pages.append(page)
-                exactKeys.append(page.pattern == nil ? key : nil)
+            } else {
+                problem("data.config", "must be an array of pages, got \(reader.kindName(entries))")
             }
-        case nil: problem("data.config", "is missing")
-        case .some(let other): problem("data.config", "must be an array of pages, got \(other.kindName)")
+        } else {
+            problem("data.config", "is missing")
         }
         guard problems.isEmpty else { return nil }
         return PrefetchConfig(name: name, version: version, pages: pages, exactKeys: exactKeys)
@@ -276,18 +350,21 @@ struct Validator {
                 }.joined(separator: "/"))
     }
 
-    mutating func validatePage(_ value: JSONValue, index: Int, path: ConfigPath) -> PageEntry? {
+    mutating func validatePage(_ value: Int, index: Int, path: ConfigPath) -> PageEntry? {
         guard let page = object(value, "\(path)") else { return nil }
-        var urlValue: JSONValue?
-        var interfacesValue: JSONValue?
-        var partnersValue: JSONValue?
+        var urlValue: Int?
+        var interfacesValue: Int?
+        var partnersValue: Int?
         // One pass over the members (`unknownKeys` order: unknown keys are reported as they come).
-        for member in page.members {
-            switch member.name {
-            case "url": urlValue = member.value
-            case "interfaces": interfacesValue = member.value
-            case "partnerOrigins": partnersValue = member.value
-            default: warning("\(path).\(member.name)", "unknown key, ignored")
+        for (key, member) in reader.members(page) {
+            if reader.string(key, is: "url") {
+                urlValue = member
+            } else if reader.string(key, is: "interfaces") {
+                interfacesValue = member
+            } else if reader.string(key, is: "partnerOrigins") {
+                partnersValue = member
+            } else {
+                warning("\(path).\(reader.string(key))", "unknown key, ignored")
             }
         }
         var parsed: HTTPURL?
@@ -310,50 +387,55 @@ struct Validator {
             }
         }
         var interfaces: [Interface] = []
-        switch interfacesValue {
-        case .array(let items):
-            if items.isEmpty { warning("\(path).interfaces", "is empty: nothing will be prefetched for this page") }
-            var usedNames = SmallSet<String>()
-            // Built in place (an `Interface` is large: moving it beats copying it through tuples).
-            interfaces.reserveCapacity(items.count)
-            var explicit: [Bool] = []
-            var paths: [ConfigPath] = []
-            for (position, item) in items.enumerated() {
-                let itemPath = ConfigPath(page: index, interface: position)
-                if let (interface, isExplicit) = validateInterface(item, path: itemPath) {
-                    interfaces.append(interface)
-                    explicit.append(isExplicit)
-                    paths.append(itemPath)
-                }
-            }
-            // Explicit names first, so a derived name never takes one the author chose.
-            for position in interfaces.indices where explicit[position] {
-                if !usedNames.insert(interfaces[position].name) {
-                    problem("\(paths[position]).name", "\"\(interfaces[position].name)\" is used by another interface of this page")
-                }
-            }
-            var apiMethods = SmallSet<MethodAndAPI>()
-            for position in interfaces.indices {
-                if !explicit[position] {
-                    let derived = interfaces[position].name
-                    var candidate = derived
-                    var suffix = 2
-                    while usedNames.contains(candidate) {
-                        candidate = "\(derived)-\(suffix)"
-                        suffix += 1
+        if let items = interfacesValue {
+            if reader.kind(items) == .array {
+                if reader.isEmptyContainer(items) { warning("\(path).interfaces", "is empty: nothing will be prefetched for this page") }
+                let count = reader.elements(items).reduce(0) { count, _ in count + 1 }
+                var usedNames = SmallSet<String>(capacity: count)
+                interfaces.reserveCapacity(count)
+                var explicit: [Bool] = []
+                var paths: [ConfigPath] = []
+                explicit.reserveCapacity(count)
+                paths.reserveCapacity(count)
+                for (position, item) in reader.elements(items).enumerated() {
+                    let itemPath = ConfigPath(page: index, interface: position)
+                    if let (interface, isExplicit) = validateInterface(item, path: itemPath) {
+                        interfaces.append(interface)
+                        explicit.append(isExplicit)
+                        paths.append(itemPath)
                     }
-                    _ = usedNames.insert(candidate)
-                    interfaces[position].name = candidate
                 }
-                if !apiMethods.insert(MethodAndAPI(method: interfaces[position].method, api: interfaces[position].api)) {
-                    warning(
-                        "\(paths[position])",
-                        "another interface of this page has the same method and api; select it by name in data requests")
+                // Explicit names first, so a derived name never takes one the author chose.
+                for position in interfaces.indices where explicit[position] {
+                    if !usedNames.insert(interfaces[position].name) {
+                        problem("\(paths[position]).name", "\"\(interfaces[position].name)\" is used by another interface of this page")
+                    }
                 }
+                var apiMethods = SmallSet<MethodAndAPI>(capacity: interfaces.count)
+                for position in interfaces.indices {
+                    if !explicit[position] {
+                        let derived = interfaces[position].name
+                        var candidate = derived
+                        var suffix = 2
+                        while usedNames.contains(candidate) {
+                            candidate = "\(derived)-\(suffix)"
+                            suffix += 1
+                        }
+                        _ = usedNames.insert(candidate)
+                        if candidate != derived { interfaces[position].name = candidate }
+                    }
+                    if !apiMethods.insert(MethodAndAPI(method: interfaces[position].method, api: interfaces[position].api)) {
+                        warning(
+                            "\(paths[position])",
+                            "another interface of this page has the same method and api; select it by name in data requests")
+                    }
+                }
+                validateReferences(of: interfaces)
+            } else {
+                problem("\(path).interfaces", "must be an array, got \(reader.kindName(items))")
             }
-            validateReferences(of: interfaces)
-        case nil: problem("\(path).interfaces", "is missing")
-        case .some(let other): problem("\(path).interfaces", "must be an array, got \(other.kindName)")
+        } else {
+            problem("\(path).interfaces", "is missing")
         }
         let partners = partnersValue.map { validatePartnerOrigins($0, own: parsed?.origin, path: "\(path).partnerOrigins") } ?? []
         guard let url, let parsed else { return nil }
@@ -364,18 +446,19 @@ struct Validator {
     /// `partnerOrigins`: an array of origins (`scheme://host[:port]`, http or https), each granted the page's data
     /// from a browser with the user's credentials. `*`, `null`, paths, queries and credentials in the URL are
     /// problems: a grant names each partner.
-    mutating func validatePartnerOrigins(_ value: JSONValue, own: String?, path: String) -> [String] {
-        guard case .array(let items) = value else {
-            problem(path, "must be an array of origins like \"https://partner.example.com\", got \(value.kindName)")
+    mutating func validatePartnerOrigins(_ value: Int, own: String?, path: String) -> [String] {
+        guard reader.kind(value) == .array else {
+            problem(path, "must be an array of origins like \"https://partner.example.com\", got \(reader.kindName(value))")
             return []
         }
         var origins: [String] = []
-        for (position, item) in items.enumerated() {
+        for (position, item) in reader.elements(value).enumerated() {
             let itemPath = "\(path)[\(position)]"
-            guard case .string(let text) = item else {
-                problem(itemPath, "must be a string, got \(item.kindName)")
+            guard reader.kind(item) == .string else {
+                problem(itemPath, "must be a string, got \(reader.kindName(item))")
                 continue
             }
+            let text = reader.string(item)
             guard let parsed = try? HTTPURL(parsing: text), parsed.query == nil, parsed.fragment == nil,
                 parsed.path == "/" || parsed.path.isEmpty, !text.contains("@"),
                 text.lowercased() == parsed.origin || text.lowercased() == parsed.origin + "/"
@@ -401,29 +484,45 @@ struct Validator {
 
     /// The references in the strings of `value` (recursively), each with the JSON path it was found at; a
     /// malformed one is a problem at its path.
-    mutating func collectReferences(in value: JSONValue, at path: String, into references: inout [Reference], paths: inout [String]) {
-        switch value {
-        case .string(let text) where Template.mayHold(text):
-            switch Template.parse(text) {
+    mutating func collectReferences(
+        in value: Int, at path: () -> String, into references: inout [Reference], paths: inout [String]
+    ) {
+        let reader = self.reader
+        switch reader.kind(value) {
+        case .string where reader.mayHoldReference(value):
+            switch Template.parse(reader.string(value)) {
             case .success(let template):
                 for reference in template.references {
                     references.append(reference)
-                    paths.append(path)
+                    paths.append(path())
                 }
             case .failure(let reason):
-                problem(path, reason.message)
+                problem(path(), reason.message)
             }
-        case .object(let object):
-            for member in object.members {
-                if Template.mayHold(member.name) { referenceInName("\(path).\(member.name)") }
-                collectReferences(in: member.value, at: "\(path).\(member.name)", into: &references, paths: &paths)
+        case .object:
+            for (key, member) in reader.members(value) {
+                if reader.mayHoldReference(key) { referenceInName("\(path()).\(reader.string(key))") }
+                collectReferences(in: member, at: { "\(path()).\(reader.string(key))" }, into: &references, paths: &paths)
             }
-        case .array(let items):
-            for (position, item) in items.enumerated() {
-                collectReferences(in: item, at: "\(path)[\(position)]", into: &references, paths: &paths)
+        case .array:
+            for (position, item) in reader.elements(value).enumerated() {
+                collectReferences(in: item, at: { "\(path())[\(position)]" }, into: &references, paths: &paths)
             }
         default:
             break
+        }
+    }
+
+    /// A string value's references (headers and query values), with the path they were written at.
+    mutating func collectReferences(in text: String, at path: String, into references: inout [Reference], paths: inout [String]) {
+        switch Template.parse(text) {
+        case .success(let template):
+            for reference in template.references {
+                references.append(reference)
+                paths.append(path)
+            }
+        case .failure(let reason):
+            problem(path, reason.message)
         }
     }
 
@@ -465,9 +564,9 @@ struct Validator {
         for index in interfaces.indices where mark[index] == 0 { visit(index, &self) }
     }
 
-    mutating func validateInterface(_ value: JSONValue, path: ConfigPath) -> (Interface, explicit: Bool)? {
+    mutating func validateInterface(_ value: Int, path: ConfigPath) -> (Interface, explicit: Bool)? {
         guard let item = object(value, "\(path)") else { return nil }
-        let fields = InterfaceFields(item) { name in warning("\(path).\(name)", "unknown key, ignored") }
+        let fields = InterfaceFields(item, reader) { name in warning("\(path).\(name)", "unknown key, ignored") }
         let problemCount = problems.count
 
         let api = string(fields.api, "\(path).api")
@@ -488,7 +587,7 @@ struct Validator {
         let urlParam = bool(fields.urlParam, "\(path).urlParam")
         let secPurpose = fields.secPurpose == nil ? true : bool(fields.secPurpose, "\(path).secPurpose")
         let bodyParam = bool(fields.bodyParam, "\(path).bodyParam")
-        let body = object(fields.body, "\(path).body", required: false) ?? JSONObject()
+        let body = object(fields.body, "\(path).body", required: false)
 
         var bodyType = BodyType.json
         if let text = string(fields.bodyType, "\(path).bodyType", required: false) {
@@ -498,13 +597,14 @@ struct Validator {
                 problem("\(path).bodyType", "\"\(text)\" is not json or form")
             }
         }
-        if bodyType == .form || method == .GET || method == .DELETE {
+        if let body, bodyType == .form || method == .GET || method == .DELETE {
             let why = bodyType == .form ? "a form body" : "a \(method!.rawValue) request (its body goes into the query string)"
-            for member in body.members {
-                switch member.value {
+            for (key, member) in reader.members(body) {
+                switch reader.kind(member) {
                 case .object, .array:
                     problem(
-                        "\(path).body.\(member.name)", "must be a string, number, boolean or null in \(why), got \(member.value.kindName)")
+                        "\(path).body.\(reader.string(key))",
+                        "must be a string, number, boolean or null in \(why), got \(reader.kindName(member))")
                 default: break
                 }
             }
@@ -525,18 +625,20 @@ struct Validator {
         let timeout = integer(
             fields.timeout, "\(path).timeout", default: Interface.Defaults.timeoutMilliseconds, range: 1...60_000, unit: "milliseconds")
 
-        var headers = HTTPFields()
+        var headers = Self.noHeaders
         if let object = object(fields.headers, "\(path).headers", required: false) {
-            for member in object.members {
-                let headerPath = "\(path).headers.\(member.name)"
-                guard case .string(let value) = member.value else {
-                    problem(headerPath, "must be a string, got \(member.value.kindName)")
+            for (key, member) in reader.members(object) {
+                let memberName = reader.string(key)
+                let headerPath = "\(path).headers.\(memberName)"
+                guard reader.kind(member) == .string else {
+                    problem(headerPath, "must be a string, got \(reader.kindName(member))")
                     continue
                 }
-                let name = member.name.utf8.allSatisfy(Self.isTokenByte) ? HTTPField.Name(member.name) : nil
+                let value = reader.string(member)
+                let name = memberName.utf8.allSatisfy(Self.isTokenByte) ? HTTPField.Name(memberName) : nil
                 if name == nil {
                     problem(headerPath, "is not a valid header name")
-                } else if Self.forbiddenHeaders.contains(member.name.lowercased()) {
+                } else if Self.forbiddenHeaders.contains(memberName.lowercased()) {
                     problem(headerPath, "may not be set by the config (the service or the page owns it)")
                 }
                 if value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) {
@@ -547,30 +649,33 @@ struct Validator {
         }
 
         var params: Set<String>?
-        switch fields.params {
-        case nil: break
-        case .array(let names):
-            var set: Set<String> = []
-            for (position, name) in names.enumerated() {
-                if case .string(let text) = name {
-                    set.insert(text)
-                } else {
-                    problem("\(path).params[\(position)]", "must be a string, got \(name.kindName)")
+        if let names = fields.params {
+            if reader.kind(names) == .array {
+                var set: Set<String> = []
+                for (position, name) in reader.elements(names).enumerated() {
+                    if reader.kind(name) == .string {
+                        set.insert(reader.string(name))
+                    } else {
+                        problem("\(path).params[\(position)]", "must be a string, got \(reader.kindName(name))")
+                    }
                 }
+                params = set
+            } else {
+                problem("\(path).params", "must be an array of parameter names, got \(reader.kindName(names))")
             }
-            params = set
-        case .some(let other): problem("\(path).params", "must be an array of parameter names, got \(other.kindName)")
         }
 
         var query: [(name: String, value: String)] = []
         if let object = object(fields.query, "\(path).query", required: false) {
-            for member in object.members {
-                switch member.value {
-                case _ where member.name.isEmpty: problem("\(path).query", "has a parameter without a name")
-                case .string(let text): query.append((member.name, text))
-                case .number(let text): query.append((member.name, text))
-                case .bool(let flag): query.append((member.name, flag ? "true" : "false"))
-                default: problem("\(path).query.\(member.name)", "must be a string, number or boolean, got \(member.value.kindName)")
+            for (key, member) in reader.members(object) {
+                let name = reader.string(key)
+                switch reader.kind(member) {
+                case _ where name.isEmpty: problem("\(path).query", "has a parameter without a name")
+                case .string: query.append((name, reader.string(member)))
+                case .number: query.append((name, reader.number(member)))
+                case .trueValue: query.append((name, "true"))
+                case .falseValue: query.append((name, "false"))
+                default: problem("\(path).query.\(name)", "must be a string, number or boolean, got \(reader.kindName(member))")
                 }
             }
         }
@@ -581,21 +686,27 @@ struct Validator {
         if let api, Template.mayHold(api) {
             problem("\(path).api", "may not hold a reference: an answer never chooses where a request goes")
         }
-        for member in body.members {
-            if Template.mayHold(member.name) { referenceInName("\(path).body.\(member.name)") }
-            collectReferences(in: member.value, at: "\(path).body.\(member.name)", into: &references, paths: &referencePaths)
+        if let body {
+            let reader = self.reader
+            for (key, member) in reader.members(body) {
+                if reader.mayHoldReference(key) { referenceInName("\(path).body.\(reader.string(key))") }
+                collectReferences(
+                    in: member, at: { "\(path).body.\(reader.string(key))" }, into: &references, paths: &referencePaths)
+            }
         }
         for header in headers where Template.mayHold(header.value) {
             let headerPath = "\(path).headers.\(header.name.rawName)"
             if header.name == .authorization || header.name == .proxyAuthorization {
                 problem(headerPath, "may not take a value from another answer: credentials come from the caller only")
             } else {
-                collectReferences(in: .string(header.value), at: headerPath, into: &references, paths: &referencePaths)
+                collectReferences(in: header.value, at: headerPath, into: &references, paths: &referencePaths)
             }
         }
         for pair in query {
             if Template.mayHold(pair.name) { referenceInName("\(path).query.\(pair.name)") }
-            collectReferences(in: .string(pair.value), at: "\(path).query.\(pair.name)", into: &references, paths: &referencePaths)
+            if Template.mayHold(pair.value) {
+                collectReferences(in: pair.value, at: "\(path).query.\(pair.name)", into: &references, paths: &referencePaths)
+            }
         }
 
         var name: String
@@ -613,11 +724,26 @@ struct Validator {
         }
 
         guard problems.count == problemCount, let api, let apiURL, let method else { return nil }
+        let template = RequestTemplate(
+            api: api, apiURL: apiURL, method: method, headers: headers, params: params, bodyType: bodyType,
+            query: query, bodyIsEmpty: body.map { reader.isEmptyContainer($0) } ?? true,
+            bodyNames: { name in
+                guard let body else { return }
+                for (key, _) in reader.members(body) { name(reader.string(key)) }
+            },
+            bodyJSON: {
+                guard let body else { return "{}" }
+                var out: [UInt8] = []
+                out.reserveCapacity(reader.sourceRange(body).count)
+                reader.writeCompact(body, into: &out)
+                return String(decoding: out, as: UTF8.self)
+            },
+            bodyObject: { body.map { reader.object($0) } ?? JSONObject() })
         let interface = Interface(
-            name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam, body: body,
-            hasBody: fields.body != nil, ttlSeconds: ttl, timeoutMilliseconds: timeout, headers: headers, params: params,
-            bodyType: bodyType, credentials: credentials, secPurpose: secPurpose, query: query, references: references,
-            referencePaths: referencePaths
+            name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam,
+            body: body.map { .source(document, reader.sourceRange($0)) } ?? .empty, hasBody: body != nil, ttlSeconds: ttl,
+            timeoutMilliseconds: timeout, headers: headers, params: params, bodyType: bodyType, credentials: credentials,
+            secPurpose: secPurpose, query: query, references: references, referencePaths: referencePaths, template: template
         )
         return (interface, explicit)
     }
@@ -674,19 +800,21 @@ struct Validator {
             if let range = last, let dot = text.lastIndex(of: UInt8(ascii: "."), in: range), dot != range.lowerBound {
                 last = range.lowerBound..<dot
             }
+            // Constants from here on: a nested function that captured the variables would box each on the heap.
+            let (lastSegment, previousSegment) = (last, previous)
             // Leading `.`, `-` and `_` are dropped (after the mapping, which keeps them), then at most 64 bytes are kept,
             // written straight into the `String`.
             var skip = 0
-            let total = (previous.map { $0.count + 1 } ?? 0) + (last?.count ?? 0)
+            let total = (previousSegment.map { $0.count + 1 } ?? 0) + (lastSegment?.count ?? 0)
             func byte(at position: Int) -> UInt8 {
                 // The name's bytes as if joined: `previous`, `.`, `last`, each mapped.
                 var position = position
-                if let previous {
-                    if position < previous.count { return mapped(bytes[previous.lowerBound + position]) }
-                    if position == previous.count { return UInt8(ascii: ".") }
-                    position -= previous.count + 1
+                if let previousSegment {
+                    if position < previousSegment.count { return mapped(bytes[previousSegment.lowerBound + position]) }
+                    if position == previousSegment.count { return UInt8(ascii: ".") }
+                    position -= previousSegment.count + 1
                 }
-                return mapped(bytes[last!.lowerBound + position])
+                return mapped(bytes[lastSegment!.lowerBound + position])
             }
             while skip < total {
                 let leading = byte(at: skip)
@@ -736,29 +864,43 @@ struct ConfigPath: CustomStringConvertible {
     }
 }
 
-/// An interface object's members by key, gathered in one pass instead of one search per key; unknown keys go to
-/// `unknown` in member order, as ``Validator/unknownKeys(_:known:_:)`` reports them.
+/// An interface object's members by key (tape indices), gathered in one pass instead of one search per key; unknown
+/// keys go to `unknown` in member order, as ``Validator/unknownKeys(_:known:_:)`` reports them.
 struct InterfaceFields {
-    var api, method, urlParam, bodyParam, body, name, ttl, timeout, headers, params, bodyType, credentials, secPurpose, query: JSONValue?
+    var api, method, urlParam, bodyParam, body, name, ttl, timeout, headers, params, bodyType, credentials, secPurpose, query: Int?
 
-    init(_ object: JSONObject, unknown: (String) -> Void) {
-        for member in object.members {
-            switch member.name {
-            case "api": api = member.value
-            case "method": method = member.value
-            case "urlParam": urlParam = member.value
-            case "bodyParam": bodyParam = member.value
-            case "body": body = member.value
-            case "name": name = member.value
-            case "ttl": ttl = member.value
-            case "timeout": timeout = member.value
-            case "headers": headers = member.value
-            case "params": params = member.value
-            case "bodyType": bodyType = member.value
-            case "credentials": credentials = member.value
-            case "secPurpose": secPurpose = member.value
-            case "query": query = member.value
-            default: unknown(member.name)
+    init(_ object: Int, _ reader: TapeReader, unknown: (String) -> Void) {
+        for (key, value) in reader.members(object) {
+            if reader.string(key, is: "api") {
+                api = value
+            } else if reader.string(key, is: "method") {
+                method = value
+            } else if reader.string(key, is: "urlParam") {
+                urlParam = value
+            } else if reader.string(key, is: "bodyParam") {
+                bodyParam = value
+            } else if reader.string(key, is: "body") {
+                body = value
+            } else if reader.string(key, is: "name") {
+                name = value
+            } else if reader.string(key, is: "ttl") {
+                ttl = value
+            } else if reader.string(key, is: "timeout") {
+                timeout = value
+            } else if reader.string(key, is: "headers") {
+                headers = value
+            } else if reader.string(key, is: "params") {
+                params = value
+            } else if reader.string(key, is: "bodyType") {
+                bodyType = value
+            } else if reader.string(key, is: "credentials") {
+                credentials = value
+            } else if reader.string(key, is: "secPurpose") {
+                secPurpose = value
+            } else if reader.string(key, is: "query") {
+                query = value
+            } else {
+                unknown(reader.string(key))
             }
         }
     }
@@ -769,6 +911,10 @@ struct InterfaceFields {
 struct SmallSet<Element: Hashable> {
     private var few: [Element] = []
     private var many: Set<Element>?
+
+    init(capacity: Int = 0) {
+        few.reserveCapacity(min(capacity, 17))
+    }
 
     func contains(_ element: Element) -> Bool {
         if let many { return many.contains(element) }

@@ -126,7 +126,7 @@ public struct JSONParser {
         return try text.withUTF8 { parse(buffer: $0) }.get()
     }
 
-    private static func parse(buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
+    static func parse(buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
         var parser = JSONParser(bytes: buffer)
         do throws(JSONParseError) {
             if buffer.count >= 3 && buffer[0] == 0xEF && buffer[1] == 0xBB && buffer[2] == 0xBF { parser.index = 3 }

@@ -29,6 +29,24 @@ func milliseconds(_ duration: Duration) -> Double {
     return Double(s) * 1000 + Double(atto) / 1e15
 }
 
+// PLANNING_PROFILE=load:N or plan:N only loads the config N times, or plans every page N times, and exits: a steady
+// loop to profile (`perf record -g`, `perf stat -e instructions:u`) without the other stages in the samples.
+if let profile = ProcessInfo.processInfo.environment["PLANNING_PROFILE"] {
+    let parts = profile.split(separator: ":")
+    let count = parts.count > 1 ? Int(parts[1]) ?? 20 : 20
+    var sink = 0
+    if parts[0] == "plan" {
+        let loaded = try ConfigLoader.parse(configBytes, source: arguments[1]).config
+        for _ in 0..<count {
+            for page in pages { sink &+= (try? Plan.make(page: page.url, config: loaded))?.requests.count ?? 0 }
+        }
+    } else {
+        for _ in 0..<count { sink &+= try ConfigLoader.parse(configBytes, source: arguments[1]).config.pages.count }
+    }
+    print("profile \(profile) done (\(sink))")
+    exit(0)
+}
+
 // Config parse and validation (what a reload costs).
 var parseTimes: [Double] = []
 var config: PrefetchConfig?
@@ -50,9 +68,13 @@ for _ in 0..<5 {
 }
 jsonTimes.sort()
 print("config_bytes \(configBytes.count)")
-print("config_pages \(loaded.pages.count) (\(loaded.pages.filter { $0.pattern != nil }.count) patterns), interfaces \(loaded.interfaceCount)")
+print(
+    "config_pages \(loaded.pages.count) (\(loaded.pages.filter { $0.pattern != nil }.count) patterns), interfaces \(loaded.interfaceCount)")
 print(String(format: "config_parse_ms best %.1f median %.1f", parseTimes[0], parseTimes[2]))
-print(String(format: "config_parse_mb_per_s best %.1f median %.1f", Double(configBytes.count) / parseTimes[0] / 1000, Double(configBytes.count) / parseTimes[2] / 1000))
+print(
+    String(
+        format: "config_parse_mb_per_s best %.1f median %.1f", Double(configBytes.count) / parseTimes[0] / 1000,
+        Double(configBytes.count) / parseTimes[2] / 1000))
 print(String(format: "json_parse_ms best %.1f median %.1f (JSONParser.parse alone, tree built and freed)", jsonTimes[0], jsonTimes[2]))
 
 /// Plans every page of `subset` round-robin for `seconds`; returns plans per second and the requests composed
@@ -107,10 +129,15 @@ func measureStages(_ subset: [String], seconds: Double) -> (parse: Double, parse
 let all = measure(pages.map(\.url), seconds: seconds)
 let stages = measureStages(pages.map(\.url), seconds: seconds / 2)
 print(String(format: "plans_per_second all %.0f (%.2f us per plan)", all.perSecond, 1e6 / all.perSecond))
-print(String(format: "plan_stages_us parse %.2f, parse+match %.2f, whole plan %.2f (all pages)", stages.parse, stages.parseAndMatch, 1e6 / all.perSecond))
+print(
+    String(
+        format: "plan_stages_us parse %.2f, parse+match %.2f, whole plan %.2f (all pages)", stages.parse, stages.parseAndMatch,
+        1e6 / all.perSecond))
 for kind in ["exact", "capture", "star", "miss"] {
     let subset = pages.filter { $0.kind == kind }.map(\.url)
     guard !subset.isEmpty else { continue }
     let result = measure(subset, seconds: seconds / 2)
-    print("plans_per_second \(kind) " + String(format: "%.0f (%.2f us per plan, %d pages)", result.perSecond, 1e6 / result.perSecond, subset.count))
+    print(
+        "plans_per_second \(kind) "
+            + String(format: "%.0f (%.2f us per plan, %d pages)", result.perSecond, 1e6 / result.perSecond, subset.count))
 }

@@ -1,0 +1,1 @@
+../../../Tests/PrefetchCoreTests/ReferenceConfigLoader.swift
