@@ -4,21 +4,21 @@
 # is measured twice in the same run: as shipped (the read answered on the event loop, `FastHandoff`) and with
 # `--no-fast-handoff` (every read routed through Hummingbird's handler task), the before and after of that path.
 #
-# Every server gets the very same request URL and answers the very same 1,024 body bytes. wrk runs with a fixed
-# 2 threads and 50 connections. Two placements are measured:
+# Every server gets the very same request URL and answers the very same 1,024 body bytes. wrk runs with one
+# thread (BENCH_WRK_THREADS) and 50 connections: `wrk -t1 -c50`. Two placements are measured:
 #   shared  nothing pinned: server and wrk share both cores (how a 2-core box would run them);
 #   split   the server pinned to CPU 0 and wrk to CPU 1 (taskset): one core per side, so single-threaded
 #           nginx and Node are compared per core with the multi-threaded service.
 # Env: BENCH_DURATION (seconds per measurement, default 10), BENCH_WARMUP (default 3), BENCH_PLACEMENTS
 # (default "shared split"), BENCH_PROFILE=1 (perf record -g of the service during the first measurement; the
-# top symbols are printed after the figures).
+# top symbols are printed after the figures; BENCH_PROFILE_DATA=FILE keeps the samples).
 source "$(dirname "$0")/lib.sh"
 
 DURATION="${BENCH_DURATION:-10}"
 WARMUP="${BENCH_WARMUP:-3}"
 PLACEMENTS="${BENCH_PLACEMENTS:-shared split}"
 CONNECTIONS=50
-THREADS=2
+THREADS="${BENCH_WRK_THREADS:-1}"
 
 ensure_apt wrk nginx-light curl
 [ -z "${BENCH_PROFILE:-}" ] || ensure_apt linux-perf
@@ -171,6 +171,7 @@ check_peer node "http://127.0.0.1:$NODE_PORT$PATH_QUERY"
   done
   if [ -n "${PERF_PID:-}" ]; then
     wait "$PERF_PID" || true
+    [ -z "${BENCH_PROFILE_DATA:-}" ] || cp "$WORK/perf.data" "$BENCH_PROFILE_DATA"
     echo "profile of the service (fast handoff), first placement, top symbols by self time:"
     perf report -i "$WORK/perf.data" --sort symbol --stdio -g none --no-children 2>/dev/null | grep -E '^ +[0-9]' | awk 'NR <= 30' \
       | swift demangle --simplified | cut -c1-160
