@@ -1,11 +1,12 @@
 // The fetcher: upstream HTTP through libcurl's multi interface. One multi handle (one connection cache, one DNS
 // cache) and every easy handle live on one dedicated loop thread started by `run()`; callers post tickets to a
-// mailbox and wake the loop with `curl_multi_wakeup`. A page open submits all its requests in one post and gets their
+// mailbox and wake the loop through its eventfd. A page open submits all its requests in one post and gets their
 // results in batches, once per loop iteration, on the loop thread (`submit(_:onCompletion:)`); a single `fetch` waits
 // on a continuation.
 // Design notes: docs/design/fetcher.md
 import CCurl
 import Foundation
+import Glibc
 public import Logging
 import PrefetchCore
 public import ServiceLifecycle
@@ -14,13 +15,13 @@ import Synchronization
 /// `curl_global_init`, run exactly once per process (Swift initialises globals lazily and atomically).
 let curlGlobalInitialisation: CURLcode = curl_global_init(prefetch_global_all())
 
-/// The multi handle as seen from other threads: only `curl_multi_wakeup`, which libcurl documents as callable
-/// from any thread, is used through it.
-struct MultiWakeup: @unchecked Sendable {
-    let multi: UnsafeMutableRawPointer
+/// How other threads wake the loop thread: a write to its eventfd, which the loop's epoll set watches.
+struct MultiWakeup: Sendable {
+    let fd: Int32
 
     func wake() {
-        _ = curl_multi_wakeup(multi)
+        var one: UInt64 = 1
+        _ = withUnsafeBytes(of: &one) { write(fd, $0.baseAddress, 8) }
     }
 }
 
@@ -29,8 +30,8 @@ struct Mailbox {
     var phase = FetcherPhase()
     var submissions: [FetchTicket] = []
     var cancellations: [FetchTicket] = []
-    /// Set while the loop thread owns a live multi handle; wakeups are sent under the lock so the handle cannot
-    /// be cleaned up concurrently.
+    /// Set while the loop thread runs; wakeups are sent under the lock so the eventfd cannot be closed
+    /// concurrently.
     var wakeup: MultiWakeup?
 }
 

@@ -1,11 +1,16 @@
 import CCurl
+import Glibc
 import Logging
 import PrefetchCore
 import Synchronization
 
 /// The loop thread's world: the multi handle, the admitted transfers and the admission queue.
 ///
-/// Confined to the loop thread: created, used and destroyed there, never shared.
+/// Confined to the loop thread: created, used and destroyed there, never shared. libcurl's multi-socket interface
+/// drives it: libcurl says which sockets to watch for what (`watch`, its socket callback) and when it next needs a
+/// timeout call (its timer callback); the loop waits in `epoll_wait` on those sockets and its eventfd (the other
+/// threads' wakeup), and hands each ready socket to `curl_multi_socket_action`. Waiting costs the same whatever the
+/// number of connections (`curl_multi_poll` walked every socket on every wait).
 final class TransferLoop {
     private let fetcher: Fetcher
     private let configuration: FetcherConfiguration
@@ -24,6 +29,17 @@ final class TransferLoop {
     private var outbox: [(batch: FetchBatch, completion: FetchCompletion)] = []
     /// Scratch for `flush`: one entry per batch with results in this iteration.
     private var byBatch: [(batch: FetchBatch, completions: [FetchCompletion])] = []
+    /// The epoll set: libcurl's sockets and `wakeFD`.
+    private let epollFD: Int32
+    /// Written by other threads to wake the loop (`MultiWakeup`).
+    private let wakeFD: Int32
+    /// Sockets in the epoll set.
+    private var watched: Set<Int32> = []
+    /// When libcurl wants `curl_multi_socket_action` with `CURL_SOCKET_TIMEOUT` (its timer callback); nil: never.
+    private var timerDeadline: ContinuousClock.Instant?
+    /// Ready descriptors of one `epoll_wait`, and their `CURL_CSELECT_*` flags.
+    private var readyFDs = [Int32](repeating: 0, count: 256)
+    private var readyFlags = [Int32](repeating: 0, count: 256)
 
     init(fetcher: Fetcher) {
         self.fetcher = fetcher
@@ -42,14 +58,89 @@ final class TransferLoop {
             CURLMOPT_PIPELINING,
             configuration.enableHTTP2 ? prefetch_pipe_multiplex() : prefetch_pipe_nothing()
         )
+        epollFD = prefetch_epoll_create()
+        wakeFD = prefetch_eventfd()
+        guard epollFD >= 0, wakeFD >= 0 else {
+            fatalError("the fetcher's loop could not create its epoll set or eventfd: errno \(errno)")
+        }
+        _ = prefetch_epoll_watch(epollFD, wakeFD, 1, 0, 1)
+        let this = Unmanaged.passUnretained(self).toOpaque()
+        _ = prefetch_multi_setopt_pointer(multi, CURLMOPT_SOCKETDATA, this)
+        _ = prefetch_multi_setopt_pointer(multi, CURLMOPT_TIMERDATA, this)
+        _ = prefetch_multi_setopt_socket_function(multi) { _, socket, what, userp, _ in
+            guard let userp else { return 0 }
+            Unmanaged<TransferLoop>.fromOpaque(userp).takeUnretainedValue().watch(socket, what: what)
+            return 0
+        }
+        _ = prefetch_multi_setopt_timer_function(multi) { _, milliseconds, userp in
+            guard let userp else { return 0 }
+            let loop = Unmanaged<TransferLoop>.fromOpaque(userp).takeUnretainedValue()
+            loop.timerDeadline = milliseconds < 0 ? nil : ContinuousClock.now.advanced(by: .milliseconds(milliseconds))
+            return 0
+        }
     }
 
     deinit {
+        // No callback into an object being destroyed: connections closed by the cleanup are not reported.
+        _ = prefetch_multi_setopt_socket_function(multi, nil)
+        _ = prefetch_multi_setopt_timer_function(multi, nil)
         curl_multi_cleanup(multi)
+        close(epollFD)
+        close(wakeFD)
+    }
+
+    // MARK: sockets and timers
+
+    /// libcurl's socket callback: watch `socket` for what it asks (`CURL_POLL_IN`, `_OUT`, both), or stop.
+    private func watch(_ socket: Int32, what: Int32) {
+        if what == prefetch_poll_remove() {
+            if watched.remove(socket) != nil { _ = prefetch_epoll_unwatch(epollFD, socket) }
+            return
+        }
+        let readable: Int32 = what & prefetch_poll_in() != 0 ? 1 : 0
+        let writable: Int32 = what & prefetch_poll_out() != 0 ? 1 : 0
+        let known = watched.contains(socket)
+        if prefetch_epoll_watch(epollFD, socket, readable, writable, known ? 0 : 1) != 0 {
+            // A descriptor closed and reused behind libcurl's back (or added twice): the other operation fits.
+            _ = prefetch_epoll_watch(epollFD, socket, readable, writable, known ? 1 : 0)
+        }
+        watched.insert(socket)
+    }
+
+    /// Runs libcurl's timeout work when its timer is due.
+    private func driveTimer() {
+        guard let deadline = timerDeadline, deadline <= .now else { return }
+        timerDeadline = nil
+        var running: Int32 = 0
+        _ = prefetch_multi_socket_action(multi, prefetch_socket_timeout(), 0, &running)
+    }
+
+    /// Waits for a socket, a wakeup, libcurl's timer or a queued deadline, and hands every ready socket to libcurl.
+    private func waitForEvents() {
+        var timeout = pollTimeoutMilliseconds()
+        if let deadline = timerDeadline {
+            timeout = min(timeout, Int32(clamping: max(0, ContinuousClock.now.duration(to: deadline).wholeMillisecondsRoundedUp)))
+        }
+        let count = readyFDs.withUnsafeMutableBufferPointer { fds in
+            readyFlags.withUnsafeMutableBufferPointer { flags in
+                prefetch_epoll_wait(epollFD, fds.baseAddress, flags.baseAddress, Int32(fds.count), timeout)
+            }
+        }
+        guard count > 0 else { return }
+        for index in 0..<Int(count) {
+            let socket = readyFDs[index]
+            if socket == wakeFD {
+                var drained: UInt64 = 0
+                _ = withUnsafeMutableBytes(of: &drained) { read(wakeFD, $0.baseAddress, 8) }
+                continue
+            }
+            var running: Int32 = 0
+            _ = prefetch_multi_socket_action(multi, socket, readyFlags[index], &running)
+        }
     }
 
     func run() {
-        fetcher.mailbox.withLock { $0.wakeup = MultiWakeup(multi: multi) }
+        fetcher.mailbox.withLock { $0.wakeup = MultiWakeup(fd: wakeFD) }
         while true {
             let (submissions, cancellations, phase) = fetcher.mailbox.withLock { mailbox in
                 defer {
@@ -75,9 +166,7 @@ final class TransferLoop {
             }
             expireQueued()
             admit()
-
-            var running: Int32 = 0
-            _ = curl_multi_perform(multi, &running)
+            driveTimer()
             collectFinished()
             admit()
             flush()
@@ -85,7 +174,8 @@ final class TransferLoop {
             if phase.loopMayExitWhenIdle && active.isEmpty && queued.isEmpty {
                 break
             }
-            _ = curl_multi_poll(multi, nil, 0, pollTimeoutMilliseconds(), nil)
+            waitForEvents()
+            collectFinished()
         }
         let leftovers = fetcher.mailbox.withLock { mailbox in
             mailbox.phase.loopExited()
@@ -197,7 +287,7 @@ final class TransferLoop {
         }
     }
 
-    /// Longest sleep in `curl_multi_poll`: curl shortens it for its own timers; queued deadlines shorten it here.
+    /// Longest wait for events as queued deadlines allow (`waitForEvents` shortens it further for libcurl's timer).
     private func pollTimeoutMilliseconds() -> Int32 {
         var timeout: Int64 = 1000
         if let earliest = queued.minimum(of: \.deadline) {
