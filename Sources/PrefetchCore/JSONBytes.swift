@@ -9,13 +9,16 @@ public enum JSONBytes {
 
     /// Whether `bytes` is exactly one JSON text, optionally surrounded by whitespace.
     public static func isValid(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBufferPointer { buffer in
-            var scanner = Scanner(bytes: buffer)
-            scanner.skipWhitespace()
-            guard scanner.value(depth: 0) else { return false }
-            scanner.skipWhitespace()
-            return scanner.index == buffer.count
-        }
+        bytes.withUnsafeBufferPointer { isValid($0) }
+    }
+
+    /// ``isValid(_:)`` over bytes held elsewhere (a stored body's storage: no copy).
+    public static func isValid(_ buffer: UnsafeBufferPointer<UInt8>) -> Bool {
+        var scanner = Scanner(bytes: buffer)
+        scanner.skipWhitespace()
+        guard scanner.value(depth: 0) else { return false }
+        scanner.skipWhitespace()
+        return scanner.index == buffer.count
     }
 
     private struct Scanner {
@@ -284,6 +287,12 @@ public struct JSONBytesWriter {
 
     /// Bytes that are already one JSON value (checked by the caller, e.g. with ``JSONBytes/isValid(_:)``).
     public mutating func raw(_ json: [UInt8]) {
+        beforeValue()
+        bytes.append(contentsOf: json)
+    }
+
+    /// ``raw(_:)`` from bytes held elsewhere (no intermediate array).
+    public mutating func raw(_ json: UnsafeBufferPointer<UInt8>) {
         beforeValue()
         bytes.append(contentsOf: json)
     }

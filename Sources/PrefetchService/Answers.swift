@@ -209,11 +209,15 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
     /// Writes the body as JSON when it is JSON, as text when it is UTF-8, else base64; returns which.
     static func writeBody(_ response: StoredResponse, into writer: inout JSONBytesWriter) -> String {
         let contentType = response.headers[.contentType]?.lowercased() ?? ""
-        let body = response.body
-        if contentType.contains("json"), JSONBytes.isValid(body) {
-            writer.raw(body)
-            return "json"
+        // Straight from the stored body's storage: validated and spliced without a copy.
+        let spliced = response.bodyBuffer.withUnsafeReadableBytes { raw -> Bool in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            guard contentType.contains("json"), JSONBytes.isValid(bytes) else { return false }
+            writer.raw(bytes)
+            return true
         }
+        if spliced { return "json" }
+        let body = response.body
         if let text = String(validating: body, as: UTF8.self) {
             writer.string(text)
             return "text"

@@ -86,28 +86,32 @@ extension FastHandoffTests {
     @Test func hostileRequestsGetTheRoutersAnswersFromTheFastPath() async throws {
         let compared = Mutex(0)
         try await withBoth { fast, routed in
+            let opened = ContinuousClock.now
             let fastPage = try await openPage(fast)
             let routedPage = try await openPage(routed)
             for name in ["plain", "cookie"] {
                 try await waitReady(fast, fastPage.ticket, name)
                 try await waitReady(routed, routedPage.ticket, name)
             }
-            // Fixed seeds, so a difference names the request that shows it and reproduces as it is. Few enough that
-            // all of it ends well before `slow`'s 10 s timeout, which would otherwise fail it at a different moment
-            // on each service.
-            for seed in 0..<10 {
+            // Fixed seeds, so a difference names the request that shows it and reproduces as it is. The requests stop
+            // 6 s after the pages open (on a busy machine, before all 400 are sent): `slow` times out at 10 s, at a
+            // slightly different moment on each service, and its two answers would then differ for that reason alone.
+            seeds: for seed in 0..<10 {
                 var generator = SeededGenerator(seed: UInt64(seed))
                 for _ in 0..<40 {
+                    if opened.duration(to: .now) > .seconds(6) { break seeds }
                     let request = HostileRequest.random(using: &generator)
                     do {
                         let a = normalised(
                             try await rawExchange(
                                 port: fast.port, request.text(port: fast.port, ticket: fastPage.ticket, readKey: fastPage.readKey)
-                            ).replacingOccurrences(of: fastPage.ticket, with: "<ticket>"))
+                            ).replacingOccurrences(of: fastPage.ticket, with: "<ticket>")
+                        ).timingFree
                         let b = normalised(
                             try await rawExchange(
                                 port: routed.port, request.text(port: routed.port, ticket: routedPage.ticket, readKey: routedPage.readKey)
-                            ).replacingOccurrences(of: routedPage.ticket, with: "<ticket>"))
+                            ).replacingOccurrences(of: routedPage.ticket, with: "<ticket>")
+                        ).timingFree
                         #expect(a == b, "seed \(seed): \(request)\nfast\n\(a)\nrouted\n\(b)")
                         #expect(rawStatus(a) != nil, "seed \(seed): \(request): no answer")
                         compared.withLock { $0 += 1 }
@@ -121,6 +125,15 @@ extension FastHandoffTests {
             let fastOthers = try await eventLoopAnswers(fast, "trigger") + eventLoopAnswers(fast, "results")
             #expect(fastReads + fastOthers > 0, "the fast path answered nothing")
         }
-        #expect(compared.withLock { $0 } == 400)
+        #expect(compared.withLock { $0 } >= 60, "only \(compared.withLock { $0 }) requests were compared")
+    }
+}
+
+extension String {
+    /// A trigger's answer without what depends on how far earlier page opens of the same requests have got (whether
+    /// this one leads, joins or finds them stored): a matter of timing, not of the path that answered.
+    fileprivate var timingFree: String {
+        replacingOccurrences(of: #""flight":"[a-z]+","#, with: #""flight":"<varies>","#, options: .regularExpression)
+            .replacingOccurrences(of: #""state":"(pending|stored)","url""#, with: #""state":"<varies>","url""#, options: .regularExpression)
     }
 }
