@@ -1,12 +1,14 @@
 import HTTPTypes
+import MetricsTestKit
 import NIOCore
 import PrefetchCore
+import Synchronization
 import Testing
 
 @testable import PrefetchStore
 
 /// What the store counts against its budget is what the process holds: a body's storage, not only its readable
-/// bytes.
+/// bytes, and the bodies still arriving.
 @Suite struct MemoryAccountingTests {
     /// `ByteBuffer(bytes:)` rounds its storage up to a power of two: a 40 KiB body in it holds 64 KiB.
     @Test func aBodyIsStoredInStorageOfExactlyItsSize() {
@@ -46,5 +48,53 @@ import Testing
         stored.bodyBuffer = big.getSlice(at: 0, length: 10)!
         #expect(stored.bodyCount == 10)
         #expect(stored.accountedBytes == 32 * 1024 + "content-type".count + "a/b".count)
+    }
+
+    /// Bytes still arriving count against the budget: completing a response evicts least recently used entries
+    /// until the store and those bytes fit together.
+    @Test func bytesInFlightElsewhereAreMadeRoomFor() async throws {
+        let held = Atomic<Int>(0)
+        let entry = MemoryStore.perEntryOverhead + key("/0").accountedBytes + 1_000
+        let budget = 10 * entry
+        let store = MemoryStore(
+            budgetBytes: budget, logger: quietLogger, metricsFactory: TestMetrics(), heldElsewhere: { held.load(ordering: .relaxed) })
+        for n in 0..<9 {
+            await put(store, key("/\(n)"), .success(response(bytes: 1_000)))
+        }
+        #expect(await store.snapshot().evictions == 0)
+        held.store(4 * entry, ordering: .relaxed)
+        await put(store, key("/9"), .success(response(bytes: 1_000)))
+        let snapshot = await store.snapshot()
+        #expect(snapshot.bytes + 4 * entry <= budget)
+        #expect(snapshot.evictions == 4)
+        #expect(await store.read(key("/0"), wait: .zero) == .absent(.evicted), "least recently used first")
+        #expect(await store.read(key("/9"), wait: .zero).response == response(bytes: 1_000))
+    }
+
+    /// In-flight bytes are not the store's to free: they never make it refuse a response, only evict.
+    @Test func bytesInFlightNeverRefuseAResponse() async throws {
+        let entry = MemoryStore.perEntryOverhead + key("/0").accountedBytes + 1_000
+        let store = MemoryStore(
+            budgetBytes: 4 * entry, logger: quietLogger, metricsFactory: TestMetrics(), heldElsewhere: { 100 * entry })
+        await put(store, key("/0"), .success(response(bytes: 1_000)))
+        await put(store, key("/1"), .success(response(bytes: 1_000)))
+        #expect(await store.read(key("/1"), wait: .zero).response == response(bytes: 1_000), "the newest is kept")
+        #expect(await store.read(key("/0"), wait: .zero) == .absent(.evicted))
+        let settled = store.settleNow([.put(key("/2"), policy: policy(), result: .success(response(bytes: 1_000)))])
+        #expect(settled)
+        #expect(await store.read(key("/2"), wait: .zero).response == response(bytes: 1_000))
+        #expect(await store.snapshot().entries == 1)
+    }
+
+    /// Without anything held elsewhere, the store fills its budget as before.
+    @Test func nothingHeldElsewhereLeavesTheBudgetToTheStore() async throws {
+        let entry = MemoryStore.perEntryOverhead + key("/0").accountedBytes + 1_000
+        let store = MemoryStore(budgetBytes: 4 * entry, logger: quietLogger, metricsFactory: TestMetrics(), heldElsewhere: { 0 })
+        for n in 0..<4 {
+            await put(store, key("/\(n)"), .success(response(bytes: 1_000)))
+        }
+        let snapshot = await store.snapshot()
+        #expect(snapshot.entries == 4)
+        #expect(snapshot.evictions == 0)
     }
 }
