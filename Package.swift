@@ -293,6 +293,7 @@ let package = Package(
                 "PrefetchTestUpstream",
                 "PrefetchStore",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "PropertyBased", package: "swift-property-based"),
             ],
             swiftSettings: swiftSettings

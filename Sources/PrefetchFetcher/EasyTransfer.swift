@@ -52,6 +52,8 @@ final class EasyTransfer {
 
     fileprivate var responseHeaders = HTTPFields()
     fileprivate var body: [UInt8] = []
+    /// The final response's `Content-Length`, when it sent one: the body's storage is sized to it at the first byte.
+    fileprivate var announcedLength: Int?
     fileprivate var exceededLimit = false
     /// The shared budget was full when this transfer's body grew (a `.tooLarge` for the service, not the response).
     fileprivate var exceededBudget = false
@@ -241,6 +243,11 @@ final class EasyTransfer {
             exceededBudget = true
             return false
         }
+        if body.isEmpty, let announcedLength, announcedLength > bytes.count, announcedLength <= maxResponseBytes {
+            // One allocation of the announced size: appending chunk by chunk would grow the array by doubling, so
+            // a body would be copied several times and could end in storage of up to twice its size.
+            body.reserveCapacity(announcedLength)
+        }
         body.append(contentsOf: bytes)
         return true
     }
@@ -255,6 +262,7 @@ final class EasyTransfer {
         if line.hasPrefix("HTTP/") {
             // A new status line: an interim (1xx) response's headers are not the final response's.
             responseHeaders.removeAll()
+            announcedLength = nil
             return
         }
         if let first = line.first, first == " " || first == "\t" {
@@ -265,7 +273,10 @@ final class EasyTransfer {
             }
             return
         }
-        if let header = headerField(line) { responseHeaders.append(header) }
+        if let header = headerField(line) {
+            if header.name == .contentLength { announcedLength = Int(header.value) }
+            responseHeaders.append(header)
+        }
     }
 }
 

@@ -65,8 +65,11 @@ public func buildApplication(
         services.append(shared)
     } else {
         redis = nil
+        // Response bodies still arriving count against the store's budget: --store-bytes bounds the responses the
+        // process holds, kept or in flight (docs/design/response-store.md, "Memory").
         store = MemoryStore(
-            budgetBytes: settings.storeBytes, lockAge: settings.lockAge, logger: logger, metricsFactory: factory, clock: clock)
+            budgetBytes: settings.storeBytes, lockAge: settings.lockAge, logger: logger, metricsFactory: factory, clock: clock,
+            heldElsewhere: { fetcher.bufferedBytes })
     }
 
     // The config: a live source (file or URL, checked by the updater) or a fixed one given by the caller.

@@ -26,18 +26,25 @@ public final class MemoryStore: ResponseStore {
     private let metrics: StoreMetrics
     private let logger: Logger
     private let clock: any ServiceClock
+    private let heldElsewhere: (@Sendable () -> Int)?
 
     /// Creates an empty store. A pending entry nobody waits for is forgotten once its flight is three lock ages
     /// old. Metrics go to `metricsFactory` (the bootstrapped system by default). Every TTL, lock age and reader
     /// deadline is measured on `clock`.
+    ///
+    /// `heldElsewhere` tells the bytes of responses still arriving (the fetcher's `bufferedBytes`): they count
+    /// against the budget too, so completing a response evicts least recently used entries until the store and
+    /// those bytes fit together. It is read under the store's lock and must be cheap (an atomic load).
     public init(
         budgetBytes: Int = 64 * 1024 * 1024,
         lockAge: Duration = .seconds(10),
         logger: Logger,
         metricsFactory: any MetricsFactory = MetricsSystem.factory,
-        clock: any ServiceClock = ContinuousClock()
+        clock: any ServiceClock = ContinuousClock(),
+        heldElsewhere: (@Sendable () -> Int)? = nil
     ) {
         self.clock = clock
+        self.heldElsewhere = heldElsewhere
         precondition(budgetBytes > 0, "budgetBytes must be positive, got \(budgetBytes)")
         precondition(lockAge >= .zero, "lockAge must not be negative, got \(lockAge)")
         self.budgetBytes = budgetBytes
@@ -62,8 +69,10 @@ public final class MemoryStore: ResponseStore {
     /// See `ResponseStore.complete`.
     public func complete(_ key: StoreKey, token: FlightToken, result: Result<StoredResponse, StoreFailure>) async {
         let now = clock.now
+        let held = heldElsewhere?() ?? 0
         let effects = state.withLock { state in
             var effects = Effects()
+            state.heldElsewhere = held
             state.complete(key, token: token, result: result, now: now, effects: &effects)
             return effects
         }
@@ -107,7 +116,9 @@ public final class MemoryStore: ResponseStore {
 
     /// See `ResponseStore.settleNow`: every settlement under one acquisition of the lock.
     public func settleNow(_ settlements: [Settlement]) -> Bool {
+        let held = heldElsewhere?() ?? 0
         locked { state, now, effects in
+            state.heldElsewhere = held
             for settlement in settlements {
                 switch settlement {
                 case .complete(let key, let token, let result):

@@ -56,6 +56,11 @@ struct StoreState {
     private(set) var bytes = 0
     /// Bytes of the entries in the LRU list, i.e. what eviction could free.
     private var evictableBytes = 0
+    /// Bytes of responses still arriving, held outside the store (by the fetcher) but counted against its budget:
+    /// before a response is linked in, least recently used entries are evicted until the store and these bytes fit
+    /// together, so the budget bounds what the process holds of responses, kept or in flight. Set by the shell
+    /// before each operation; never a reason to refuse a response (in-flight bytes are not the store's to free).
+    var heldElsewhere = 0
     private var tombstones = Tombstones(capacity: MemoryStore.tombstoneCapacity)
     private var waiters: [WaiterID: Waiter] = [:]
     private var nextWaiterID: WaiterID = 0
@@ -157,6 +162,8 @@ struct StoreState {
         }
         slots[at]!.bytes = grown
         bytes += delta
+        // Not linked yet, so never its own victim.
+        shed(effects: &effects)
         link(at)
     }
 
@@ -348,6 +355,20 @@ struct StoreState {
             finish(victim, effects: &effects)
         }
         return true
+    }
+
+    /// Evicts least recently used completed entries while the store's bytes and `heldElsewhere` together exceed
+    /// the budget. Never fails: what it cannot free is in flight.
+    private mutating func shed(effects: inout Effects) {
+        while heldElsewhere > 0, bytes + heldElsewhere > budget, let victim = lruTail {
+            _ = slots[victim]!.entry.evict()
+            evictions += 1
+            effects.events.append(.eviction)
+            effects.note(
+                .debug, "evicted for responses in flight", key: slots[victim]!.key,
+                ["store.bytes": "\(slots[victim]!.bytes)", "store.in_flight_bytes": "\(heldElsewhere)"])
+            finish(victim, effects: &effects)
+        }
     }
 
     /// Counts one read outcome, exactly once per read.

@@ -457,8 +457,9 @@ extension Prefetch {
             }
             // Response bodies come and go by the megabyte; glibc's adaptive mmap threshold would otherwise move
             // them onto the heap after the first large free and fragment it, so RSS would outgrow the store's
-            // budget (BENCHMARKS.md, memory). 128 KiB keeps large bodies in their own mappings.
-            if prefetch_set_mmap_threshold(128 * 1024) != 1 {
+            // budget (BENCHMARKS.md, memory). 128 KiB keeps large bodies in their own mappings, which the store
+            // accounts as whole pages (BodyAllocation.footprint).
+            if prefetch_set_mmap_threshold(Int32(BodyAllocation.mmapThreshold)) != 1 {
                 Console.error("warning: could not set the allocator's mmap threshold; RSS may grow past the store budget")
             }
             let registry = PrometheusCollectorRegistry()
