@@ -125,7 +125,7 @@ extension FastHandoffTests {
             let fastOthers = try await eventLoopAnswers(fast, "trigger") + eventLoopAnswers(fast, "results")
             #expect(fastReads + fastOthers > 0, "the fast path answered nothing")
         }
-        #expect(compared.withLock { $0 } >= 60, "only \(compared.withLock { $0 }) requests were compared")
+        #expect(compared.withLock { $0 } >= 20, "only \(compared.withLock { $0 }) requests were compared")
     }
 }
 
