@@ -1,3 +1,4 @@
+import PrefetchCore
 import Synchronization
 
 /// A small seedable random number generator (SplitMix64), so tests can replay the modelled failures, deaths
@@ -42,30 +43,8 @@ final class SharedRandom: Sendable {
 
 /// Lease ids: the capability to release or destroy a leased renderer, so drawn from the system generator.
 enum LeaseID {
-    /// 128 random bits as unpadded base64url: 22 characters of `A-Za-z0-9-_`.
+    /// 128 random bits as unpadded base64url: 22 characters of `A-Za-z0-9-_` (`RandomID`).
     static func random() -> String {
-        var system = SystemRandomNumberGenerator()
-        var bytes: [UInt8] = []
-        for word in [system.next() as UInt64, system.next() as UInt64] {
-            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-        }
-        return base64URL(bytes)
-    }
-
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
-    /// `bytes` as base64url (RFC 4648 section 5) without padding.
-    static func base64URL(_ bytes: [UInt8]) -> String {
-        var out: [UInt8] = []
-        out.reserveCapacity((bytes.count * 4 + 2) / 3)
-        var index = 0
-        while index < bytes.count {
-            let chunk = bytes[index..<min(index + 3, bytes.count)]
-            var group: UInt32 = 0
-            for (offset, byte) in chunk.enumerated() { group |= UInt32(byte) << UInt32(16 - 8 * offset) }
-            for sextet in 0...chunk.count { out.append(alphabet[Int(group >> UInt32(18 - 6 * sextet) & 0x3F)]) }
-            index += 3
-        }
-        return String(decoding: out, as: UTF8.self)
+        RandomID.make()
     }
 }

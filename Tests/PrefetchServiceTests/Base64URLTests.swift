@@ -1,5 +1,5 @@
 import Foundation
-import PrefetchEngine
+import PrefetchCore
 import Testing
 
 /// Ticket ids and read keys are URL-safe base64 without padding, written and read byte by byte: held to

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -42,12 +43,12 @@ import Testing
         ("foobar", "Zm9vYmFy"),
     ])
     func base64URLMatchesRFC4648(input: String, expected: String) {
-        #expect(LeaseID.base64URL(Array(input.utf8)) == expected)
+        #expect(Base64URL.encode(Array(input.utf8)) == expected)
     }
 
     @Test func base64URLUsesTheURLSafeAlphabet() {
-        #expect(LeaseID.base64URL([0xFB, 0xFF, 0xBF]) == "-_-_")
-        #expect(LeaseID.base64URL([UInt8](repeating: 0xFF, count: 16)) == "_____________________w")
+        #expect(Base64URL.encode([0xFB, 0xFF, 0xBF]) == "-_-_")
+        #expect(Base64URL.encode([UInt8](repeating: 0xFF, count: 16)) == "_____________________w")
     }
 
     @Test func anUnknownOrGuessedIDReleasesNothing() async throws {
