@@ -86,20 +86,16 @@ extension FastHandoffTests {
     @Test func hostileRequestsGetTheRoutersAnswersFromTheFastPath() async throws {
         let compared = Mutex(0)
         try await withBoth { fast, routed in
-            let opened = ContinuousClock.now
             let fastPage = try await openPage(fast)
             let routedPage = try await openPage(routed)
             for name in ["plain", "cookie"] {
                 try await waitReady(fast, fastPage.ticket, name)
                 try await waitReady(routed, routedPage.ticket, name)
             }
-            // Fixed seeds, so a difference names the request that shows it and reproduces as it is. The requests stop
-            // 6 s after the pages open (on a busy machine, before all 400 are sent): `slow` times out at 10 s, at a
-            // slightly different moment on each service, and its two answers would then differ for that reason alone.
-            seeds: for seed in 0..<10 {
+            // Fixed seeds, so a difference names the request that shows it and reproduces as it is.
+            for seed in 0..<10 {
                 var generator = SeededGenerator(seed: UInt64(seed))
                 for _ in 0..<40 {
-                    if opened.duration(to: .now) > .seconds(6) { break seeds }
                     let request = HostileRequest.random(using: &generator)
                     do {
                         let a = normalised(
@@ -125,15 +121,25 @@ extension FastHandoffTests {
             let fastOthers = try await eventLoopAnswers(fast, "trigger") + eventLoopAnswers(fast, "results")
             #expect(fastReads + fastOthers > 0, "the fast path answered nothing")
         }
-        #expect(compared.withLock { $0 } >= 20, "only \(compared.withLock { $0 }) requests were compared")
+        #expect(compared.withLock { $0 } == 400)
     }
 }
 
 extension String {
-    /// A trigger's answer without what depends on how far earlier page opens of the same requests have got (whether
-    /// this one leads, joins or finds them stored): a matter of timing, not of the path that answered.
+    /// An answer without what is a matter of timing, not of the path that answered it:
+    /// - a trigger's flight roles (whether this open leads, joins or finds its requests stored depends on how far
+    ///   earlier opens of the same requests have got);
+    /// - whether `slow`, which never answers, is still in flight or has reached its 10 s timeout (the two services
+    ///   opened their pages a moment apart): in the results view, and as a data read's 504 `pending` or 502 `timeout`.
     fileprivate var timingFree: String {
-        replacingOccurrences(of: #""flight":"[a-z]+","#, with: #""flight":"<varies>","#, options: .regularExpression)
+        var text = replacingOccurrences(of: #""flight":"[a-z]+","#, with: #""flight":"<varies>","#, options: .regularExpression)
             .replacingOccurrences(of: #""state":"(pending|stored)","url""#, with: #""state":"<varies>","url""#, options: .regularExpression)
+            .replacingOccurrences(
+                of: #"\{"name":"slow","api":"[^"]*","method":"GET","state":"(pending|failed)"[^}]*\}"#,
+                with: #"{"name":"slow",<in flight or timed out>}"#, options: .regularExpression)
+        let timedOut = text.hasPrefix("HTTP/1.1 502") && text.contains("X-Prefetch-Reason: timeout")
+        let stillPending = text.hasPrefix("HTTP/1.1 504") && text.contains("X-Prefetch-Reason: pending")
+        if timedOut || stillPending { text = "<slow: in flight or timed out>" }
+        return text
     }
 }
