@@ -183,7 +183,12 @@ public func buildApplication(
     var pageHTTP1 = http1
     if settings.fastHandoff {
         let handoff = FastHandoff(orchestrator: orchestrator, origins: origins, requestMetrics: FastHandoffMetrics())
-        pageHTTP1.additionalChannelHandlers = { [FastHandoffInstaller(handoff: handoff)] }
+        // The fast path keeps the connection's idle timeout itself (it answers requests the state handler never sees).
+        let idleTimeout = pageHTTP1.idleTimeout
+        pageHTTP1.idleTimeout = nil
+        pageHTTP1.additionalChannelHandlers = {
+            [FastHandoffInstaller(handoff: handoff, guards: pageGuards, idleTimeout: idleTimeout)]
+        }
     }
     return Application(
         router: router,

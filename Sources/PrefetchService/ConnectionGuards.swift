@@ -231,11 +231,11 @@ struct BodyGuardState: Equatable {
 ///   whether or not the route reads the body: a route that answered without reading it leaves Hummingbird
 ///   draining the body, and every dripped byte would reset the idle timer.
 ///
-/// It sits before Hummingbird's `HTTPConnectionStateHandler` (and so before the `FastHandoffHandler` placed right
-/// after that handler), on the codec's side of everything that answers: every answer part, routed or fast,
-/// passes through its `write`, so it knows whether the request being read has been answered, and its own `408`
-/// goes straight to the codec. That `408` bypasses the state handler's bookkeeping, which does not matter: the
-/// connection closes right after it.
+/// It sits before Hummingbird's `HTTPConnectionStateHandler`, on the codec's side of the router: every routed
+/// answer part passes through its `write`, so it knows whether the request being read has been answered, and its
+/// own `408` goes straight to the codec. That `408` bypasses the state handler's bookkeeping, which does not
+/// matter: the connection closes right after it. The requests the fast path answers (``FastHandoffHandler``, below
+/// the codec) never reach it: a trigger body the fast path collects has its own timer and this guard's `408`.
 ///
 /// It holds no body bytes: parts go on as they arrive, and Hummingbird's async channel stops reading the socket
 /// when the route does not keep up, so a body never piles up in memory. Everything runs on the connection's

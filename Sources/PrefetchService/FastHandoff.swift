@@ -5,7 +5,9 @@ import HummingbirdCore
 import Logging
 import Metrics
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
 import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
@@ -18,8 +20,9 @@ import Synchronization
 /// and the same-site `GET /v1/data?page=` with the page's own credentials).
 ///
 /// The routed path hops from the event loop to a task and back for every request; for these that hop is most of the
-/// cost. This handler sits in each connection's pipeline after Hummingbird's connection-state handler (so idle and
-/// quiesce bookkeeping still see every request) and before the async channel. For a request it can answer it runs
+/// cost. Its handler (``FastHandoffHandler``) sits in each connection's pipeline right after NIO's HTTP/1 decoder,
+/// below Hummingbird's `HTTPTypes` codec, and keeps the connection's idle timeout and graceful close for every
+/// request (``ConnectionState``). For a request it can answer it runs
 /// the same checks with the same code, in the same order, and writes the same bytes: `PageGuardMiddleware`'s origin
 /// rules and headers, `JSONBodyMiddleware`'s media type, the trigger's body parsing (`PrefetchRoutes.jsonObject`,
 /// `pageURL`, `credentialHeaders`) and `Orchestrator.triggerWithoutSuspending` (the routed trigger's own checks,
@@ -299,7 +302,15 @@ final class FastHandoffMetrics: Sendable {
     }
 }
 
-/// Answers what `FastHandoff` can, passes everything else on. One per connection, on its event loop.
+/// Answers what `FastHandoff` can, passes everything else on. One per connection, on its event loop, right after
+/// NIO's HTTP/1 request decoder and before Hummingbird's `HTTPTypes` codec: a request it answers is never
+/// converted to `HTTPTypes` by the codec, nor carried through the guard, the connection-state handler and the async
+/// channel, and its answer goes straight to NIO's response encoder.
+///
+/// Since it sees every request of the connection and every answer (the router's come back through its `write`,
+/// already converted), it keeps the connection's idle timeout and graceful close (``ConnectionState``) for all of
+/// them, in place of Hummingbird's connection-state handler, which the requests it answers would bypass. A trigger
+/// body it collects has the listener's body timeout, with the guard's `408` (``ConnectionGuards``).
 ///
 /// Order is kept whatever the mix: Hummingbird reads pipelined requests without waiting for the previous answer,
 /// so while a request passed to the router has not been answered (its response's end has not come back through
@@ -307,10 +318,10 @@ final class FastHandoffMetrics: Sendable {
 /// handler is outstanding (a results view waiting on its ticket), every later request's parts are held here, and
 /// the connection is not read further, until that answer is written.
 final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    typealias OutboundIn = HTTPResponsePart
-    typealias OutboundOut = HTTPResponsePart
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
 
     /// The request being read or answered.
     private enum Current {
@@ -320,23 +331,30 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case passing
         /// Answered at its head; written at its end.
         case answered(HTTPResponse, ByteBuffer, close: Bool)
-        /// A trigger whose body is being collected; decided at its end.
-        case collecting(HTTPRequest, ByteBuffer, close: Bool)
+        /// A trigger whose body is being collected (under the body timer); decided at its end.
+        case collecting(HTTPRequestHead, HTTPRequest, ByteBuffer, Scheduled<Void>?, close: Bool)
         /// A results view waiting on its ticket's flights: `ended` once its end arrived, `ready` once its answer did.
         case waiting(StoreWait, Scheduled<Void>?, close: Bool, ended: Bool, ready: (HTTPResponse, ByteBuffer)?)
+        /// The connection is closing after the guard's `408`: nothing more is read or answered.
+        case closing
     }
 
     private let handoff: FastHandoff
+    private let guards: ConnectionGuards
     private var current = Current.idle
     /// Requests passed to the router and not yet answered.
     private var routed = 0
     /// Parts of later requests that arrived while an answer of this handler was outstanding.
-    private var held = CircularBuffer<HTTPRequestPart>()
+    private var held = CircularBuffer<HTTPServerRequestPart>()
     /// A read was asked for while holding; it is passed on once the answer is written.
     private var readWanted = false
+    private var state: ConnectionState
+    private var idleTimer: Scheduled<Void>?
 
-    init(handoff: FastHandoff) {
+    init(handoff: FastHandoff, guards: ConnectionGuards, idleTimeout: TimeAmount?) {
         self.handoff = handoff
+        self.guards = guards
+        self.state = ConnectionState(idleTimeout: idleTimeout, now: .now())
     }
 
     /// The current request is fully read and its answer not yet written: later parts wait.
@@ -345,8 +363,23 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         return false
     }
 
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { perform(state.activated(now: .now()), context: context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        perform(state.activated(now: .now()), context: context)
+        context.fireChannelActive()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
+        switch part {
+        case .head: state.requestHead(now: .now())
+        case .body: state.requestBody(now: .now())
+        case .end: state.requestEnd(now: .now())
+        }
+        if case .closing = current { return }
         if holding || !held.isEmpty {
             held.append(part)
             return
@@ -354,14 +387,32 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         process(part, context: context)
     }
 
-    private func process(_ part: HTTPRequestPart, context: ChannelHandlerContext) {
+    /// Whether a head may be one of the requests answered here (the rest go to the router unconverted).
+    private static func isCandidate(_ head: HTTPRequestHead) -> Bool {
+        (head.method == .GET || head.method == .POST) && head.version.major == 1
+            && (head.uri.utf8.starts(with: "/v1/prefetch".utf8) || head.uri.utf8.starts(with: "/v1/data".utf8))
+    }
+
+    /// The head as Hummingbird's codec gives it to the router (`HTTPRequest(_:secure:splitCookie:)`), for an
+    /// origin-form target: its path is the target as sent.
+    private static func request(_ head: HTTPRequestHead) -> HTTPRequest? {
+        guard head.uri.utf8.first == UInt8(ascii: "/"), let method = try? HTTPRequest.Method(head.method) else { return nil }
+        return HTTPRequest(
+            method: method, scheme: "http", authority: head.headers.first(name: "host"), path: head.uri,
+            headerFields: HTTPFields(head.headers, splitCookie: false))
+    }
+
+    private func process(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch part {
-        case .head(let head):
-            // As Hummingbird's request loop does: `Connection: close` ends the connection after the answer.
-            let close = head.headerFields[.connection] == "close"
-            if routed == 0 {
+        case .head(let nioHead):
+            if routed == 0, Self.isCandidate(nioHead), let head = Self.request(nioHead) {
+                // As Hummingbird's request loop does: `Connection: close` ends the connection after the answer.
+                let close = head.headerFields[.connection] == "close"
                 if handoff.takesTrigger(head) {
-                    current = .collecting(head, context.channel.allocator.buffer(capacity: 0), close: close)
+                    let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
+                        bodyTimedOut(context: context)
+                    }
+                    current = .collecting(nioHead, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
                     return
                 }
                 let answer = handoff.answer(head) { [loop = context.eventLoop] in
@@ -392,11 +443,11 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             switch current {
             case .passing:
                 context.fireChannelRead(wrapInboundOut(part))
-            case .collecting(let head, var body, let close):
+            case .collecting(let nioHead, let head, var body, let timer, let close):
                 // Bounded: the head announced at most the routed path's limit, and the decoder holds it to that.
                 current = .idle
                 body.writeImmutableBuffer(buffer)
-                current = .collecting(head, body, close: close)
+                current = .collecting(nioHead, head, body, timer, close: close)
             default:
                 // A GET's body (if any) is not read by the endpoints answered here; dropped as they drop it.
                 break
@@ -409,15 +460,16 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .answered(let response, let body, let close):
                 current = .idle
                 write(response, body, close: close, context: context)
-            case .collecting(let head, let body, let close):
+            case .collecting(let nioHead, let head, let body, let timer, let close):
                 current = .idle
+                timer?.cancel()
                 let caller = context.channel.remoteAddress?.ipAddress ?? "unknown"
                 if let (response, answer) = handoff.trigger(head, body: body, caller: caller) {
                     write(response, answer, close: close, context: context)
                 } else {
                     // The router answers it, from the very head and body received.
                     routed += 1
-                    context.fireChannelRead(wrapInboundOut(.head(head)))
+                    context.fireChannelRead(wrapInboundOut(.head(nioHead)))
                     if body.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(.body(body))) }
                     context.fireChannelRead(wrapInboundOut(part))
                 }
@@ -428,8 +480,24 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 } else {
                     current = .waiting(wait, timer, close: close, ended: true, ready: nil)
                 }
+            case .closing:
+                break
             }
         }
+    }
+
+    /// A trigger body collected here missed the body timeout: the guard's `408`, then the connection closes (as
+    /// ``ConnectionGuardHandler`` does for a routed request; nothing else is outstanding while one is collected).
+    private func bodyTimedOut(context: ChannelHandlerContext) {
+        guard case .collecting = current else { return }
+        current = .closing
+        guards.bodyTimedOut()
+        let answer = guards.timeoutAnswer
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(answer.head))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(answer.body))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        // A client that does not read could hold the answer in the socket: one more body timeout, then it closes.
+        context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { context.close(promise: nil) }
     }
 
     /// A waiting results view's answer, on the event loop.
@@ -456,40 +524,88 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func write(_ response: HTTPResponse, _ body: ByteBuffer, close: Bool, context: ChannelHandlerContext) {
-        context.write(wrapOutboundOut(.head(response)), promise: nil)
-        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(response))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        let end = wrapOutboundOut(.end(nil))
         if close {
-            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+            _ = state.answerEnd(now: .now())
+            context.writeAndFlush(end).assumeIsolated().whenComplete { _ in
                 context.close(mode: .output, promise: nil)
             }
         } else {
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            writeEnd(end, promise: nil, flush: true, context: context)
+        }
+    }
+
+    /// An answer's end, with the connection's bookkeeping: the idle timer re-armed, or the close a graceful
+    /// shutdown waits for.
+    private func writeEnd(_ end: NIOAny, promise: EventLoopPromise<Void>?, flush: Bool, context: ChannelHandlerContext) {
+        switch state.answerEnd(now: .now()) {
+        case .close:
+            context.writeAndFlush(end, promise: promise)
+            context.close(promise: nil)
+        case .armTimer(let deadline):
+            armIdleTimer(deadline, context: context)
+            fallthrough
+        case .none:
+            if flush { context.writeAndFlush(end, promise: promise) } else { context.write(end, promise: promise) }
+        }
+    }
+
+    private func perform(_ action: ConnectionState.Action, context: ChannelHandlerContext) {
+        switch action {
+        case .none: break
+        case .armTimer(let deadline): armIdleTimer(deadline, context: context)
+        case .close: context.close(promise: nil)
+        }
+    }
+
+    private func armIdleTimer(_ deadline: NIODeadline, context: ChannelHandlerContext) {
+        guard idleTimer == nil else { return }
+        idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
+            idleTimer = nil
+            perform(state.timerFired(now: .now()), context: context)
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        state.deactivated()
         endWait()
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        idleTimer?.cancel()
+        idleTimer = nil
         endWait()
     }
 
-    /// The connection is gone: a results view's wait ends now (its readers leave the store's flights).
+    /// The connection is gone: a results view's wait ends now (its readers leave the store's flights), and a
+    /// collected body's timer stops.
     private func endWait() {
-        guard case .waiting(let wait, let timer, _, _, _) = current else { return }
-        current = .idle
-        timer?.cancel()
-        wait.expire()
+        switch current {
+        case .waiting(let wait, let timer, _, _, _):
+            current = .idle
+            timer?.cancel()
+            wait.expire()
+        case .collecting(_, _, _, let timer, _):
+            current = .idle
+            timer?.cancel()
+        default:
+            break
+        }
     }
 }
 
 extension FastHandoffHandler {
     /// The router's answers pass here on their way out; the end of one means one routed request fewer.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data), routed > 0 { routed -= 1 }
-        context.write(data, promise: promise)
+        guard case .end = unwrapOutboundIn(data) else {
+            context.write(data, promise: promise)
+            return
+        }
+        if routed > 0 { routed -= 1 }
+        writeEnd(data, promise: promise, flush: false, context: context)
     }
 
     /// No further read while later requests are held behind an outstanding answer.
@@ -500,33 +616,43 @@ extension FastHandoffHandler {
             context.read()
         }
     }
+
+    /// A graceful shutdown: this handler keeps the connection's graceful close (the state handler above it does
+    /// not see the requests answered here), so the event stops here.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard event is ChannelShouldQuiesceEvent else {
+            context.fireUserInboundEventTriggered(event)
+            return
+        }
+        perform(state.quiesce(), context: context)
+    }
 }
 
-/// Installs a `FastHandoffHandler` right after Hummingbird's connection-state handler, then leaves. Hummingbird
-/// adds its extra handlers before that handler; the fast path must sit after it, or the connection's idle timer
-/// and graceful close would not see the requests it answers.
+/// Installs a `FastHandoffHandler` right before Hummingbird's `HTTPTypes` codec, on NIO's HTTP/1 types, then
+/// leaves. Hummingbird adds its extra handlers after that codec; the connection-state handler it adds after them
+/// runs without an idle timeout (``FastHandoffHandler`` keeps it for the connection).
 final class FastHandoffInstaller: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
 
     private let handoff: FastHandoff
+    private let guards: ConnectionGuards
+    private let idleTimeout: TimeAmount?
 
-    init(handoff: FastHandoff) {
+    init(handoff: FastHandoff, guards: ConnectionGuards, idleTimeout: TimeAmount?) {
         self.handoff = handoff
+        self.guards = guards
+        self.idleTimeout = idleTimeout
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        // The connection-state handler is added after this one in the same set-up; install once it is there.
-        let loop = context.eventLoop.assumeIsolated()
-        let pipeline = context.pipeline
-        let handoff = handoff
-        loop.execute { [self] in
-            let operations = pipeline.syncOperations
-            if let state = try? operations.context(handlerType: HTTPConnectionStateHandler.self) {
-                try? operations.addHandler(FastHandoffHandler(handoff: handoff), position: .after(state.handler))
-            }
-            operations.removeHandler(self, promise: nil)
+        let operations = context.pipeline.syncOperations
+        if let codec = try? operations.context(handlerType: HTTP1ToHTTPServerCodec.self) {
+            try? operations.addHandler(
+                FastHandoffHandler(handoff: handoff, guards: guards, idleTimeout: idleTimeout), position: .before(codec.handler))
         }
+        let loop = context.eventLoop.assumeIsolated()
+        loop.execute { [self] in operations.removeHandler(self, promise: nil) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -1,5 +1,7 @@
 import Foundation
 import HTTPTypes
+import NIOCore
+import NIOPosix
 import PrefetchEngine
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -310,6 +312,64 @@ import Testing
             // Both fast reads are counted as hits, like routed ones.
             let metrics = try await fast.admin(.get, "/metrics").text
             #expect(metrics.contains(#"prefetch_data_total{result="hit"} 4"#), "\(metrics.count) bytes of metrics")
+        }
+    }
+
+    /// The fast path keeps the connection's idle timeout for the requests it answers (Hummingbird's connection-state
+    /// handler never sees them): a connection busy with fast reads only stays open past the idle timeout, and closes
+    /// by itself once it falls idle.
+    @Test func aConnectionOfFastReadsKeepsItsIdleTimeout() async throws {
+        let settings = {
+            var settings = testSettings()
+            settings.idleTimeout = .seconds(2)
+            return settings
+        }()
+        try await withUpstream { upstream in
+            try await withService(config: Self.config(upstream.port), settings: settings) { service in
+                let opened = try await openPage(service)
+                try await waitReady(service, opened.ticket, "plain")
+                let before = try await fastCount(service)
+                let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .connect(host: "127.0.0.1", port: service.port) { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                        }
+                    }
+                // Bounded, so a server that never closes the idle connection fails the test instead of hanging it.
+                let outcome = try await withThrowingTaskGroup(of: (answered: Int, closed: Bool)?.self) { group in
+                    group.addTask {
+                        try await channel.executeThenClose { inbound, outbound in
+                            var received = inbound.makeAsyncIterator()
+                            var text = ""
+                            // Twelve reads 250 ms apart: 3 s of a connection that is never idle for its 2 s.
+                            for round in 1...12 {
+                                let request =
+                                    "GET /v1/prefetch/\(opened.ticket)/data?name=plain HTTP/1.1\r\nHost: 127.0.0.1:\(service.port)\r\n\r\n"
+                                try await outbound.write(ByteBuffer(string: request))
+                                while text.components(separatedBy: #"{"ok":true}"#).count - 1 < round {
+                                    guard let buffer = try await received.next() else { return (round - 1, true) }
+                                    text += String(buffer: buffer)
+                                }
+                                try await Task.sleep(for: .milliseconds(250))
+                            }
+                            // Then idle: the server closes it.
+                            while try await received.next() != nil {}
+                            return (12, true)
+                        }
+                    }
+                    group.addTask {
+                        try await Task.sleep(for: .seconds(30))
+                        return nil
+                    }
+                    let first = try await group.next() ?? nil
+                    group.cancelAll()
+                    return first
+                }
+                let (answered, closedByServer) = outcome ?? (12, false)
+                #expect(answered == 12, "the connection was closed while busy, after \(answered) reads")
+                #expect(closedByServer, "an idle connection was kept open past its idle timeout")
+                #expect(try await fastCount(service) - before == 12, "the reads were answered on the fast path")
+            }
         }
     }
 }
