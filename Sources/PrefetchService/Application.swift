@@ -182,7 +182,7 @@ public func buildApplication(
     // runner (draining in-flight fetches), the config updater, the store, the resolver and last the fetcher.
     var pageHTTP1 = http1
     if settings.fastHandoff {
-        let handoff = FastHandoff(orchestrator: orchestrator, origins: origins, requestMetrics: FastHandoffMetrics())
+        let handoff = FastHandoff(orchestrator: orchestrator, origins: origins, requestMetrics: FastHandoffMetrics(), renderers: pools)
         // The fast path keeps the connection's idle timeout itself (it answers requests the state handler never sees).
         let idleTimeout = pageHTTP1.idleTimeout
         pageHTTP1.idleTimeout = nil

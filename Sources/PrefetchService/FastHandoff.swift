@@ -11,6 +11,7 @@ import NIOHTTPTypesHTTP1
 import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
+import RendererPool
 import Synchronization
 
 /// The hot requests of the page surface, answered on the event loop, below Hummingbird's router: the trigger
@@ -41,11 +42,20 @@ struct FastHandoff: Sendable {
     let orchestrator: Orchestrator
     let origins: AllowedOrigins
     let requestMetrics: FastHandoffMetrics
+    /// The renderer pools `POST /v1/open` leases from (nil: every open is routed).
+    var renderers: RendererPools?
 
     static let ticketDataRoute = "/v1/prefetch/{ticket}/data"
     static let resultsRoute = "/v1/prefetch/{ticket}"
     static let pageDataRoute = "/v1/data"
     static let triggerRoute = "/v1/prefetch"
+    static let openRoute = "/v1/open"
+
+    /// The requests whose body this path collects and then answers.
+    enum Posted {
+        case trigger
+        case open
+    }
 
     typealias Deliver = @Sendable ((HTTPResponse, ByteBuffer)) -> Void
 
@@ -84,11 +94,22 @@ struct FastHandoff: Sendable {
 
     // MARK: Trigger
 
-    /// Whether `head` is a trigger this path may take: its body is collected by the handler (at most the routed
-    /// path's limit, announced by `Content-Length`) and handed to ``trigger(_:body:caller:)``.
-    func takesTrigger(_ head: HTTPRequest) -> Bool {
-        guard head.method == .post, let target = head.path, target.utf8.elementsEqual(Self.triggerRoute.utf8),
-            head.headerFields[.transferEncoding] == nil, let length = head.headerFields[.contentLength].flatMap({ Int($0) }),
+    /// Whether `head` is a trigger or an open this path may take: its body is collected by the handler (at most the
+    /// routed path's limit, announced by `Content-Length`) and handed to ``trigger(_:body:caller:)`` or
+    /// ``open(_:body:caller:)``.
+    func takes(_ head: HTTPRequest) -> Posted? {
+        guard head.method == .post, let target = head.path else { return nil }
+        if target.utf8.elementsEqual(Self.triggerRoute.utf8) {
+            return takesBody(head) ? .trigger : nil
+        }
+        if renderers != nil, target.utf8.elementsEqual(Self.openRoute.utf8) {
+            return takesBody(head) ? .open : nil
+        }
+        return nil
+    }
+
+    private func takesBody(_ head: HTTPRequest) -> Bool {
+        guard head.headerFields[.transferEncoding] == nil, let length = head.headerFields[.contentLength].flatMap({ Int($0) }),
             (0...orchestrator.settings.maximumRequestBody).contains(length),
             orchestrator.store.answersWithoutSuspending, orchestrator.tickets.insertsWithoutSuspending,
             JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) == nil,
@@ -120,6 +141,51 @@ struct FastHandoff: Sendable {
         }
         orchestrator.metrics.eventLoopAnswer("trigger")
         return finish(status, fields, bytes, origin: origin, route: Self.triggerRoute, method: .post, started: started)
+    }
+
+    // MARK: Open
+
+    /// `POST /v1/open` when a warm renderer can be leased at once (`RendererPool.acquireWithoutSuspending`): the
+    /// lease first, then the trigger, each by the routed open's code (`RendererRoutes.openRequest`, `LeaseAnswer`,
+    /// `failsTheOpen`, `OpenAnswer`); nil (nothing leased, nothing triggered) to hand it to the router, which also
+    /// answers every open whose renderer must be waited for or created.
+    func open(_ head: HTTPRequest, body: ByteBuffer, caller: String) -> (HTTPResponse, ByteBuffer)? {
+        let started = DispatchTime.now().uptimeNanoseconds
+        guard let renderers, let origin = grant(head), let object = try? PrefetchRoutes.jsonObject(body),
+            let request = try? RendererRoutes.openRequest(object, requestHeaders: head.headerFields, orchestrator: orchestrator),
+            let pool = renderers.pool(named: request.profile),
+            let lease = pool.acquireWithoutSuspending(page: request.page, caller: RendererRoutes.leaseCaller(address: caller))
+        else { return nil }
+        var answer = OpenAnswer()
+        answer.renderer = LeaseAnswer(lease)
+        let failed: APIError?
+        do throws(PrefetchError) {
+            guard
+                let triggered = try orchestrator.triggerWithoutSuspending(
+                    page: request.page, headers: request.headers, caller: caller, origin: requestOrigin(head))
+            else {
+                preconditionFailure("a trigger was refused its synchronous path after takes(_:) allowed it")
+            }
+            answer.prefetch = TriggerAnswer(triggered)
+            failed = nil
+        } catch {
+            answer.prefetchError = APIError(error).body
+            failed = RendererRoutes.failsTheOpen(error) ? APIError(error) : nil
+        }
+        let parts: (HTTPResponse.Status, HTTPFields, ByteBuffer)?
+        if let failed {
+            // The whole open fails: the renderer goes back, as if never leased.
+            Task { await pool.release(id: lease.id) }
+            parts = try? failed.parts()
+        } else {
+            parts = try? answer.parts()
+        }
+        guard let (status, fields, bytes) = parts else {
+            Task { await pool.release(id: lease.id) }
+            return nil
+        }
+        orchestrator.metrics.eventLoopAnswer("open")
+        return finish(status, fields, bytes, origin: origin, route: Self.openRoute, method: .post, started: started)
     }
 
     // MARK: Reads
@@ -331,8 +397,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case passing
         /// Answered at its head; written at its end.
         case answered(HTTPResponse, ByteBuffer, close: Bool)
-        /// A trigger whose body is being collected (under the body timer); decided at its end.
-        case collecting(HTTPRequestHead, HTTPRequest, ByteBuffer, Scheduled<Void>?, close: Bool)
+        /// A trigger or an open whose body is being collected (under the body timer); decided at its end.
+        case collecting(FastHandoff.Posted, HTTPRequestHead, HTTPRequest, ByteBuffer, Scheduled<Void>?, close: Bool)
         /// A results view waiting on its ticket's flights: `ended` once its end arrived, `ready` once its answer did.
         case waiting(StoreWait, Scheduled<Void>?, close: Bool, ended: Bool, ready: (HTTPResponse, ByteBuffer)?)
         /// The connection is closing after the guard's `408`: nothing more is read or answered.
@@ -390,7 +456,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Whether a head may be one of the requests answered here (the rest go to the router unconverted).
     private static func isCandidate(_ head: HTTPRequestHead) -> Bool {
         (head.method == .GET || head.method == .POST) && head.version.major == 1
-            && (head.uri.utf8.starts(with: "/v1/prefetch".utf8) || head.uri.utf8.starts(with: "/v1/data".utf8))
+            && (head.uri.utf8.starts(with: "/v1/prefetch".utf8) || head.uri.utf8.starts(with: "/v1/data".utf8)
+                || head.uri.utf8.starts(with: FastHandoff.openRoute.utf8))
     }
 
     /// The head as Hummingbird's codec gives it to the router (`HTTPRequest(_:secure:splitCookie:)`), for an
@@ -408,11 +475,11 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if routed == 0, Self.isCandidate(nioHead), let head = Self.request(nioHead) {
                 // As Hummingbird's request loop does: `Connection: close` ends the connection after the answer.
                 let close = head.headerFields[.connection] == "close"
-                if handoff.takesTrigger(head) {
+                if let posted = handoff.takes(head) {
                     let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
                         bodyTimedOut(context: context)
                     }
-                    current = .collecting(nioHead, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
+                    current = .collecting(posted, nioHead, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
                     return
                 }
                 let answer = handoff.answer(head) { [loop = context.eventLoop] in
@@ -443,11 +510,11 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             switch current {
             case .passing:
                 context.fireChannelRead(wrapInboundOut(part))
-            case .collecting(let nioHead, let head, var body, let timer, let close):
+            case .collecting(let posted, let nioHead, let head, var body, let timer, let close):
                 // Bounded: the head announced at most the routed path's limit, and the decoder holds it to that.
                 current = .idle
                 body.writeImmutableBuffer(buffer)
-                current = .collecting(nioHead, head, body, timer, close: close)
+                current = .collecting(posted, nioHead, head, body, timer, close: close)
             default:
                 // A GET's body (if any) is not read by the endpoints answered here; dropped as they drop it.
                 break
@@ -460,11 +527,16 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .answered(let response, let body, let close):
                 current = .idle
                 write(response, body, close: close, context: context)
-            case .collecting(let nioHead, let head, let body, let timer, let close):
+            case .collecting(let posted, let nioHead, let head, let body, let timer, let close):
                 current = .idle
                 timer?.cancel()
                 let caller = context.channel.remoteAddress?.ipAddress ?? "unknown"
-                if let (response, answer) = handoff.trigger(head, body: body, caller: caller) {
+                let answered =
+                    switch posted {
+                    case .trigger: handoff.trigger(head, body: body, caller: caller)
+                    case .open: handoff.open(head, body: body, caller: caller)
+                    }
+                if let (response, answer) = answered {
                     write(response, answer, close: close, context: context)
                 } else {
                     // The router answers it, from the very head and body received.
@@ -588,7 +660,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             current = .idle
             timer?.cancel()
             wait.expire()
-        case .collecting(_, _, _, let timer, _):
+        case .collecting(_, _, _, _, let timer, _):
             current = .idle
             timer?.cancel()
         default:

@@ -17,6 +17,14 @@ struct LeaseAnswer: Codable, Sendable {
     var uses: Int
 }
 
+extension LeaseAnswer {
+    init(_ lease: Lease) {
+        self.init(
+            id: lease.id, profile: lease.profile, warm: lease.warm, waitedMs: lease.waited.milliseconds,
+            createMs: lease.createTime.milliseconds, uses: lease.uses)
+    }
+}
+
 /// `POST /v1/renderers/{id}/release`.
 struct ReleaseAnswer: JSONAnswer, Codable {
     var id: String
@@ -101,7 +109,12 @@ struct RendererRoutes: Sendable {
     /// Who holds leases, for the per-caller share: the client address (credentials are claims a client can
     /// invent per request; its address it cannot).
     func caller(_ request: Request, context: PageContext) -> String {
-        "client:" + context.callerAddress
+        Self.leaseCaller(address: context.callerAddress)
+    }
+
+    /// The lease caller of a client address.
+    static func leaseCaller(address: String) -> String {
+        "client:" + address
     }
 
     static func string(_ object: JSONObject, _ name: String) throws(APIError) -> String? {
@@ -122,12 +135,7 @@ struct RendererRoutes: Sendable {
         }
         do {
             let lease = try await pools.acquire(profile: profile, page: page, caller: caller)
-            return Answer(
-                status: .ok,
-                value: LeaseAnswer(
-                    id: lease.id, profile: lease.profile, warm: lease.warm, waitedMs: lease.waited.milliseconds,
-                    createMs: lease.createTime.milliseconds,
-                    uses: lease.uses))
+            return Answer(status: .ok, value: LeaseAnswer(lease))
         } catch {
             switch error.code {
             case .timeout:
@@ -170,10 +178,7 @@ struct RendererRoutes: Sendable {
     /// others; each half answers its result or its own error, so a page without config still gets a renderer.
     func open(_ request: Request, context: PageContext) async throws(APIError) -> OpenAnswer {
         let object = try await prefetch.jsonBody(request, context: context)
-        let page = try PrefetchRoutes.pageURL(object)
-        let headers = try prefetch.credentialHeaders(object, request: request)
-        let known = (try? prefetch.orchestrator.plan(page: page)) != nil
-        let profile = try Self.string(object, "profile") ?? (known ? "main" : "plain")
+        let (page, headers, profile) = try Self.openRequest(object, requestHeaders: request.headers, orchestrator: prefetch.orchestrator)
         let leaseCaller = caller(request, context: context)
         async let lease = { () async -> Result<Answer<LeaseAnswer>, APIError> in
             do throws(APIError) { return .success(try await acquire(profile: profile, page: page, caller: leaseCaller)) } catch {
@@ -186,8 +191,7 @@ struct RendererRoutes: Sendable {
                 try await prefetch.orchestrator.trigger(
                     page: page, headers: headers, caller: context.callerAddress, origin: PrefetchRoutes.origin(of: request)))
         } catch {
-            if case .invalidPageURL = error { throw APIError(error) }
-            if case .pageURLTooLong = error { throw APIError(error) }
+            if Self.failsTheOpen(error) { throw APIError(error) }
             answer.prefetchError = APIError(error).body
         }
         switch await lease {
@@ -195,5 +199,25 @@ struct RendererRoutes: Sendable {
         case .failure(let error): answer.rendererError = error.body
         }
         return answer
+    }
+
+    /// What an open asks for: the page, the user's headers, and the renderer profile (`main` for a page in the
+    /// prefetch config, `plain` for others, unless the body names one). Both the routed open and the fast path's.
+    static func openRequest(
+        _ object: JSONObject, requestHeaders: HTTPFields, orchestrator: Orchestrator
+    ) throws(APIError) -> (page: String, headers: HTTPFields, profile: String) {
+        let page = try PrefetchRoutes.pageURL(object)
+        let headers = try PrefetchRoutes.credentialHeaders(object, requestHeaders: requestHeaders)
+        let known = (try? orchestrator.plan(page: page)) != nil
+        let profile = try string(object, "profile") ?? (known ? "main" : "plain")
+        return (page, headers, profile)
+    }
+
+    /// A trigger refusal that fails the whole open (the page itself is wrong), not only its prefetch half.
+    static func failsTheOpen(_ error: PrefetchError) -> Bool {
+        switch error {
+        case .invalidPageURL, .pageURLTooLong: true
+        default: false
+        }
     }
 }

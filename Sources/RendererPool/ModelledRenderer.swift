@@ -39,7 +39,7 @@ public struct ModelledRendererFactory: RendererFactory {
 }
 
 /// A simulated renderer: it remembers the pages opened on it until reset, and can die at a configured rate.
-public final class ModelledRenderer: Renderer {
+public final class ModelledRenderer: SynchronousRenderer {
     private struct State {
         var pages: [String] = []
         var dead = false
@@ -63,6 +63,10 @@ public final class ModelledRenderer: Renderer {
 
     /// Records the page (a nil page records nothing).
     public func open(page: String?) async {
+        openNow(page: page)
+    }
+
+    public func openNow(page: String?) {
         guard let page else { return }
         state.withLock { $0.pages.append(page) }
     }
@@ -84,6 +88,10 @@ public final class ModelledRenderer: Renderer {
 
     /// Alive unless destroyed, killed, or this check draws a death at `deathRate`.
     public func isHealthy() async -> Bool {
+        isHealthyNow()
+    }
+
+    public func isHealthyNow() -> Bool {
         let died = random.chance(deathRate)
         return state.withLock { s in
             if died { s.dead = true }

@@ -122,6 +122,21 @@ struct PoolState {
         var counts = Counts()
         /// The pool is shut down and every renderer is gone: a waiting shutdown may return.
         var drained = false
+
+        /// Whether anything but the gauges is asked for.
+        var needsPerforming: Bool {
+            !resume.isEmpty || !reset.isEmpty || !destroy.isEmpty || !checkIdle.isEmpty || drained
+        }
+
+        /// `later`'s work after this one's; the gauges after `later`.
+        mutating func append(_ later: Actions) {
+            resume += later.resume
+            reset += later.reset
+            destroy += later.destroy
+            checkIdle += later.checkIdle
+            counts = later.counts
+            drained = drained || later.drained
+        }
     }
 
     /// One acquire between its start and its lease or failure.
@@ -204,6 +219,16 @@ struct PoolState {
             caller: caller, start: now, deadline: now.advanced(by: settings.acquireTimeout), phase: .queued)
         let step = isClosed ? end(id, .shutdown) : serve(id, atFront: false, checkDeadline: true, now: now)
         return (id, step, finish(Actions(), now))
+    }
+
+    /// The idle renderer a new acquire by `caller` would be handed at once (its health check next), or nil when it
+    /// would not be served by an idle renderer at once: the pool is shut down, acquires are queued (they come
+    /// first), the caller is at its cap, or no idle renderer can be leased now. Changes nothing.
+    func idleCandidate(caller: String?, now: Instant) -> String? {
+        guard !isClosed, queue.isEmpty else { return nil }
+        if let caller, callerLeases[caller, default: 0] >= settings.maxLeasesPerCaller { return nil }
+        guard let rendererID = idle.last, let entry = entries[rendererID], entry.life.state == .idle else { return nil }
+        return rendererID
     }
 
     /// The health check of the acquire's renderer answered. Healthy: open it. Unhealthy: it is destroyed and

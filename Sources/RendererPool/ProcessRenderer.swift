@@ -357,7 +357,7 @@ struct ProcessRendererFactory: RendererFactory {
 
 /// A renderer backed by a real process. Alive while the process runs; reset writes `resetLine` to its stdin
 /// and waits for the ready line again (a no-op without `resetLine`); destroy terminates and reaps it.
-public final class ProcessRenderer: Renderer {
+public final class ProcessRenderer: SynchronousRenderer {
     /// The pool-assigned identifier.
     public var id: String { link.id }
     /// Process renderers report no memory figure (0).
@@ -375,6 +375,10 @@ public final class ProcessRenderer: Renderer {
 
     /// Records the page for ``openedPages()``; the process itself is not told.
     public func open(page: String?) async {
+        openNow(page: page)
+    }
+
+    public func openNow(page: String?) {
         guard let page else { return }
         pages.withLock { $0.append(page) }
     }
@@ -404,6 +408,10 @@ public final class ProcessRenderer: Renderer {
 
     /// Whether the process is still running.
     public func isHealthy() async -> Bool {
+        link.isAlive
+    }
+
+    public func isHealthyNow() -> Bool {
         link.isAlive
     }
 

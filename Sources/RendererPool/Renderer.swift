@@ -20,6 +20,15 @@ public protocol Renderer: AnyObject, Sendable {
     func destroy() async
 }
 
+/// A renderer whose health check and page hand-over never suspend (the built-in kinds keep that state behind a
+/// lock), so the pool can hand out a warm one without suspending (``RendererPool/acquireWithoutSuspending(page:caller:)``).
+public protocol SynchronousRenderer: Renderer {
+    /// ``Renderer/isHealthy()``, answered at once.
+    func isHealthyNow() -> Bool
+    /// ``Renderer/open(page:)``, done at once.
+    func openNow(page: String?)
+}
+
 /// Creates renderers of one kind with one profile's settings.
 public protocol RendererFactory: Sendable {
     /// Creates a warm renderer with the given identifier, or throws when creation failed or timed out.

@@ -7,6 +7,7 @@ public import Logging
 public import Metrics
 public import PrefetchCore
 public import ServiceLifecycle
+import Synchronization
 
 /// A renderer handed out by ``RendererPool/acquire(page:caller:)``; give it back with
 /// ``RendererPool/release(id:healthy:)``.
@@ -52,9 +53,16 @@ public actor RendererPool: Service {
     private let clock: any ServiceClock
     private let tick: Duration
 
-    private var state: PoolState
-    /// The renderers the factory delivered and that are not destroyed yet, by renderer id.
-    private var renderers: [String: any Renderer] = [:]
+    /// The pool's decisions and its renderers, under one lock: the actor's steps take it for each event, and a
+    /// warm lease handed out on an event loop (``acquireWithoutSuspending(page:caller:)``) takes it once for the
+    /// whole lease. It is never held across a suspension or a renderer call that may block.
+    private let core: Mutex<Core>
+
+    private struct Core {
+        var state: PoolState
+        /// The renderers the factory delivered and that are not destroyed yet, by renderer id.
+        var renderers: [String: any Renderer] = [:]
+    }
     private var waiters: [PoolState.AcquireID: Waiter] = [:]
     private var drainWaiters: [CheckedContinuation<Void, Never>] = []
 
@@ -127,9 +135,11 @@ public actor RendererPool: Service {
         self.clock = clock
         self.tick = tick
         var system = SystemRandomNumberGenerator()
-        self.state = PoolState(
-            settings: PoolState.Settings(name: name, profile: profile, healthCheckInterval: healthCheckInterval),
-            seed: seed ?? system.next())
+        self.core = Mutex(
+            Core(
+                state: PoolState(
+                    settings: PoolState.Settings(name: name, profile: profile, healthCheckInterval: healthCheckInterval),
+                    seed: seed ?? system.next())))
     }
 
     // MARK: Acquire and release
@@ -147,7 +157,7 @@ public actor RendererPool: Service {
     /// `acquireTimeout`, `createFailed` when creating a renderer for this acquire failed three times,
     /// `shutdown` once the pool is shutting down, `cancelled` when the task is.
     public func acquire(page: String?, caller: String? = nil) async throws(PoolError) -> Lease {
-        let (id, first, actions) = state.acquire(caller: caller, now: clock.now)
+        let (id, first, actions) = withState { $0.acquire(caller: caller, now: clock.now) }
         await perform(actions)
         var step = first
         while true {
@@ -155,13 +165,13 @@ public actor RendererPool: Service {
             case .checkHealth(let rendererID):
                 // A renderer missing here was destroyed by a shutdown; the state machine knows it is retired.
                 var healthy = false
-                if let renderer = renderers[rendererID] {
+                if let renderer = renderer(rendererID) {
                     healthy = await renderer.isHealthy()
                     if !healthy {
                         logger.info("renderer failed its health check at hand-out", metadata: ["renderer": "\(rendererID)"])
                     }
                 }
-                let next = state.healthChecked(id, healthy: healthy, now: clock.now)
+                let next = withState { $0.healthChecked(id, healthy: healthy, now: clock.now) }
                 await perform(next.actions)
                 step = next.step
             case .create(let rendererID):
@@ -169,15 +179,15 @@ public actor RendererPool: Service {
                 let next: (step: PoolState.AcquireStep, actions: PoolState.Actions)
                 do throws(RendererError) {
                     try await make(rendererID)
-                    next = state.created(id, createTime: clock.now - began, now: clock.now)
+                    next = withState { $0.created(id, createTime: clock.now - began, now: clock.now) }
                 } catch {
-                    next = state.createFailed(id, error: error, now: clock.now)
+                    next = withState { $0.createFailed(id, error: error, now: clock.now) }
                 }
                 await perform(next.actions)
                 step = next.step
             case .open(let rendererID):
-                await renderers[rendererID]?.open(page: page)
-                let next = state.opened(id, leaseID: LeaseID.random(), now: clock.now)
+                await renderer(rendererID)?.open(page: page)
+                let next = withState { $0.opened(id, leaseID: LeaseID.random(), now: clock.now) }
                 await perform(next.actions)
                 step = next.step
             case .wait:
@@ -190,26 +200,68 @@ public actor RendererPool: Service {
         }
     }
 
+    /// A warm renderer leased without suspending, for an event loop: the lease ``acquire(page:caller:)`` would grant
+    /// at once (the idle renderer it would pick, health checked and told the page, the same state machine steps and
+    /// metrics), or nil, with nothing done, when that acquire would have to wait, create a renderer or ask one that
+    /// cannot answer at once, or when the renderer it would pick is not healthy (``acquire(page:caller:)`` then
+    /// retires it and serves the caller otherwise).
+    public nonisolated func acquireWithoutSuspending(page: String?, caller: String? = nil) -> Lease? {
+        let now = clock.now
+        let taken = core.withLock { core -> (PoolState.Grant, any Renderer, PoolState.Actions)? in
+            guard let rendererID = core.state.idleCandidate(caller: caller, now: now),
+                let renderer = core.renderers[rendererID] as? any SynchronousRenderer, renderer.isHealthyNow()
+            else { return nil }
+            let (id, first, actions) = core.state.acquire(caller: caller, now: now)
+            guard first == .checkHealth(rendererID) else {
+                preconditionFailure("the idle candidate \(rendererID) was not the renderer served (\(first))")
+            }
+            let checked = core.state.healthChecked(id, healthy: true, now: now)
+            renderer.openNow(page: page)
+            let opened = core.state.opened(id, leaseID: LeaseID.random(), now: now)
+            guard case .granted(let grant) = opened.step else {
+                preconditionFailure("a healthy idle renderer opened without a grant (\(opened.step))")
+            }
+            var all = actions
+            all.append(checked.actions)
+            all.append(opened.actions)
+            return (grant, renderer, all)
+        }
+        guard let (grant, renderer, actions) = taken else { return nil }
+        publish(actions.counts)
+        if actions.needsPerforming {
+            // Work that suspends (a reset, a destruction, a health check) goes to the actor; its gauges are read
+            // when it runs.
+            Task {
+                var later = actions
+                later.counts = self.withState { $0.counts }
+                await self.perform(later)
+            }
+        }
+        return lease(grant, renderer: renderer)
+    }
+
     /// Gives a leased renderer back. A healthy one is reset and becomes idle again, unless it reached
     /// `maxUses` or its lifetime; an unhealthy one (or one whose reset fails) is destroyed. Returns `false`
     /// when the lease is unknown: already released, reclaimed after `leaseTimeout`, or never issued.
     /// Either way the lease's caller slot is free once this returns.
     @discardableResult
     public func release(id leaseID: String, healthy: Bool = true) async -> Bool {
-        guard let actions = state.release(leaseID: leaseID, healthy: healthy, now: clock.now) else { return false }
+        guard let actions = withState({ $0.release(leaseID: leaseID, healthy: healthy, now: clock.now) }) else { return false }
         await perform(actions)
         return true
     }
 
     /// Counters, per-state counts and acquire-wait percentiles.
     public func snapshot() -> PoolSnapshot {
-        let memoryMB = state.entries.keys.reduce(0) { $0 + (renderers[$1]?.memoryMB ?? 0) }
-        return state.snapshot(memoryMB: memoryMB)
+        core.withLock { core in
+            let memoryMB = core.state.entries.keys.reduce(0) { $0 + (core.renderers[$1]?.memoryMB ?? 0) }
+            return core.state.snapshot(memoryMB: memoryMB)
+        }
     }
 
     /// Memory warning: destroys every idle renderer, then creates new ones up to `minIdle` (one at a time).
     public func clear() async {
-        let actions = state.clear(now: clock.now)
+        let actions = withState { $0.clear(now: clock.now) }
         logger.info("renderer pool cleared", metadata: ["destroying": "\(actions.destroy.count)"])
         await perform(actions)
         await refill()
@@ -234,6 +286,15 @@ public actor RendererPool: Service {
 
     // MARK: Internals: performing actions
 
+    /// One step of the state machine, under the lock.
+    private nonisolated func withState<Result: Sendable>(_ body: (inout PoolState) -> Result) -> Result {
+        core.withLock { body(&$0.state) }
+    }
+
+    private nonisolated func renderer(_ rendererID: String) -> (any Renderer)? {
+        core.withLock { $0.renderers[rendererID] }
+    }
+
     /// Performs what the state machine asked for, feeding every outcome back in (and performing what that
     /// asks for in turn).
     private func perform(_ actions: PoolState.Actions) async {
@@ -251,16 +312,16 @@ public actor RendererPool: Service {
             await destroy(actions.destroy)
         }
         for rendererID in actions.checkIdle {
-            guard let renderer = renderers[rendererID] else { continue }
+            guard let renderer = renderer(rendererID) else { continue }
             let healthy = await renderer.isHealthy()
             if !healthy {
                 logger.info("idle renderer failed its health check", metadata: ["renderer": "\(rendererID)"])
             }
-            await perform(state.idleChecked(rendererID, healthy: healthy, now: clock.now))
+            await perform(withState { $0.idleChecked(rendererID, healthy: healthy, now: clock.now) })
         }
     }
 
-    private func publish(_ counts: PoolState.Counts) {
+    private nonisolated func publish(_ counts: PoolState.Counts) {
         metrics.idle.record(counts.idle)
         metrics.leased.record(counts.leased)
         metrics.warming.record(counts.warming)
@@ -270,7 +331,8 @@ public actor RendererPool: Service {
     /// Runs the factory for a reserved slot; the renderer is kept in `renderers` from then on.
     private func make(_ rendererID: String) async throws(RendererError) {
         do {
-            renderers[rendererID] = try await factory.make(id: rendererID)
+            let made = try await factory.make(id: rendererID)
+            core.withLock { $0.renderers[rendererID] = made }
         } catch {
             logger.warning("renderer creation failed", metadata: ["renderer": "\(rendererID)", "error": "\(error)"])
             throw error
@@ -279,7 +341,7 @@ public actor RendererPool: Service {
     }
 
     private func reset(_ rendererID: String) async {
-        guard let renderer = renderers[rendererID] else { return }
+        guard let renderer = renderer(rendererID) else { return }
         var ok = true
         do {
             try await renderer.reset()
@@ -287,7 +349,7 @@ public actor RendererPool: Service {
             ok = false
             logger.info("renderer reset failed", metadata: ["renderer": "\(rendererID)", "error": "\(error)"])
         }
-        await perform(state.resetFinished(rendererID, ok: ok, now: clock.now))
+        await perform(withState { $0.resetFinished(rendererID, ok: ok, now: clock.now) })
     }
 
     /// Destroys retired renderers (several at once concurrently), then reports each as destroyed.
@@ -306,7 +368,7 @@ public actor RendererPool: Service {
                 logger.debug(
                     "renderer retired", metadata: ["renderer": "\(rendererID)", "reason": "\(retirement.reason.rawValue)"])
             }
-            doomed.append((rendererID, renderers[rendererID]))
+            doomed.append((rendererID, renderer(rendererID)))
         }
         if doomed.count == 1 {
             await doomed[0].1?.destroy()
@@ -316,9 +378,9 @@ public actor RendererPool: Service {
             }
         }
         for (rendererID, _) in doomed {
-            renderers[rendererID] = nil
+            core.withLock { _ = $0.renderers.removeValue(forKey: rendererID) }
             metrics.destroyed.increment()
-            await perform(state.destroyed(rendererID, now: clock.now))
+            await perform(withState { $0.destroyed(rendererID, now: clock.now) })
         }
     }
 
@@ -326,7 +388,7 @@ public actor RendererPool: Service {
     /// clock) or the task's cancellation ends the wait.
     private func wait(_ id: PoolState.AcquireID) async -> PoolState.AcquireStep {
         if case .settled(let step) = waiters.removeValue(forKey: id) { return step }
-        guard let deadline = state.deadline(of: id) else { return .failed(.shutdown) }
+        guard let deadline = withState({ $0.deadline(of: id) }) else { return .failed(.shutdown) }
         return await withDeadline(
             deadline, clock: clock, onExpiry: { await self.timerFired(id) }, onCancel: { await self.waitCancelled(id) }
         ) {
@@ -349,23 +411,27 @@ public actor RendererPool: Service {
     }
 
     private func timerFired(_ id: PoolState.AcquireID) async {
-        await perform(state.timedOut(id, now: clock.now))
+        await perform(withState { $0.timedOut(id, now: clock.now) })
     }
 
     private func waitCancelled(_ id: PoolState.AcquireID) async {
-        await perform(state.cancelled(id, now: clock.now))
+        await perform(withState { $0.cancelled(id, now: clock.now) })
     }
 
     private func lease(_ grant: PoolState.Grant) -> Lease {
+        // The grant was made in this actor turn, with the renderer leased: nothing destroyed it meanwhile.
+        guard let renderer = renderer(grant.rendererID) else {
+            preconditionFailure("renderer \(grant.rendererID) granted without being there")
+        }
+        return lease(grant, renderer: renderer)
+    }
+
+    private nonisolated func lease(_ grant: PoolState.Grant, renderer: any Renderer) -> Lease {
         metrics.wait.recordNanoseconds(nanoseconds(grant.waited))
         if grant.warm {
             metrics.warm.increment()
         } else {
             metrics.cold.increment()
-        }
-        // The grant was made in this actor turn, with the renderer leased: nothing destroyed it meanwhile.
-        guard let renderer = renderers[grant.rendererID] else {
-            preconditionFailure("renderer \(grant.rendererID) granted without being there")
         }
         return Lease(
             id: grant.leaseID, profile: name, rendererID: grant.rendererID, warm: grant.warm, waited: grant.waited,
@@ -399,28 +465,28 @@ public actor RendererPool: Service {
     /// Creates idle renderers, one at a time, while the state machine asks for them (up to `minIdle`, never
     /// above `maxSize`, never while acquirers wait). Stops at the first failure until the next round.
     private func refill() async {
-        while let rendererID = state.nextRefill(now: clock.now) {
-            publish(state.counts)
+        while let rendererID = withState({ $0.nextRefill(now: clock.now) }) {
+            publish(withState { $0.counts })
             let began = clock.now
             do throws(RendererError) {
                 try await make(rendererID)
             } catch {
-                await perform(state.refillFailed(rendererID, now: clock.now))
+                await perform(withState { $0.refillFailed(rendererID, now: clock.now) })
                 return
             }
-            await perform(state.refillCreated(rendererID, createTime: clock.now - began, now: clock.now))
+            await perform(withState { $0.refillCreated(rendererID, createTime: clock.now - began, now: clock.now) })
         }
     }
 
     private func refillLoop() async {
-        while !Task.isCancelled, !state.isClosed {
+        while !Task.isCancelled, !withState({ $0.isClosed }) {
             await refill()
             try? await clock.sleep(until: clock.now.advanced(by: tick), tolerance: nil)
         }
     }
 
     private func maintainLoop() async {
-        while !Task.isCancelled, !state.isClosed {
+        while !Task.isCancelled, !withState({ $0.isClosed }) {
             await housekeeping()
             try? await clock.sleep(until: clock.now.advanced(by: tick), tolerance: nil)
         }
@@ -429,16 +495,16 @@ public actor RendererPool: Service {
     /// One round of lease reclaim, lifetime expiry, idle shrink and (every `healthCheckInterval`) idle health
     /// checks.
     func housekeeping() async {
-        await perform(state.tick(now: clock.now))
+        await perform(withState { $0.tick(now: clock.now) })
     }
 
     /// Fails waiters, destroys every renderer (leased ones too) and waits until none is left.
     func shutdown() async {
-        let actions = state.shutdown(now: clock.now)
+        let actions = withState { $0.shutdown(now: clock.now) }
         logger.info("renderer pool shutting down", metadata: ["destroying": "\(actions.destroy.count)"])
         await perform(actions)
         // Renderers still being created, reset or destroyed by other tasks finish on their own.
-        if !state.isDrained {
+        if !withState({ $0.isDrained }) {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 drainWaiters.append(continuation)
             }
@@ -449,12 +515,12 @@ public actor RendererPool: Service {
 
     /// Acquires in progress plus leases held by `caller`.
     func leasesHeld(by caller: String) -> Int {
-        state.leasesHeld(by: caller)
+        withState { $0.leasesHeld(by: caller) }
     }
 
     /// The jittered lifetime of every live renderer, by renderer id.
     func lifetimes() -> [String: Duration] {
-        state.lifetimes()
+        withState { $0.lifetimes() }
     }
 }
 

@@ -173,6 +173,59 @@ import Testing
         }
     }
 
+    /// `POST /v1/open` with a warm renderer is answered on the event loop (the lease and the trigger without a task)
+    /// with the routed open's bytes; an open that would wait for a renderer (the caller at its share) goes to the
+    /// router, which answers it as always.
+    @Test func aWarmOpenIsAnsweredOnTheEventLoopWithTheRoutersBytes() async throws {
+        func opens(fast: Bool) async throws -> (answers: [String], eventLoop: Int, leased: Int?, warmHits: Int?) {
+            var settings = settings(main: profile(minIdle: 2, maxSize: 3, perCaller: 1))
+            settings.fastHandoff = fast
+            let collected = Answers()
+            try await withApp(settings) { client, admin in
+                _ = try await waitForState(admin, profile: "main") { ($0["idle"] as? Int) == 2 }
+                let port = try #require(client.port)
+                let body = #"{"url":"https://m.example.test/page?id=1","headers":{"Cookie":"sid=a"}}"#
+                await collected.add(try await rawExchange(port: port, rawPost("/v1/open", port: port, body: body)))
+                // The same client again: at its share (one lease), so its renderer half waits for the router.
+                await collected.add(try await rawExchange(port: port, rawPost("/v1/open", port: port, body: body)))
+                let state = try await waitForState(admin, profile: "main") { ($0["leased"] as? Int) == 1 }
+                let metrics = try await oneRequest(port: admin, .get, "/metrics").text
+                let line = metrics.split(separator: "\n").first { $0.hasPrefix(#"prefetch_event_loop_answers_total{route="open"} "#) }
+                await collected.finish(
+                    eventLoop: line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0, leased: state["leased"] as? Int,
+                    warmHits: state["warmHits"] as? Int)
+            }
+            return await collected.result
+        }
+        let fast = try await opens(fast: true)
+        let routed = try await opens(fast: false)
+        #expect(fast.eventLoop == 1, "the warm open was answered on the event loop")
+        #expect(routed.eventLoop == 0)
+        for (index, (a, b)) in zip(fast.answers, routed.answers).enumerated() {
+            #expect(normalisedOpen(a) == normalisedOpen(b), "open \(index + 1):\n\(a)\n---\n\(b)")
+        }
+        #expect(fast.answers.first?.contains(#""warm":true"#) == true, "\(fast.answers.first ?? "")")
+        #expect(fast.answers.last?.contains("caller-limit") == true, "\(fast.answers.last ?? "")")
+        for run in [fast, routed] {
+            #expect(
+                run.leased == 1 && run.warmHits == 1,
+                "leased \(String(describing: run.leased)), warm hits \(String(describing: run.warmHits))")
+        }
+    }
+
+    /// A raw answer without what differs between two runs: the date, ids, keys and times (and so the length).
+    func normalisedOpen(_ answer: String) -> String {
+        var text = answer.split(separator: "\r\n", omittingEmptySubsequences: false).filter {
+            !$0.lowercased().hasPrefix("date:") && !$0.lowercased().hasPrefix("content-length:")
+        }.joined(separator: "\r\n")
+        for pattern in [
+            #""(id|ticket|readKey)":"[A-Za-z0-9_-]+""#, #""(readKeyExpiresAt|expiresAt)":"[^"]*""#, #""(waitedMs|createMs)":[0-9]+"#,
+        ] {
+            text = text.replacingOccurrences(of: pattern, with: "\"$1\":_", options: .regularExpression)
+        }
+        return text
+    }
+
     @Test func invalidProfilesAreRefusedWithTheirPath() {
         var bad = RendererProfile()
         bad.minIdle = 3
@@ -216,3 +269,21 @@ let repositoryRoot: String = {
     parts.removeLast(3)
     return parts.joined(separator: "/")
 }()
+
+/// What one run of opens collected.
+private actor Answers {
+    var answers: [String] = []
+    var eventLoop = 0
+    var leased: Int?
+    var warmHits: Int?
+
+    func add(_ answer: String) { answers.append(answer) }
+
+    func finish(eventLoop: Int, leased: Int?, warmHits: Int?) {
+        self.eventLoop = eventLoop
+        self.leased = leased
+        self.warmHits = warmHits
+    }
+
+    var result: (answers: [String], eventLoop: Int, leased: Int?, warmHits: Int?) { (answers, eventLoop, leased, warmHits) }
+}

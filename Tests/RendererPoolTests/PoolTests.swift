@@ -26,6 +26,50 @@ import Testing
         #expect(snapshot.memoryMB == 80)
     }
 
+    /// A warm lease without suspending (the fast path's `POST /v1/open`): the lease `acquire` would grant at once,
+    /// the same bookkeeping; nil, with nothing changed, whenever `acquire` would not hand out an idle renderer at once.
+    @Test func aWarmRendererIsLeasedWithoutSuspendingAndNothingElseIs() async throws {
+        let pool = RendererPool(
+            name: "main", profile: modelledProfile(maxSize: 2, acquireTimeout: 50) { $0.maxLeasesPerCaller = 1 }, logger: testLogger)
+        // Nothing idle yet: nil, and the pool is as it was.
+        let empty = await pool.snapshot()
+        #expect(pool.acquireWithoutSuspending(page: "https://app.example/a", caller: "client:a") == nil)
+        #expect(await pool.snapshot() == empty)
+
+        let cold = try await pool.acquire(page: nil)
+        #expect(await pool.release(id: cold.id))
+        let idle = await pool.snapshot()
+        #expect(idle.idle == 1)
+
+        // A dead idle renderer is not handed out here (the async acquire retires it).
+        cold.modelled.kill()
+        #expect(pool.acquireWithoutSuspending(page: nil, caller: nil) == nil)
+        #expect(await pool.snapshot() == idle)
+        let replacement = try await pool.acquire(page: nil)
+        #expect(replacement.rendererID != cold.rendererID)
+        #expect(await pool.release(id: replacement.id))
+
+        // Warm: leased at once, told the page, counted as a warm hit with its caller's slot taken.
+        let warm = try #require(pool.acquireWithoutSuspending(page: "https://app.example/b", caller: "client:a"))
+        #expect(warm.warm && warm.rendererID == replacement.rendererID && warm.uses == 2)
+        #expect(await warm.renderer.openedPages() == ["https://app.example/b"])
+        let leased = await pool.snapshot()
+        #expect(leased.leased == 1 && leased.idle == 0 && leased.warmHits == 1)
+        #expect(await pool.leasesHeld(by: "client:a") == 1)
+
+        // The caller at its share: nil, nothing changed; the async acquire refuses it as before.
+        let other = try await pool.acquire(page: nil, caller: "client:b")
+        #expect(await pool.release(id: other.id))
+        let before = await pool.snapshot()
+        #expect(pool.acquireWithoutSuspending(page: nil, caller: "client:a") == nil)
+        #expect(await pool.snapshot() == before)
+        await #expect(throws: PoolError.self) { try await pool.acquire(page: nil, caller: "client:a") }
+
+        // Released like any lease.
+        #expect(await pool.release(id: warm.id))
+        #expect(await pool.release(id: warm.id) == false)
+    }
+
     @Test func resetClearsThePreviousPageBeforeReuse() async throws {
         let pool = RendererPool(name: "main", profile: modelledProfile(maxSize: 1), logger: testLogger)
         let first = try await pool.acquire(page: "https://app.example/secret")
