@@ -70,6 +70,7 @@ let package = Package(
                 "PrefetchCore",
                 "CCurl",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -159,6 +160,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -262,6 +264,8 @@ let package = Package(
             dependencies: [
                 "PrefetchTestSupport",
                 "PrefetchFetcher",
+                "PrefetchStore",
+                .product(name: "NIOCore", package: "swift-nio"),
                 "PrefetchTestUpstream",
                 "prefetch-upstream",
                 .product(name: "Logging", package: "swift-log"),

@@ -1,6 +1,7 @@
 import CoreMetrics
 public import HTTPTypes
 public import Logging
+import NIOCore
 public import PrefetchCore
 public import PrefetchDNS
 public import PrefetchFetcher
@@ -385,7 +386,7 @@ public final class Orchestrator: Sendable {
         let needed = ticket.requests[index].name
         if ticket.timings.withLock({ $0[index].origin }) == "leader" {
             switch await ticket.answers.answer(for: index, until: deadline, clock: clock) {
-            case .body(let body, let ownOnly): return (body, ownOnly)
+            case .body(let body, let ownOnly): return (Array(body.readableBytesView), ownOnly)
             case .failed(let code):
                 throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which failed (\(code))")
             case nil:

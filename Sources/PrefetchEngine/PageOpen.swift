@@ -1,6 +1,7 @@
 import CoreMetrics
 import HTTPTypes
 import Logging
+import NIOCore
 import PrefetchCore
 import PrefetchFetcher
 import PrefetchStore
@@ -191,14 +192,14 @@ final class PageOpen: Sendable {
             // of it, so a dependent never waits on a round trip to a shared store).
             let answer: DependencyAnswer =
                 (200..<300).contains(response.status)
-                ? .body(response.body, ownOnly: keptOwn) : .failed("upstream answered \(response.status)")
+                ? .body(response.bodyBuffer, ownOnly: keptOwn) : .failed("upstream answered \(response.status)")
             let headers = HTTPFields(response.headers.filter { !Orchestrator.hopByHop.contains($0.name.canonicalName) })
             let noStore = cacheControl.contains { $0.contains("no-store") }
             let now = clock.now
             ticket.record(index) {
                 $0.finishedAt = now
                 $0.status = response.status
-                $0.bytes = response.body.count
+                $0.bytes = response.bodyBuffer.readableBytes
             }
             metrics.upstreamDuration(label, response.elapsed)
             metrics.upstreamQueued(label, response.queued)
@@ -213,7 +214,7 @@ final class PageOpen: Sendable {
                 return answer
             }
             let stored = StoredResponse(
-                status: response.status, headers: headers, body: response.body, fetchedAt: now, noStore: noStore,
+                status: response.status, headers: headers, bodyBuffer: response.bodyBuffer, fetchedAt: now, noStore: noStore,
                 elapsed: response.elapsed)
             if keptOwn {
                 // It goes to the ticket that fetched it; everyone else on the shared key gets a miss.
@@ -235,7 +236,7 @@ final class PageOpen: Sendable {
             logger.info(
                 "fetch completed",
                 metadata: [
-                    "interface": "\(label)", "status": "\(response.status)", "bytes": "\(response.body.count)",
+                    "interface": "\(label)", "status": "\(response.status)", "bytes": "\(response.bodyBuffer.readableBytes)",
                     "ms": "\(response.elapsed.milliseconds)",
                 ])
             return answer
@@ -329,7 +330,7 @@ final class PageOpen: Sendable {
         for input in planned.dependencies {
             let needed = ticket.requests[input].name
             switch answers[input] {
-            case .body(let body, let ownOnly): bodies.append((input, body, ownOnly))
+            case .body(let body, let ownOnly): bodies.append((input, Array(body.readableBytesView), ownOnly))
             case .failed(let code):
                 throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which failed (\(code))")
             case nil:

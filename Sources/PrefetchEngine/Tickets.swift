@@ -1,4 +1,5 @@
 public import Foundation
+public import NIOCore
 public import PrefetchCore
 public import PrefetchStore
 public import Synchronization
@@ -35,7 +36,7 @@ public struct RequestTiming: Sendable {
 public enum DependencyAnswer: Sendable, Hashable {
     /// A 2xx body; `ownOnly` when it is kept for this page open alone (it set a cookie, was `private`, or was made
     /// from such an answer), so whatever is made from it is kept for this page open alone too.
-    case body([UInt8], ownOnly: Bool)
+    case body(ByteBuffer, ownOnly: Bool)
     case failed(String)
 }
 

@@ -1,6 +1,11 @@
 import CCurl
 import HTTPTypes
+@_spi(CustomByteBufferAllocator) import NIOCore
 import PrefetchCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Easy handles kept for the next transfer: `curl_easy_reset` returns a handle to its defaults but keeps what it
 /// allocated (buffers, the DNS and connection caches belong to the multi handle anyway), so a busy fetcher does not
@@ -51,7 +56,7 @@ final class EasyTransfer {
     let freshConnection: Bool
 
     fileprivate var responseHeaders = HTTPFields()
-    fileprivate var body: [UInt8] = []
+    fileprivate var body = ByteBuffer()
     /// The final response's `Content-Length`, when it sent one: the body's storage is sized to it at the first byte.
     fileprivate var announcedLength: Int?
     fileprivate var exceededLimit = false
@@ -188,7 +193,7 @@ final class EasyTransfer {
     }
 
     deinit {
-        budget.release(body.count)
+        budget.release(body.readableBytes)
         handles.recycle(handle)
         curl_slist_free_all(headerList)
         curl_slist_free_all(connectToList)
@@ -224,7 +229,7 @@ final class EasyTransfer {
             FetchResponse(
                 status: status,
                 headers: responseHeaders,
-                body: body,
+                bodyBuffer: body,
                 httpVersion: httpVersionName(version),
                 elapsed: elapsed,
                 queued: ticket.submitted.duration(to: admitted)
@@ -234,7 +239,7 @@ final class EasyTransfer {
 
     fileprivate func appendBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
         receivedAnything = true
-        guard body.count + bytes.count <= maxResponseBytes else {
+        guard body.readableBytes + bytes.count <= maxResponseBytes else {
             exceededLimit = true
             return false
         }
@@ -243,14 +248,24 @@ final class EasyTransfer {
             exceededBudget = true
             return false
         }
-        if body.isEmpty, let announcedLength, announcedLength > bytes.count, announcedLength <= maxResponseBytes {
-            // One allocation of the announced size: appending chunk by chunk would grow the array by doubling, so
-            // a body would be copied several times and could end in storage of up to twice its size.
-            body.reserveCapacity(announcedLength)
+        if body.readableBytes == 0, let announcedLength, announcedLength >= bytes.count, announcedLength <= maxResponseBytes,
+            let memory = malloc(max(1, announcedLength))
+        {
+            // One allocation of exactly the announced size (NIO's allocator rounds up to a power of two): appending
+            // chunk by chunk would grow the storage by doubling, so a body would be copied several times and could
+            // end in storage of up to twice its size; this storage is what the store keeps, as it is.
+            body = ByteBuffer(
+                takingOwnershipOf: UnsafeMutableRawBufferPointer(start: memory, count: max(1, announcedLength)),
+                allocator: Self.allocator)
+            // The storage is taken as written bytes: nothing is written yet.
+            body.clear()
         }
-        body.append(contentsOf: bytes)
+        body.writeBytes(bytes)
         return true
     }
+
+    /// The default allocator (`malloc`, `realloc`, `free`): it frees the storage `appendBody` hands a body.
+    private static let allocator = ByteBufferAllocator()
 
     fileprivate func appendHeaderLine(_ bytes: UnsafeRawBufferPointer) {
         receivedAnything = true

@@ -1,4 +1,5 @@
 public import HTTPTypes
+public import NIOCore
 import Synchronization
 
 /// A resolved address a transfer connects to: a connection to `host:port` goes to `address` (an IP literal) while
@@ -83,8 +84,14 @@ public struct FetchResponse: Sendable {
     public var status: Int
     /// Every header of the final response in order, repeated ones (Set-Cookie) kept; no status line.
     public var headers: HTTPFields
-    /// The body bytes as the upstream sent them.
-    public var body: [UInt8]
+    /// The body bytes as the upstream sent them, received straight into this buffer: when the upstream announced
+    /// the length, its storage is exactly that size, so a store keeps it as it is, without a copy.
+    public var bodyBuffer: ByteBuffer
+    /// The body as an array: a copy of ``bodyBuffer``, for readers that need one.
+    public var body: [UInt8] {
+        get { Array(bodyBuffer.readableBytesView) }
+        set { bodyBuffer = ByteBuffer(bytes: newValue) }
+    }
     /// The protocol version used: "1.0", "1.1", "2" or "3".
     public var httpVersion: String
     /// Time from submission to completion.
@@ -94,9 +101,18 @@ public struct FetchResponse: Sendable {
 
     /// Creates a response value.
     public init(status: Int, headers: HTTPFields, body: [UInt8], httpVersion: String, elapsed: Duration, queued: Duration = .zero) {
+        self.init(
+            status: status, headers: headers, bodyBuffer: ByteBuffer(bytes: body), httpVersion: httpVersion, elapsed: elapsed,
+            queued: queued)
+    }
+
+    /// Creates a response value around a received body.
+    public init(
+        status: Int, headers: HTTPFields, bodyBuffer: ByteBuffer, httpVersion: String, elapsed: Duration, queued: Duration = .zero
+    ) {
         self.status = status
         self.headers = headers
-        self.body = body
+        self.bodyBuffer = bodyBuffer
         self.httpVersion = httpVersion
         self.elapsed = elapsed
         self.queued = queued

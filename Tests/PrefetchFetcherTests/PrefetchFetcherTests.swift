@@ -1,7 +1,9 @@
 import Foundation
 import HTTPTypes
 import Logging
+import NIOCore
 import PrefetchFetcher
+import PrefetchStore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import ServiceLifecycle
@@ -82,6 +84,12 @@ struct FetcherTests {
                 #expect(bytes.body.count == 70000)
                 #expect(bytes.body.prefix(3) == [UInt8(ascii: "a"), UInt8(ascii: "b"), UInt8(ascii: "c")])
                 #expect(bytes.headers.first { $0.name.rawName == "Content-Type" }?.value == "application/octet-stream")
+                // Announced by Content-Length: received into storage of exactly its size, which a store keeps as it
+                // is (no copy, nothing rounded up to a power of two).
+                #expect(bytes.bodyBuffer.readableBytes == 70000 && bytes.bodyBuffer.storageCapacity == 70000)
+                let received = bytes.bodyBuffer.withUnsafeReadableBytes { $0.baseAddress }
+                let stored = StoredResponse(status: bytes.status, bodyBuffer: bytes.bodyBuffer)
+                #expect(stored.bodyBuffer.withUnsafeReadableBytes { $0.baseAddress } == received)
             }
         }
     }
