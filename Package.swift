@@ -109,6 +109,7 @@ let package = Package(
             name: "RedisStore",
             dependencies: [
                 "CHiredis",
+                .product(name: "NIOCore", package: "swift-nio"),
                 "PrefetchCore",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 "PrefetchStore",
@@ -302,6 +303,8 @@ let package = Package(
             name: "RedisStoreTests",
             dependencies: [
                 "PrefetchTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
                 "RedisStore",
                 "PrefetchStore",
                 "PrefetchTestUpstream",
