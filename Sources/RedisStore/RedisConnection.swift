@@ -7,8 +7,9 @@ import Glibc
 import Darwin
 #endif
 
-/// One blocking hiredis connection. Not thread-safe: each connection is owned by exactly one worker and only ever
-/// used from that worker's serial queue (or the subscriber's own thread), never from the cooperative pool.
+/// One blocking hiredis connection, for the pub/sub subscriber (`RedisSubscriber`), which owns it on its own thread;
+/// the pool's connections are non-blocking, on the event loops (`RedisPool`). Not thread-safe: used from that one
+/// thread only, never from the cooperative pool or an event loop.
 final class RedisConnection {
     private let context: UnsafeMutablePointer<redisContext>
     /// `host:port`, for messages.

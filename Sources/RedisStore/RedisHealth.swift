@@ -71,7 +71,7 @@ struct RedisHealth: Sendable, Hashable {
     }
 }
 
-/// The shell around a store's connection health: the pool's workers and the subscriber report each call here, it
+/// The shell around a store's connection health: the pool's connections and the subscriber report each call here, it
 /// reads the clock, feeds `RedisStoreState`, and acts on the transitions with the gauge `prefetch_store_redis_up`
 /// (1 or 0), the counter `prefetch_store_redis_reconnects_total` and a log line.
 final class RedisHealthMonitor: Sendable {

@@ -176,7 +176,7 @@ import Testing
     }
 
     @Test func theStoreLimitsFitTheLargestEntry() {
-        let limits = RESPLimits(maximumValueBytes: 16 * 1024 * 1024)
+        let limits = RESPLimits(maximumValueBytes: RedisStore.Configuration().maximumValueBytes)
         // A 2 MiB response (the service's default cap) with headers: well under the bulk cap.
         let entry = RedisValue.array([.integer(1), .string(Array(repeating: 0x41, count: 2 * 1024 * 1024 + 300 * 1024)), .integer(-1)])
         #expect(Self.parse([Self.bytes([entry])], limits: limits).values == [entry])
