@@ -106,6 +106,22 @@ struct RedisCall: Sendable {
 
     var isAnswered: Bool { replies.count == commands.count }
 
+    /// What a connection that closed for a reason of `kind` means for this call, outstanding on it.
+    enum AfterClose: Sendable, Hashable {
+        /// Written again on a fresh connection: the server closed the connection before any reply of this call, so
+        /// none of it ran.
+        case retry
+        /// The replies that arrived stand; every command without one fails, since it may have run.
+        case fail
+    }
+
+    /// Retried only when the server closed the connection (`.closed`: EOF or reset, not a timeout or a bad reply),
+    /// no reply of this call had arrived, and the call may be retried (written on a connection open before it, and
+    /// not retried already).
+    func afterClose(_ kind: RedisCallError.Kind) -> AfterClose {
+        kind == .closed && mayRetry && replies.isEmpty ? .retry : .fail
+    }
+
     /// Hands the replies that arrived and `error` for each command without one to the caller.
     func finish(failing error: RedisCallError? = nil) {
         var results: Results = []
@@ -257,7 +273,7 @@ final class PooledConnection: Sendable {
     }
 
     /// Why the replies to the handshake mean the connection cannot be used, if they do.
-    private static func handshakeFailure(_ results: RedisCall.Results, endpoint: RedisEndpoint) -> RedisCallError? {
+    static func handshakeFailure(_ results: RedisCall.Results, endpoint: RedisEndpoint) -> RedisCallError? {
         var index = 0
         if let credentials = endpoint.credentials {
             switch results[index] {
@@ -442,10 +458,9 @@ final class RedisConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
         var retry: [RedisCall] = []
         var failing: [RedisCall] = []
         while let call = outstanding.popFirst() {
-            if error.kind == .closed && call.mayRetry && call.replies.isEmpty {
-                retry.append(call)
-            } else {
-                failing.append(call)
+            switch call.afterClose(error.kind) {
+            case .retry: retry.append(call)
+            case .fail: failing.append(call)
             }
         }
         // Heard before the callers resume, so none of them finds the store still healthy.
