@@ -231,7 +231,16 @@ final class PooledConnection: Sendable {
                             address: endpoint.address, commandTimeout: settings.commandTimeout, health: health))
                 }
             }
-        bootstrap.connect(host: endpoint.host, port: endpoint.port).assumeIsolated().whenComplete { result in
+        // An address given as an IP literal is connected to directly: `connect(host:port:)` would resolve it through
+        // getaddrinfo on a dispatch queue and Happy Eyeballs first, which a busy machine can stretch past the connect
+        // timeout.
+        let connecting =
+            if let address = try? SocketAddress(ipAddress: endpoint.host, port: endpoint.port) {
+                bootstrap.connect(to: address)
+            } else {
+                bootstrap.connect(host: endpoint.host, port: endpoint.port)
+            }
+        connecting.assumeIsolated().whenComplete { result in
             switch result {
             case .success(let channel):
                 guard let handler = try? channel.pipeline.syncOperations.handler(type: RedisConnectionHandler.self) else {
