@@ -9,7 +9,7 @@
 //   ConfigUpdater    keeps the prefetch config current: polling, fatigue window, fallback source, last-good copy
 //   PrefetchStore    TTL response store with single flight and identity isolation
 //   CHiredis         the C world: hiredis through pkg-config, with typed shims (only RedisStore imports it)
-//   RedisStore       the shared ResponseStore backed by Redis, for several replicas behind a load balancer
+//   RedisStore       the shared ResponseStore backed by Redis, for several replicas behind a load balancer (RESP on NIO)
 //   RendererPool     warm renderer pool (modelled and process renderers)
 //   PrefetchEngine   the orchestrator: plans, triggers, tickets, who may read what, the fetch runner (no HTTP types)
 //   PrefetchService  the HTTP layer: the page and operator surfaces (Hummingbird routing, parsing, encoding)
@@ -110,6 +110,8 @@ let package = Package(
             name: "RedisStore",
             dependencies: [
                 "CHiredis",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 "PrefetchCore",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 "PrefetchStore",
@@ -308,6 +310,9 @@ let package = Package(
             name: "RedisStoreTests",
             dependencies: [
                 "PrefetchTestSupport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "PropertyBased", package: "swift-property-based"),
                 "RedisStore",
                 "PrefetchStore",
                 "PrefetchTestUpstream",

@@ -4,7 +4,7 @@
 // AddressSanitizer). Run them with scripts/fuzz.sh; Fuzz/README.md says how and where crashes land.
 //
 // The main package exports only `PrefetchCore` as a product, and the parsers' own entry points (`Template`,
-// `PathPattern`, `QueryPair`, `EntryCodec`) are internal. So this package does not depend on ".." and instead builds
+// `PathPattern`, `QueryPair`, `EntryCodec`, `RESPParser`) are internal. So this package does not depend on ".." and instead builds
 // the very same source files (through symlinks: `MainSources` for whole targets, `Mirror/` for single files; never copies) as its own modules,
 // with testability on so each fuzz target can `@testable import` them, and without the modules the parsers do not
 // need (curl, NIO, Hummingbird): the build stays small enough for CI.
@@ -31,7 +31,7 @@ func fuzzTarget(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
 let package = Package(
     name: "prefetch-fuzz",
     platforms: [.macOS(.v15)],
-    products: ["FuzzJSON", "FuzzConfig", "FuzzTape", "FuzzURL", "FuzzPlan", "FuzzTemplate", "FuzzRedisCodec"].map {
+    products: ["FuzzJSON", "FuzzConfig", "FuzzTape", "FuzzURL", "FuzzPlan", "FuzzTemplate", "FuzzRedisCodec", "FuzzRESP"].map {
         .executable(name: $0, targets: [$0])
     },
     dependencies: [
@@ -62,10 +62,14 @@ let package = Package(
             path: "MainSources/PrefetchStore",
             swiftSettings: instrumented
         ),
-        // Only the entry codec of RedisStore: the rest is the hiredis client, which reads no bytes of its own.
+        // Only the byte parsers of RedisStore: the entry codec and the RESP2 codec (with the reply type it produces).
+        // The rest is the pool, the store and the subscriber's hiredis client, which read no bytes of their own.
         .target(
             name: "RedisStore",
-            dependencies: ["PrefetchCore", "PrefetchStore", .product(name: "HTTPTypes", package: "swift-http-types")],
+            dependencies: [
+                "PrefetchCore", "PrefetchStore", .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             path: "Mirror/RedisStore",
             swiftSettings: instrumented
         ),
@@ -90,5 +94,6 @@ let package = Package(
         fuzzTarget("FuzzPlan", ["PrefetchCore", "FuzzReference"]),
         fuzzTarget("FuzzTemplate", ["PrefetchCore"]),
         fuzzTarget("FuzzRedisCodec", ["RedisStore", "PrefetchStore", .product(name: "HTTPTypes", package: "swift-http-types")]),
+        fuzzTarget("FuzzRESP", ["RedisStore", .product(name: "NIOCore", package: "swift-nio")]),
     ]
 )

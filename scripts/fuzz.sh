@@ -4,7 +4,7 @@
 # prints where the input that did it was saved.
 #
 # Usage: scripts/fuzz.sh [seconds-per-target] [target...]   (default 20 s; all targets: FuzzJSON FuzzConfig FuzzTape
-#        FuzzURL FuzzPlan FuzzTemplate FuzzRedisCodec)
+#        FuzzURL FuzzPlan FuzzTemplate FuzzRedisCodec FuzzRESP)
 # Environment: FUZZ_OUT (where corpora and crash inputs go; default a new temp dir, kept), FUZZ_JOBS (libFuzzer
 #        -jobs/-workers per target, default 1), FUZZ_KEEP_CORPUS=1 merges what the runs found back into Fuzz/Corpus.
 # Needs only the Swift toolchain (it ships libFuzzer and the sanitizer runtimes). Scratch path: .build-fuzz.
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 seconds=${1:-20}
 shift || true
-all=(FuzzJSON FuzzConfig FuzzTape FuzzURL FuzzPlan FuzzTemplate FuzzRedisCodec)
+all=(FuzzJSON FuzzConfig FuzzTape FuzzURL FuzzPlan FuzzTemplate FuzzRedisCodec FuzzRESP)
 [ "$#" -gt 0 ] && targets=("$@") || targets=("${all[@]}")
 jobs=${FUZZ_JOBS:-1}
 out=${FUZZ_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/prefetch-fuzz.XXXXXX")}

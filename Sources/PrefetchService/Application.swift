@@ -59,6 +59,9 @@ public func buildApplication(
     if let url = settings.storeURL {
         var configuration = RedisStore.Configuration()
         if let connections = settings.storeConnections { configuration.connections = connections }
+        // Room in a Redis reply for the largest response the fetcher keeps, with its headers (libcurl's cap is far
+        // below the 1 MiB allowed for them).
+        configuration.maximumValueBytes = max(configuration.maximumValueBytes, settings.maximumResponseBytes + 1024 * 1024)
         let shared = try RedisStore(url: url, configuration: configuration, logger: logger, metricsFactory: factory)
         redis = shared
         store = shared

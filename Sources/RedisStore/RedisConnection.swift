@@ -7,52 +7,9 @@ import Glibc
 import Darwin
 #endif
 
-/// A reply from Redis, copied out of hiredis's reply tree.
-enum RedisValue: Sendable, Hashable {
-    case string([UInt8])
-    case integer(Int64)
-    case array([RedisValue])
-    case null
-    case status(String)
-    /// An error reply (e.g. a script error): the server answered, so this is not an outage.
-    case error(String)
-
-    var text: String? {
-        switch self {
-        case .string(let bytes): String(decoding: bytes, as: UTF8.self)
-        case .status(let text): text
-        default: nil
-        }
-    }
-}
-
-/// Why a call reached no answer from Redis.
-struct RedisCallError: Error, Sendable, Hashable, CustomStringConvertible {
-    enum Kind: Sendable, Hashable {
-        /// Redis is known to be down and the reconnect backoff has not passed: no attempt was made.
-        case unavailable
-        /// Connecting failed.
-        case connect
-        /// The connection broke (reset, closed, or timed out) during a command.
-        case io
-        /// The connection broke in a way that means the command never ran (the server had closed it), so
-        /// retrying once on a fresh connection is safe.
-        case closed
-        /// The server refused the credentials (`WRONGPASS`), or wants some and got none (`NOAUTH`). Like an
-        /// outage, the store serves from its fallback and retries on the reconnect backoff.
-        case auth
-    }
-
-    var kind: Kind
-    var message: String
-
-    var description: String { message }
-
-    static let unavailable = RedisCallError(kind: .unavailable, message: "Redis is down; waiting to reconnect")
-}
-
-/// One blocking hiredis connection. Not thread-safe: each connection is owned by exactly one worker and only ever
-/// used from that worker's serial queue (or the subscriber's own thread), never from the cooperative pool.
+/// One blocking hiredis connection, for the pub/sub subscriber (`RedisSubscriber`), which owns it on its own thread;
+/// the pool's connections are non-blocking, on the event loops (`RedisPool`). Not thread-safe: used from that one
+/// thread only, never from the cooperative pool or an event loop.
 final class RedisConnection {
     private let context: UnsafeMutablePointer<redisContext>
     /// `host:port`, for messages.
@@ -244,9 +201,4 @@ final class RedisConnection {
             Array(UnsafeBufferPointer(start: $0, count: count))
         }
     }
-}
-
-/// Whole milliseconds in `duration`, rounded up, at least 1 (Redis rejects a zero expiry).
-func milliseconds(_ duration: Duration) -> Int {
-    max(1, Int(duration.wholeMillisecondsRoundedUp))
 }

@@ -1,6 +1,7 @@
 import CoreMetrics
 import Logging
 import PrefetchCore
+import Synchronization
 
 /// Whether Redis is reachable, since when it is not, and when the next reconnect attempt is due, as a value type
 /// with no clock of its own (part of `RedisStoreState`).
@@ -71,11 +72,18 @@ struct RedisHealth: Sendable, Hashable {
     }
 }
 
-/// The shell around a store's connection health: the pool's workers and the subscriber report each call here, it
+/// The shell around a store's connection health: the pool's connections and the subscriber report each call here, it
 /// reads the clock, feeds `RedisStoreState`, and acts on the transitions with the gauge `prefetch_store_redis_up`
 /// (1 or 0), the counter `prefetch_store_redis_reconnects_total` and a log line.
+///
+/// Every pool call asks it twice (may I? it worked), so while Redis is up it answers both from an atomic copy of
+/// "up" instead of the store's lock, which the store's own operations hold too.
 final class RedisHealthMonitor: Sendable {
     private let state: SharedStoreState
+    /// `!state.isDegraded`, written only under the state's lock (so it follows the state's own order of events) and
+    /// read without it. A stale read costs at most one extra attempt or one success not counted while a failure is
+    /// being recorded at the same moment, as either order of the two would.
+    private let up = Atomic<Bool>(true)
     private let clock: any ServiceClock
     private let upGauge: Gauge
     private let reconnectCounter: Counter
@@ -106,16 +114,24 @@ final class RedisHealthMonitor: Sendable {
         self.init(endpoint: endpoint, state: state, clock: ContinuousClock(), logger: logger, factory: factory)
     }
 
-    var isUp: Bool { state.withLock { !$0.isDegraded } }
+    var isUp: Bool { up.load(ordering: .acquiring) }
 
+    /// Whether the caller may try the network: always while up; while down, one caller per backoff period.
     func claimAttempt() -> Bool {
+        if isUp { return true }
         let now = clock.now
         return state.withLock { $0.claimAttempt(now: now) }
     }
 
+    /// A call reached Redis.
     func succeeded() {
+        if isUp { return }
         let now = clock.now
-        guard case .cameUp(let downFor) = state.withLock({ $0.callSucceeded(now: now) }) else { return }
+        let transition = state.withLock { state in
+            defer { up.store(!state.isDegraded, ordering: .releasing) }
+            return state.callSucceeded(now: now)
+        }
+        guard case .cameUp(let downFor) = transition else { return }
         reconnectCounter.increment()
         upGauge.record(1)
         logger.notice(
@@ -123,9 +139,14 @@ final class RedisHealthMonitor: Sendable {
             metadata: ["redis.endpoint": "\(endpoint)", "redis.down_for": "\(downFor)"])
     }
 
+    /// A call could not reach Redis, for `error`.
     func failed(_ error: RedisCallError) {
         let now = clock.now
-        guard state.withLock({ $0.callFailed(now: now) }) == .wentDown else { return }
+        let transition = state.withLock { state in
+            defer { up.store(!state.isDegraded, ordering: .releasing) }
+            return state.callFailed(now: now)
+        }
+        guard transition == .wentDown else { return }
         upGauge.record(0)
         let what = error.kind == .auth ? "Redis refused this replica's credentials" : "Redis is unreachable"
         logger.warning(

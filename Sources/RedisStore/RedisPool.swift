@@ -1,173 +1,498 @@
-import Dispatch
+import NIOCore
+import NIOPosix
 import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Connection settings shared by the pool and the subscriber.
 struct ConnectionSettings: Sendable {
     var endpoint: RedisEndpoint
     var connectTimeout: Duration
     var commandTimeout: Duration
+    /// What a reply may claim before the pool closes the connection (the subscriber's hiredis has its own bounds).
+    var limits = RESPLimits(maximumValueBytes: RedisStore.Configuration().maximumValueBytes)
 }
 
-/// A small pool of blocking hiredis connections, each owned by a worker with its own serial dispatch queue. Async
-/// callers suspend on a continuation while the worker's thread does the blocking I/O, so Redis calls never block the
-/// cooperative pool or an event loop. Every call is bounded by the connect and command timeouts.
+/// A small pool of non-blocking Redis connections on NIO event loops (`MultiThreadedEventLoopGroup.singleton`, the
+/// group Hummingbird serves on, unless another is given), speaking RESP2 through our own codec (`RESP.swift`).
 ///
-/// Calls that reach a worker while it is busy wait in its queue and then go to Redis together, as one pipeline:
-/// under load a connection carries every call that arrived during its last round trip in its next one, so the
-/// round trips (and the thread wake-ups, which cost more CPU than the Redis calls themselves) grow with the number
-/// of busy connections, not with the number of calls. An idle pool still answers each call in one round trip.
+/// Calls go to the connections round robin. A call's commands are written at once, as one pipeline, behind whatever
+/// is already outstanding on that connection: Redis answers in order, so each connection keeps a FIFO of the
+/// outstanding calls and hands each its replies as they arrive. Writes made in one event-loop turn share one flush.
+/// Nothing waits for a round trip before writing, and no thread but an event loop touches a connection.
+///
+/// A hot call crosses threads twice: the caller's task to the connection's event loop (`EventLoop.execute`), and the
+/// continuation's resumption back to the cooperative pool when its last reply is in.
+///
+/// Every call is bounded: connecting by the connect timeout, each call by the command timeout from the moment it is
+/// written (a timer on the event loop; when it fires the connection is closed and every call outstanding on it fails
+/// `.io`). The rules of a call, whatever else shares its connection:
+/// - While Redis is known to be down (`RedisHealthMonitor`) a call fails fast with `.unavailable` unless it claims
+///   the reconnect attempt, and a connection opened before the outage is no longer used.
+/// - A connection is opened on demand: connect, then `AUTH` (when the endpoint has credentials; a refusal is
+///   `.auth`, with the password redacted from every message) and `SELECT` (when the database is not 0), pipelined.
+///   Calls that arrive meanwhile wait for it, and all fail with its error if it cannot be opened.
+/// - A call whose connection is found closed by the server (EOF or reset, as after a Redis restart) before any reply
+///   of the call arrived is retried once on a fresh connection, since none of it ran, provided the connection was
+///   open before the call was written. A call that got some replies keeps them and the rest fail: those commands are
+///   never retried, because they may have run.
+/// - A `NOAUTH` error reply means the server wants credentials the URL does not give: the connection is closed and
+///   the call's unanswered commands fail `.auth`.
+/// - Every call that reached Redis reports to the health monitor: `succeeded()` when all its replies arrived,
+///   `failed(_)` when it failed for want of Redis.
 final class RedisPool: Sendable {
-    private let workers: [RedisWorker]
+    private let connections: [PooledConnection]
     private let next = Atomic<Int>(0)
 
-    init(size: Int, settings: ConnectionSettings, health: RedisHealthMonitor) {
-        self.workers = (0..<max(1, size)).map { index in
-            RedisWorker(index: index, settings: settings, health: health)
+    init(
+        size: Int, settings: ConnectionSettings, health: RedisHealthMonitor,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
+        self.connections = (0..<max(1, size)).map { _ in
+            PooledConnection(eventLoop: eventLoopGroup.next(), settings: settings, health: health)
         }
     }
 
-    /// Runs one command on the next worker, round robin.
+    deinit {
+        for connection in connections { connection.close() }
+    }
+
+    /// Runs one command on the next connection, round robin.
     func execute(_ arguments: [[UInt8]]) async -> Result<RedisValue, RedisCallError> {
         await execute(batch: [arguments])[0]
     }
 
-    /// Runs `commands` pipelined on the next worker, round robin: one write and one round trip for the lot, in
-    /// order, on one connection. Returns one result per command, in order.
+    /// Runs `commands` pipelined on the next connection, round robin: one write for the lot, in order, on one
+    /// connection, so Redis runs them one after another as if sent one by one. Returns one result per command, in
+    /// order.
     func execute(batch commands: [[[UInt8]]]) async -> [Result<RedisValue, RedisCallError>] {
         guard !commands.isEmpty else { return [] }
-        let worker = workers[(next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % workers.count]
+        let connection = connections[(next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % connections.count]
         return await withCheckedContinuation { continuation in
-            worker.submit(commands, continuation)
+            connection.submit(RedisCall(commands: commands, completion: .caller(continuation)))
         }
     }
 }
 
-/// One pooled connection and the serial queue that alone uses it.
-final class RedisWorker: Sendable {
-    let queue: DispatchQueue
+/// One call's commands, the replies that arrived for it, and where its results go.
+struct RedisCall: Sendable {
+    typealias Results = [Result<RedisValue, RedisCallError>]
+
+    enum Completion: Sendable {
+        /// A caller suspended in `RedisPool.execute`.
+        case caller(CheckedContinuation<Results, Never>)
+        /// The connection's own `AUTH`/`SELECT`, answered on the event loop.
+        case handshake(@Sendable (Results) -> Void)
+    }
+
+    var commands: [[[UInt8]]]
+    var completion: Completion
+    var replies: [RedisValue] = []
+    /// When the call fails `.io` for want of its replies (set when it is written).
+    var deadline = NIODeadline.distantFuture
+    /// Whether the call may be retried on a fresh connection if this one turns out closed before it got a reply: it
+    /// was written on a connection open before it, and it has not been retried already.
+    var mayRetry = false
+    var retried = false
+
+    init(commands: [[[UInt8]]], completion: Completion) {
+        self.commands = commands
+        self.completion = completion
+    }
+
+    var isAnswered: Bool { replies.count == commands.count }
+
+    /// What a connection that closed for a reason of `kind` means for this call, outstanding on it.
+    enum AfterClose: Sendable, Hashable {
+        /// Written again on a fresh connection: the server closed the connection before any reply of this call, so
+        /// none of it ran.
+        case retry
+        /// The replies that arrived stand; every command without one fails, since it may have run.
+        case fail
+    }
+
+    /// Retried only when the server closed the connection (`.closed`: EOF or reset, not a timeout or a bad reply),
+    /// no reply of this call had arrived, and the call may be retried (written on a connection open before it, and
+    /// not retried already).
+    func afterClose(_ kind: RedisCallError.Kind) -> AfterClose {
+        kind == .closed && mayRetry && replies.isEmpty ? .retry : .fail
+    }
+
+    /// Hands the replies that arrived and `error` for each command without one to the caller.
+    func finish(failing error: RedisCallError? = nil) {
+        var results: Results = []
+        results.reserveCapacity(commands.count)
+        for reply in replies { results.append(.success(reply)) }
+        if let error {
+            for _ in replies.count..<commands.count { results.append(.failure(error)) }
+        }
+        switch completion {
+        case .caller(let continuation): continuation.resume(returning: results)
+        case .handshake(let done): done(results)
+        }
+    }
+}
+
+/// One slot of the pool: at most one open connection at a time on one event loop, opened on demand. Its state is
+/// only touched on that event loop.
+final class PooledConnection: Sendable {
+    let eventLoop: any EventLoop
     private let settings: ConnectionSettings
     private let health: RedisHealthMonitor
-    /// Locked only on `queue`, so never contended; the lock is what lets the connection live in a Sendable worker.
-    private let connection = Mutex<RedisConnection?>(nil)
+    private let state: NIOLoopBoundBox<State>
 
-    /// Calls waiting for the connection, and whether a drain is scheduled on `queue` (which then takes them all).
-    private let waiting = Mutex(Waiting())
-
-    private struct Waiting {
-        var calls: [Call] = []
-        var draining = false
+    private enum State {
+        /// No connection: the next call opens one.
+        case idle
+        /// Connecting (and authenticating); the calls wait, in order.
+        case connecting([RedisCall])
+        /// Open and ready: calls are written at once.
+        case open(RedisConnectionHandler)
+        /// The pool is gone.
+        case closed
     }
 
-    /// One caller's commands and where their results go.
-    private struct Call {
-        var commands: [[[UInt8]]]
-        var continuation: CheckedContinuation<[Result<RedisValue, RedisCallError>], Never>
-    }
-
-    init(index: Int, settings: ConnectionSettings, health: RedisHealthMonitor) {
-        self.queue = DispatchQueue(label: "prefetch.redis.connection.\(index)")
+    init(eventLoop: any EventLoop, settings: ConnectionSettings, health: RedisHealthMonitor) {
+        self.eventLoop = eventLoop
         self.settings = settings
+        self.health = health
+        self.state = NIOLoopBoundBox.makeBoxSendingValue(.idle, eventLoop: eventLoop)
+    }
+
+    /// Sends `call` on this slot's event loop.
+    func submit(_ call: RedisCall) {
+        if eventLoop.inEventLoop {
+            submitOnLoop(call, gated: true)
+        } else {
+            eventLoop.execute { self.submitOnLoop(call, gated: true) }
+        }
+    }
+
+    /// Closes the connection once what is outstanding on it is answered; calls waiting for a connection fail.
+    func close() {
+        eventLoop.execute {
+            switch self.state.value {
+            case .open(let handler): handler.retire()
+            case .connecting(let waiting):
+                for call in waiting { call.finish(failing: RedisCallError(kind: .io, message: "the Redis pool was closed")) }
+            case .idle, .closed: break
+            }
+            self.state.value = .closed
+        }
+    }
+
+    /// Writes `call` on the open connection, or queues it for one. `gated`: subject to the health rules (a retry is
+    /// not: it goes to a fresh connection whatever the health says, as the first attempt already claimed its turn).
+    private func submitOnLoop(_ call: RedisCall, gated: Bool) {
+        var call = call
+        if gated {
+            if !health.isUp, case .open(let handler) = state.value {
+                // Opened before the outage: finish what is on it, and start afresh.
+                handler.retire()
+                state.value = .idle
+            }
+            if case .open = state.value {
+            } else if !health.claimAttempt() {
+                call.finish(failing: .unavailable)
+                return
+            }
+        }
+        switch state.value {
+        case .open(let handler):
+            call.mayRetry = !call.retried
+            handler.send(call)
+        case .connecting(var waiting):
+            state.value = .idle
+            waiting.append(call)
+            state.value = .connecting(waiting)
+        case .idle:
+            state.value = .connecting([call])
+            connect()
+        case .closed:
+            call.finish(failing: RedisCallError(kind: .io, message: "the Redis pool was closed"))
+        }
+    }
+
+    /// Opens a connection, authenticates and selects the database, then writes the calls that waited.
+    private func connect() {
+        let endpoint = settings.endpoint
+        let bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(TimeAmount(settings.connectTimeout))
+            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            .channelInitializer { [settings, health] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(RESPReplyDecoder(limits: settings.limits)))
+                    try channel.pipeline.syncOperations.addHandler(
+                        RedisConnectionHandler(
+                            address: endpoint.address, commandTimeout: settings.commandTimeout, health: health))
+                }
+            }
+        // An address given as an IP literal is connected to directly: `connect(host:port:)` would resolve it through
+        // getaddrinfo on a dispatch queue and Happy Eyeballs first, which a busy machine can stretch past the connect
+        // timeout.
+        let connecting =
+            if let address = try? SocketAddress(ipAddress: endpoint.host, port: endpoint.port) {
+                bootstrap.connect(to: address)
+            } else {
+                bootstrap.connect(host: endpoint.host, port: endpoint.port)
+            }
+        connecting.assumeIsolated().whenComplete { result in
+            switch result {
+            case .success(let channel):
+                guard let handler = try? channel.pipeline.syncOperations.handler(type: RedisConnectionHandler.self) else {
+                    channel.close(promise: nil)
+                    self.opened(.failure(RedisCallError(kind: .connect, message: "cannot set up a connection to \(endpoint)")))
+                    return
+                }
+                handler.onClose = { closing, retry in self.connectionClosed(closing, retry: retry) }
+                self.handshake(handler)
+            case .failure(let error):
+                self.opened(.failure(RedisCallError(kind: .connect, message: "cannot connect to \(endpoint): \(error)")))
+            }
+        }
+    }
+
+    /// `AUTH` and `SELECT` as one pipeline, when the endpoint needs either.
+    private func handshake(_ handler: RedisConnectionHandler) {
+        let endpoint = settings.endpoint
+        var commands: [[[UInt8]]] = []
+        if let credentials = endpoint.credentials { commands.append(credentials.authCommand.map { Array($0.utf8) }) }
+        if endpoint.database != 0 { commands.append(["SELECT", String(endpoint.database)].map { Array($0.utf8) }) }
+        guard !commands.isEmpty else {
+            opened(.success(handler))
+            return
+        }
+        let box = NIOLoopBound(handler, eventLoop: eventLoop)
+        handler.send(
+            RedisCall(
+                commands: commands,
+                completion: .handshake { results in
+                    let handler = box.value
+                    if let failure = Self.handshakeFailure(results, endpoint: endpoint) {
+                        handler.retire()
+                        self.opened(.failure(failure))
+                    } else {
+                        self.opened(.success(handler))
+                    }
+                }))
+    }
+
+    /// Why the replies to the handshake mean the connection cannot be used, if they do.
+    static func handshakeFailure(_ results: RedisCall.Results, endpoint: RedisEndpoint) -> RedisCallError? {
+        var index = 0
+        if let credentials = endpoint.credentials {
+            switch results[index] {
+            case .failure(let error):
+                return RedisCallError(kind: error.kind, message: credentials.redacting(error.message))
+            case .success(.error(let message)):
+                return RedisCallError(
+                    kind: .auth,
+                    message: "Redis at \(endpoint.address) refused \(credentials.who): \(credentials.redacting(message))")
+            case .success:
+                index += 1
+            }
+        }
+        if endpoint.database != 0 {
+            switch results[index] {
+            case .failure(let error):
+                return error
+            case .success(.error(let message)):
+                return RedisCallError(kind: .connect, message: "cannot select database \(endpoint.database): \(message)")
+            case .success:
+                break
+            }
+        }
+        return nil
+    }
+
+    /// The connection attempt ended: write the waiting calls on it, or fail them all.
+    private func opened(_ result: Result<RedisConnectionHandler, RedisCallError>) {
+        guard case .connecting(let waiting) = state.value else {
+            // The pool closed meanwhile.
+            if case .success(let handler) = result { handler.retire() }
+            return
+        }
+        switch result.flatMap({ handler in handler.closeError.map { .failure($0) } ?? .success(handler) }) {
+        case .success(let handler):
+            health.succeeded()
+            state.value = .open(handler)
+            for call in waiting { handler.send(call) }
+        case .failure(let error):
+            health.failed(error)
+            state.value = .idle
+            for call in waiting { call.finish(failing: error) }
+        }
+    }
+
+    /// `handler`'s connection closed; `retry` are the calls on it that the server closed before they got a reply.
+    private func connectionClosed(_ handler: RedisConnectionHandler, retry: [RedisCall]) {
+        if case .open(let current) = state.value, current === handler { state.value = .idle }
+        for var call in retry {
+            call.retried = true
+            call.mayRetry = false
+            call.replies = []
+            submitOnLoop(call, gated: false)
+        }
+    }
+}
+
+/// The handler at the end of a pooled connection's pipeline: writes calls, matches replies to them in order, bounds
+/// each by the command timeout, and decides what a broken connection means for each call outstanding on it.
+/// Event-loop only.
+final class RedisConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = RedisValue
+    typealias OutboundOut = ByteBuffer
+
+    /// Told when the connection has closed, with the calls to retry on a fresh one.
+    var onClose: ((RedisConnectionHandler, [RedisCall]) -> Void)?
+
+    private let address: String
+    private let commandTimeout: TimeAmount
+    private let health: RedisHealthMonitor
+    private var context: ChannelHandlerContext?
+    /// The calls written and not yet answered, oldest first: Redis answers in order.
+    private var outstanding = CircularBuffer<RedisCall>(initialCapacity: 16)
+    /// Whether a flush is scheduled for the end of this event-loop turn.
+    private var flushScheduled = false
+    /// The timer for the oldest call's deadline, while any call is outstanding.
+    private var timer: Scheduled<Void>?
+    /// Close once nothing is outstanding: no new calls come.
+    private var retiring = false
+    /// The connection is closing or closed; set once, with the error that closed it.
+    private var closedBy: RedisCallError?
+
+    init(address: String, commandTimeout: Duration, health: RedisHealthMonitor) {
+        self.address = address
+        self.commandTimeout = TimeAmount(commandTimeout)
         self.health = health
     }
 
-    /// Queues `commands` for the connection; `continuation` gets their results, in order. Schedules a drain on
-    /// `queue` unless one is already scheduled or running (it will take these too).
-    func submit(
-        _ commands: [[[UInt8]]], _ continuation: CheckedContinuation<[Result<RedisValue, RedisCallError>], Never>
-    ) {
-        let schedule = waiting.withLock { waiting in
-            waiting.calls.append(Call(commands: commands, continuation: continuation))
-            defer { waiting.draining = true }
-            return !waiting.draining
-        }
-        if schedule { queue.async { self.drain() } }
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
     }
 
-    /// Sends everything waiting as one pipeline, hands each caller its share of the results, and repeats until
-    /// nothing is waiting.
-    private func drain() {
-        while true {
-            let calls = waiting.withLock { waiting -> [Call] in
-                if waiting.calls.isEmpty { waiting.draining = false }
-                defer { waiting.calls = [] }
-                return waiting.calls
-            }
-            guard !calls.isEmpty else { return }
-            let results = execute(batch: calls.flatMap(\.commands))
-            var offset = 0
-            for call in calls {
-                let end = offset + call.commands.count
-                call.continuation.resume(returning: Array(results[offset..<end]))
-                offset = end
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+    }
+
+    /// Writes `call` (flushed at the end of this event-loop turn) and starts its command timeout.
+    func send(_ call: RedisCall) {
+        guard let context, closedBy == nil else {
+            // Closed before the pool heard of it (between connecting and this write): the call was never written.
+            call.finish(failing: closeError ?? RedisCallError(kind: .closed, message: "Redis connection broke"))
+            return
+        }
+        var call = call
+        call.deadline = .now() + commandTimeout
+        var buffer = context.channel.allocator.buffer(capacity: call.commands.reduce(0) { $0 + RESPEncoder.encodedCount($1) })
+        for command in call.commands { RESPEncoder.encode(command, into: &buffer) }
+        outstanding.append(call)
+        context.write(wrapOutboundOut(buffer), promise: nil)
+        if !flushScheduled {
+            flushScheduled = true
+            context.eventLoop.assumeIsolated().execute {
+                self.flushScheduled = false
+                self.context?.flush()
             }
         }
+        if timer == nil { arm(at: call.deadline) }
     }
 
-    /// Runs `commands` pipelined, connecting first if needed. While Redis is known to be down it fails fast unless
-    /// this call claims the reconnect attempt. A pooled connection found closed by the server (e.g. after a Redis
-    /// restart) before any reply arrived is replaced and the whole pipeline retried once, since none of it ran. When
-    /// the connection breaks after some replies, those stand and the rest fail: they are never retried, because they
-    /// may have run. A single command is a pipeline of one, so both kinds of call share these rules.
-    func execute(batch commands: [[[UInt8]]]) -> [Result<RedisValue, RedisCallError>] {
-        dispatchPrecondition(condition: .onQueue(queue))
-        return connection.withLock { slot -> [Result<RedisValue, RedisCallError>] in
-            if !health.isUp { slot = nil }
-            let reused = slot != nil
-            if slot == nil {
-                guard health.claimAttempt() else { return Self.failing(commands.count, .unavailable) }
-                switch open() {
-                case .success(let opened): slot = opened
-                case .failure(let error): return Self.failing(commands.count, error)
-                }
-            }
-            let (replies, error) = slot!.pipeline(commands)
-            guard let error else {
-                health.succeeded()
-                return replies.map { .success($0) }
-            }
-            slot = nil
-            guard reused, replies.isEmpty, error.kind == .closed else {
-                health.failed(error)
-                return Self.settle(replies, error, count: commands.count)
-            }
-            switch open() {
-            case .success(let opened):
-                let (replies, error) = opened.pipeline(commands)
-                guard let error else {
-                    slot = opened
-                    health.succeeded()
-                    return replies.map { .success($0) }
-                }
-                health.failed(error)
-                return Self.settle(replies, error, count: commands.count)
-            case .failure(let error):
-                return Self.failing(commands.count, error)
+    /// Why the connection closed; nil while it is open.
+    var closeError: RedisCallError? {
+        context == nil ? (closedBy ?? RedisCallError(kind: .closed, message: "Redis connection broke")) : closedBy
+    }
+
+    /// No more calls will be sent: close once the outstanding ones are answered.
+    func retire() {
+        retiring = true
+        if outstanding.isEmpty { context?.close(promise: nil) }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let value = unwrapInboundIn(data)
+        guard closedBy == nil else { return }
+        guard !outstanding.isEmpty else {
+            fail(RedisCallError(kind: .io, message: "Redis at \(address) sent a reply nobody asked for"))
+            return
+        }
+        if case .error(let message) = value, message.hasPrefix("NOAUTH"), case .caller = outstanding[outstanding.startIndex].completion {
+            fail(RedisCallError(kind: .auth, message: "Redis at \(address) wants credentials the store URL does not give: \(message)"))
+            return
+        }
+        outstanding[outstanding.startIndex].replies.append(value)
+        guard outstanding[outstanding.startIndex].isAnswered else { return }
+        let call = outstanding.removeFirst()
+        if case .caller = call.completion { health.succeeded() }
+        call.finish()
+        if retiring && outstanding.isEmpty { context.close(promise: nil) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        fail(Self.callError(error, address: address))
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        fail(RedisCallError(kind: .closed, message: "Redis connection broke: Redis at \(address) closed the connection"))
+        context.fireChannelInactive()
+    }
+
+    /// What a channel error means for the calls on it: the server dropping the connection (`.closed`: whatever had
+    /// no reply never ran), a bad reply, or another I/O failure (`.io`: the commands may have run).
+    private static func callError(_ error: any Error, address: String) -> RedisCallError {
+        if let error = error as? RESPError {
+            return RedisCallError(kind: .io, message: "Redis at \(address) sent a bad reply: \(error)")
+        }
+        if let error = error as? IOError, error.errnoCode == ECONNRESET || error.errnoCode == EPIPE {
+            return RedisCallError(kind: .closed, message: "Redis connection broke: \(error)")
+        }
+        if let error = error as? ChannelError, error == .ioOnClosedChannel || error == .eof {
+            return RedisCallError(kind: .closed, message: "Redis connection broke: \(error)")
+        }
+        return RedisCallError(kind: .io, message: "Redis connection broke: \(error)")
+    }
+
+    /// Closes the connection for `error`. Calls the server closed before any reply of theirs, on a connection open
+    /// before they were written, go back to the pool to be retried once; the others get the replies that arrived and
+    /// `error` for the rest, and the health monitor hears of it.
+    private func fail(_ error: RedisCallError) {
+        guard closedBy == nil else { return }
+        closedBy = error
+        timer?.cancel()
+        timer = nil
+        var retry: [RedisCall] = []
+        var failing: [RedisCall] = []
+        while let call = outstanding.popFirst() {
+            switch call.afterClose(error.kind) {
+            case .retry: retry.append(call)
+            case .fail: failing.append(call)
             }
         }
+        // Heard before the callers resume, so none of them finds the store still healthy.
+        if failing.contains(where: { if case .caller = $0.completion { true } else { false } }) { health.failed(error) }
+        for call in failing { call.finish(failing: error) }
+        context?.close(promise: nil)
+        onClose?(self, retry)
+        onClose = nil
     }
 
-    /// The replies that arrived, then `error` for each command that got none.
-    private static func settle(
-        _ replies: [RedisValue], _ error: RedisCallError, count: Int
-    )
-        -> [Result<RedisValue, RedisCallError>]
-    {
-        replies.map { .success($0) } + failing(count - replies.count, error)
+    /// Sets the timer for `deadline`. When it fires it checks the oldest call (which may be a later one by then).
+    private func arm(at deadline: NIODeadline) {
+        guard let context else { return }
+        timer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { self.timerFired() }
     }
 
-    private static func failing(_ count: Int, _ error: RedisCallError) -> [Result<RedisValue, RedisCallError>] {
-        Array(repeating: .failure(error), count: count)
-    }
-
-    private func open() -> Result<RedisConnection, RedisCallError> {
-        do {
-            let opened = try RedisConnection.open(
-                settings.endpoint, connectTimeout: settings.connectTimeout, commandTimeout: settings.commandTimeout)
-            health.succeeded()
-            return .success(opened)
-        } catch {
-            health.failed(error)
-            return .failure(error)
+    private func timerFired() {
+        timer = nil
+        guard closedBy == nil, let oldest = outstanding.first else { return }
+        guard oldest.deadline <= .now() else {
+            arm(at: oldest.deadline)
+            return
         }
+        fail(RedisCallError(kind: .io, message: "Redis at \(address) did not answer within \(commandTimeout)"))
     }
 }

@@ -6,6 +6,8 @@
 
 public import CoreMetrics
 public import Logging
+public import NIOCore
+import NIOPosix
 public import PrefetchCore
 public import PrefetchStore
 public import ServiceLifecycle
@@ -18,10 +20,9 @@ public import ServiceLifecycle
 public final class RedisStore: ResponseStore, Service {
     /// Tuning for a `RedisStore`. The defaults suit a store on the same network.
     public struct Configuration: Sendable, Hashable {
-        /// Pooled blocking connections, each with its own thread. Calls that meet a busy connection go together in its
-        /// next round trip (see `RedisPool`), so a page's fan-out needs few: on a 2-core machine 1, 2 and 4 were
-        /// alike in latency within the noise, and fewer connections cost less CPU (fewer thread wake-ups). Two keep a
-        /// slow call (a `SCAN` for `retain` or `snapshot`) from holding up everything. Default 2.
+        /// Pooled connections, non-blocking on the event loops (see `RedisPool`). A call is written at once behind
+        /// whatever is outstanding on its connection, so a page's fan-out needs few; two keep a slow call (a `SCAN`
+        /// for `retain` or `snapshot`) from holding up everything. Default 2.
         public var connections: Int = 2
         /// How long connecting may take before Redis counts as unreachable. Default 500 ms.
         public var connectTimeout: Duration = .milliseconds(500)
@@ -47,6 +48,12 @@ public final class RedisStore: ResponseStore, Service {
         public var reconnectInitialBackoff: Duration = .milliseconds(100)
         /// Longest reconnect delay. Default 2 s.
         public var reconnectMaxBackoff: Duration = .seconds(2)
+        /// The largest value a Redis reply may carry: a reply with a longer string, or longer than twice this in all,
+        /// is a protocol error that closes the connection (a hostile or broken server cannot make this process
+        /// buffer more). It must hold the largest entry the store writes, a response body of up to the service's
+        /// `maximumResponseBytes` (2 MiB by default) with its headers; `buildApplication` raises it to fit a larger
+        /// response cap. Default 16 MiB.
+        public var maximumValueBytes: Int = 16 * 1024 * 1024
 
         /// The defaults.
         public init() {}
@@ -73,24 +80,30 @@ public final class RedisStore: ResponseStore, Service {
     /// Does not connect: connections are made on first use and by `run()`, so creating a store never blocks.
     /// Throws a `RedisStoreError` naming the URL (password masked) if it is invalid. Every connection, the
     /// subscriber's included, sends `AUTH` first; refused credentials make the store degraded, as an outage does.
-    /// `clock` times the reconnect backoff, the readers' polling and forgetting stale flights.
+    /// `clock` times the reconnect backoff, the readers' polling and forgetting stale flights. The pooled connections
+    /// live on `eventLoopGroup`'s event loops (nil: `MultiThreadedEventLoopGroup.singleton`, the group Hummingbird serves
+    /// on).
     public convenience init(
         url: String, configuration: Configuration = Configuration(), logger: Logger,
-        metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any ServiceClock = ContinuousClock()
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any ServiceClock = ContinuousClock(),
+        eventLoopGroup: (any EventLoopGroup)? = nil
     ) throws(RedisStoreError) {
         self.init(
             endpoint: try RedisEndpoint(url: url), configuration: configuration, logger: logger,
-            metricsFactory: metricsFactory, clock: clock)
+            metricsFactory: metricsFactory, clock: clock, eventLoopGroup: eventLoopGroup)
     }
 
     /// Creates a store for `endpoint`. Does not connect. `clock` times the reconnect backoff, the readers' polling
-    /// and forgetting stale flights.
+    /// and forgetting stale flights. The pooled connections live on `eventLoopGroup`'s event loops (nil: the singleton
+    /// group Hummingbird serves on).
     public init(
         endpoint: RedisEndpoint, configuration: Configuration = Configuration(), logger: Logger,
-        metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any ServiceClock = ContinuousClock()
+        metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any ServiceClock = ContinuousClock(),
+        eventLoopGroup: (any EventLoopGroup)? = nil
     ) {
         precondition(configuration.lockAge > .zero, "lockAge must be positive, got \(configuration.lockAge)")
         precondition(configuration.pollInterval > .zero, "pollInterval must be positive")
+        precondition(configuration.maximumValueBytes > 0, "maximumValueBytes must be positive")
         self.endpoint = endpoint
         self.configuration = configuration
         self.logger = logger
@@ -104,8 +117,11 @@ public final class RedisStore: ResponseStore, Service {
         self.health = health
         let settings = ConnectionSettings(
             endpoint: endpoint, connectTimeout: configuration.connectTimeout,
-            commandTimeout: configuration.commandTimeout)
-        self.pool = RedisPool(size: configuration.connections, settings: settings, health: health)
+            commandTimeout: configuration.commandTimeout,
+            limits: RESPLimits(maximumValueBytes: configuration.maximumValueBytes))
+        self.pool = RedisPool(
+            size: configuration.connections, settings: settings, health: health,
+            eventLoopGroup: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton)
         let waiters = LocalWaiters()
         self.waiters = waiters
         let fallback = MemoryStore(

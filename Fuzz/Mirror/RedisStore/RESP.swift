@@ -1,0 +1,1 @@
+../../../Sources/RedisStore/RESP.swift
