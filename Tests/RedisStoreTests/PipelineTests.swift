@@ -206,7 +206,7 @@ import Testing
             endpoint: endpoint, initialBackoff: .milliseconds(100), maxBackoff: .seconds(1), logger: quietLogger,
             factory: TestMetrics())
         let settings = ConnectionSettings(
-            endpoint: endpoint, connectTimeout: .milliseconds(300), commandTimeout: .milliseconds(500))
+            endpoint: endpoint, connectTimeout: .seconds(2), commandTimeout: .seconds(5))
         return (RedisPool(size: 1, settings: settings, health: health), health)
     }
 

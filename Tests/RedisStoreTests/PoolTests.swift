@@ -24,7 +24,7 @@ import Testing
             endpoint: endpoint, initialBackoff: initialBackoff, maxBackoff: max(initialBackoff, .seconds(1)), logger: quietLogger,
             factory: TestMetrics())
         let settings = ConnectionSettings(
-            endpoint: endpoint, connectTimeout: .milliseconds(300), commandTimeout: commandTimeout,
+            endpoint: endpoint, connectTimeout: .seconds(2), commandTimeout: commandTimeout,
             limits: RESPLimits(maximumValueBytes: maximumValueBytes))
         return (RedisPool(size: size, settings: settings, health: health, eventLoopGroup: group), health)
     }

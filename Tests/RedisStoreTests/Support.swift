@@ -162,7 +162,9 @@ func withRedis(
     await server.stop()
 }
 
-/// Settings for tests: short poll and lock times, a local tier with a short cap.
+/// Settings for tests: short poll and lock times, a local tier with a short cap. The command timeout is long: a call
+/// that times out counts as Redis being away (the store degrades to its local tier), which these tests do not mean to
+/// test when a loaded machine delays a reply; the tests of an unreachable Redis stop or kill the server instead.
 func testConfiguration(
     lockAge: Duration = .seconds(10), localTTL: Duration = .milliseconds(200), pollInterval: Duration = .milliseconds(100)
 ) -> RedisStore.Configuration {
@@ -170,8 +172,8 @@ func testConfiguration(
     configuration.pollInterval = pollInterval
     configuration.lockAge = lockAge
     configuration.localTTL = localTTL
-    configuration.connectTimeout = .milliseconds(300)
-    configuration.commandTimeout = .milliseconds(500)
+    configuration.connectTimeout = .seconds(2)
+    configuration.commandTimeout = .seconds(5)
     return configuration
 }
 
