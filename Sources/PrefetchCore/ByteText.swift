@@ -72,20 +72,6 @@ struct ByteText {
         String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
     }
 
-    /// The ASCII bytes in `range`, lowercased, as a `String`; no copy is made when nothing changes.
-    func lowercasedString(_ range: Range<Int>) -> String {
-        guard let firstUpper = (range.lowerBound..<range.upperBound).first(where: { Self.isASCIIUppercase(bytes[$0]) }) else {
-            return string(range)
-        }
-        return String(unsafeUninitializedCapacity: range.count) { out in
-            for offset in range {
-                let byte = bytes[offset]
-                out[offset - range.lowerBound] = offset < firstUpper ? byte : Self.asciiLowercased(byte)
-            }
-            return range.count
-        }
-    }
-
     /// Whether every byte in `range` is ASCII.
     func isASCII(_ range: Range<Int>) -> Bool {
         for offset in range where bytes[offset] >= 0x80 { return false }

@@ -97,21 +97,26 @@ public enum ConfigLoader {
 
     struct ReadError: Error { var message: String }
 
+    /// The file at `path`, checked by `fstat` on the descriptor it is read from (no `FileManager`: its attributes look
+    /// the owner's user and group names up, which reads `/etc/passwd` and `/etc/group` on every load).
     static func readFile(_ path: String) throws(ReadError) -> [UInt8] {
-        let attributes: [FileAttributeKey: Any]
-        do {
-            attributes = try FileManager.default.attributesOfItem(atPath: path)
-        } catch {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        var info = stat()
+        guard descriptor >= 0 else {
+            // An existing file that cannot be opened (permissions) is "cannot read"; a missing one is "no such file".
+            if stat(path, &info) == 0 { throw ReadError(message: "cannot read the config file \(path)") }
             throw ReadError(message: "cannot read the config file \(path): no such file or not readable")
         }
-        if let type = attributes[.type] as? FileAttributeType, type == .typeDirectory {
-            throw ReadError(message: "the config path \(path) is a directory")
+        defer { close(descriptor) }
+        guard fstat(descriptor, &info) == 0 else {
+            throw ReadError(message: "cannot read the config file \(path): no such file or not readable")
         }
-        let size = (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map(Int.init) ?? 0
+        if (info.st_mode & S_IFMT) == S_IFDIR { throw ReadError(message: "the config path \(path) is a directory") }
+        let size = Int(info.st_size)
         if size > maximumBytes {
             throw ReadError(message: "the config file \(path) is \(size) bytes; the limit is \(maximumBytes) bytes")
         }
-        guard let bytes = readContents(path, expectedSize: size) else {
+        guard let bytes = readContents(descriptor, expectedSize: size) else {
             throw ReadError(message: "cannot read the config file \(path)")
         }
         return bytes
@@ -119,10 +124,7 @@ public enum ConfigLoader {
 
     /// The whole file, read straight into the array the config keeps (no `Data` and no second copy); `expectedSize`
     /// sizes it, and a file that grew meanwhile is read to its end (at most one byte past ``maximumBytes``).
-    static func readContents(_ path: String, expectedSize: Int) -> [UInt8]? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
+    static func readContents(_ descriptor: Int32, expectedSize: Int) -> [UInt8]? {
         var failed = false
         func readSome(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
             while true {
