@@ -56,16 +56,6 @@ struct ByteText {
         return true
     }
 
-    /// Whether `range` contains two consecutive dots.
-    func containsDoubleDot(_ range: Range<Int>) -> Bool {
-        guard range.count >= 2 else { return false }
-        for offset in range.lowerBound..<(range.upperBound - 1)
-        where bytes[offset] == UInt8(ascii: ".") && bytes[offset + 1] == UInt8(ascii: ".") {
-            return true
-        }
-        return false
-    }
-
     /// The bytes in `range` as a `String` (they are UTF-8; the callers pass whole sequences).
     @inline(__always)
     func string(_ range: Range<Int>) -> String {

@@ -216,17 +216,22 @@ public struct HTTPURL: Sendable {
             return .failed(URLProblem("has scheme \"\(text.string(0..<colon))\"; only http and https are supported"))
         }
         let restStart = colon + 3
+        // One scan of the authority, noting its `@` and its last `:` on the way.
         var authorityEnd = restStart
+        var sawAt = false
+        var lastColon: Int?
         while authorityEnd < bytes.count {
             let byte = bytes[authorityEnd]
             if byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") || byte == UInt8(ascii: "\\") { break }
+            if byte == UInt8(ascii: "@") { sawAt = true }
+            if byte == UInt8(ascii: ":") { lastColon = authorityEnd }
             authorityEnd += 1
         }
         let authority = restStart..<authorityEnd
         if authorityEnd < bytes.count && bytes[authorityEnd] == UInt8(ascii: "\\") {
             return .failed(URLProblem("has a backslash after the host"))
         }
-        if text.firstIndex(of: UInt8(ascii: "@"), in: authority) != nil {
+        if sawAt {
             return .failed(URLProblem("carries credentials (user@host), which are not accepted"))
         }
         if authority.isEmpty { return .failed(URLProblem("has no host")) }
@@ -247,7 +252,7 @@ public struct HTTPURL: Sendable {
             if inner.isEmpty || !inner.allSatisfy({ ByteText.isIPv6Byte(bytes[$0]) }) {
                 return .failed(URLProblem("has an invalid IPv6 address \"\(text.string(host))\""))
             }
-        } else if let colon = text.lastIndex(of: UInt8(ascii: ":"), in: authority) {
+        } else if let colon = lastColon {
             host = authority.lowerBound..<colon
             portText = (colon + 1)..<authority.upperBound
         } else {
@@ -256,14 +261,18 @@ public struct HTTPURL: Sendable {
         if host.isEmpty { return .failed(URLProblem("has no host")) }
         var hostHasUppercase = false
         if !bracketed {
+            var doubleDot = false
+            var previous: UInt8 = 0
             for offset in host {
                 let byte = bytes[offset]
                 guard ByteText.isHostByte(byte) else {
                     return .failed(URLProblem("has an invalid character \"\(Character(Unicode.Scalar(byte)))\" in its host"))
                 }
                 if ByteText.isASCIIUppercase(byte) { hostHasUppercase = true }
+                if byte == UInt8(ascii: ".") && previous == UInt8(ascii: ".") { doubleDot = true }
+                previous = byte
             }
-            if bytes[host.lowerBound] == UInt8(ascii: ".") || text.containsDoubleDot(host) {
+            if bytes[host.lowerBound] == UInt8(ascii: ".") || doubleDot {
                 return .failed(URLProblem("has an invalid host \"\(text.string(host))\""))
             }
         }

@@ -267,7 +267,6 @@ public struct PathPattern: Sendable, Hashable {
     private static func parseSegmentsThrowing(_ raw: [Substring]) throws(URLProblem) -> PathPattern? {
         var segments: [Segment] = []
         var sawPattern = false
-        var names: Set<String> = []
         for part in raw {
             if part == "*" {
                 segments.append(.wildcard)
@@ -290,7 +289,12 @@ public struct PathPattern: Sendable, Hashable {
             guard !name.isEmpty, name.utf8.count <= 64, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
                 throw URLProblem("has an invalid segment name \"{\(name)}\" (letters, digits and _ only)")
             }
-            guard names.insert(name).inserted else { throw URLProblem("uses the segment name {\(name)} twice") }
+            // The names so far are those of the captures already made (a pattern has a few: no set is built).
+            let taken = segments.contains { segment in
+                if case .capture(let other, _, _) = segment { return other == name }
+                return false
+            }
+            guard !taken else { throw URLProblem("uses the segment name {\(name)} twice") }
             let prefix = String(part[..<open])
             let suffix = String(part[part.index(after: close)...])
             if prefix.contains("*") || suffix.contains("*") { throw URLProblem("mixes \"*\" and {\(name)} in one segment") }

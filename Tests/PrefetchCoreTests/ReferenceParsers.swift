@@ -431,3 +431,80 @@ func referenceURL(_ text: String) -> Result<HTTPURL, URLProblem> {
     }
     do { return .success(try HTTPURL(parsingCharacters: text)) } catch { return .failure(error) }
 }
+
+/// A URL's parts as `String`s, as `HTTPURL` stored them before it became offsets into its text.
+struct ReferenceURLParts: Equatable, CustomStringConvertible {
+    var scheme: String
+    var host: String
+    var port: Int?
+    var path: String
+    var query: String?
+    var fragment: String?
+
+    /// The parts `url` reads back.
+    init(_ url: HTTPURL) {
+        self.init(scheme: url.scheme, host: url.host, port: url.port, path: url.path, query: url.query, fragment: url.fragment)
+    }
+
+    init(scheme: String, host: String, port: Int?, path: String, query: String?, fragment: String?) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.path = path
+        self.query = query
+        self.fragment = fragment
+    }
+
+    var description: String {
+        "\(scheme) \(host.debugDescription) \(port as Any) \(path.debugDescription) \(query as Any) \(fragment as Any)"
+    }
+}
+
+/// The `Character` rules of the URL parser as they were when `HTTPURL` held its parts as `String`s (its
+/// `init(parsingCharacters:)`, verbatim but for the result): the parts every parse is held to
+/// (`ByteURLParserEquivalence`), after ``referenceURL(_:)`` accepted the text.
+func referenceURLParts(_ text: String) -> ReferenceURLParts? {
+    guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else { return nil }
+    let scheme = text[..<colon].lowercased()
+    guard scheme == "http" || scheme == "https" else { return nil }
+    var rest = text[text.index(colon, offsetBy: 3)...]
+    let delimiters: Set<Character> = ["/", "?", "#", "\\"]
+    let authorityEnd = rest.firstIndex(where: { delimiters.contains($0) }) ?? rest.endIndex
+    let authority = rest[..<authorityEnd]
+    rest = rest[authorityEnd...]
+    if rest.first == "\\" || authority.contains("@") || authority.isEmpty { return nil }
+    var host: Substring
+    var portText: Substring?
+    if authority.first == "[" {
+        guard let close = authority.firstIndex(of: "]") else { return nil }
+        host = authority[...close]
+        let after = authority[authority.index(after: close)...]
+        if !after.isEmpty {
+            guard after.first == ":" else { return nil }
+            portText = after.dropFirst()
+        }
+    } else if let colon = authority.lastIndex(of: ":") {
+        host = authority[..<colon]
+        portText = authority[authority.index(after: colon)...]
+    } else {
+        host = authority
+    }
+    var port: Int?
+    if let portText {
+        guard let value = Int(portText) else { return nil }
+        port = value
+    }
+    if port == (scheme == "https" ? 443 : 80) { port = nil }
+    var fragment: String?
+    if let hash = rest.firstIndex(of: "#") {
+        fragment = String(rest[rest.index(after: hash)...])
+        rest = rest[..<hash]
+    }
+    var query: String?
+    if let question = rest.firstIndex(of: "?") {
+        query = String(rest[rest.index(after: question)...])
+        rest = rest[..<question]
+    }
+    return ReferenceURLParts(
+        scheme: scheme, host: host.lowercased(), port: port, path: rest.isEmpty ? "/" : String(rest), query: query, fragment: fragment)
+}
