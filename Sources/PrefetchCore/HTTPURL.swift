@@ -317,6 +317,15 @@ public struct HTTPURL: Sendable {
     /// Kept because grapheme clustering decides what a delimiter is there (`/` followed by U+0301 is one
     /// `Character`, not a `/`), and hosts accept any alphabetic scalar.
     init(parsingCharacters text: String) throws(URLProblem) {
+        let parts = try Self.partsByCharacters(text)
+        self.init(https: parts.https, host: parts.host, port: parts.port, path: parts.path, query: parts.query, fragment: parts.fragment)
+    }
+
+    /// The parts of `text` by the `Character` rules, as `String`s (what a value stored before it was offsets into its
+    /// text; the tests hold every value's parts to them).
+    static func partsByCharacters(
+        _ text: String
+    ) throws(URLProblem) -> (https: Bool, host: String, port: Int?, path: String, query: String?, fragment: String?) {
         guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else {
             throw URLProblem("is not an absolute http(s) URL (no \"://\")")
         }
@@ -386,9 +395,7 @@ public struct HTTPURL: Sendable {
             query = String(rest[rest.index(after: question)...])
             rest = rest[..<question]
         }
-        self.init(
-            https: scheme == "https", host: host.lowercased(), port: port, path: rest.isEmpty ? "/" : String(rest), query: query,
-            fragment: fragment)
+        return (scheme == "https", host.lowercased(), port, rest.isEmpty ? "/" : String(rest), query, fragment)
     }
 }
 

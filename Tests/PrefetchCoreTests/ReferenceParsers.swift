@@ -460,51 +460,12 @@ struct ReferenceURLParts: Equatable, CustomStringConvertible {
     }
 }
 
-/// The `Character` rules of the URL parser as they were when `HTTPURL` held its parts as `String`s (its
-/// `init(parsingCharacters:)`, verbatim but for the result): the parts every parse is held to
-/// (`ByteURLParserEquivalence`), after ``referenceURL(_:)`` accepted the text.
+/// The parts of `text` as the `Character` rules make them, `String`s (`HTTPURL.partsByCharacters`, the parser that
+/// made every value's parts when they were stored as `String`s), for a text ``referenceURL(_:)`` accepts: what every
+/// parse's parts, read back from its offsets, are held to (`URLPartsFromOffsets`, the FuzzURL target).
 func referenceURLParts(_ text: String) -> ReferenceURLParts? {
-    guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else { return nil }
-    let scheme = text[..<colon].lowercased()
-    guard scheme == "http" || scheme == "https" else { return nil }
-    var rest = text[text.index(colon, offsetBy: 3)...]
-    let delimiters: Set<Character> = ["/", "?", "#", "\\"]
-    let authorityEnd = rest.firstIndex(where: { delimiters.contains($0) }) ?? rest.endIndex
-    let authority = rest[..<authorityEnd]
-    rest = rest[authorityEnd...]
-    if rest.first == "\\" || authority.contains("@") || authority.isEmpty { return nil }
-    var host: Substring
-    var portText: Substring?
-    if authority.first == "[" {
-        guard let close = authority.firstIndex(of: "]") else { return nil }
-        host = authority[...close]
-        let after = authority[authority.index(after: close)...]
-        if !after.isEmpty {
-            guard after.first == ":" else { return nil }
-            portText = after.dropFirst()
-        }
-    } else if let colon = authority.lastIndex(of: ":") {
-        host = authority[..<colon]
-        portText = authority[authority.index(after: colon)...]
-    } else {
-        host = authority
-    }
-    var port: Int?
-    if let portText {
-        guard let value = Int(portText) else { return nil }
-        port = value
-    }
-    if port == (scheme == "https" ? 443 : 80) { port = nil }
-    var fragment: String?
-    if let hash = rest.firstIndex(of: "#") {
-        fragment = String(rest[rest.index(after: hash)...])
-        rest = rest[..<hash]
-    }
-    var query: String?
-    if let question = rest.firstIndex(of: "?") {
-        query = String(rest[rest.index(after: question)...])
-        rest = rest[..<question]
-    }
+    guard let parts = try? HTTPURL.partsByCharacters(text) else { return nil }
     return ReferenceURLParts(
-        scheme: scheme, host: host.lowercased(), port: port, path: rest.isEmpty ? "/" : String(rest), query: query, fragment: fragment)
+        scheme: parts.https ? "https" : "http", host: parts.host, port: parts.port, path: parts.path, query: parts.query,
+        fragment: parts.fragment)
 }
