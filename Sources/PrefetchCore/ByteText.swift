@@ -56,34 +56,10 @@ struct ByteText {
         return true
     }
 
-    /// Whether `range` contains two consecutive dots.
-    func containsDoubleDot(_ range: Range<Int>) -> Bool {
-        guard range.count >= 2 else { return false }
-        for offset in range.lowerBound..<(range.upperBound - 1)
-        where bytes[offset] == UInt8(ascii: ".") && bytes[offset + 1] == UInt8(ascii: ".") {
-            return true
-        }
-        return false
-    }
-
     /// The bytes in `range` as a `String` (they are UTF-8; the callers pass whole sequences).
     @inline(__always)
     func string(_ range: Range<Int>) -> String {
         String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
-    }
-
-    /// The ASCII bytes in `range`, lowercased, as a `String`; no copy is made when nothing changes.
-    func lowercasedString(_ range: Range<Int>) -> String {
-        guard let firstUpper = (range.lowerBound..<range.upperBound).first(where: { Self.isASCIIUppercase(bytes[$0]) }) else {
-            return string(range)
-        }
-        return String(unsafeUninitializedCapacity: range.count) { out in
-            for offset in range {
-                let byte = bytes[offset]
-                out[offset - range.lowerBound] = offset < firstUpper ? byte : Self.asciiLowercased(byte)
-            }
-            return range.count
-        }
     }
 
     /// Whether every byte in `range` is ASCII.

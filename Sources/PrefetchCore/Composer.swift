@@ -32,7 +32,7 @@ public import HTTPTypes
 public enum Composer {
     /// The requests for `match` when the page was opened with `page`.
     public static func compose(page: HTTPURL, match: PageMatch) -> [PlannedRequest] {
-        var pairs = QueryPair.split(page.query)
+        var pairs = QueryPair.split(page.queryText)
         if !match.captures.isEmpty { pairs += match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) } }
         var requests = match.entry.interfaces.map { compose(interface: $0, pairs: pairs) }
         if requests.contains(where: { !$0.interface.references.isEmpty }) {
@@ -113,7 +113,7 @@ public enum Composer {
         var partCount = 0
         func appendPart(_ part: String) {
             if partCount == 0 {
-                if interface.apiURL.query == nil {
+                if interface.apiURL.queryRange == nil {
                     url += "?"
                 } else if asciiAPI
                     ? !(url.utf8.last == UInt8(ascii: "?") || url.utf8.last == UInt8(ascii: "&"))
@@ -143,7 +143,7 @@ public enum Composer {
     /// than comparing.
     static func fixedNames(of interface: Interface) -> [String] {
         var names = interface.body.members.map { nameSkeleton($0.name) }
-        if let query = interface.apiURL.query, !query.isEmpty {
+        if let query = interface.apiURL.queryText, !query.isEmpty {
             for pair in QueryPair.split(query) { names.append(pair.skeleton) }
         }
         names.removeAll { $0.isEmpty }
@@ -227,10 +227,10 @@ struct QueryPair: Sendable {
     var jsonValue: JSONValue
 
     /// The non-empty `&`-separated pairs of a raw query, in order.
-    static func split(_ query: String?) -> [QueryPair] {
-        guard var query, !query.isEmpty else { return [] }
+    static func split<Text: StringProtocol>(_ query: Text?) -> [QueryPair] where Text.SubSequence == Substring {
+        guard let query, !query.isEmpty else { return [] }
         // ASCII: an `&` or `=` byte is that `Character`, so the pairs are cut and decoded on the bytes.
-        let onBytes = query.withUTF8 { bytes -> [QueryPair]? in
+        let onBytes = query.utf8.withContiguousStorageIfAvailable { bytes -> [QueryPair]? in
             let text = ByteText(bytes)
             guard text.isASCII(0..<bytes.count) else { return nil }
             var pairs: [QueryPair] = []
@@ -243,7 +243,8 @@ struct QueryPair: Sendable {
             }
             return pairs
         }
-        return onBytes ?? query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
+        if case .some(.some(let pairs)) = onBytes { return pairs }
+        return query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
     }
 
     init(raw: Substring) {

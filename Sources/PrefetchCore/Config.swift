@@ -23,6 +23,14 @@ public struct PrefetchConfig: Sendable {
         self.matcher = PageMatcher(pages: pages, exactKeys: exactKeys)
     }
 
+    /// A config whose exact pages are already indexed by key (their positions in `pages`).
+    init(name: String, version: String, pages: [PageEntry], exact: [PageKey: Int]) {
+        self.name = name
+        self.version = version
+        self.pages = pages
+        self.matcher = PageMatcher(pages: pages, exact: exact)
+    }
+
     /// Every interface name in the config (bounded: used as a metric label).
     public var interfaceNames: Set<String> {
         Set(pages.flatMap { $0.interfaces.map(\.name) })
@@ -254,7 +262,7 @@ public struct Interface: Sendable {
         let template = RequestTemplate(
             api: api, apiURL: apiURL, method: method, headers: headers, params: params, bodyType: bodyType, query: query,
             bodyIsEmpty: body.isEmpty, bodyNames: { name in for member in body.members { name(member.name) } },
-            bodyJSON: { JSONValue.object(body).jsonText }, bodyObject: { body })
+            bodyJSONHead: { String(JSONValue.object(body).jsonText.dropLast()) }, bodyObject: { body })
         self.init(
             name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam, body: .value(body),
             hasBody: hasBody, ttlSeconds: ttlSeconds, timeoutMilliseconds: timeoutMilliseconds, headers: headers, params: params,

@@ -97,21 +97,26 @@ public enum ConfigLoader {
 
     struct ReadError: Error { var message: String }
 
+    /// The file at `path`, checked by `fstat` on the descriptor it is read from (no `FileManager`: its attributes look
+    /// the owner's user and group names up, which reads `/etc/passwd` and `/etc/group` on every load).
     static func readFile(_ path: String) throws(ReadError) -> [UInt8] {
-        let attributes: [FileAttributeKey: Any]
-        do {
-            attributes = try FileManager.default.attributesOfItem(atPath: path)
-        } catch {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        var info = stat()
+        guard descriptor >= 0 else {
+            // An existing file that cannot be opened (permissions) is "cannot read"; a missing one is "no such file".
+            if stat(path, &info) == 0 { throw ReadError(message: "cannot read the config file \(path)") }
             throw ReadError(message: "cannot read the config file \(path): no such file or not readable")
         }
-        if let type = attributes[.type] as? FileAttributeType, type == .typeDirectory {
-            throw ReadError(message: "the config path \(path) is a directory")
+        defer { close(descriptor) }
+        guard fstat(descriptor, &info) == 0 else {
+            throw ReadError(message: "cannot read the config file \(path): no such file or not readable")
         }
-        let size = (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map(Int.init) ?? 0
+        if (info.st_mode & S_IFMT) == S_IFDIR { throw ReadError(message: "the config path \(path) is a directory") }
+        let size = Int(info.st_size)
         if size > maximumBytes {
             throw ReadError(message: "the config file \(path) is \(size) bytes; the limit is \(maximumBytes) bytes")
         }
-        guard let bytes = readContents(path, expectedSize: size) else {
+        guard let bytes = readContents(descriptor, expectedSize: size) else {
             throw ReadError(message: "cannot read the config file \(path)")
         }
         return bytes
@@ -119,10 +124,7 @@ public enum ConfigLoader {
 
     /// The whole file, read straight into the array the config keeps (no `Data` and no second copy); `expectedSize`
     /// sizes it, and a file that grew meanwhile is read to its end (at most one byte past ``maximumBytes``).
-    static func readContents(_ path: String, expectedSize: Int) -> [UInt8]? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
+    static func readContents(_ descriptor: Int32, expectedSize: Int) -> [UInt8]? {
         var failed = false
         func readSome(_ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
             while true {
@@ -164,6 +166,10 @@ struct Validator {
     var warnings: [ConfigProblem] = []
     /// The document's candidate, once `validateEnvelope` found a valid one.
     var canary: CanaryConfig?
+    /// What `validatePage` needs per page, kept empty between pages.
+    var pageScratch = PageScratch()
+    /// The buffer an interface's compact body is written into before it becomes the template's `String`.
+    var compactScratch: [UInt8] = []
 
     init(reader: TapeReader, document: [UInt8]) {
         self.reader = reader
@@ -301,29 +307,30 @@ struct Validator {
             problem("data.version", "is missing")
         }
         var pages: [PageEntry] = []
-        // The exact pages' keys, computed once here for the duplicate check and handed to the matcher.
-        var exactKeys: [PageKey?] = []
+        // The exact pages by key, built here for the duplicate check and handed to the matcher as its index (a config
+        // is only made when every page validated, so a page's index is then its position in `pages`). Pattern keys
+        // have a `{}` where exact keys never have a brace, so the two never collide and are kept apart.
+        var exact: [PageKey: Int] = [:]
         if let entries = reader.member(data, "config") {
             if reader.kind(entries) == .array {
                 if reader.isEmptyContainer(entries) { warning("data.config", "is empty: no page will be prefetched") }
                 let count = reader.elements(entries).reduce(0) { count, _ in count + 1 }
-                var seen: [PageKey: Int] = [:]
-                seen.reserveCapacity(count)
+                var patterns: [PageKey: Int] = [:]
+                exact.reserveCapacity(count)
                 pages.reserveCapacity(count)
-                exactKeys.reserveCapacity(count)
                 for (index, entry) in reader.elements(entries).enumerated() {
                     let path = ConfigPath(page: index)
                     guard let page = validatePage(entry, index: index, path: path) else { continue }
                     let key = page.pattern.map { Self.patternKey(page.parsedURL, $0) } ?? PageMatcher.exactKey(page.parsedURL)
-                    if let first = seen[key] {
+                    let first = page.pattern == nil ? exact.updateValue(index, forKey: key) : patterns.updateValue(index, forKey: key)
+                    if let first {
+                        if page.pattern == nil { exact[key] = first } else { patterns[key] = first }
                         problem(
                             "\(path).url",
                             "\"\(page.url)\" duplicates data.config[\(first)].url (\"\(pages.first { $0.index == first }!.url)\")")
                         continue
                     }
-                    seen[key] = index
                     pages.append(page)
-                    exactKeys.append(page.pattern == nil ? key : nil)
                 }
             } else {
                 problem("data.config", "must be an array of pages, got \(reader.kindName(entries))")
@@ -332,7 +339,7 @@ struct Validator {
             problem("data.config", "is missing")
         }
         guard problems.isEmpty else { return nil }
-        return PrefetchConfig(name: name, version: version, pages: pages, exactKeys: exactKeys)
+        return PrefetchConfig(name: name, version: version, pages: pages, exact: exact)
     }
 
     /// Patterns that differ only in capture names are the same page shape.
@@ -373,13 +380,13 @@ struct Validator {
         if let url {
             do {
                 let candidate = try HTTPURL(parsing: url)
-                if candidate.query != nil {
+                if candidate.queryRange != nil {
                     problem("\(path).url", "\"\(url)\" must not have a query: the page's query feeds the requests")
-                } else if candidate.fragment != nil {
+                } else if candidate.fragmentRange != nil {
                     problem("\(path).url", "\"\(url)\" must not have a #fragment")
                 } else {
                     parsed = candidate
-                    pattern = try PathPattern.parse(candidate.path)
+                    pattern = try PathPattern.parse(pathOf: candidate)
                 }
             } catch {
                 problem("\(path).url", "\"\(url)\" \(error.message)")
@@ -391,45 +398,45 @@ struct Validator {
             if reader.kind(items) == .array {
                 if reader.isEmptyContainer(items) { warning("\(path).interfaces", "is empty: nothing will be prefetched for this page") }
                 let count = reader.elements(items).reduce(0) { count, _ in count + 1 }
-                var usedNames = SmallSet<String>(capacity: count)
                 interfaces.reserveCapacity(count)
-                var explicit: [Bool] = []
-                var paths: [ConfigPath] = []
-                explicit.reserveCapacity(count)
-                paths.reserveCapacity(count)
+                // The validator's scratch space, taken for this page and handed back emptied: no page allocates its own.
+                var scratch = PageScratch()
+                swap(&scratch, &pageScratch)
                 for (position, item) in reader.elements(items).enumerated() {
                     let itemPath = ConfigPath(page: index, interface: position)
                     if let (interface, isExplicit) = validateInterface(item, path: itemPath) {
                         interfaces.append(interface)
-                        explicit.append(isExplicit)
-                        paths.append(itemPath)
+                        scratch.explicit.append(isExplicit)
+                        scratch.paths.append(itemPath)
                     }
                 }
                 // Explicit names first, so a derived name never takes one the author chose.
-                for position in interfaces.indices where explicit[position] {
-                    if !usedNames.insert(interfaces[position].name) {
-                        problem("\(paths[position]).name", "\"\(interfaces[position].name)\" is used by another interface of this page")
+                for position in interfaces.indices where scratch.explicit[position] {
+                    if !scratch.usedNames.insert(interfaces[position].name) {
+                        problem(
+                            "\(scratch.paths[position]).name", "\"\(interfaces[position].name)\" is used by another interface of this page")
                     }
                 }
-                var apiMethods = SmallSet<MethodAndAPI>(capacity: interfaces.count)
                 for position in interfaces.indices {
-                    if !explicit[position] {
+                    if !scratch.explicit[position] {
                         let derived = interfaces[position].name
                         var candidate = derived
                         var suffix = 2
-                        while usedNames.contains(candidate) {
+                        while scratch.usedNames.contains(candidate) {
                             candidate = "\(derived)-\(suffix)"
                             suffix += 1
                         }
-                        _ = usedNames.insert(candidate)
+                        _ = scratch.usedNames.insert(candidate)
                         if candidate != derived { interfaces[position].name = candidate }
                     }
-                    if !apiMethods.insert(MethodAndAPI(method: interfaces[position].method, api: interfaces[position].api)) {
+                    if !scratch.apiMethods.insert(MethodAndAPI(method: interfaces[position].method, api: interfaces[position].api)) {
                         warning(
-                            "\(paths[position])",
+                            "\(scratch.paths[position])",
                             "another interface of this page has the same method and api; select it by name in data requests")
                     }
                 }
+                scratch.removeAll()
+                swap(&scratch, &pageScratch)
                 validateReferences(of: interfaces)
             } else {
                 problem("\(path).interfaces", "must be an array, got \(reader.kindName(items))")
@@ -724,6 +731,10 @@ struct Validator {
         }
 
         guard problems.count == problemCount, let api, let apiURL, let method else { return nil }
+        // The compact body is written into the validator's buffer, taken for this interface and handed back.
+        var out: [UInt8] = []
+        swap(&out, &compactScratch)
+        defer { swap(&out, &compactScratch) }
         let template = RequestTemplate(
             api: api, apiURL: apiURL, method: method, headers: headers, params: params, bodyType: bodyType,
             query: query, bodyIsEmpty: body.map { reader.isEmptyContainer($0) } ?? true,
@@ -731,12 +742,11 @@ struct Validator {
                 guard let body else { return }
                 for (key, _) in reader.members(body) { name(reader.string(key)) }
             },
-            bodyJSON: {
-                guard let body else { return "{}" }
-                var out: [UInt8] = []
-                out.reserveCapacity(reader.sourceRange(body).count)
+            bodyJSONHead: {
+                guard let body else { return "{" }
+                out.removeAll(keepingCapacity: true)
                 reader.writeCompact(body, into: &out)
-                return String(decoding: out, as: UTF8.self)
+                return String(decoding: out[..<(out.count - 1)], as: UTF8.self)
             },
             bodyObject: { body.map { reader.object($0) } ?? JSONObject() })
         let interface = Interface(
@@ -778,9 +788,8 @@ struct Validator {
     /// An ASCII path is read backwards on bytes (two segment ranges, one output buffer); a non-ASCII one takes
     /// ``derivedNameFromCharacters(_:)``, where a non-ASCII scalar becomes one `_`.
     static func derivedName(from api: HTTPURL) -> String {
-        var path = api.path
-        let onBytes = path.withUTF8 { bytes -> String? in
-            let text = ByteText(bytes)
+        let onBytes = api.withPathBytes { text -> String? in
+            let bytes = text.bytes
             guard text.isASCII(0..<bytes.count) else { return nil }
             var last: Range<Int>?
             var previous: Range<Int>?
@@ -921,6 +930,12 @@ struct SmallSet<Element: Hashable> {
         return few.contains(element)
     }
 
+    /// Removes every element, keeping the array's capacity.
+    mutating func removeAll() {
+        few.removeAll(keepingCapacity: true)
+        many = nil
+    }
+
     /// Inserts `element`; `false` when it was already there.
     mutating func insert(_ element: Element) -> Bool {
         if many != nil { return many!.insert(element).inserted }
@@ -931,6 +946,23 @@ struct SmallSet<Element: Hashable> {
             few = []
         }
         return true
+    }
+}
+
+/// The per-page working space of ``Validator/validatePage(_:index:path:)``: which interfaces named themselves, their
+/// paths, the names taken and the method-and-api pairs seen.
+struct PageScratch {
+    var explicit: [Bool] = []
+    var paths: [ConfigPath] = []
+    var usedNames = SmallSet<String>()
+    var apiMethods = SmallSet<MethodAndAPI>()
+
+    /// Empties every part, keeping its capacity.
+    mutating func removeAll() {
+        explicit.removeAll(keepingCapacity: true)
+        paths.removeAll(keepingCapacity: true)
+        usedNames.removeAll()
+        apiMethods.removeAll()
     }
 }
 

@@ -3,64 +3,186 @@
 /// Parsing is deliberately strict and simple: the service decides from these parts which host it will
 /// contact, so nothing here guesses. Scheme and host are lowercased; an explicit default port (80 for
 /// http, 443 for https) is the same as none; path and query keep their original bytes.
-public struct HTTPURL: Sendable, Hashable {
+///
+/// A value is the text it was parsed from and the parts' offsets in it: parsing makes no `String` (but one lowercased
+/// copy of the text when the host has an uppercase letter, or one copy of the parts for a URL with a non-ASCII byte),
+/// and ``host``, ``path``, ``query`` and ``fragment`` are made when read. Two values are equal when their parts are,
+/// whatever text they were parsed from.
+public struct HTTPURL: Sendable {
+    /// The text the parts are UTF-8 offset ranges of: the parsed text itself, or the lowercased or normalised copy.
+    let text: String
+    private let hostStart: UInt32
+    private let hostEnd: UInt32
+    /// `pathStart == pathEnd`: the URL had no path, which reads as `/`.
+    private let pathStart: UInt32
+    private let pathEnd: UInt32
+    private let queryStart: UInt32
+    private let queryEnd: UInt32
+    private let fragmentStart: UInt32
+    private let fragmentEnd: UInt32
+    /// The explicit port, 0 for the scheme's default.
+    private let portNumber: UInt16
+    private let flags: UInt8
+
+    private static let httpsFlag: UInt8 = 1
+    private static let queryFlag: UInt8 = 2
+    private static let fragmentFlag: UInt8 = 4
+
     /// `http` or `https`, lowercased.
-    public var scheme: String
+    public var scheme: String { isHTTPS ? "https" : "http" }
     /// The host, lowercased; an IPv6 literal keeps its brackets.
-    public var host: String
+    public var host: String { String(hostText) }
     /// The port, or `nil` for the scheme's default.
-    public var port: Int?
+    public var port: Int? { portNumber == 0 ? nil : Int(portNumber) }
     /// The raw path, `/` when the URL had none.
-    public var path: String
+    public var path: String { String(pathText) }
     /// The raw query without `?`, or `nil` when the URL had no `?`.
-    public var query: String?
+    public var query: String? { queryText.map(String.init) }
     /// The raw fragment without `#`, or `nil`.
-    public var fragment: String?
+    public var fragment: String? { fragmentText.map(String.init) }
 
     /// `scheme://host[:port]`, the origin the URL addresses.
     public var origin: String {
-        if let port { return "\(scheme)://\(host):\(port)" }
-        return "\(scheme)://\(host)"
+        if let port { return "\(scheme)://\(hostText):\(port)" }
+        return "\(scheme)://\(hostText)"
     }
 
     /// The port actually connected to.
-    public var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
+    public var effectivePort: Int { port ?? (isHTTPS ? 443 : 80) }
 
     /// The longest URL accepted, in bytes. Page URLs carry user input; past this they are refused.
     public static let maximumLength = 96 * 1024
+
+    var isHTTPS: Bool { flags & Self.httpsFlag != 0 }
+
+    /// The host's offsets in ``text``.
+    var hostRange: Range<Int> { Int(hostStart)..<Int(hostEnd) }
+    /// The path's offsets in ``text``; empty when the URL had no path (``path`` is then `/`).
+    var pathRange: Range<Int> { Int(pathStart)..<Int(pathEnd) }
+    /// The query's offsets in ``text`` (without `?`), or `nil`.
+    var queryRange: Range<Int>? { flags & Self.queryFlag == 0 ? nil : Int(queryStart)..<Int(queryEnd) }
+    /// The fragment's offsets in ``text`` (without `#`), or `nil`.
+    var fragmentRange: Range<Int>? { flags & Self.fragmentFlag == 0 ? nil : Int(fragmentStart)..<Int(fragmentEnd) }
+
+    /// The host as a slice of ``text`` (no copy).
+    var hostText: Substring { slice(hostRange) }
+    /// The path as a slice of ``text`` (no copy), `/` when the URL had none.
+    var pathText: Substring { pathStart == pathEnd ? "/" : slice(pathRange) }
+    /// The query as a slice of ``text`` (no copy).
+    var queryText: Substring? { queryRange.map(slice) }
+    /// The fragment as a slice of ``text`` (no copy).
+    var fragmentText: Substring? { fragmentRange.map(slice) }
+
+    private func slice(_ range: Range<Int>) -> Substring {
+        let utf8 = text.utf8
+        let lower = utf8.index(utf8.startIndex, offsetBy: range.lowerBound)
+        return text[lower..<utf8.index(lower, offsetBy: range.count)]
+    }
+
+    /// Calls `body` with the UTF-8 bytes of ``text`` (the ranges above are offsets into them).
+    func withBytes<Result>(_ body: (ByteText) -> Result) -> Result {
+        if let result = text.utf8.withContiguousStorageIfAvailable({ body(ByteText($0)) }) { return result }
+        var copy = text
+        return copy.withUTF8 { body(ByteText($0)) }
+    }
+
+    /// Calls `body` with the path's bytes (`/` when the URL had none).
+    func withPathBytes<Result>(_ body: (ByteText) -> Result) -> Result {
+        if pathStart == pathEnd {
+            let root: StaticString = "/"
+            return body(ByteText(UnsafeBufferPointer(start: root.utf8Start, count: 1)))
+        }
+        let range = pathRange
+        return withBytes { body(ByteText(UnsafeBufferPointer(rebasing: $0.bytes[range]))) }
+    }
 
     /// Parses `text`, or throws a message saying what is wrong with it.
     ///
     /// Works on the UTF-8 bytes: the length and control-character checks scan them once and, when every byte is
     /// ASCII (nearly every URL: browsers and config authors percent-encode the rest), the whole parse is byte
-    /// comparisons and slices, one pass with no `Character` work. Text with a non-ASCII byte takes
-    /// ``init(parsingCharacters:)``, which keeps the `Character` semantics of the original parser (a `/` followed
-    /// by a combining mark is not a delimiter; hosts accept any alphabetic scalar), so the accepted set is the same.
+    /// comparisons and offsets, one pass with no `Character` work and no `String` made (the value keeps `text`, or a
+    /// copy with the host lowercased). Text with a non-ASCII byte takes ``init(parsingCharacters:)``, which keeps the
+    /// `Character` semantics of the original parser (a `/` followed by a combining mark is not a delimiter; hosts
+    /// accept any alphabetic scalar), so the accepted set is the same.
     public init(parsing text: String) throws(URLProblem) {
-        var text = text
-        let outcome = text.withUTF8 { bytes in Self.parseBytes(bytes) }
+        let outcome: ByteOutcome
+        if let done = text.utf8.withContiguousStorageIfAvailable({ Self.parseBytes($0) }) {
+            outcome = done
+        } else {
+            var copy = text
+            outcome = copy.withUTF8 { Self.parseBytes($0) }
+        }
         switch outcome {
-        case .parsed(let url): self = url
+        case .parsed(let parts):
+            self.init(text: parts.hostHasUppercase ? Self.lowercasing(parts.host, of: text) : text, parts: parts)
         case .failed(let problem): throw problem
         case .notASCII: try self.init(parsingCharacters: text)
         }
     }
 
+    /// Where the parts of an ASCII URL are, as the byte parser found them.
+    private struct Parts {
+        var https: Bool
+        var host: Range<Int>
+        var hostHasUppercase: Bool
+        var port: Int?
+        /// Empty when the URL has no path.
+        var path: Range<Int>
+        var query: Range<Int>?
+        var fragment: Range<Int>?
+    }
+
     /// What the byte parser concluded.
     private enum ByteOutcome {
-        case parsed(HTTPURL)
+        case parsed(Parts)
         case failed(URLProblem)
         /// Well-formed so far (length, no control character) but not ASCII: the `Character` parser decides.
         case notASCII
     }
 
-    private init(scheme: String, host: String, port: Int?, path: String, query: String?, fragment: String?) {
-        self.scheme = scheme
-        self.host = host
-        self.port = port
-        self.path = path
-        self.query = query
-        self.fragment = fragment
+    private init(text: String, parts: Parts) {
+        self.text = text
+        hostStart = UInt32(parts.host.lowerBound)
+        hostEnd = UInt32(parts.host.upperBound)
+        pathStart = UInt32(parts.path.lowerBound)
+        pathEnd = UInt32(parts.path.upperBound)
+        queryStart = UInt32(parts.query?.lowerBound ?? 0)
+        queryEnd = UInt32(parts.query?.upperBound ?? 0)
+        fragmentStart = UInt32(parts.fragment?.lowerBound ?? 0)
+        fragmentEnd = UInt32(parts.fragment?.upperBound ?? 0)
+        portNumber = UInt16(parts.port ?? 0)
+        flags =
+            (parts.https ? Self.httpsFlag : 0) | (parts.query == nil ? 0 : Self.queryFlag) | (parts.fragment == nil ? 0 : Self.fragmentFlag)
+    }
+
+    /// One text holding the parts the `Character` parser made, in URL order.
+    private init(https: Bool, host: String, port: Int?, path: String, query: String?, fragment: String?) {
+        var text = host
+        text.reserveCapacity(host.utf8.count + path.utf8.count + (query?.utf8.count ?? 0) + (fragment?.utf8.count ?? 0))
+        text += path
+        let pathEnd = text.utf8.count
+        text += query ?? ""
+        let queryEnd = text.utf8.count
+        text += fragment ?? ""
+        let hostCount = host.utf8.count
+        self.init(
+            text: text,
+            parts: Parts(
+                https: https, host: 0..<hostCount, hostHasUppercase: false, port: port, path: hostCount..<pathEnd,
+                query: query.map { _ in pathEnd..<queryEnd }, fragment: fragment.map { _ in queryEnd..<text.utf8.count }))
+    }
+
+    /// `text` with the ASCII bytes in `range` lowercased (the same length, so every offset still holds).
+    private static func lowercasing(_ range: Range<Int>, of text: String) -> String {
+        var text = text
+        return text.withUTF8 { bytes in
+            String(unsafeUninitializedCapacity: bytes.count) { out in
+                for offset in 0..<bytes.count {
+                    out[offset] = range.contains(offset) ? ByteText.asciiLowercased(bytes[offset]) : bytes[offset]
+                }
+                return bytes.count
+            }
+        }
     }
 
     /// The byte parser: the same checks in the same order as the `Character` parser, on ASCII input.
@@ -85,26 +207,31 @@ public struct HTTPURL: Sendable, Hashable {
         else {
             return .failed(URLProblem("is not an absolute http(s) URL (no \"://\")"))
         }
-        let scheme: String
+        let https: Bool
         if text.equalsIgnoringASCIICase(0..<colon, "http") {
-            scheme = "http"
+            https = false
         } else if text.equalsIgnoringASCIICase(0..<colon, "https") {
-            scheme = "https"
+            https = true
         } else {
             return .failed(URLProblem("has scheme \"\(text.string(0..<colon))\"; only http and https are supported"))
         }
         let restStart = colon + 3
+        // One scan of the authority, noting its `@` and its last `:` on the way.
         var authorityEnd = restStart
+        var sawAt = false
+        var lastColon: Int?
         while authorityEnd < bytes.count {
             let byte = bytes[authorityEnd]
             if byte == UInt8(ascii: "/") || byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") || byte == UInt8(ascii: "\\") { break }
+            if byte == UInt8(ascii: "@") { sawAt = true }
+            if byte == UInt8(ascii: ":") { lastColon = authorityEnd }
             authorityEnd += 1
         }
         let authority = restStart..<authorityEnd
         if authorityEnd < bytes.count && bytes[authorityEnd] == UInt8(ascii: "\\") {
             return .failed(URLProblem("has a backslash after the host"))
         }
-        if text.firstIndex(of: UInt8(ascii: "@"), in: authority) != nil {
+        if sawAt {
             return .failed(URLProblem("carries credentials (user@host), which are not accepted"))
         }
         if authority.isEmpty { return .failed(URLProblem("has no host")) }
@@ -125,18 +252,27 @@ public struct HTTPURL: Sendable, Hashable {
             if inner.isEmpty || !inner.allSatisfy({ ByteText.isIPv6Byte(bytes[$0]) }) {
                 return .failed(URLProblem("has an invalid IPv6 address \"\(text.string(host))\""))
             }
-        } else if let colon = text.lastIndex(of: UInt8(ascii: ":"), in: authority) {
+        } else if let colon = lastColon {
             host = authority.lowerBound..<colon
             portText = (colon + 1)..<authority.upperBound
         } else {
             host = authority
         }
         if host.isEmpty { return .failed(URLProblem("has no host")) }
+        var hostHasUppercase = false
         if !bracketed {
-            for offset in host where !ByteText.isHostByte(bytes[offset]) {
-                return .failed(URLProblem("has an invalid character \"\(Character(Unicode.Scalar(bytes[offset])))\" in its host"))
+            var doubleDot = false
+            var previous: UInt8 = 0
+            for offset in host {
+                let byte = bytes[offset]
+                guard ByteText.isHostByte(byte) else {
+                    return .failed(URLProblem("has an invalid character \"\(Character(Unicode.Scalar(byte)))\" in its host"))
+                }
+                if ByteText.isASCIIUppercase(byte) { hostHasUppercase = true }
+                if byte == UInt8(ascii: ".") && previous == UInt8(ascii: ".") { doubleDot = true }
+                previous = byte
             }
-            if bytes[host.lowerBound] == UInt8(ascii: ".") || text.containsDoubleDot(host) {
+            if bytes[host.lowerBound] == UInt8(ascii: ".") || doubleDot {
                 return .failed(URLProblem("has an invalid host \"\(text.string(host))\""))
             }
         }
@@ -147,28 +283,33 @@ public struct HTTPURL: Sendable, Hashable {
             }
             port = value
         }
-        if port == (scheme == "https" ? 443 : 80) { port = nil }
+        if port == (https ? 443 : 80) { port = nil }
+        // An IPv6 literal's hex digits are lowercased too.
+        if bracketed { hostHasUppercase = host.contains { ByteText.isASCIIUppercase(bytes[$0]) } }
 
         var pathEnd = bytes.count
-        var fragment: String?
-        if let hash = text.firstIndex(of: UInt8(ascii: "#"), in: authorityEnd..<bytes.count) {
-            fragment = text.string((hash + 1)..<bytes.count)
-            pathEnd = hash
+        var fragment: Range<Int>?
+        var query: Range<Int>?
+        // One scan for the first `?` and the first `#`: a `?` after the `#` is the fragment's.
+        var offset = authorityEnd
+        while offset < bytes.count {
+            let byte = bytes[offset]
+            if byte == UInt8(ascii: "#") {
+                fragment = (offset + 1)..<bytes.count
+                break
+            }
+            if byte == UInt8(ascii: "?") && query == nil { query = (offset + 1)..<bytes.count }
+            offset += 1
         }
-        var query: String?
-        if let question = text.firstIndex(of: UInt8(ascii: "?"), in: authorityEnd..<pathEnd) {
-            query = text.string((question + 1)..<pathEnd)
-            pathEnd = question
+        if let fragment {
+            pathEnd = fragment.lowerBound - 1
+            if let found = query { query = found.lowerBound..<pathEnd }
         }
+        if let query { pathEnd = query.lowerBound - 1 }
         return .parsed(
-            HTTPURL(
-                scheme: scheme,
-                host: text.lowercasedString(host),
-                port: port,
-                path: authorityEnd == pathEnd ? "/" : text.string(authorityEnd..<pathEnd),
-                query: query,
-                fragment: fragment
-            ))
+            Parts(
+                https: https, host: host, hostHasUppercase: hostHasUppercase, port: port, path: authorityEnd..<pathEnd,
+                query: query, fragment: fragment))
     }
 
     /// The original `Character`-level parser, for text with a non-ASCII byte (after the byte checks passed).
@@ -176,6 +317,15 @@ public struct HTTPURL: Sendable, Hashable {
     /// Kept because grapheme clustering decides what a delimiter is there (`/` followed by U+0301 is one
     /// `Character`, not a `/`), and hosts accept any alphabetic scalar.
     init(parsingCharacters text: String) throws(URLProblem) {
+        let parts = try Self.partsByCharacters(text)
+        self.init(https: parts.https, host: parts.host, port: parts.port, path: parts.path, query: parts.query, fragment: parts.fragment)
+    }
+
+    /// The parts of `text` by the `Character` rules, as `String`s (what a value stored before it was offsets into its
+    /// text; the tests hold every value's parts to them).
+    static func partsByCharacters(
+        _ text: String
+    ) throws(URLProblem) -> (https: Bool, host: String, port: Int?, path: String, query: String?, fragment: String?) {
         guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else {
             throw URLProblem("is not an absolute http(s) URL (no \"://\")")
         }
@@ -245,12 +395,32 @@ public struct HTTPURL: Sendable, Hashable {
             query = String(rest[rest.index(after: question)...])
             rest = rest[..<question]
         }
-        self.scheme = scheme
-        self.host = host.lowercased()
-        self.port = port
-        self.path = rest.isEmpty ? "/" : String(rest)
-        self.query = query
-        self.fragment = fragment
+        return (scheme == "https", host.lowercased(), port, rest.isEmpty ? "/" : String(rest), query, fragment)
+    }
+}
+
+extension HTTPURL: Hashable {
+    /// Equal parts, compared as `String`s compare them.
+    public static func == (lhs: HTTPURL, rhs: HTTPURL) -> Bool {
+        lhs.flags == rhs.flags && lhs.portNumber == rhs.portNumber && lhs.hostText == rhs.hostText && lhs.pathText == rhs.pathText
+            && lhs.queryText == rhs.queryText && lhs.fragmentText == rhs.fragmentText
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(flags)
+        hasher.combine(portNumber)
+        hasher.combine(hostText)
+        hasher.combine(pathText)
+        hasher.combine(queryText)
+        hasher.combine(fragmentText)
+    }
+}
+
+extension HTTPURL: CustomDebugStringConvertible {
+    /// The parts, as a struct of them would print.
+    public var debugDescription: String {
+        "HTTPURL(scheme: \(String(reflecting: scheme)), host: \(String(reflecting: host)), port: \(String(reflecting: port)), "
+            + "path: \(String(reflecting: path)), query: \(String(reflecting: query)), fragment: \(String(reflecting: fragment)))"
     }
 }
 

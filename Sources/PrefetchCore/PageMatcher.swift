@@ -20,14 +20,23 @@ public struct PageMatcher: Sendable {
     /// - Parameter exactKeys: when given, the key of each exact page (`nil` for a pattern), as the validator already
     ///   computed them for its duplicate check.
     init(pages: [PageEntry], exactKeys: [PageKey?]? = nil) {
-        self.pages = pages
-        var unsorted: [BucketKey: [Int]] = [:]
+        var exact: [PageKey: Int] = [:]
         exact.reserveCapacity(pages.count)
+        for (position, page) in pages.enumerated() where page.pattern == nil {
+            exact[exactKeys?[position] ?? Self.exactKey(page.parsedURL)] = position
+        }
+        self.init(pages: pages, exact: exact)
+    }
+
+    /// - Parameter exact: the exact pages' positions in `pages` by key, as the validator built them for its duplicate
+    ///   check.
+    init(pages: [PageEntry], exact: [PageKey: Int]) {
+        self.pages = pages
+        self.exact = exact
+        var unsorted: [BucketKey: [Int]] = [:]
         for (position, page) in pages.enumerated() {
             if let pattern = page.pattern {
                 unsorted[BucketKey(page.parsedURL, pattern.segments.count), default: []].append(position)
-            } else {
-                exact[exactKeys?[position] ?? Self.exactKey(page.parsedURL)] = position
             }
         }
         for (key, var members) in unsorted {
@@ -48,20 +57,30 @@ public struct PageMatcher: Sendable {
     }
 
     /// The key under which an exact entry or page URL is looked up.
+    ///
+    /// Its parts are slices of the URL's text (a copy only for a path that is not canonical).
     static func exactKey(_ url: HTTPURL) -> PageKey {
-        PageKey(url, PathRules.canonical(url.path))
+        let canonical = url.withPathBytes { text -> String?? in
+            guard text.isASCII(0..<text.bytes.count) else { return .none }
+            var ranges: [Range<Int>] = []
+            PathRules.segmentRanges(text, into: &ranges)
+            return .some(PathRules.canonical(text, ranges))
+        }
+        switch canonical {
+        case .some(.some(let built)): return PageKey(url, Substring(built))
+        case .some(.none): return PageKey(url, url.pathText)
+        case .none: return PageKey(url, Substring(PathRules.canonical(url.path)))
+        }
     }
 
     /// The entry for `page`, with the values its `{name}` segments captured, or `nil`.
     public func match(_ page: HTTPURL) -> PageMatch? {
-        var path = page.path
-        let onBytes = path.withUTF8 { bytes -> PageMatch?? in
-            let text = ByteText(bytes)
-            guard text.isASCII(0..<bytes.count) else { return .none }
+        let onBytes = page.withPathBytes { text -> PageMatch?? in
+            guard text.isASCII(0..<text.bytes.count) else { return .none }
             var ranges: [Range<Int>] = []
             ranges.reserveCapacity(8)
             PathRules.segmentRanges(text, into: &ranges)
-            let canonical = PathRules.canonical(text, ranges) ?? page.path
+            let canonical = PathRules.canonical(text, ranges).map { Substring($0) } ?? page.pathText
             if let position = exact[PageKey(page, canonical)] {
                 return PageMatch(entry: pages[position], captures: [])
             }
@@ -114,15 +133,16 @@ public struct PageMatcher: Sendable {
     }
 }
 
-/// Scheme, host and port: hashing the parts avoids building `origin` strings per lookup.
+/// Scheme, host and port: hashing the parts avoids building `origin` strings per lookup, and the host is a slice of
+/// the URL's text (no copy).
 struct OriginKey: Hashable, Sendable {
-    var scheme: String
-    var host: String
+    var https: Bool
+    var host: Substring
     var port: Int?
 
     init(_ url: HTTPURL) {
-        scheme = url.scheme
-        host = url.host
+        https = url.isHTTPS
+        host = url.hostText
         port = url.port
     }
 }
@@ -139,7 +159,13 @@ struct OriginKeyed<Detail: Hashable & Sendable>: Hashable, Sendable {
     }
 }
 
-typealias PageKey = OriginKeyed<String>
+extension OriginKeyed where Detail == Substring {
+    init(_ url: HTTPURL, _ detail: String) {
+        self.init(url, Substring(detail))
+    }
+}
+
+typealias PageKey = OriginKeyed<Substring>
 typealias BucketKey = OriginKeyed<Int>
 
 /// A matched page: its config entry and the values captured by `{name}` segments, in path order.
@@ -204,20 +230,29 @@ public struct PathPattern: Sendable, Hashable {
     /// into segments by ``PathRules/segmentRanges(_:into:)``, each checked by the same rules as below.
     static func parse(_ path: String) throws(URLProblem) -> PathPattern? {
         var path = path
-        let onBytes = path.withUTF8 { bytes -> Result<PathPattern?, URLProblem>? in
-            let text = ByteText(bytes)
-            var special = false
-            for byte in bytes {
-                if byte >= 0x80 { return nil }
-                if byte == UInt8(ascii: "*") || byte == UInt8(ascii: "{") || byte == UInt8(ascii: "}") { special = true }
-            }
-            if !special { return .success(nil) }
-            var ranges: [Range<Int>] = []
-            PathRules.segmentRanges(text, into: &ranges)
-            return parseSegments(ranges.map { Substring(text.string($0)) })
-        }
+        let onBytes = path.withUTF8 { parseBytes(ByteText($0)) }
         if let onBytes { return try onBytes.get() }
         return try parseSegments(PathRules.segments(of: path)).get()
+    }
+
+    /// ``parse(_:)`` of a URL's path, read from the URL's text (no path `String` is made for an ASCII path).
+    static func parse(pathOf url: HTTPURL) throws(URLProblem) -> PathPattern? {
+        if let onBytes = url.withPathBytes({ parseBytes($0) }) { return try onBytes.get() }
+        return try parseSegments(PathRules.segments(of: url.path)).get()
+    }
+
+    /// The byte rules of ``parse(_:)``, or `nil` for a path with a non-ASCII byte.
+    private static func parseBytes(_ text: ByteText) -> Result<PathPattern?, URLProblem>? {
+        let bytes = text.bytes
+        var special = false
+        for byte in bytes {
+            if byte >= 0x80 { return nil }
+            if byte == UInt8(ascii: "*") || byte == UInt8(ascii: "{") || byte == UInt8(ascii: "}") { special = true }
+        }
+        if !special { return .success(nil) }
+        var ranges: [Range<Int>] = []
+        PathRules.segmentRanges(text, into: &ranges)
+        return parseSegments(ranges.map { Substring(text.string($0)) })
     }
 
     /// The pattern rules over a path's segments.
@@ -232,7 +267,6 @@ public struct PathPattern: Sendable, Hashable {
     private static func parseSegmentsThrowing(_ raw: [Substring]) throws(URLProblem) -> PathPattern? {
         var segments: [Segment] = []
         var sawPattern = false
-        var names: Set<String> = []
         for part in raw {
             if part == "*" {
                 segments.append(.wildcard)
@@ -255,7 +289,12 @@ public struct PathPattern: Sendable, Hashable {
             guard !name.isEmpty, name.utf8.count <= 64, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
                 throw URLProblem("has an invalid segment name \"{\(name)}\" (letters, digits and _ only)")
             }
-            guard names.insert(name).inserted else { throw URLProblem("uses the segment name {\(name)} twice") }
+            // The names so far are those of the captures already made (a pattern has a few: no set is built).
+            let taken = segments.contains { segment in
+                if case .capture(let other, _, _) = segment { return other == name }
+                return false
+            }
+            guard !taken else { throw URLProblem("uses the segment name {\(name)} twice") }
             let prefix = String(part[..<open])
             let suffix = String(part[part.index(after: close)...])
             if prefix.contains("*") || suffix.contains("*") { throw URLProblem("mixes \"*\" and {\(name)} in one segment") }

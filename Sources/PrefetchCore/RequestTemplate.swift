@@ -35,10 +35,10 @@ struct RequestTemplate: Sendable {
     static let formContentType = HTTPFields([HTTPField(name: .contentType, value: "application/x-www-form-urlencoded")])
 
     /// The template of an interface with these fields. The body is given by its member names (in order) and, when the
-    /// method needs them, its compact JSON text and its value.
+    /// method needs them, its compact JSON text without the closing brace and its value.
     init(
         api: String, apiURL: HTTPURL, method: HTTPMethod, headers: HTTPFields, params: Set<String>?, bodyType: BodyType,
-        query: [(name: String, value: String)], bodyIsEmpty: Bool, bodyNames: ((String) -> Void) -> Void, bodyJSON: () -> String,
+        query: [(name: String, value: String)], bodyIsEmpty: Bool, bodyNames: ((String) -> Void) -> Void, bodyJSONHead: () -> String,
         bodyObject: () -> JSONObject
     ) {
         // The fragment cut and the separator exactly as `Composer.composeByRules` decides them: on bytes for an ASCII
@@ -60,7 +60,7 @@ struct RequestTemplate: Sendable {
             prefix = String(prefix[..<hash])
         }
         urlPrefix = prefix
-        if apiURL.query == nil {
+        if apiURL.queryRange == nil {
             separator = "?"
         } else if asciiAPI
             ? !(prefix.utf8.last == UInt8(ascii: "?") || prefix.utf8.last == UInt8(ascii: "&"))
@@ -77,7 +77,7 @@ struct RequestTemplate: Sendable {
             let skeleton = Composer.nameSkeleton(name)
             if skeleton.isEmpty { keyWithoutSkeleton = true } else { fixed.append(skeleton) }
         }
-        if let query = apiURL.query, !query.isEmpty {
+        if let query = apiURL.queryText, !query.isEmpty {
             for pair in QueryPair.split(query) where !pair.skeleton.isEmpty { fixed.append(pair.skeleton) }
         }
         self.fixed = fixed
@@ -86,9 +86,7 @@ struct RequestTemplate: Sendable {
         self.params = params.map { Array($0) }
 
         if method.carriesBody && bodyType == .json {
-            var json = bodyJSON()
-            json.removeLast()
-            jsonBodyHead = json
+            jsonBodyHead = bodyJSONHead()
         } else {
             jsonBodyHead = ""
         }

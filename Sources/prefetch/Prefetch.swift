@@ -23,6 +23,23 @@ struct Prefetch: AsyncParsableCommand {
         abstract: "Prefetch orchestrator: fetches an H5 page's API data while the page is still loading.",
         subcommands: [Serve.self, Plan.self, Fetch.self, Validate.self, HealthCheck.self]
     )
+
+    /// The entry point. A synchronous subcommand (`plan`) runs here, on the process's main thread, so its config load
+    /// allocates from glibc's main arena: an async `main` runs on the main queue, which libdispatch drains from a worker
+    /// thread on Linux, where the load grew a secondary arena. Every other subcommand (and a command line that does not
+    /// parse, for its message) goes to ArgumentParser's async `main` on a task, with the main thread parked in
+    /// `dispatchMain()` as an async `main` parks it; the process exits 0 when that returns, as it did.
+    static func main() {
+        if var command = try? parseAsRoot(), !(command is any AsyncParsableCommand) {
+            do { try command.run() } catch { exit(withError: error) }
+            exit(withError: nil)
+        }
+        Task {
+            await Self.main(nil)
+            Foundation.exit(0)
+        }
+        dispatchMain()
+    }
 }
 
 /// Options shared by every subcommand that reads the prefetch config.
@@ -73,8 +90,8 @@ enum Console {
 }
 
 extension Prefetch {
-    /// Synchronous, so the load runs on the main thread (glibc's main arena: no secondary arena grown for a
-    /// 4 MB config, which was a tenth of the process's time), and it ends the process as soon as the plan is out
+    /// Synchronous, so ``Prefetch/main()`` runs it on the main thread (glibc's main arena: no secondary arena grown
+    /// for a 4 MB config, which was a tenth of the process's time), and it ends the process as soon as the plan is out
     /// instead of releasing the config first.
     struct Plan: ParsableCommand {
         static let configuration = CommandConfiguration(

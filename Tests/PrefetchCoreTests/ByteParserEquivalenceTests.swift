@@ -56,6 +56,57 @@ private func newURL(_ text: String) -> Result<HTTPURL, URLProblem> {
     }
 }
 
+/// Each part `HTTPURL` reads back from its offsets is the `String` the parser stored before (``referenceURLParts(_:)``),
+/// and values parsed from different spellings of the same parts are equal and hash alike.
+@Suite struct URLPartsFromOffsets {
+    static func check(_ text: String) {
+        guard case .success(let url) = newURL(text) else { return }
+        let parts = ReferenceURLParts(url)
+        #expect(parts == referenceURLParts(text), "\(text.debugDescription)")
+        #expect(url.origin == (parts.port.map { "\(parts.scheme)://\(parts.host):\($0)" } ?? "\(parts.scheme)://\(parts.host)"))
+        #expect(url.effectivePort == parts.port ?? (parts.scheme == "https" ? 443 : 80))
+        // The same parts, spelled in lowercase with the default port written out: an equal value.
+        let defaultPort = parts.scheme == "https" ? 443 : 80
+        let respelled =
+            "\(parts.scheme)://\(parts.host):\(parts.port ?? defaultPort)\(parts.path)" + (parts.query.map { "?" + $0 } ?? "")
+            + (parts.fragment.map { "#" + $0 } ?? "")
+        if case .success(let other) = newURL(respelled), ReferenceURLParts(other) == parts {
+            #expect(other == url, "\(text.debugDescription) and \(respelled.debugDescription)")
+            #expect(other.hashValue == url.hashValue, "\(text.debugDescription) and \(respelled.debugDescription)")
+        }
+    }
+
+    @Test func theCorpusReadsBackItsParts() {
+        for text in ByteURLParserEquivalence.corpus { Self.check(text) }
+        Self.check("HTTP://[::1]:8080/a%20b?x=%E4&y#frag?z")
+        Self.check("https://API.Example.COM:443?q#f")
+    }
+
+    @Test func randomURLsReadBackTheirParts() async {
+        let pieces = Gen.int(in: 0...(urlPieces.count - 1)).array(of: 0...24)
+        await propertyCheck(count: 3000, input: pieces) { indexes in
+            let text = indexes.map { urlPieces[$0] }.joined()
+            for prefix in ["http://", "https://m.example.com", "HTTP://A/", "https://[::1]:8443/"] { Self.check(prefix + text) }
+        }
+    }
+
+    @Test func differentPartsAreDifferentValues() throws {
+        let texts = [
+            "http://a/", "https://a/", "http://a:81/", "http://b/", "http://a/b", "http://a/?", "http://a/?x", "http://a/#", "http://a/#x",
+            "http://a/?#",
+        ]
+        let urls = try texts.map { try HTTPURL(parsing: $0) }
+        for (i, lhs) in urls.enumerated() {
+            for (j, rhs) in urls.enumerated() { #expect((lhs == rhs) == (i == j), "\(texts[i]) and \(texts[j])") }
+        }
+        // An implicit root path and an explicit one are the same path.
+        #expect(try HTTPURL(parsing: "http://a") == HTTPURL(parsing: "http://a/"))
+        #expect(
+            try HTTPURL(parsing: "HTTP://A:80/p?q#f").debugDescription
+                == #"HTTPURL(scheme: "http", host: "a", port: nil, path: "/p", query: Optional("q"), fragment: Optional("f"))"#)
+    }
+}
+
 @Suite struct BytePathRulesEquivalence {
     @Test func randomPathsCanonicaliseAsBefore() async {
         let pieces = Gen.int(in: 0...(urlPieces.count - 1)).array(of: 0...16)

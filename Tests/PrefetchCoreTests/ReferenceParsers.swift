@@ -431,3 +431,41 @@ func referenceURL(_ text: String) -> Result<HTTPURL, URLProblem> {
     }
     do { return .success(try HTTPURL(parsingCharacters: text)) } catch { return .failure(error) }
 }
+
+/// A URL's parts as `String`s, as `HTTPURL` stored them before it became offsets into its text.
+struct ReferenceURLParts: Equatable, CustomStringConvertible {
+    var scheme: String
+    var host: String
+    var port: Int?
+    var path: String
+    var query: String?
+    var fragment: String?
+
+    /// The parts `url` reads back.
+    init(_ url: HTTPURL) {
+        self.init(scheme: url.scheme, host: url.host, port: url.port, path: url.path, query: url.query, fragment: url.fragment)
+    }
+
+    init(scheme: String, host: String, port: Int?, path: String, query: String?, fragment: String?) {
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.path = path
+        self.query = query
+        self.fragment = fragment
+    }
+
+    var description: String {
+        "\(scheme) \(host.debugDescription) \(port as Any) \(path.debugDescription) \(query as Any) \(fragment as Any)"
+    }
+}
+
+/// The parts of `text` as the `Character` rules make them, `String`s (`HTTPURL.partsByCharacters`, the parser that
+/// made every value's parts when they were stored as `String`s), for a text ``referenceURL(_:)`` accepts: what every
+/// parse's parts, read back from its offsets, are held to (`URLPartsFromOffsets`, the FuzzURL target).
+func referenceURLParts(_ text: String) -> ReferenceURLParts? {
+    guard let parts = try? HTTPURL.partsByCharacters(text) else { return nil }
+    return ReferenceURLParts(
+        scheme: parts.https ? "https" : "http", host: parts.host, port: parts.port, path: parts.path, query: parts.query,
+        fragment: parts.fragment)
+}
