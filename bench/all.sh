@@ -13,8 +13,8 @@ export BENCH_OUT="$BENCH_DIR/results/$stamp"
 mkdir -p "$BENCH_OUT"
 
 "$REPO_DIR/scripts/ensure-deps.sh" build
-echo "# swift build -c release (prefetch, prefetch-upstream)" >&2
-(cd "$REPO_DIR" && swift build -c release --product prefetch >&2 && swift build -c release --product prefetch-upstream >&2)
+echo "# swift build -c release --static-swift-stdlib (prefetch, prefetch-upstream, linked as the image ships them)" >&2
+(cd "$REPO_DIR" && swift build -c release --static-swift-stdlib --product prefetch >&2 && swift build -c release --static-swift-stdlib --product prefetch-upstream >&2)
 export BENCH_BUILT=1
 
 status=0

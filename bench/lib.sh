@@ -55,8 +55,8 @@ ensure_node() {
 build_release() {
   "$REPO_DIR/scripts/ensure-deps.sh" build
   if [ -z "${BENCH_BUILT:-}" ]; then
-    log "swift build -c release (prefetch, prefetch-upstream)"
-    (cd "$REPO_DIR" && swift build -c release --product prefetch >&2 && swift build -c release --product prefetch-upstream >&2)
+    log "swift build -c release --static-swift-stdlib (prefetch, prefetch-upstream, linked as the image ships them)"
+    (cd "$REPO_DIR" && swift build -c release --static-swift-stdlib --product prefetch >&2 && swift build -c release --static-swift-stdlib --product prefetch-upstream >&2)
   fi
   BIN="$(cd "$REPO_DIR" && swift build -c release --show-bin-path)"
   PREFETCH="$BIN/prefetch"

@@ -9,12 +9,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-deps.sh build
-swift build -c release --product prefetch
+swift build -c release --static-swift-stdlib --product prefetch
 if [ $# -gt 0 ]; then
   exec .build/release/prefetch "$@"
 fi
 
-swift build -c release --product prefetch-upstream
+swift build -c release --static-swift-stdlib --product prefetch-upstream
 .build/release/prefetch-upstream --port 9090 >/dev/null &
 upstream=$!
 trap 'kill -TERM "$upstream" 2>/dev/null || true' EXIT
