@@ -120,6 +120,11 @@ public struct JSONParser {
         try bytes.withUnsafeBufferPointer { parse(buffer: $0) }.get()
     }
 
+    /// Parses one JSON document from bytes in place (a response body's storage), without copying them.
+    public static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
+        try parse(buffer: bytes.assumingMemoryBound(to: UInt8.self)).get()
+    }
+
     /// Parses one JSON document from text.
     public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
         var text = text

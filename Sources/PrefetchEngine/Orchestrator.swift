@@ -382,11 +382,11 @@ public final class Orchestrator: Sendable {
     /// from the store (a flight another page open leads, or a stored entry).
     func answer(
         of index: Int, in ticket: Ticket, for label: String, until deadline: ContinuousClock.Instant
-    ) async throws(DependencyError) -> (body: [UInt8], ownOnly: Bool) {
+    ) async throws(DependencyError) -> (body: ByteBuffer, ownOnly: Bool) {
         let needed = ticket.requests[index].name
         if ticket.timings.withLock({ $0[index].origin }) == "leader" {
             switch await ticket.answers.answer(for: index, until: deadline, clock: clock) {
-            case .body(let body, let ownOnly): return (Array(body.readableBytesView), ownOnly)
+            case .body(let body, let ownOnly): return (body, ownOnly)
             case .failed(let code):
                 throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which failed (\(code))")
             case nil:
@@ -395,7 +395,7 @@ public final class Orchestrator: Sendable {
         }
         let (outcome, own) = await readTrackingOwnCopy(ticket, index: index, wait: max(.zero, clock.now.duration(to: deadline)))
         switch outcome {
-        case .ready(let response, _) where (200..<300).contains(response.status): return (response.body, own)
+        case .ready(let response, _) where (200..<300).contains(response.status): return (response.bodyBuffer, own)
         case .ready(let response, _):
             throw DependencyError(
                 code: "dependency_failed", message: "\(label) needs \(needed), whose upstream answered \(response.status)")

@@ -326,11 +326,11 @@ final class PageOpen: Sendable {
     private func compose(_ index: Int, answers: [Int: DependencyAnswer]) throws(DependencyError) -> Send {
         let planned = plan.requests[index]
         let label = ticket.requests[index].name
-        var bodies: [(input: Int, body: [UInt8], ownOnly: Bool)] = []
+        var bodies: [(input: Int, body: ByteBuffer, ownOnly: Bool)] = []
         for input in planned.dependencies {
             let needed = ticket.requests[input].name
             switch answers[input] {
-            case .body(let body, let ownOnly): bodies.append((input, Array(body.readableBytesView), ownOnly))
+            case .body(let body, let ownOnly): bodies.append((input, body, ownOnly))
             case .failed(let code):
                 throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which failed (\(code))")
             case nil:
@@ -346,7 +346,7 @@ final class PageOpen: Sendable {
     }
 
     /// Dependent `index`'s request with the values its references take from `bodies`, ready to send.
-    private func resolve(_ index: Int, bodies: [(input: Int, body: [UInt8], ownOnly: Bool)]) throws(DependencyError) -> Send {
+    private func resolve(_ index: Int, bodies: [(input: Int, body: ByteBuffer, ownOnly: Bool)]) throws(DependencyError) -> Send {
         let planned = plan.requests[index]
         let label = ticket.requests[index].name
         var ownOnly = false
@@ -354,7 +354,7 @@ final class PageOpen: Sendable {
         for (input, body, isOwn) in bodies {
             let needed = ticket.requests[input].name
             ownOnly = ownOnly || isOwn
-            guard let document = try? JSONParser.parse(body) else {
+            guard let document = body.withUnsafeReadableBytes({ try? JSONParser.parse($0) }) else {
                 throw DependencyError(
                     code: "dependency_not_json", message: "\(label) needs values from \(needed), whose answer is not JSON")
             }
@@ -398,7 +398,7 @@ final class PageOpen: Sendable {
         guard let flight = flights[index] else { return }
         let planned = plan.requests[index]
         do throws(DependencyError) {
-            var bodies: [(input: Int, body: [UInt8], ownOnly: Bool)] = []
+            var bodies: [(input: Int, body: ByteBuffer, ownOnly: Bool)] = []
             for dependency in planned.dependencies {
                 let (body, isOwn) = try await orchestrator.answer(of: dependency, in: ticket, for: flight.label, until: flight.deadline)
                 bodies.append((dependency, body, isOwn))

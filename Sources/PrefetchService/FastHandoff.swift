@@ -50,6 +50,9 @@ struct FastHandoff: Sendable {
     static let pageDataRoute = "/v1/data"
     static let triggerRoute = "/v1/prefetch"
     static let openRoute = "/v1/open"
+    /// Every target this path may answer starts with one of these (the results view and the ticket's data read start
+    /// with the trigger's).
+    static let takenPrefixes = [triggerRoute, pageDataRoute, openRoute]
 
     /// The requests whose body this path collects and then answers.
     enum Posted {
@@ -172,18 +175,12 @@ struct FastHandoff: Sendable {
             answer.prefetchError = APIError(error).body
             failed = RendererRoutes.failsTheOpen(error) ? APIError(error) : nil
         }
-        let parts: (HTTPResponse.Status, HTTPFields, ByteBuffer)?
-        if let failed {
-            // The whole open fails: the renderer goes back, as if never leased.
+        let parts = failed.map { try? $0.parts() } ?? (try? answer.parts())
+        if failed != nil || parts == nil {
+            // No lease is answered: the renderer goes back, as if never leased.
             Task { await pool.release(id: lease.id) }
-            parts = try? failed.parts()
-        } else {
-            parts = try? answer.parts()
         }
-        guard let (status, fields, bytes) = parts else {
-            Task { await pool.release(id: lease.id) }
-            return nil
-        }
+        guard let (status, fields, bytes) = parts else { return nil }
         orchestrator.metrics.eventLoopAnswer("open")
         return finish(status, fields, bytes, origin: origin, route: Self.openRoute, method: .post, started: started)
     }
@@ -456,8 +453,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// Whether a head may be one of the requests answered here (the rest go to the router unconverted).
     private static func isCandidate(_ head: HTTPRequestHead) -> Bool {
         (head.method == .GET || head.method == .POST) && head.version.major == 1
-            && (head.uri.utf8.starts(with: "/v1/prefetch".utf8) || head.uri.utf8.starts(with: "/v1/data".utf8)
-                || head.uri.utf8.starts(with: FastHandoff.openRoute.utf8))
+            && FastHandoff.takenPrefixes.contains { head.uri.utf8.starts(with: $0.utf8) }
     }
 
     /// The head as Hummingbird's codec gives it to the router (`HTTPRequest(_:secure:splitCookie:)`), for an

@@ -1,3 +1,5 @@
+import PrefetchCore
+
 /// Every decision of one ``RendererPool``, apart from its I/O: which renderer an acquire gets, who waits and in
 /// which order, when a renderer is reset, retired, health checked or destroyed, what the background refill
 /// creates. A value type with no async, no clock reads and no randomness it does not own (a seeded generator

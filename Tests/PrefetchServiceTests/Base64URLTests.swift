@@ -12,7 +12,7 @@ import Testing
     }
 
     @Test func encodingMatchesFoundationAndDecodingInvertsIt() {
-        var generator = SeededGenerator(seed: 0xB64)
+        var generator = SeededRandom(seed: 0xB64)
         for length in 0..<64 {
             for _ in 0..<20 {
                 let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
@@ -24,7 +24,7 @@ import Testing
     }
 
     @Test func onlyTheCanonicalSpellingOfSomeBytesIsAccepted() {
-        var generator = SeededGenerator(seed: 0x5EED)
+        var generator = SeededRandom(seed: 0x5EED)
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/=. ")
         for _ in 0..<5000 {
             let text = String((0..<Int.random(in: 0...12, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! })

@@ -113,7 +113,7 @@ struct Scenario: Sendable {
     let base: String
 
     init(seed: UInt64, base: String) {
-        var random = SeededGenerator(seed: seed)
+        var random = SeededRandom(seed: seed)
         self.seed = seed
         self.base = base
         // Half the pages are on the api's site (same-site sends credentials), half elsewhere (it omits them).
@@ -284,7 +284,7 @@ final class Oracle: Sendable {
     }
 }
 
-extension SeededGenerator {
+extension SeededRandom {
     /// A number in `0..<bound`.
     mutating func next(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }

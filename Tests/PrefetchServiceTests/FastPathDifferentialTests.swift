@@ -1,9 +1,10 @@
+import Foundation
+import HTTPTypes
 // The fast path held to the router under hostile input: random requests (methods, paths, parameters, origins,
 // fetch metadata, read keys, cookies, media types and bodies, well-formed or not) go to a service with the fast
 // path and to one without it, in the same order; every answer must be the same, but for what names the page open
 // (ticket ids, read keys, their expiry, elapsed times and so the length).
-import Foundation
-import HTTPTypes
+import PrefetchCore
 import PrefetchTestSupport
 import Synchronization
 import Testing
@@ -29,7 +30,7 @@ extension FastHandoffTests {
             return lines.joined(separator: "\r\n") + "\r\n\r\n" + (body ?? "")
         }
 
-        static func random(using generator: inout SeededGenerator) -> HostileRequest {
+        static func random(using generator: inout SeededRandom) -> HostileRequest {
             func pick<T>(_ options: [T]) -> T { options.randomElement(using: &generator)! }
             let method = pick(["GET", "GET", "GET", "POST", "POST", "HEAD", "PUT"])
             let name = pick(["plain", "cookie", "once", "slow", "nope", "", "pl%61in"])
@@ -114,7 +115,7 @@ extension FastHandoffTests {
             }
             // Fixed seeds, so a difference names the request that shows it and reproduces as it is.
             for seed in 0..<10 {
-                var generator = SeededGenerator(seed: UInt64(seed))
+                var generator = SeededRandom(seed: UInt64(seed))
                 for _ in 0..<40 {
                     await compare(HostileRequest.random(using: &generator), "seed \(seed)")
                 }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchCore
 import PrefetchEngine
 import PrefetchService
 import PrefetchTestSupport
@@ -319,7 +320,7 @@ struct ReliabilityInputTests {
         (
             "binary",
             { path in
-                var generator = SeededGenerator(seed: 7)
+                var generator = SeededRandom(seed: 7)
                 try Data((0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) }).write(to: URL(fileURLWithPath: path))
             }
         ),

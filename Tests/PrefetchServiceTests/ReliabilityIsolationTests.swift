@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchCore
 import PrefetchEngine
 import PrefetchService
 import PrefetchTestSupport
@@ -43,7 +44,7 @@ struct ReliabilityIsolationTests {
     @Test func randomInterleavingsOfManyUsersNeverCrossIdentities() async throws {
         let seed = testSeed()
         print("identity isolation seed: \(seed) (replay with PREFETCH_TEST_SEED=\(seed))")
-        var generator = SeededGenerator(seed: seed)
+        var generator = SeededRandom(seed: seed)
         let cookies = (0..<Self.users).map { user in "sid=u\(user)-\(UInt32.random(in: 0...UInt32.max, using: &generator))" }
         let plan: [Operation] = (0..<Self.operations).map { _ in
             let user = Int.random(in: 0..<Self.users, using: &generator)

@@ -1,3 +1,8 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import NIOPosix
 // Helpers of the reliability suites (faults, coalescing under faults, memory budget, bad input, isolation).
 //
 // Design
@@ -7,11 +12,7 @@
 //   is closed mid-request (a page navigating away), Prometheus text parsing, process RSS and a throwaway
 //   self-signed certificate made with the openssl CLI.
 // - Every wait is bounded; nothing asserts a duration tighter than seconds.
-import Foundation
-import HTTPTypes
-import HummingbirdTesting
-import NIOCore
-import NIOPosix
+import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -181,24 +182,7 @@ struct SelfSignedCertificate {
 
 // MARK: Randomness
 
-/// SplitMix64: a small seedable generator, so a randomized run can be replayed from its printed seed.
-struct SeededGenerator: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-/// The seed of a randomized test: `PREFETCH_TEST_SEED` when set (to replay a run), else a fresh one.
+/// The seed (for `SeededRandom`, in PrefetchCore) of a randomized test: `PREFETCH_TEST_SEED` when set (to replay a run), else a fresh one.
 func testSeed() -> UInt64 {
     if let text = ProcessInfo.processInfo.environment["PREFETCH_TEST_SEED"], let seed = UInt64(text) { return seed }
     return UInt64.random(in: 1...UInt64.max)

@@ -1,4 +1,5 @@
 import NIOCore
+import PrefetchCore
 import PropertyBased
 import Testing
 
@@ -93,7 +94,7 @@ import Testing
     /// Random nested replies, encoded and cut into random pieces, parse back to themselves.
     @Test func randomRepliesInRandomPiecesRoundTrip() async {
         await propertyCheck(count: 300, input: Gen.int(in: 0...Int.max)) { seed in
-            var random = SplitMix(seed: UInt64(seed))
+            var random = SeededRandom(seed: UInt64(seed))
             let values = (0..<Int(random.next() % 6 + 1)).map { _ in Self.randomValue(&random, depth: 0) }
             let stream = Self.bytes(values)
             var chunks: [[UInt8]] = []
@@ -108,7 +109,7 @@ import Testing
         }
     }
 
-    static func randomValue(_ random: inout SplitMix, depth: Int) -> RedisValue {
+    static func randomValue(_ random: inout SeededRandom, depth: Int) -> RedisValue {
         switch random.next() % (depth < 3 ? 7 : 6) {
         case 0: .status(String(repeating: "s", count: Int(random.next() % 8)))
         case 1: .error("ERR " + String(repeating: "e", count: Int(random.next() % 8)))
@@ -180,20 +181,5 @@ import Testing
         // A 2 MiB response (the service's default cap) with headers: well under the bulk cap.
         let entry = RedisValue.array([.integer(1), .string(Array(repeating: 0x41, count: 2 * 1024 * 1024 + 300 * 1024)), .integer(-1)])
         #expect(Self.parse([Self.bytes([entry])], limits: limits).values == [entry])
-    }
-}
-
-/// A small deterministic generator, so a property check's seed reproduces its values.
-struct SplitMix {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Synchronization
