@@ -209,7 +209,7 @@ public final class Orchestrator: Sendable {
         page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil,
         requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown
     ) throws(PrefetchError) -> Triggered? {
-        guard store.answersWithoutSuspending, tickets.insertsWithoutSuspending else { return nil }
+        guard triggersWithoutSuspending else { return nil }
         let open = try prepare(page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin)
         guard let outcomes = store.beginWithoutSuspending(open.ticket.requests.map { (key: $0.key, policy: $0.policy) }) else {
             preconditionFailure("a store that answers without suspending claims without suspending")
@@ -218,6 +218,68 @@ public final class Orchestrator: Sendable {
         let (triggered, refused) = start(open, outcomes: outcomes)
         if let refused { _ = store.settleNow(refused) }
         return triggered
+    }
+
+    /// How a trigger made without a task went.
+    public enum TriggerProgress: Sendable {
+        /// Triggered now (an in-process store and registry).
+        case triggered(Triggered)
+        /// The flights' claims and the ticket's record are on their way to the shared store; the function given
+        /// gets the answer once both are back.
+        case underway
+    }
+
+    /// Whether ``trigger(page:headers:caller:trace:requestHeaders:origin:then:)`` takes a trigger: the store claims
+    /// and settles flights, and the registry remembers tickets, without tasks.
+    public var triggersWithoutTasks: Bool { store.beginsAndSettlesWithoutTasks && tickets.insertsWithoutTasks }
+
+    /// Whether a trigger is done on return of ``triggerWithoutSuspending(page:headers:caller:trace:requestHeaders:origin:)``
+    /// (an in-process store and registry).
+    public var triggersWithoutSuspending: Bool { store.answersWithoutSuspending && tickets.insertsWithoutSuspending }
+
+    /// ``trigger(page:headers:caller:trace:requestHeaders:origin:)`` without a task, for an event loop: the same
+    /// checks (a refusal is thrown at once), then the same claims and page open, by the same code. With an in-process
+    /// store it is done on return (`.triggered`); with a shared one the claims and the ticket's record go in one
+    /// round trip each, overlapped, and `then` gets the answer on the thread of the later reply (`.underway`).
+    /// nil, with nothing done, when the store or the registry cannot do without a task (``triggersWithoutTasks``).
+    public func trigger(
+        page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil,
+        requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown,
+        then done: @escaping @Sendable (Triggered) -> Void
+    ) throws(PrefetchError) -> TriggerProgress? {
+        if let triggered = try triggerWithoutSuspending(
+            page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin)
+        {
+            return .triggered(triggered)
+        }
+        guard triggersWithoutTasks else { return nil }
+        let open = try prepare(page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin)
+        // The ticket's record and the claims overlap, as in the awaited trigger; whichever answer comes second starts
+        // the page open (its timings are filled in before anyone learns the ticket's id).
+        let arrivals = Mutex<(inserted: Bool, outcomes: [BeginOutcome]?)>((false, nil))
+        let proceed: @Sendable ([BeginOutcome]) -> Void = { [self] outcomes in
+            let (triggered, refused) = start(open, outcomes: outcomes)
+            if let refused, !store.settle(refused, then: {}) {
+                preconditionFailure("a store that begins without tasks settles without tasks")
+            }
+            done(triggered)
+        }
+        let inserted = tickets.insert(open.ticket) {
+            let outcomes = arrivals.withLock { arrivals -> [BeginOutcome]? in
+                arrivals.inserted = true
+                return arrivals.outcomes
+            }
+            if let outcomes { proceed(outcomes) }
+        }
+        let began = store.begin(open.ticket.requests.map { (key: $0.key, policy: $0.policy) }) { outcomes in
+            let inserted = arrivals.withLock { arrivals -> Bool in
+                arrivals.outcomes = outcomes
+                return arrivals.inserted
+            }
+            if inserted { proceed(outcomes) }
+        }
+        precondition(inserted && began, "a registry and store that work without tasks took the trigger")
+        return .underway
     }
 
     /// A trigger's page open before its flights are claimed: checked, planned, keyed, its ticket made.

@@ -14,9 +14,9 @@ import Tracing
 /// wakeup of the curl loop whatever the interface count). The curl loop calls ``finished(_:of:)`` once per loop
 /// iteration with every result of that iteration, on its own thread, and that call does what a fetch's result
 /// asks: it posts the answer for this page open's dependents, records the timing, counts the metrics, and
-/// settles every flight of the batch in the store together (`ResponseStore.settleNow`: one lock acquisition in
-/// the in-process store, whose readers are resumed from there; a shared store gets one task per batch, on the
-/// ``FetchRunner``). A dependent whose answers all come from this page open's own leaders (within its own
+/// settles every flight of the batch in the store together (`ResponseStore.settle(_:then:)`: one lock acquisition
+/// in the in-process store, whose readers are resumed from there; one pipelined round trip to Redis, handled on the
+/// Redis connection's event loop). A dependent whose answers all come from this page open's own leaders (within its own
 /// deadline) is composed and sent from the same call once the last of them is in. No task, continuation or
 /// stream element exists per upstream request.
 ///
@@ -264,13 +264,18 @@ final class PageOpen: Sendable {
     /// counts `flights` flights of this page open settled.
     private func commit(_ settlements: [Settlement], flights count: Int) {
         let store = orchestrator.store
-        if !settlements.isEmpty && !store.settleNow(settlements) {
-            // A shared store: one task for the whole batch. The unit is still live, so the runner takes it.
-            let accepted = orchestrator.runner.submit { await store.settle(settlements) }
-            if !accepted {
-                orchestrator.logger.warning("store settlements dropped: the fetch runner has stopped", metadata: ["ticket": "\(ticket.id)"])
-            }
+        if settlements.isEmpty || store.settle(settlements, then: { [self] in settled(count) }) { return }
+        // A store that needs a task: one for the whole batch. The unit is still live, so the runner takes it.
+        let accepted = orchestrator.runner.submit { await store.settle(settlements) }
+        if !accepted {
+            orchestrator.logger.warning("store settlements dropped: the fetch runner has stopped", metadata: ["ticket": "\(ticket.id)"])
         }
+        settled(count)
+    }
+
+    /// Counts `count` flights of this page open settled; the unit leaves the runner with its last (a graceful
+    /// shutdown waits for it, so a shared store's settlements are in before the store stops).
+    private func settled(_ count: Int) {
         guard count > 0 else { return }
         let done = state.withLock { state in
             state.unsettled -= count

@@ -359,6 +359,11 @@ public protocol TicketRegistry: Sendable {
     var insertsWithoutSuspending: Bool { get }
     /// `insert` without suspending; does nothing when `insertsWithoutSuspending` is false.
     func insertWithoutSuspending(_ ticket: Ticket)
+    /// Whether ``insert(_:then:)`` takes its call.
+    var insertsWithoutTasks: Bool { get }
+    /// `insert` without a task: `done` is called once the ticket is remembered (at once, or on the thread that has
+    /// the shared store's answer). Returns false, having done nothing, when `insertsWithoutTasks` is false.
+    func insert(_ ticket: Ticket, then done: @escaping @Sendable () -> Void) -> Bool
     /// The ticket with `id`, if it is known and unexpired.
     func ticket(_ id: String) async -> Ticket?
     /// The ticket with `id` if this replica holds it (no I/O, for the event loop); nil does not mean unknown.
@@ -369,6 +374,19 @@ public protocol TicketRegistry: Sendable {
     var count: Int { get }
     /// Bytes the tickets held by this replica account for.
     var bytes: Int { get }
+}
+
+extension TicketRegistry {
+    /// See `TicketRegistry.insertsWithoutTasks`: when the registry inserts without suspending.
+    public var insertsWithoutTasks: Bool { insertsWithoutSuspending }
+
+    /// See `TicketRegistry.insert(_:then:)`: through `insertWithoutSuspending`, at once, when the registry can.
+    public func insert(_ ticket: Ticket, then done: @escaping @Sendable () -> Void) -> Bool {
+        guard insertsWithoutSuspending else { return false }
+        insertWithoutSuspending(ticket)
+        done()
+        return true
+    }
 }
 
 /// Tickets shared through the response store (Redis), so a page's data request may land on any replica.
@@ -396,11 +414,30 @@ public struct SharedTicketRegistry: TicketRegistry {
 
     public func insert(_ ticket: Ticket) async {
         local.remember(ticket)
-        let key = TicketRecord.key(ticket.id)
+        guard let record = Self.record(ticket) else { return }
+        await store.settle([record])
+    }
+
+    /// See `TicketRegistry.insertsWithoutTasks`: when the store settles without tasks.
+    public var insertsWithoutTasks: Bool { store.beginsAndSettlesWithoutTasks }
+
+    /// See `TicketRegistry.insert(_:then:)`.
+    public func insert(_ ticket: Ticket, then done: @escaping @Sendable () -> Void) -> Bool {
+        guard store.beginsAndSettlesWithoutTasks else { return false }
+        local.remember(ticket)
+        guard let record = Self.record(ticket) else {
+            done()
+            return true
+        }
+        return store.settle([record], then: done)
+    }
+
+    /// The store's put of a ticket's record. A fresh random id: nobody else flies this key, so begin and complete go
+    /// in one round trip.
+    private static func record(_ ticket: Ticket) -> Settlement? {
         let policy = StorePolicy(ttl: Ticket.lifetime(of: ticket.requests), negativeTTL: .zero, label: TicketRecord.storeLabel)
-        guard let body = try? JSONEncoder().encode(ticket.record) else { return }
-        // A fresh random id: nobody else flies this key, so begin and complete go in one round trip.
-        await store.put(key, policy: policy, result: .success(StoredResponse(status: 200, body: Array(body))))
+        guard let body = try? JSONEncoder().encode(ticket.record) else { return nil }
+        return .put(TicketRecord.key(ticket.id), policy: policy, result: .success(StoredResponse(status: 200, body: Array(body))))
     }
 
     public func ticket(_ id: String) async -> Ticket? {

@@ -62,12 +62,15 @@ struct FastHandoff: Sendable {
 
     typealias Deliver = @Sendable ((HTTPResponse, ByteBuffer)) -> Void
 
-    /// An answer of the fast path: written now, or once `wait` is fulfilled.
+    /// An answer of the fast path: written now, or once `wait` is fulfilled, or once the shared store answered.
     enum Answer {
         case now(HTTPResponse, ByteBuffer)
         /// A results view waiting on the ticket's flights: the store's wait (expired at `deadline`) calls the
         /// handler's delivery.
         case later(StoreWait, deadline: Duration)
+        /// A trigger or an open whose claims and ticket record are on their way to Redis: the handler's delivery is
+        /// called with the answer once both are back (bounded by the store's command timeout).
+        case underway
     }
 
     /// The page-surface origin rule (`PageGuardMiddleware`), or nil when the router must refuse.
@@ -114,36 +117,47 @@ struct FastHandoff: Sendable {
     private func takesBody(_ head: HTTPRequest) -> Bool {
         guard head.headerFields[.transferEncoding] == nil, let length = head.headerFields[.contentLength].flatMap({ Int($0) }),
             (0...orchestrator.settings.maximumRequestBody).contains(length),
-            orchestrator.store.answersWithoutSuspending, orchestrator.tickets.insertsWithoutSuspending,
+            orchestrator.triggersWithoutTasks,
             JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) == nil,
             grant(head) != nil
         else { return false }
         return true
     }
 
-    /// The trigger's answer, or nil to hand the request (head and body as received) to the router.
-    func trigger(_ head: HTTPRequest, body: ByteBuffer, caller: String) -> (HTTPResponse, ByteBuffer)? {
+    /// The trigger's answer, or nil to hand the request (head and body as received) to the router. With a shared
+    /// store the answer is `.underway`, and `deliver()` makes the function it goes to.
+    func trigger(_ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: () -> Deliver) -> Answer? {
         let started = DispatchTime.now().uptimeNanoseconds
         guard let origin = grant(head), let object = try? PrefetchRoutes.jsonObject(body), let page = try? PrefetchRoutes.pageURL(object),
             let headers = try? PrefetchRoutes.credentialHeaders(object, requestHeaders: head.headerFields)
         else { return nil }
-        let status: HTTPResponse.Status
-        let fields: HTTPFields
-        let bytes: ByteBuffer
+        let answer: @Sendable (Triggered) -> (HTTPResponse, ByteBuffer) = { [self] triggered in
+            let (status, fields, bytes) = TriggerResponse(answer: TriggerAnswer(triggered)).parts()
+            orchestrator.metrics.eventLoopAnswer("trigger")
+            return finish(status, fields, bytes, origin: origin, route: Self.triggerRoute, method: .post, started: started)
+        }
+        // The delivery is made only for a shared store: an in-process one answers at once.
+        let delivery = orchestrator.triggersWithoutSuspending ? nil : deliver()
         do {
-            guard
-                let triggered = try orchestrator.triggerWithoutSuspending(
-                    page: page, headers: headers, caller: caller, trace: PrefetchRoutes.traceContext(head.headerFields),
-                    requestHeaders: head.headerFields, origin: requestOrigin(head))
-            else { return nil }
-            (status, fields, bytes) = TriggerResponse(answer: TriggerAnswer(triggered)).parts()
+            switch try orchestrator.trigger(
+                page: page, headers: headers, caller: caller, trace: PrefetchRoutes.traceContext(head.headerFields),
+                requestHeaders: head.headerFields, origin: requestOrigin(head), then: { delivery?(answer($0)) })
+            {
+            case .triggered(let triggered)?:
+                let (response, body) = answer(triggered)
+                return .now(response, body)
+            case .underway?:
+                return .underway
+            case nil:
+                return nil
+            }
         } catch {
             // An engine refusal, counted once: answered here as the router would answer it.
-            guard let parts = try? APIError(error).parts() else { return nil }
-            (status, fields, bytes) = parts
+            guard let (status, fields, bytes) = try? APIError(error).parts() else { return nil }
+            orchestrator.metrics.eventLoopAnswer("trigger")
+            let (response, body) = finish(status, fields, bytes, origin: origin, route: Self.triggerRoute, method: .post, started: started)
+            return .now(response, body)
         }
-        orchestrator.metrics.eventLoopAnswer("trigger")
-        return finish(status, fields, bytes, origin: origin, route: Self.triggerRoute, method: .post, started: started)
     }
 
     // MARK: Open
@@ -151,38 +165,53 @@ struct FastHandoff: Sendable {
     /// `POST /v1/open` when a warm renderer can be leased at once (`RendererPool.acquireWithoutSuspending`): the
     /// lease first, then the trigger, each by the routed open's code (`RendererRoutes.openRequest`, `LeaseAnswer`,
     /// `failsTheOpen`, `OpenAnswer`); nil (nothing leased, nothing triggered) to hand it to the router, which also
-    /// answers every open whose renderer must be waited for or created.
-    func open(_ head: HTTPRequest, body: ByteBuffer, caller: String) -> (HTTPResponse, ByteBuffer)? {
+    /// answers every open whose renderer must be waited for or created. With a shared store the answer is
+    /// `.underway`, as the trigger's.
+    func open(_ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: () -> Deliver) -> Answer? {
         let started = DispatchTime.now().uptimeNanoseconds
         guard let renderers, let origin = grant(head), let object = try? PrefetchRoutes.jsonObject(body),
             let request = try? RendererRoutes.openRequest(object, requestHeaders: head.headerFields, orchestrator: orchestrator),
             let pool = renderers.pool(named: request.profile),
             let lease = pool.acquireWithoutSuspending(page: request.page, caller: RendererRoutes.leaseCaller(address: caller))
         else { return nil }
-        var answer = OpenAnswer()
-        answer.renderer = LeaseAnswer(lease)
-        let failed: APIError?
-        do throws(PrefetchError) {
-            guard
-                let triggered = try orchestrator.triggerWithoutSuspending(
-                    page: request.page, headers: request.headers, caller: caller, origin: requestOrigin(head))
-            else {
-                preconditionFailure("a trigger was refused its synchronous path after takes(_:) allowed it")
+        // The open's answer once its trigger went one way or the other; a refused open hands the renderer back, as if
+        // it was never leased.
+        let answer: @Sendable (Result<Triggered, PrefetchError>) -> (HTTPResponse, ByteBuffer) = { [self] outcome in
+            var answer = OpenAnswer()
+            answer.renderer = LeaseAnswer(lease)
+            var failed: APIError?
+            switch outcome {
+            case .success(let triggered):
+                answer.prefetch = TriggerAnswer(triggered)
+            case .failure(let error):
+                answer.prefetchError = APIError(error).body
+                failed = RendererRoutes.failsTheOpen(error) ? APIError(error) : nil
             }
-            answer.prefetch = TriggerAnswer(triggered)
-            failed = nil
+            let parts = failed.map { try? $0.parts() } ?? (try? answer.parts())
+            if failed != nil || parts == nil { Task { await pool.release(id: lease.id) } }
+            orchestrator.metrics.eventLoopAnswer("open")
+            let (status, fields, bytes) = parts ?? (.internalServerError, [:], ByteBuffer())
+            return finish(status, fields, bytes, origin: origin, route: Self.openRoute, method: .post, started: started)
+        }
+        let delivery = orchestrator.triggersWithoutSuspending ? nil : deliver()
+        let progress: Orchestrator.TriggerProgress?
+        do throws(PrefetchError) {
+            progress = try orchestrator.trigger(
+                page: request.page, headers: request.headers, caller: caller, origin: requestOrigin(head),
+                then: { delivery?(answer(.success($0))) })
         } catch {
-            answer.prefetchError = APIError(error).body
-            failed = RendererRoutes.failsTheOpen(error) ? APIError(error) : nil
+            let (response, body) = answer(.failure(error))
+            return .now(response, body)
         }
-        let parts = failed.map { try? $0.parts() } ?? (try? answer.parts())
-        if failed != nil || parts == nil {
-            // No lease is answered: the renderer goes back, as if never leased.
-            Task { await pool.release(id: lease.id) }
+        switch progress {
+        case .triggered(let triggered)?:
+            let (response, body) = answer(.success(triggered))
+            return .now(response, body)
+        case .underway?:
+            return .underway
+        case nil:
+            preconditionFailure("a trigger was refused its path without a task after takes(_:) allowed it")
         }
-        guard let (status, fields, bytes) = parts else { return nil }
-        orchestrator.metrics.eventLoopAnswer("open")
-        return finish(status, fields, bytes, origin: origin, route: Self.openRoute, method: .post, started: started)
     }
 
     // MARK: Reads
@@ -396,8 +425,9 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case answered(HTTPResponse, ByteBuffer, close: Bool)
         /// A trigger or an open whose body is being collected (under the body timer); decided at its end.
         case collecting(FastHandoff.Posted, HTTPRequestHead, HTTPRequest, ByteBuffer, Scheduled<Void>?, close: Bool)
-        /// A results view waiting on its ticket's flights: `ended` once its end arrived, `ready` once its answer did.
-        case waiting(StoreWait, Scheduled<Void>?, close: Bool, ended: Bool, ready: (HTTPResponse, ByteBuffer)?)
+        /// A results view waiting on its ticket's flights (its wait given), or a trigger or open underway in the
+        /// shared store (none): `ended` once its end arrived, `ready` once its answer did.
+        case waiting(StoreWait?, Scheduled<Void>?, close: Bool, ended: Bool, ready: (HTTPResponse, ByteBuffer)?)
         /// The connection is closing after the guard's `408`: nothing more is read or answered.
         case closing
     }
@@ -478,15 +508,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     current = .collecting(posted, nioHead, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
                     return
                 }
-                let answer = handoff.answer(head) { [loop = context.eventLoop] in
-                    let bound = NIOLoopBound((self, context), eventLoop: loop)
-                    return { answer in
-                        loop.execute {
-                            let (handler, context) = bound.value
-                            handler.ready(answer, context: context)
-                        }
-                    }
-                }
+                let answer = handoff.answer(head) { delivery(context: context) }
                 switch answer {
                 case .now(let response, let body)?:
                     current = .answered(response, body, close: close)
@@ -495,6 +517,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     let timer = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(deadline.milliseconds) * 1_000_000)) { wait.expire() }
                     current = .waiting(wait, timer, close: close, ended: false, ready: nil)
                     return
+                case .underway?:
+                    preconditionFailure("a GET is never underway")
                 case nil:
                     break
                 }
@@ -527,14 +551,21 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 current = .idle
                 timer?.cancel()
                 let caller = context.channel.remoteAddress?.ipAddress ?? "unknown"
+                let makeDelivery = { self.delivery(context: context) }
                 let answered =
                     switch posted {
-                    case .trigger: handoff.trigger(head, body: body, caller: caller)
-                    case .open: handoff.open(head, body: body, caller: caller)
+                    case .trigger: handoff.trigger(head, body: body, caller: caller, deliver: makeDelivery)
+                    case .open: handoff.open(head, body: body, caller: caller, deliver: makeDelivery)
                     }
-                if let (response, answer) = answered {
+                switch answered {
+                case .now(let response, let answer)?:
                     write(response, answer, close: close, context: context)
-                } else {
+                case .underway?:
+                    // Its end is in: later requests are held until the answer is written.
+                    current = .waiting(nil, nil, close: close, ended: true, ready: nil)
+                case .later?:
+                    preconditionFailure("a trigger never waits on a ticket")
+                case nil:
                     // The router answers it, from the very head and body received.
                     routed += 1
                     context.fireChannelRead(wrapInboundOut(.head(nioHead)))
@@ -550,6 +581,18 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 }
             case .closing:
                 break
+            }
+        }
+    }
+
+    /// The function an answer that comes later goes to: it brings the answer to this connection's event loop.
+    private func delivery(context: ChannelHandlerContext) -> FastHandoff.Deliver {
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        return { answer in
+            loop.execute {
+                let (handler, context) = bound.value
+                handler.ready(answer, context: context)
             }
         }
     }
@@ -655,7 +698,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .waiting(let wait, let timer, _, _, _):
             current = .idle
             timer?.cancel()
-            wait.expire()
+            wait?.expire()
         case .collecting(_, _, _, _, let timer, _):
             current = .idle
             timer?.cancel()

@@ -312,6 +312,20 @@ public protocol ResponseStore: Sendable {
     /// `begin(_:)` without suspending when the store can, else nil (nothing claimed).
     func beginWithoutSuspending(_ requests: [(key: StoreKey, policy: StorePolicy)]) -> [BeginOutcome]?
 
+    /// Whether ``begin(_:then:)`` and ``settle(_:then:)`` always take their call: an in-process store, or a shared
+    /// one whose round trips run on event loops (Redis). A caller on an event loop may then start a page open and
+    /// settle its flights without a task.
+    var beginsAndSettlesWithoutTasks: Bool { get }
+
+    /// `begin(_:)` without a task: claims every request's flight as `begin(_:)` would and hands the outcomes, in
+    /// order, to `done`, at once (an in-process store) or on the thread that has the store's answer (a Redis
+    /// connection's event loop). Returns false, having claimed nothing, when the store cannot. `done` must not block.
+    func begin(_ requests: [(key: StoreKey, policy: StorePolicy)], then done: @escaping @Sendable ([BeginOutcome]) -> Void) -> Bool
+
+    /// `settle(_:)` without a task: the settlements in order, then `done`, at once or on the thread that has the
+    /// store's answer. Returns false, having done nothing, when the store cannot. `done` must not block.
+    func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void) -> Bool
+
     /// Reads `keys` without suspending, when the store can (an in-process store), or nil, having done nothing.
     /// Every outcome is counted as `read` counts it and a no-store response is consumed alike. With `canWait`, keys
     /// in flight are waited for without a task: ``ImmediateRead/waiting(_:)``, and `notify` is called once, on the
@@ -473,6 +487,25 @@ extension ResponseStore {
 
     /// See `ResponseStore.settleNow`: false, always the asynchronous path.
     public func settleNow(_ settlements: [Settlement]) -> Bool { false }
+
+    /// See `ResponseStore.beginsAndSettlesWithoutTasks`: when the store answers without suspending.
+    public var beginsAndSettlesWithoutTasks: Bool { answersWithoutSuspending }
+
+    /// See `ResponseStore.begin(_:then:)`: through `beginWithoutSuspending`, at once, when the store can.
+    public func begin(
+        _ requests: [(key: StoreKey, policy: StorePolicy)], then done: @escaping @Sendable ([BeginOutcome]) -> Void
+    ) -> Bool {
+        guard let outcomes = beginWithoutSuspending(requests) else { return false }
+        done(outcomes)
+        return true
+    }
+
+    /// See `ResponseStore.settle(_:then:)`: through `settleNow`, at once, when the store can.
+    public func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void) -> Bool {
+        guard settleNow(settlements) else { return false }
+        done()
+        return true
+    }
 
     /// See `ResponseStore.settle`: each settlement in turn through the store's own operations.
     public func settle(_ settlements: [Settlement]) async {

@@ -25,8 +25,9 @@ struct ConnectionSettings: Sendable {
 /// outstanding calls and hands each its replies as they arrive. Writes made in one event-loop turn share one flush.
 /// Nothing waits for a round trip before writing, and no thread but an event loop touches a connection.
 ///
-/// A hot call crosses threads twice: the caller's task to the connection's event loop (`EventLoop.execute`), and the
-/// continuation's resumption back to the cooperative pool when its last reply is in.
+/// An awaited call crosses threads twice: the caller's task to the connection's event loop (`EventLoop.execute`), and
+/// the continuation's resumption back to the cooperative pool when its last reply is in. A call made without a task
+/// (`submit(batch:then:)`, the page open's path) crosses once: its results are handled on the connection's loop.
 ///
 /// Every call is bounded: connecting by the connect timeout, each call by the command timeout from the moment it is
 /// written (a timer on the event loop; when it fires the connection is closed and every call outstanding on it fails
@@ -76,6 +77,15 @@ final class RedisPool: Sendable {
             connection.submit(RedisCall(commands: commands, completion: .caller(continuation)))
         }
     }
+
+    /// ``execute(batch:)`` without a task: the same call on the next connection, its results handed to `done` on that
+    /// connection's event loop (or at once, when Redis is known to be down or the pool is closed). `done` must not
+    /// block: it runs on an event loop.
+    func submit(batch commands: [[[UInt8]]], then done: @escaping @Sendable (RedisCall.Results) -> Void) {
+        guard !commands.isEmpty else { return done([]) }
+        let connection = connections[(next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % connections.count]
+        connection.submit(RedisCall(commands: commands, completion: .callback(done)))
+    }
 }
 
 /// One call's commands, the replies that arrived for it, and where its results go.
@@ -85,8 +95,10 @@ struct RedisCall: Sendable {
     enum Completion: Sendable {
         /// A caller suspended in `RedisPool.execute`.
         case caller(CheckedContinuation<Results, Never>)
-        /// The connection's own `AUTH`/`SELECT`, answered on the event loop.
-        case handshake(@Sendable (Results) -> Void)
+        /// A function called with the results on the connection's event loop (or at once, on the submitting thread,
+        /// when the call fails before it is queued): the connection's own `AUTH`/`SELECT`, and the store's calls made
+        /// without a task (``RedisPool/submit(batch:then:)``).
+        case callback(@Sendable (Results) -> Void)
     }
 
     var commands: [[[UInt8]]]
@@ -132,7 +144,7 @@ struct RedisCall: Sendable {
         }
         switch completion {
         case .caller(let continuation): continuation.resume(returning: results)
-        case .handshake(let done): done(results)
+        case .callback(let done): done(results)
         }
     }
 }
@@ -270,7 +282,7 @@ final class PooledConnection: Sendable {
         handler.send(
             RedisCall(
                 commands: commands,
-                completion: .handshake { results in
+                completion: .callback { results in
                     let handler = box.value
                     if let failure = Self.handshakeFailure(results, endpoint: endpoint) {
                         handler.retire()

@@ -182,83 +182,169 @@ public final class RedisStore: ResponseStore, Service {
         await begin([(key: key, policy: policy)])[0]
     }
 
-    /// See `ResponseStore.begin(_:)`. Every key's script goes to Redis in one pipeline on one connection (one round
-    /// trip for a page's requests instead of one each); Redis runs them in order, so each key's outcome is exactly
-    /// what a `begin` of its own would get at that point, duplicates included (the first leads, the rest join).
-    /// Keys whose script got no answer (Redis went down, even part-way) fall back to this replica's memory store,
-    /// one by one in order, as a single `begin` does.
+    /// See `ResponseStore.begin(_:)`, through ``begin(_:then:)``.
     public func begin(_ requests: [(key: StoreKey, policy: StorePolicy)]) async -> [BeginOutcome] {
-        let claims = requests.map { calls.claim($0.key, policy: $0.policy, token: Self.newToken()) }
-        let replies = await eval(claims.map(\.call))
-        var outcomes: [BeginOutcome] = []
-        outcomes.reserveCapacity(requests.count)
-        for (claim, reply) in zip(claims, replies) {
-            let now = clock.now
-            switch state.withLock({ $0.beginReplied(claim, reply: reply, now: now) }) {
-            case .done(let outcome):
-                outcomes.append(outcome)
-            case .beginInFallback:
-                outcomes.append(await beginInFallback(claim))
-            }
+        await withCheckedContinuation { continuation in
+            _ = begin(requests) { continuation.resume(returning: $0) }
         }
-        return outcomes
     }
 
-    /// See `ResponseStore.put`. The begin and complete scripts go to Redis in one pipeline: the complete script runs
-    /// right after the begin script and only finds its lock when the begin led, so a key in flight or fresh is left
-    /// alone, exactly as a `begin` followed (when leading) by a `complete`. A key whose begin got no answer takes
-    /// that path through the fallback store.
+    /// See `ResponseStore.beginsAndSettlesWithoutTasks`: always, the round trips run on the pool's event loops.
+    public var beginsAndSettlesWithoutTasks: Bool { true }
+
+    /// See `ResponseStore.begin(_:then:)`. Every key's script goes to Redis in one pipeline on one connection (one
+    /// round trip for a page's requests instead of one each); Redis runs them in order, so each key's outcome is
+    /// exactly what a `begin` of its own would get at that point, duplicates included (the first leads, the rest
+    /// join). Keys whose script got no answer (Redis went down, even part-way) fall back to this replica's memory
+    /// store, one by one in order, as a single `begin` does. `done` runs on the Redis connection's event loop.
+    public func begin(
+        _ requests: [(key: StoreKey, policy: StorePolicy)], then done: @escaping @Sendable ([BeginOutcome]) -> Void
+    ) -> Bool {
+        let claims = requests.map { calls.claim($0.key, policy: $0.policy, token: Self.newToken()) }
+        eval(claims.map(\.call)) { [self] replies in
+            var outcomes: [BeginOutcome] = []
+            outcomes.reserveCapacity(claims.count)
+            for (claim, reply) in zip(claims, replies) {
+                let now = clock.now
+                switch state.withLock({ $0.beginReplied(claim, reply: reply, now: now) }) {
+                case .done(let outcome): outcomes.append(outcome)
+                case .beginInFallback: outcomes.append(beginInFallback(claim))
+                }
+            }
+            done(outcomes)
+        }
+        return true
+    }
+
+    /// See `ResponseStore.put`, through ``settle(_:then:)``.
     @discardableResult
     public func put(_ key: StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>) async -> Bool {
-        let claim = calls.claim(key, policy: policy, token: Self.newToken())
-        let completion = completion(claim.lead, result: result)
-        let sentAt = clock.now
-        state.withLock { $0.completing(completion, sentAt: sentAt) }
-        let replies = await eval([claim.call, completion.call])
-        switch RedisStoreState.putReplied(beginReply: replies[0]) {
-        case .declined:
-            state.withLock { $0.completionDropped(completion) }
-            return false
-        case .settleCompletion:
-            await settle(completion, key: key, reply: replies[1], sentAt: sentAt)
-            return true
-        case .beginInFallback:
-            state.withLock { $0.completionDropped(completion) }
-            guard case .leader(let token) = await beginInFallback(claim) else { return false }
-            await complete(key, token: token, result: result)
-            return true
+        await withCheckedContinuation { continuation in
+            put(key, policy: policy, result: result) { continuation.resume(returning: $0) }
         }
     }
 
-    /// See `ResponseStore.complete`. A result Redis cannot take (it went down mid-flight) is kept in the fallback
-    /// store instead, so this replica's readers still get it.
+    /// `put` through a callback: the begin and complete scripts go to Redis in one pipeline. The complete script runs
+    /// right after the begin script and only finds its lock when the begin led, so a key in flight or fresh is left
+    /// alone, exactly as a `begin` followed (when leading) by a `complete`. A key whose begin got no answer takes
+    /// that path through the fallback store. `done` gets whether the result was stored.
+    private func put(
+        _ key: StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>,
+        then done: @escaping @Sendable (Bool) -> Void
+    ) {
+        let (calls, settled) = prepare(.put(key, policy: policy, result: result))
+        eval(calls) { replies in done(settled(replies[...])) }
+    }
+
+    /// See `ResponseStore.complete`, through ``settle(_:then:)``. A result Redis cannot take (it went down
+    /// mid-flight) is kept in the fallback store instead, so this replica's readers still get it.
     public func complete(_ key: StoreKey, token: FlightToken, result: Result<StoredResponse, StoreFailure>) async {
-        switch state.withLock({ $0.complete(key, token: token) }) {
-        case .ignore:
-            logger.debug("completion from a stale or unknown flight ignored", metadata: ["store.key": "\(key)"])
-        case .completeInFallback(let fallbackToken, let digest, let policy):
-            await fallback.complete(key, token: fallbackToken, result: result)
-            let now = clock.now
-            state.withLock { $0.fallbackCompleted(digest, policy: policy, now: now) }
-            waiters.notify(digest)
-        case .completeInRedis(let lead):
-            let completion = completion(lead, result: result)
+        await settle([.complete(key, token: token, result: result)])
+    }
+
+    /// See `ResponseStore.abandon`, through ``settle(_:then:)``.
+    public func abandon(_ key: StoreKey, token: FlightToken) async {
+        await settle([.abandon(key, token: token)])
+    }
+
+    /// See `ResponseStore.settle(_:)`: every settlement's scripts in one pipeline, through ``settle(_:then:)``.
+    public func settle(_ settlements: [Settlement]) async {
+        await withCheckedContinuation { continuation in
+            _ = settle(settlements) { continuation.resume() }
+        }
+    }
+
+    /// See `ResponseStore.settle(_:then:)`. The scripts of every settlement go to Redis in one pipeline, in order
+    /// (one round trip for a batch of a page open's results); settlements of flights led in the fallback store are
+    /// done there at once. Each reply is then handled as the single operation would handle it, and `done` runs,
+    /// on the Redis connection's event loop.
+    public func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void) -> Bool {
+        var calls: [ScriptCall] = []
+        var handlers: [@Sendable (ArraySlice<Result<RedisValue, RedisCallError>>) -> Bool] = []
+        var counts: [Int] = []
+        for settlement in settlements {
+            let (own, settled) = prepare(settlement)
+            calls += own
+            counts.append(own.count)
+            handlers.append(settled)
+        }
+        let (handled, sizes) = (handlers, counts)
+        eval(calls) { replies in
+            var start = 0
+            for (handle, size) in zip(handled, sizes) {
+                _ = handle(replies[start..<start + size])
+                start += size
+            }
+            done()
+        }
+        return true
+    }
+
+    /// What one settlement sends to Redis (nothing, when it is done in the fallback store or ignored), and what
+    /// handles the replies to it (returning whether a put stored its result).
+    private func prepare(
+        _ settlement: Settlement
+    ) -> (calls: [ScriptCall], settled: @Sendable (ArraySlice<Result<RedisValue, RedisCallError>>) -> Bool) {
+        switch settlement {
+        case .complete(let key, let token, let result):
+            switch state.withLock({ $0.complete(key, token: token) }) {
+            case .ignore:
+                logger.debug("completion from a stale or unknown flight ignored", metadata: ["store.key": "\(key)"])
+                return ([], { _ in false })
+            case .completeInFallback(let fallbackToken, let digest, let policy):
+                _ = fallback.settleNow([.complete(key, token: fallbackToken, result: result)])
+                let now = clock.now
+                state.withLock { $0.fallbackCompleted(digest, policy: policy, now: now) }
+                waiters.notify(digest)
+                return ([], { _ in true })
+            case .completeInRedis(let lead):
+                let completion = completion(lead, result: result)
+                let sentAt = clock.now
+                state.withLock { $0.completing(completion, sentAt: sentAt) }
+                return (
+                    [completion.call],
+                    { [self] replies in
+                        settle(completion, key: key, reply: replies[replies.startIndex], sentAt: sentAt)
+                        return true
+                    }
+                )
+            }
+        case .abandon(let key, let token):
+            switch state.withLock({ $0.abandon(key, token: token) }) {
+            case .ignore:
+                return ([], { _ in false })
+            case .abandonInFallback(let fallbackToken):
+                _ = fallback.settleNow([.abandon(key, token: fallbackToken)])
+                return ([], { _ in false })
+            case .abandonInRedis(let call):
+                return ([call], { _ in false })
+            }
+        case .put(let key, let policy, let result):
+            let claim = calls.claim(key, policy: policy, token: Self.newToken())
+            let completion = completion(claim.lead, result: result)
             let sentAt = clock.now
             state.withLock { $0.completing(completion, sentAt: sentAt) }
-            let reply = await eval([completion.call])[0]
-            await settle(completion, key: key, reply: reply, sentAt: sentAt)
-        }
-    }
-
-    /// See `ResponseStore.abandon`.
-    public func abandon(_ key: StoreKey, token: FlightToken) async {
-        switch state.withLock({ $0.abandon(key, token: token) }) {
-        case .ignore:
-            return
-        case .abandonInFallback(let fallbackToken):
-            await fallback.abandon(key, token: fallbackToken)
-        case .abandonInRedis(let call):
-            _ = await eval([call])
+            return (
+                [claim.call, completion.call],
+                { [self] replies in
+                    let (beginReply, completionReply) = (replies[replies.startIndex], replies[replies.startIndex + 1])
+                    switch RedisStoreState.putReplied(beginReply: beginReply) {
+                    case .declined:
+                        state.withLock { $0.completionDropped(completion) }
+                        return false
+                    case .settleCompletion:
+                        settle(completion, key: key, reply: completionReply, sentAt: sentAt)
+                        return true
+                    case .beginInFallback:
+                        state.withLock { $0.completionDropped(completion) }
+                        guard case .leader(let token) = beginInFallback(claim) else { return false }
+                        // Led in the fallback store: completed there, with nothing sent to Redis.
+                        let (sent, completed) = prepare(.complete(key, token: token, result: result))
+                        assert(sent.isEmpty, "a flight led in the fallback store completes there")
+                        return completed([][...])
+                    }
+                }
+            )
         }
     }
 
@@ -474,8 +560,10 @@ public final class RedisStore: ResponseStore, Service {
     }
 
     /// Begins `claim` in the fallback store (Redis gave no answer) and records a lead there.
-    private func beginInFallback(_ claim: RedisStoreState.Claim) async -> BeginOutcome {
-        let outcome = await fallback.begin(claim.key, policy: claim.policy)
+    private func beginInFallback(_ claim: RedisStoreState.Claim) -> BeginOutcome {
+        guard let outcome = fallback.beginWithoutSuspending([(key: claim.key, policy: claim.policy)])?.first else {
+            preconditionFailure("the fallback store begins without suspending")
+        }
         let now = clock.now
         return state.withLock { $0.fallbackBegan(claim, outcome: outcome, now: now) }
     }
@@ -491,7 +579,7 @@ public final class RedisStore: ResponseStore, Service {
     private func settle(
         _ completion: RedisStoreState.Completion, key: StoreKey, reply: Result<RedisValue, RedisCallError>,
         sentAt: ContinuousClock.Instant
-    ) async {
+    ) {
         switch state.withLock({ $0.completionReplied(completion, reply: reply, sentAt: sentAt) }) {
         case .wake(let digest, let payload):
             waiters.notify(digest, payload: payload)
@@ -504,8 +592,8 @@ public final class RedisStore: ResponseStore, Service {
                 "Redis unreachable at completion; keeping the result on this replica",
                 metadata: ["store.key": "\(key)", "redis.error": "\(error)"])
             let policy = completion.lead.policy
-            if case .leader(let fallbackToken) = await fallback.begin(key, policy: policy) {
-                await fallback.complete(key, token: fallbackToken, result: completion.result)
+            if case .leader(let fallbackToken)? = fallback.beginWithoutSuspending([(key: key, policy: policy)])?.first {
+                _ = fallback.settleNow([.complete(key, token: fallbackToken, result: completion.result)])
                 let now = clock.now
                 state.withLock { $0.fallbackCompleted(digest, policy: policy, now: now) }
             }
@@ -522,17 +610,33 @@ public final class RedisStore: ResponseStore, Service {
     /// by a restart) go again with their sources, in order, in a second pipeline. Results are in call order. A
     /// Redis error reply (not an outage) is logged and reported as a failure so callers treat it like one.
     private func eval(_ calls: [ScriptCall]) async -> [Result<RedisValue, RedisCallError>] {
-        var replies = await pool.execute(batch: calls.map { [Array("EVALSHA".utf8), Array($0.script.sha.utf8)] + $0.tail })
-        let uncached = replies.indices.filter { index in
-            if case .success(.error(let message)) = replies[index], message.hasPrefix("NOSCRIPT") { return true }
-            return false
+        await withCheckedContinuation { continuation in
+            eval(calls) { continuation.resume(returning: $0) }
         }
-        if !uncached.isEmpty {
-            let retried = await pool.execute(
-                batch: uncached.map { [Array("EVAL".utf8), Array(calls[$0].script.source.utf8)] + calls[$0].tail })
-            for (index, reply) in zip(uncached, retried) { replies[index] = reply }
+    }
+
+    /// ``eval(_:)`` without a task: `done` gets the results on the Redis connection's event loop (at once when there
+    /// is nothing to send).
+    private func eval(_ calls: [ScriptCall], then done: @escaping @Sendable ([Result<RedisValue, RedisCallError>]) -> Void) {
+        guard !calls.isEmpty else { return done([]) }
+        pool.submit(batch: calls.map { [Array("EVALSHA".utf8), Array($0.script.sha.utf8)] + $0.tail }) { [self] replies in
+            let uncached = replies.indices.filter { index in
+                if case .success(.error(let message)) = replies[index], message.hasPrefix("NOSCRIPT") { return true }
+                return false
+            }
+            guard !uncached.isEmpty else { return done(checked(replies)) }
+            pool.submit(batch: uncached.map { [Array("EVAL".utf8), Array(calls[$0].script.source.utf8)] + calls[$0].tail }) {
+                [self] retried in
+                var replies = replies
+                for (index, reply) in zip(uncached, retried) { replies[index] = reply }
+                done(checked(replies))
+            }
         }
-        return replies.map { reply in
+    }
+
+    /// Replies with every Redis error reply logged and turned into a failure.
+    private func checked(_ replies: [Result<RedisValue, RedisCallError>]) -> [Result<RedisValue, RedisCallError>] {
+        replies.map { reply in
             guard case .success(.error(let message)) = reply else { return reply }
             logger.error("Redis rejected a store script", metadata: ["redis.error": "\(message)"])
             return .failure(RedisCallError(kind: .io, message: message))

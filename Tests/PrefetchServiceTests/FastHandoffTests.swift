@@ -43,15 +43,46 @@ import Testing
     /// Runs `body` with the same config on two services: the fast handoff on, and off.
     func withBoth(_ body: @Sendable (_ fast: LiveService, _ routed: LiveService) async throws -> Void) async throws {
         try await withUpstream { upstream in
-            let routedSettings = {
-                var settings = testSettings()
-                settings.fastHandoff = false
-                return settings
-            }()
-            try await withService(config: Self.config(upstream.port)) { fast in
-                try await withService(config: Self.config(upstream.port), settings: routedSettings) { routed in
-                    try await body(fast, routed)
-                }
+            try await withBoth(upstream, settings: testSettings(), body)
+        }
+    }
+
+    /// `withBoth` with each service on a redis-server of its own (started and stopped here).
+    func withBothOnRedis(_ body: @Sendable (_ fast: LiveService, _ routed: LiveService) async throws -> Void) async throws {
+        try await withUpstream { upstream in
+            let fastRedis = try ServeReplicaTests.Redis()
+            let routedRedis = try ServeReplicaTests.Redis()
+            do {
+                try await fastRedis.start()
+                try await routedRedis.start()
+                var fast = testSettings()
+                fast.storeURL = "redis://127.0.0.1:\(fastRedis.port)"
+                var routed = testSettings()
+                routed.storeURL = "redis://127.0.0.1:\(routedRedis.port)"
+                try await withBoth(upstream, settings: fast, routedStore: routed.storeURL, body)
+            } catch {
+                await fastRedis.stop()
+                await routedRedis.stop()
+                throw error
+            }
+            await fastRedis.stop()
+            await routedRedis.stop()
+        }
+    }
+
+    private func withBoth(
+        _ upstream: TestUpstream, settings: ServiceSettings, routedStore: String? = nil,
+        _ body: @Sendable (_ fast: LiveService, _ routed: LiveService) async throws -> Void
+    ) async throws {
+        let routedSettings = {
+            var routed = settings
+            routed.fastHandoff = false
+            if let routedStore { routed.storeURL = routedStore }
+            return routed
+        }()
+        try await withService(config: Self.config(upstream.port), settings: settings) { fast in
+            try await withService(config: Self.config(upstream.port), settings: routedSettings) { routed in
+                try await body(fast, routed)
             }
         }
     }
@@ -237,6 +268,44 @@ import Testing
             // The 202 and the 404 (engine answers) were written on the event loop; the rest by the router.
             #expect(try await eventLoopAnswers(fast, "trigger") == before + 2)
             #expect(try await eventLoopAnswers(routed, "trigger") == 0)
+        }
+    }
+
+    /// With the Redis store the trigger is answered on the event loop too, once Redis has the claims and the ticket's
+    /// record (no task): the router's bytes and refusals, and requests pipelined behind it answered after it, in
+    /// order. (`ServeReplicaTests` reads such a ticket on another replica right after its answer.)
+    @Test func onRedisTheTriggerWritesTheRoutersBytesWithoutATask() async throws {
+        try await withBothOnRedis { fast, routed in
+            let json = ["Content-Type": "application/json", "Origin": "https://m.example.com"]
+            let cases: [(String, Int)] = [
+                (#"{"url": "https://m.example.com/item?id=7"}"#, 202), (#"{"url": "https://m.example.com/nowhere"}"#, 404),
+            ]
+            let before = try await eventLoopAnswers(fast, "trigger")
+            for (body, status) in cases {
+                let a = normalised(try await rawPost(fast, "/v1/prefetch", body: body, headers: json))
+                let b = normalised(try await rawPost(routed, "/v1/prefetch", body: body, headers: json))
+                #expect(rawStatus(a) == status, "\(body): \(a)")
+                #expect(a == b, "\(body): fast\n\(a)\nrouted\n\(b)")
+            }
+            #expect(try await eventLoopAnswers(fast, "trigger") == before + 2)
+
+            // A trigger, then a health check and a second trigger in the same write: three answers, in order.
+            let host = "Host: 127.0.0.1:\(fast.port)\r\n"
+            let first = #"{"url": "https://m.example.com/item?id=1"}"#
+            let second = #"{"url": "https://m.example.com/item?id=2"}"#
+            let post = { (body: String, last: Bool) in
+                "POST /v1/prefetch HTTP/1.1\r\n\(host)Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n"
+                    + (last ? "Connection: close\r\n" : "") + "\r\n" + body
+            }
+            let answer = try await rawExchange(
+                port: fast.port, post(first, false) + "GET /healthz HTTP/1.1\r\n\(host)\r\n" + post(second, true))
+            let pages = answer.ranges(of: #""page":"https://m.example.com/item?id="#).map { answer[$0.upperBound...].prefix(1) }
+            #expect(pages == ["1", "2"], "\(answer)")
+            let health = try #require(answer.range(of: #""status":"ok""#), "\(answer)")
+            let ids = answer.ranges(of: #""page":"https://m.example.com/item?id="#).map(\.lowerBound)
+            #expect(ids.count == 2 && ids[0] < health.lowerBound && health.lowerBound < ids[1], "\(answer)")
+            // The first on the event loop; the second behind the routed health check, so routed too, to keep the order.
+            #expect(try await eventLoopAnswers(fast, "trigger") == before + 3)
         }
     }
 

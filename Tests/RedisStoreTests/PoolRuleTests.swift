@@ -18,7 +18,7 @@ import Testing
         let box = Box()
         let call = RedisCall(
             commands: Array(repeating: [Array("PING".utf8)], count: commands),
-            completion: .handshake { results in box.results.withLock { $0 = results } })
+            completion: .callback { results in box.results.withLock { $0 = results } })
         return (call, box)
     }
 
