@@ -521,26 +521,49 @@ public final class Orchestrator: Sendable {
         return outcomes
     }
 
-    /// ``readAll(_:wait:)`` without a task, for an event loop, when the store answers without suspending (else
-    /// nil): the outcomes now, or (`canWait` and something in flight) a wait whose outcomes go to `notify`, on the
-    /// thread that settles the last of them or ends the wait (`StoreWait.expire()`). `notify` must not block.
+    /// ``readAll(_:wait:)`` without a task, for an event loop, when the store reads without tasks (else nil): the
+    /// outcomes now, or a wait whose outcomes go to `notify`, on the thread that settles the last of them, answers
+    /// the last of them (Redis) or ends the wait (`StoreWait.expire()`). With `canWait` what is in flight is waited
+    /// for until `expire()`; a store that must ask Redis first answers `.waiting` even without it. `notify` must
+    /// not block.
     public func readAllWithoutSuspending(
         _ ticket: Ticket, canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
     ) -> ImmediateRead? {
-        guard store.answersWithoutSuspending else { return nil }
+        guard store.readsWithoutTasks else { return nil }
         let (keys, keptPrivate) = readKeys(of: ticket)
-        let withOwnCopies: @Sendable ([ReadOutcome]) -> [ReadOutcome] = { [self] outcomes in
-            var outcomes = outcomes
-            for index in ownCopiesToRead(keptPrivate, outcomes) {
-                let own = store.readWithoutSuspending([privateKey(keys[index], ticket: ticket.id)], canWait: false) { _ in }
-                if case .done(let read)? = own, let first = read.first { outcomes[index] = Self.ownCopy(first, else: outcomes[index]) }
-            }
-            return outcomes
+        let withOwnCopies: @Sendable ([ReadOutcome]) -> Void = { [self] outcomes in
+            if let done = ownCopies(ticket, keys: keys, keptPrivate: keptPrivate, outcomes, then: notify) { notify(done) }
         }
-        switch store.readWithoutSuspending(keys, canWait: canWait, notify: { notify(withOwnCopies($0)) }) {
-        case .done(let outcomes): return .done(withOwnCopies(outcomes))
+        switch store.readWithoutSuspending(keys, canWait: canWait, notify: withOwnCopies) {
+        case .done(let outcomes):
+            guard let done = ownCopies(ticket, keys: keys, keptPrivate: keptPrivate, outcomes, then: notify) else {
+                // The store must ask Redis for the ticket's own copies: the outcomes come to `notify`.
+                return .waiting(StoreWait {})
+            }
+            return .done(done)
         case .waiting(let wait): return .waiting(wait)
         case nil: return nil
+        }
+    }
+
+    /// `outcomes` with the ticket's own copies read where it may have kept them (see ``ownCopiesToRead(_:_:)``):
+    /// now, or nil when the store answers later, and then the result goes to `then`.
+    private func ownCopies(
+        _ ticket: Ticket, keys: [StoreKey], keptPrivate: [Bool], _ outcomes: [ReadOutcome],
+        then: @escaping @Sendable ([ReadOutcome]) -> Void
+    ) -> [ReadOutcome]? {
+        let indices = ownCopiesToRead(keptPrivate, outcomes)
+        guard !indices.isEmpty else { return outcomes }
+        let merge: @Sendable ([ReadOutcome]) -> [ReadOutcome] = { own in
+            var merged = outcomes
+            for (index, copy) in zip(indices, own) { merged[index] = Self.ownCopy(copy, else: merged[index]) }
+            return merged
+        }
+        let privateKeys = indices.map { privateKey(keys[$0], ticket: ticket.id) }
+        switch store.readWithoutSuspending(privateKeys, canWait: false, notify: { then(merge($0)) }) {
+        case .done(let own): return merge(own)
+        case .waiting: return nil
+        case nil: preconditionFailure("a store that reads without tasks reads every key without a task")
         }
     }
 

@@ -26,7 +26,7 @@ import Synchronization
 /// request (``ConnectionState``). For a request it can answer it runs
 /// the same checks with the same code, in the same order, and writes the same bytes: `PageGuardMiddleware`'s origin
 /// rules and headers, `JSONBodyMiddleware`'s media type, the trigger's body parsing (`PrefetchRoutes.jsonObject`,
-/// `pageURL`, `credentialHeaders`) and `Orchestrator.triggerWithoutSuspending` (the routed trigger's own checks,
+/// `pageURL`, `credentialHeaders`) and `Orchestrator.trigger(page:...:then:)` (the routed trigger's own checks,
 /// claims and page open, run without a task), `TicketAccess` and the page-origin rule (`PrefetchRoutes.pageRead`
 /// for a `page=` read), the interface selection, the store reads (`readIfReady`, `readAllWithoutSuspending`: a
 /// no-store response is consumed exactly once), the answers (`TriggerAnswer`, `ResultsAnswer`, the replay, an
@@ -34,10 +34,15 @@ import Synchronization
 /// must wait registers its wait with the store (no task) and is written when the ticket's flights settle (on the
 /// curl loop's thread, handed back to this event loop) or when its wait ends (a timer on this event loop).
 ///
+/// With the Redis store the trigger, the open and the results view are answered here too: their round trips to
+/// Redis run on the pool's event loops through callbacks, and the answer is handed back to this connection's loop
+/// when Redis has answered (``Answer/underway``, ``Answer/later(_:deadline:)``). Data reads with the Redis store
+/// are answered here only from its local tier (`readIfReady`); the rest are routed.
+///
 /// Anything else (a refusal before the engine, a pending, failed, missing or private data entry, a ticket held by
-/// another replica, a Redis store, a bad parameter, a body that is not JSON) goes on, untouched, to the router,
-/// which answers it as always. Pipelining keeps its order: while an answer of this handler or of the router is
-/// outstanding, later requests wait (see `FastHandoffHandler`). `--no-fast-handoff` turns it off.
+/// another replica, a bad parameter, a body that is not JSON) goes on, untouched, to the router, which answers it
+/// as always. Pipelining keeps its order: while an answer of this handler or of the router is outstanding, later
+/// requests wait (see `FastHandoffHandler`). `--no-fast-handoff` turns it off.
 struct FastHandoff: Sendable {
     let orchestrator: Orchestrator
     let origins: AllowedOrigins
@@ -250,7 +255,7 @@ struct FastHandoff: Sendable {
     }
 
     /// `GET /v1/prefetch/{ticket}`: every result of the ticket, now when none is in flight (or `wait` is zero),
-    /// else once they settle or the wait ends.
+    /// else once they settle or the wait ends; with the Redis store, once Redis has answered (and the wait ended).
     private func results(
         _ head: HTTPRequest, id: String, query: Parameters, origin: (origin: String?, grant: AllowedOrigins.Grant),
         deliver: () -> Deliver
@@ -267,9 +272,10 @@ struct FastHandoff: Sendable {
         // the routed path waits on that clock instead.
         let canWait = wait > .zero
         if canWait && !(orchestrator.clock is ContinuousClock) { return nil }
-        // The delivery is made only for a wait: without one the store answers at once and never notifies.
+        // The delivery is made only for a wait, or for a store that asks Redis first: an in-process store answers a
+        // read that may not wait at once and never notifies.
         let notify: @Sendable ([ReadOutcome]) -> Void
-        if canWait {
+        if canWait || !orchestrator.store.answersWithoutSuspending {
             let delivery = deliver()
             notify = { delivery(answer($0)) }
         } else {

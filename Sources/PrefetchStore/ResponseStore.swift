@@ -326,10 +326,15 @@ public protocol ResponseStore: Sendable {
     /// store's answer. Returns false, having done nothing, when the store cannot. `done` must not block.
     func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void) -> Bool
 
-    /// Reads `keys` without suspending, when the store can (an in-process store), or nil, having done nothing.
-    /// Every outcome is counted as `read` counts it and a no-store response is consumed alike. With `canWait`, keys
-    /// in flight are waited for without a task: ``ImmediateRead/waiting(_:)``, and `notify` is called once, on the
-    /// thread that settles the last of them (or that calls `expire()`); it must not block.
+    /// Whether ``readWithoutSuspending(_:canWait:notify:)`` always takes its call: an in-process store, or a shared
+    /// one whose round trips run on event loops (Redis).
+    var readsWithoutTasks: Bool { get }
+
+    /// Reads `keys` without a task, when the store can, or nil, having done nothing. Every outcome is counted as
+    /// `read` counts it and a no-store response is consumed alike. With `canWait`, keys in flight are waited for
+    /// until the caller calls `expire()`: ``ImmediateRead/waiting(_:)``, and `notify` is called once, on the thread
+    /// that settles the last of them (or that calls `expire()`); it must not block. A store that must ask a server
+    /// first (Redis) answers `.waiting` even without `canWait`, and `notify` gets its answer.
     func readWithoutSuspending(
         _ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
     )
@@ -487,6 +492,9 @@ extension ResponseStore {
 
     /// See `ResponseStore.settleNow`: false, always the asynchronous path.
     public func settleNow(_ settlements: [Settlement]) -> Bool { false }
+
+    /// See `ResponseStore.readsWithoutTasks`: when the store answers without suspending.
+    public var readsWithoutTasks: Bool { answersWithoutSuspending }
 
     /// See `ResponseStore.beginsAndSettlesWithoutTasks`: when the store answers without suspending.
     public var beginsAndSettlesWithoutTasks: Bool { answersWithoutSuspending }

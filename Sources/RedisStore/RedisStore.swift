@@ -66,15 +66,17 @@ public final class RedisStore: ResponseStore, Service {
 
     private let keySpace: KeySpace
     private let calls: RedisStoreState.Calls
-    private let state: SharedStoreState
+    let state: SharedStoreState
     private let health: RedisHealthMonitor
     private let pool: RedisPool
+    /// Where reads without a task keep their timers (an event loop of the pool's group).
+    let timerLoop: any EventLoop
     private let subscriber: RedisSubscriber
-    private let waiters: LocalWaiters
-    private let fallback: MemoryStore
-    private let metrics: RedisStoreMetrics
-    private let logger: Logger
-    private let clock: any ServiceClock
+    let waiters: LocalWaiters
+    let fallback: MemoryStore
+    let metrics: RedisStoreMetrics
+    let logger: Logger
+    let clock: any ServiceClock
 
     /// Creates a store for `url` (`redis://[user[:password]@]host[:port][/db]`, see `RedisEndpoint.init(url:)`).
     /// Does not connect: connections are made on first use and by `run()`, so creating a store never blocks.
@@ -119,9 +121,9 @@ public final class RedisStore: ResponseStore, Service {
             endpoint: endpoint, connectTimeout: configuration.connectTimeout,
             commandTimeout: configuration.commandTimeout,
             limits: RESPLimits(maximumValueBytes: configuration.maximumValueBytes))
-        self.pool = RedisPool(
-            size: configuration.connections, settings: settings, health: health,
-            eventLoopGroup: eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton)
+        let group = eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
+        self.pool = RedisPool(size: configuration.connections, settings: settings, health: health, eventLoopGroup: group)
+        self.timerLoop = group.next()
         let waiters = LocalWaiters()
         self.waiters = waiters
         let fallback = MemoryStore(
@@ -617,7 +619,7 @@ public final class RedisStore: ResponseStore, Service {
 
     /// ``eval(_:)`` without a task: `done` gets the results on the Redis connection's event loop (at once when there
     /// is nothing to send).
-    private func eval(_ calls: [ScriptCall], then done: @escaping @Sendable ([Result<RedisValue, RedisCallError>]) -> Void) {
+    func eval(_ calls: [ScriptCall], then done: @escaping @Sendable ([Result<RedisValue, RedisCallError>]) -> Void) {
         guard !calls.isEmpty else { return done([]) }
         pool.submit(batch: calls.map { [Array("EVALSHA".utf8), Array($0.script.sha.utf8)] + $0.tail }) { [self] replies in
             let uncached = replies.indices.filter { index in

@@ -306,6 +306,21 @@ import Testing
             #expect(ids.count == 2 && ids[0] < health.lowerBound && health.lowerBound < ids[1], "\(answer)")
             // The first on the event loop; the second behind the routed health check, so routed too, to keep the order.
             #expect(try await eventLoopAnswers(fast, "trigger") == before + 3)
+
+            // The results view: Redis's answers, waited for on the event loop, the router's bytes.
+            let fastTicket = try #require(try await fast.trigger(Self.page).json["ticket"] as? String)
+            let routedTicket = try #require(try await routed.trigger(Self.page).json["ticket"] as? String)
+            let viewsBefore = try await eventLoopAnswers(fast, "results")
+            for wait in ["0", "300"] {
+                try await waitReady(fast, fastTicket, "plain")
+                try await waitReady(routed, routedTicket, "plain")
+                let a = normalised(try await raw(fast, "/v1/prefetch/\(fastTicket)?wait=\(wait)")).timingFree
+                let b = normalised(try await raw(routed, "/v1/prefetch/\(routedTicket)?wait=\(wait)")).timingFree
+                #expect(rawStatus(a) == 200 && a.contains(#""state":"ready""#), "\(a)")
+                #expect(
+                    a.replacingOccurrences(of: fastTicket, with: "<ticket>") == b.replacingOccurrences(of: routedTicket, with: "<ticket>"))
+            }
+            #expect(try await eventLoopAnswers(fast, "results") == viewsBefore + 2)
         }
     }
 

@@ -150,7 +150,7 @@ extension String {
     ///   failure forgotten after the negative TTL (the two services opened their pages a moment apart): in the
     ///   results view, and as a data read's 504 `pending`, 502 `timeout` or 404 `expired`;
     /// - an open's lease (its id, times, and whether the renderer was warm depend on the pools' background refill).
-    fileprivate var timingFree: String {
+    var timingFree: String {
         var text = replacingOccurrences(of: #""flight":"[a-z]+","#, with: #""flight":"<varies>","#, options: .regularExpression)
             .replacingOccurrences(of: #""renderer":\{[^}]*\}"#, with: #""renderer":<lease>"#, options: .regularExpression)
             .replacingOccurrences(of: #""state":"(pending|stored)","url""#, with: #""state":"<varies>","url""#, options: .regularExpression)

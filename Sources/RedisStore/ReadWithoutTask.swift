@@ -1,0 +1,248 @@
+import Logging
+import NIOCore
+public import PrefetchStore
+import Synchronization
+
+extension RedisStore {
+    /// See `ResponseStore.readsWithoutTasks`: always; the round trips run on the pool's event loops.
+    public var readsWithoutTasks: Bool { true }
+
+    /// See `ResponseStore.readWithoutSuspending`: every key read as `read(_:wait:)` reads it (the same state machine:
+    /// the local tier, the lead on this replica, the probe, the wait for the announcement with its polling, the
+    /// fallback store), driven by callbacks instead of a task: the keys' probes go in one pipeline, a waiting key
+    /// is woken by the announcement or by a timer on an event loop. `.done` when the local tier answered every key;
+    /// otherwise `.waiting`, even without `canWait` (Redis must answer first), and `notify` gets the outcomes on the
+    /// thread of the last answer. With `canWait` the keys in flight are waited for until `expire()` (at most
+    /// ``longestWaitWithoutTask``); without it, a key in flight reads `.pending`.
+    public func readWithoutSuspending(
+        _ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
+    ) -> ImmediateRead? {
+        let read = PageRead(store: self, keys: keys, notify: notify)
+        if let outcomes = read.start(wait: canWait ? Self.longestWaitWithoutTask : .zero) { return .done(outcomes) }
+        return .waiting(StoreWait { read.expire() })
+    }
+
+    /// See `ResponseStore.readIfReady`: a response in this replica's local tier, read as `read(_:wait:)` reads it
+    /// first; nil (and nothing counted) for anything that needs Redis.
+    public func readIfReady(_ key: StoreKey) -> ReadOutcome? {
+        let now = clock.now
+        let (reader, step) = state.withLock { $0.startRead(key, wait: .zero, cancelled: false, now: now) }
+        state.withLock { $0.readEnded(reader) }
+        guard case .finish(let outcome, let label) = step, case .ready = outcome else { return nil }
+        metrics.record(outcome, label: label)
+        return outcome
+    }
+
+    /// The longest a read without a task waits when its caller never calls `expire()`.
+    public static let longestWaitWithoutTask = Duration.seconds(60)
+
+    /// One read of several keys without a task. Each key runs the reader state machine one step at a time: at most
+    /// one probe or one wait of a key is outstanding, so its reader is only touched by the step in progress;
+    /// announcements that arrive meanwhile are remembered (as `Wakeup` remembers them) and taken by its next wait.
+    final class PageRead: Sendable {
+        private struct Slot {
+            var reader: RedisStoreState.Reader
+            var registration: UInt64?
+            /// An announcement arrived while the key was not waiting, with its value if one travelled with it.
+            var signalled = false
+            var payload: [UInt8]?
+            /// The key waits for an announcement or its timer.
+            var waiting = false
+            var timer: Scheduled<Void>?
+            /// A wait of the fallback store, ended on `expire()`.
+            var fallbackWait: StoreWait?
+            var outcome: ReadOutcome?
+        }
+
+        private struct State {
+            var slots: [Slot?]
+            var remaining: Int
+            var expired = false
+            /// `start` has returned: from then on the last outcome goes to `notify`.
+            var started = false
+            var outcomes: [ReadOutcome]
+        }
+
+        private let store: RedisStore
+        private let keys: [StoreKey]
+        private let loop: any EventLoop
+        private let notify: @Sendable ([ReadOutcome]) -> Void
+        private let state: Mutex<State>
+
+        init(store: RedisStore, keys: [StoreKey], notify: @escaping @Sendable ([ReadOutcome]) -> Void) {
+            let count = keys.count
+            self.store = store
+            self.keys = keys
+            self.loop = store.timerLoop
+            self.notify = notify
+            self.state = Mutex(
+                State(slots: Array(repeating: nil, count: count), remaining: count, outcomes: Array(repeating: .pending, count: count)))
+        }
+
+        /// Starts every key's read; returns the outcomes when all were answered at once (then `notify` is never
+        /// called).
+        func start(wait: Duration) -> [ReadOutcome]? {
+            let now = store.clock.now
+            var probes: [(Int, ScriptCall)] = []
+            var steps: [(Int, RedisStoreState.ReadStep)] = []
+            for (index, key) in keys.enumerated() {
+                let (reader, step) = store.state.withLock { $0.startRead(key, wait: wait, cancelled: false, now: now) }
+                // Registered before the first look at Redis, so no announcement after it is missed.
+                let registration =
+                    reader.canWait ? store.waiters.register(reader.keys.digest) { [self] in signalled(index, payload: $0) } : nil
+                state.withLock { $0.slots[index] = Slot(reader: reader, registration: registration) }
+                if case .probe(let call) = step { probes.append((index, call)) } else { steps.append((index, step)) }
+            }
+            for (index, step) in steps { perform(index, step) }
+            if !probes.isEmpty {
+                let sentAt = store.clock.now
+                let probed = probes.map(\.0)
+                store.eval(probes.map(\.1)) { [self] replies in
+                    for (index, reply) in zip(probed, replies) { self.probed(index, reply, sentAt: sentAt) }
+                }
+            }
+            return state.withLock { state in
+                state.started = true
+                return state.remaining == 0 ? state.outcomes : nil
+            }
+        }
+
+        /// The caller's deadline passed (or its connection closed): keys still waiting look once more and read what
+        /// Redis says then, `.pending` for a flight still under way.
+        func expire() {
+            let woken = state.withLock { state -> [Int] in
+                state.expired = true
+                var woken: [Int] = []
+                for index in state.slots.indices {
+                    guard var slot = state.slots[index] else { continue }
+                    slot.fallbackWait?.expire()
+                    if slot.waiting {
+                        slot.waiting = false
+                        slot.timer?.cancel()
+                        slot.timer = nil
+                        woken.append(index)
+                    }
+                    state.slots[index] = slot
+                }
+                return woken
+            }
+            for index in woken { woke(index, fired: false, payload: nil) }
+        }
+
+        private func perform(_ index: Int, _ step: RedisStoreState.ReadStep) {
+            switch step {
+            case .finish(let outcome, let label):
+                store.metrics.record(outcome, label: label)
+                finish(index, outcome)
+            case .readFallback(let wait):
+                guard let reader = state.withLock({ $0.slots[index]?.reader }) else { return }
+                readFallback(index, reader: reader, wait: wait)
+            case .probe(let call):
+                let sentAt = store.clock.now
+                store.eval([call]) { [self] replies in probed(index, replies[0], sentAt: sentAt) }
+            case .wait(let timeout):
+                let now = state.withLock { state -> (fired: Bool, payload: [UInt8]?)? in
+                    guard var slot = state.slots[index] else { return nil }
+                    defer { state.slots[index] = slot }
+                    if slot.signalled || state.expired {
+                        defer { (slot.signalled, slot.payload) = (false, nil) }
+                        return (slot.signalled, slot.payload)
+                    }
+                    slot.waiting = true
+                    slot.timer = loop.scheduleTask(in: TimeAmount(timeout)) { [self] in timedOut(index) }
+                    return nil
+                }
+                if let now { woke(index, fired: now.fired, payload: now.payload) }
+            }
+        }
+
+        private func readFallback(_ index: Int, reader: RedisStoreState.Reader, wait: Duration) {
+            let read = store.fallback.readWithoutSuspending([keys[index]], canWait: wait > .zero) { [self] in finish(index, $0[0]) }
+            switch read {
+            case .done(let outcomes)?:
+                finish(index, outcomes[0])
+            case .waiting(let wait)?:
+                let expired = state.withLock { state -> Bool in
+                    state.slots[index]?.fallbackWait = wait
+                    return state.expired
+                }
+                if expired {
+                    wait.expire()
+                } else {
+                    _ = loop.scheduleTask(in: TimeAmount(max(.zero, reader.deadline - store.clock.now))) { wait.expire() }
+                }
+            case nil:
+                preconditionFailure("the fallback store reads without suspending")
+            }
+        }
+
+        private func probed(_ index: Int, _ reply: Result<RedisValue, RedisCallError>, sentAt: ContinuousClock.Instant) {
+            let probe = RedisStoreState.Probe(reply: reply)
+            guard let (current, expired) = state.withLock({ state in state.slots[index].map { ($0.reader, state.expired) } }) else {
+                return
+            }
+            var reader = current
+            if probe == .undecodable {
+                store.logger.error(
+                    "undecodable value in Redis; treating it as absent", metadata: ["store.digest": "\(reader.keys.digest)"])
+            }
+            let now = store.clock.now
+            let step = store.state.withLock { $0.probed(&reader, probe, sentAt: sentAt, cancelled: expired, now: now) }
+            state.withLock { $0.slots[index]?.reader = reader }
+            perform(index, step)
+        }
+
+        private func signalled(_ index: Int, payload: [UInt8]?) {
+            let wake = state.withLock { state -> Bool in
+                guard var slot = state.slots[index], slot.outcome == nil else { return false }
+                defer { state.slots[index] = slot }
+                guard slot.waiting else {
+                    slot.signalled = true
+                    if let payload { slot.payload = payload }
+                    return false
+                }
+                slot.waiting = false
+                slot.timer?.cancel()
+                slot.timer = nil
+                return true
+            }
+            if wake { woke(index, fired: true, payload: payload) }
+        }
+
+        private func timedOut(_ index: Int) {
+            let wake = state.withLock { state -> Bool in
+                guard var slot = state.slots[index], slot.waiting else { return false }
+                defer { state.slots[index] = slot }
+                slot.waiting = false
+                slot.timer = nil
+                return true
+            }
+            if wake { woke(index, fired: false, payload: nil) }
+        }
+
+        private func woke(_ index: Int, fired: Bool, payload: [UInt8]?) {
+            guard var reader = state.withLock({ $0.slots[index]?.reader }) else { return }
+            let value = payload.flatMap { EntryCodec.decode($0) }
+            let now = store.clock.now
+            let step = store.state.withLock { $0.woke(&reader, fired: fired, value: value, now: now) }
+            state.withLock { $0.slots[index]?.reader = reader }
+            perform(index, step)
+        }
+
+        private func finish(_ index: Int, _ outcome: ReadOutcome) {
+            let ended = state.withLock { state -> (RedisStoreState.Reader, UInt64?, [ReadOutcome]?)? in
+                guard var slot = state.slots[index], slot.outcome == nil else { return nil }
+                slot.outcome = outcome
+                slot.timer?.cancel()
+                state.slots[index] = slot
+                state.outcomes[index] = outcome
+                state.remaining -= 1
+                return (slot.reader, slot.registration, state.remaining == 0 && state.started ? state.outcomes : nil)
+            }
+            guard let (reader, registration, outcomes) = ended else { return }
+            if let registration { store.waiters.unregister(reader.keys.digest, id: registration) }
+            store.state.withLock { $0.readEnded(reader) }
+            if let outcomes { notify(outcomes) }
+        }
+    }
+}

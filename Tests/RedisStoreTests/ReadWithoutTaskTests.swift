@@ -1,0 +1,112 @@
+import PrefetchStore
+import PrefetchTestSupport
+import Synchronization
+import Testing
+
+@testable import RedisStore
+
+/// Reads made without a task (`readWithoutSuspending`, the event loop's results view): the same outcomes as the
+/// awaited read, driven by Redis's replies, announcements and timers, against a real redis-server.
+@Suite(.serialized) struct ReadWithoutTaskTests {
+    /// The outcomes a read without a task hands to `notify`, or the ones it answered at once.
+    final class Notified: Sendable {
+        private let outcomes = Mutex<[ReadOutcome]?>(nil)
+        private let waiting = Mutex<StoreWait?>(nil)
+        /// The wait the store answered with, if it did not answer at once.
+        var wait: StoreWait? { waiting.withLock { $0 } }
+
+        func notify(_ read: [ReadOutcome]) {
+            outcomes.withLock {
+                #expect($0 == nil, "notify is called once")
+                $0 = read
+            }
+        }
+
+        var value: [ReadOutcome]? { outcomes.withLock { $0 } }
+
+        /// Starts the read on `store`.
+        static func read(_ store: RedisStore, _ keys: [StoreKey], canWait: Bool) -> Notified {
+            let notified = Notified()
+            switch store.readWithoutSuspending(keys, canWait: canWait, notify: { notified.notify($0) }) {
+            case .done(let outcomes): notified.notify(outcomes)
+            case .waiting(let wait): notified.waiting.withLock { $0 = wait }
+            case nil: Issue.record("the Redis store reads without a task")
+            }
+            return notified
+        }
+
+        /// The outcomes once they are in.
+        func outcomes() async -> [ReadOutcome]? {
+            _ = await eventually(within: 10) { self.value != nil }
+            return value
+        }
+    }
+
+    @Test func aWaitingReadIsWokenByAnotherReplicasCompletion() async throws {
+        try await withRedis { server in
+            // Polling slower than the test: only the announcement can wake the reader on replica b.
+            try await withReplicas(server, configuration: testConfiguration(pollInterval: .seconds(120))) { replicas in
+                let (a, b) = (replicas[0], replicas[1])
+                #expect(await put(a, key("/ready"), .success(response("ready"))))
+                let token = try #require(await a.begin(key("/flying"), policy: policy("feed")).token)
+                let read = Notified.read(b, [key("/ready"), key("/flying"), key("/none")], canWait: true)
+                #expect(await eventually { b.waitingReaders == 1 }, "the reader joined the flight")
+                #expect(read.value == nil, "still waiting on the flight")
+                await a.complete(key("/flying"), token: token, result: .success(response("flown")))
+                let outcomes = try #require(await read.outcomes())
+                #expect(outcomes.map(\.body) == ["ready", "flown", nil])
+                #expect(outcomes[1].isJoined && !outcomes[0].isJoined)
+                #expect(outcomes[2] == .absent(.notFound))
+                #expect(b.waitingReaders == 0)
+            }
+        }
+    }
+
+    @Test func expiringTheWaitReadsWhatIsStillInFlightAsPending() async throws {
+        try await withRedis { server in
+            try await withReplicas(server, configuration: testConfiguration(pollInterval: .seconds(120))) { replicas in
+                let (a, b) = (replicas[0], replicas[1])
+                _ = try #require(await a.begin(key("/flying"), policy: policy()).token)
+                let read = Notified.read(b, [key("/flying")], canWait: true)
+                #expect(await eventually { b.waitingReaders == 1 })
+                read.wait?.expire()
+                #expect(await read.outcomes() == [.pending])
+                #expect(b.waitingReaders == 0)
+                // Without a wait, a flight reads pending at once, after Redis's answer.
+                #expect(await Notified.read(b, [key("/flying")], canWait: false).outcomes() == [.pending])
+            }
+        }
+    }
+
+    @Test func aNoStoreResponseIsHandedOutOnceToReadsWithoutATask() async throws {
+        try await withRedis { server in
+            try await withReplicas(server) { replicas in
+                let (a, b) = (replicas[0], replicas[1])
+                #expect(await put(a, key("/once"), .success(response("once", noStore: true))))
+                let reads = (0..<10).map { Notified.read(replicas[$0 % 2], [key("/once")], canWait: false) }
+                var outcomes: [ReadOutcome] = []
+                for read in reads { outcomes += try #require(await read.outcomes()) }
+                #expect(outcomes.count { $0.body == "once" } == 1)
+                #expect(outcomes.count { $0 == .absent(.consumed) } == 9)
+                #expect(await b.read(key("/once"), wait: .zero) == .absent(.consumed))
+            }
+        }
+    }
+
+    @Test func aKeptResponseIsAnsweredAtOnceFromTheLocalTier() async throws {
+        try await withRedis { server in
+            try await withReplicas(server, configuration: testConfiguration(localTTL: .seconds(30))) { replicas in
+                let b = replicas[1]
+                #expect(await put(replicas[0], key("/kept"), .success(response("kept"))))
+                #expect(b.readIfReady(key("/kept")) == nil, "not in b's local tier before b read it")
+                #expect(await Notified.read(b, [key("/kept")], canWait: false).outcomes()?.map(\.body) == ["kept"])
+                // Read once through Redis, now local: answered without a round trip, by both kinds of read.
+                #expect(b.readIfReady(key("/kept"))?.body == "kept")
+                switch b.readWithoutSuspending([key("/kept")], canWait: false, notify: { _ in }) {
+                case .done(let outcomes)?: #expect(outcomes.map(\.body) == ["kept"])
+                default: Issue.record("a local copy is answered at once")
+                }
+            }
+        }
+    }
+}
