@@ -9,8 +9,8 @@ public import FoundationNetworking
 
 /// A native web shell's side of the prefetch service, for one signed-in user at a time.
 ///
-/// The shell's day: at tap, ``pageWillOpen(_:cookies:authorization:)`` triggers the page's prefetch (or opens it
-/// with a warm renderer) and returns within its budget whatever the service does; at navigation,
+/// The shell's day: at tap, ``pageWillOpen(_:cookies:authorization:)`` triggers the page's prefetch (and leases a
+/// warm renderer when a profile is configured) and returns within its budget whatever the service does; at navigation,
 /// ``documentStartScript(for:)`` hands the page its read key and ``cookiesToSync(for:)`` gives the cookies the
 /// page's upstreams set, for the webview's cookie store; ``releaseRenderer(_:healthy:)`` gives a leased renderer
 /// back; at logout, ``logout(cookies:authorization:)`` drops what the service holds for the user.
@@ -70,7 +70,8 @@ public actor PrefetchShell {
         let credentials = credentials(cookies, authorization: authorization)
         guard let pass = admit() else {
             return PageOpen(
-                page: page, outcome: .skipped, ticket: nil, readKey: nil, readKeyExpiresAt: nil, interfaces: [], renderer: nil, rendererError: nil,
+                page: page, outcome: .skipped, ticket: nil, readKey: nil, readKeyExpiresAt: nil, interfaces: [], renderer: nil,
+                rendererError: nil,
                 credentials: credentials)
         }
         counters.triggersSent += 1
@@ -84,8 +85,12 @@ public actor PrefetchShell {
         }
         switch result {
         case .success(let answer):
-            record(.success, of: pass)
-            if answer.outcome == .triggered { counters.triggersAccepted += 1 } else { counters.triggersRefused += 1 }
+            switch answer.outcome {
+            case .triggered: counters.triggersAccepted += 1
+            case .refused: counters.triggersRefused += 1
+            case .failed, .skipped: counters.triggersFailed += 1
+            }
+            if case .failed = answer.outcome { record(.failure, of: pass) } else { record(.success, of: pass) }
             return PageOpen(
                 page: page, outcome: answer.outcome, ticket: answer.ticket?.ticket, readKey: answer.ticket?.readKey.value1,
                 readKeyExpiresAt: answer.ticket?.readKeyExpiresAt, interfaces: answer.ticket.map(Self.interfaces) ?? [],
@@ -251,21 +256,52 @@ extension PrefetchShell {
         }
     }
 
+    /// The trigger and a renderer lease at once (`POST /v1/prefetch` and `POST /v1/renderers/acquire`): a failed trigger
+    /// still returns the lease, so the caller can give it back or use it.
+    ///
+    /// Not `POST /v1/open`, which does both in one round trip: its answer's halves are `anyOf` a schema and `JSONNull`,
+    /// and the generated decoder reads JSON null as neither (every answer has a null half), so it decodes no answer.
     static func open(_ page: URL, profile: String, credentials: Credentials, api: ServiceAPI) async throws -> TriggerAnswer {
-        let body = Operations.OpenPage.Input.Body.JsonPayload(url: page.absoluteString, profile: profile, headers: credentialHeaders(credentials))
-        switch try await api.client().openPage(body: .json(body)) {
-        case .ok(let ok):
-            let answer = try ok.body.json
-            let lease = answer.renderer.value1.map { RendererLease(id: $0.id.value1, profile: $0.profile, warm: $0.warm) }
-            let outcome: PageOpen.Outcome = answer.prefetch.value1 != nil ? .triggered : .refused(code: answer.prefetchError.value1?.error ?? "unknown")
-            return TriggerAnswer(outcome: outcome, ticket: answer.prefetch.value1, renderer: lease, rendererError: answer.rendererError.value1?.error)
-        case .badRequest(let answer): return refused(answer, status: 400)
-        case .forbidden(let answer): return refused(answer, status: 403)
-        case .requestTimeout(let answer): return refused(answer, status: 408)
-        case .contentTooLarge(let answer): return refused(answer, status: 413)
-        case .uriTooLong(let answer): return refused(answer, status: 414)
-        case .unsupportedMediaType(let answer): return refused(answer, status: 415)
-        case .undocumented(let status, _): return try undocumented(status)
+        async let leased = acquire(profile: profile, page: page, api: api)
+        var answer: TriggerAnswer
+        do {
+            answer = try await trigger(page, credentials: credentials, api: api)
+        } catch {
+            answer = TriggerAnswer(outcome: .failed(failure(error)))
+        }
+        switch await leased {
+        case .success(let lease): answer.renderer = lease
+        case .failure(let refusal): answer.rendererError = refusal.code
+        }
+        return answer
+    }
+
+    /// A renderer refusal (`unknown-profile`, `caller-limit`, `timeout`, ...) or why no answer came.
+    struct RendererRefusal: Error {
+        var code: String
+    }
+
+    static func acquire(profile: String, page: URL, api: ServiceAPI) async -> Result<RendererLease, RendererRefusal> {
+        do {
+            let output = try await api.client().acquireRenderer(body: .json(.init(profile: profile, page: page.absoluteString)))
+            let refusal: String
+            switch output {
+            case .ok(let ok):
+                let lease = try ok.body.json
+                return .success(RendererLease(id: lease.id.value1, profile: lease.profile, warm: lease.warm))
+            case .badRequest(let answer): refusal = answer.code(status: 400)
+            case .forbidden(let answer): refusal = answer.code(status: 403)
+            case .notFound(let answer): refusal = answer.code(status: 404)
+            case .requestTimeout(let answer): refusal = answer.code(status: 408)
+            case .contentTooLarge(let answer): refusal = answer.code(status: 413)
+            case .unsupportedMediaType(let answer): refusal = answer.code(status: 415)
+            case .tooManyRequests(let answer): refusal = answer.code(status: 429)
+            case .serviceUnavailable(let answer): refusal = answer.code(status: 503)
+            case .undocumented(let status, _): refusal = "status-\(status)"
+            }
+            return .failure(RendererRefusal(code: refusal))
+        } catch {
+            return .failure(RendererRefusal(code: failure(error).rawValue))
         }
     }
 

@@ -89,7 +89,8 @@ enum SetCookie {
             .path: parsed.path ?? CookieMatching.defaultPath(requestPath),
         ]
         if let maxAge = parsed.maxAge {
-            properties[.expires] = maxAge <= 0 ? Date(timeIntervalSince1970: 0) : now.addingTimeInterval(TimeInterval(min(maxAge, 400 * 86_400)))
+            properties[.expires] =
+                maxAge <= 0 ? Date(timeIntervalSince1970: 0) : now.addingTimeInterval(TimeInterval(min(maxAge, 400 * 86_400)))
         } else if let expires = parsed.expires {
             properties[.expires] = expires
         } else {

@@ -37,7 +37,10 @@ import FoundationNetworking
 
     @Test func aDomainCookieIsKeptOnlyWhenTheHostIsInTheDomain() {
         let stored = cookies(
-            ["a=1; Domain=example.com", "b=2; Domain=.API.example.com", "c=3; Domain=other.com", "d=4; Domain=pi.example.com", "e=5; Domain=com"],
+            [
+                "a=1; Domain=example.com", "b=2; Domain=.API.example.com", "c=3; Domain=other.com", "d=4; Domain=pi.example.com",
+                "e=5; Domain=com",
+            ],
             "https://api.example.com/x")
         #expect(stored.map(\.name) == ["a", "b"])
         #expect(stored.map(\.domain) == [".example.com", ".api.example.com"])
@@ -57,18 +60,27 @@ import FoundationNetworking
 
     @Test func maxAgeWinsOverExpiresAndAPastExpiryRemoves() throws {
         let stored = cookies(
-            ["a=1; Max-Age=600; Expires=Wed, 09 Jun 2021 10:18:14 GMT", "b=2; Expires=Wed, 09 Jun 2060 10:18:14 GMT", "c=3; Max-Age=0", "d=4; Max-Age=-5"],
+            [
+                "a=1; Max-Age=600; Expires=Wed, 09 Jun 2021 10:18:14 GMT", "b=2; Expires=Wed, 09 Jun 2060 10:18:14 GMT", "c=3; Max-Age=0",
+                "d=4; Max-Age=-5",
+            ],
             "https://h.example/")
         #expect(stored[0].expiresDate == now.addingTimeInterval(600))
-        let components = Calendar(identifier: .gregorian).dateComponents(in: TimeZone(identifier: "UTC")!, from: try #require(stored[1].expiresDate))
-        #expect([components.year, components.month, components.day, components.hour, components.minute, components.second] == [2060, 6, 9, 10, 18, 14])
+        let components = Calendar(identifier: .gregorian).dateComponents(
+            in: TimeZone(identifier: "UTC")!, from: try #require(stored[1].expiresDate))
+        #expect(
+            [components.year, components.month, components.day, components.hour, components.minute, components.second] == [
+                2060, 6, 9, 10, 18, 14,
+            ])
         #expect(stored[2].expiresDate.map { $0 < now } == true)
         #expect(stored[3].expiresDate.map { $0 < now } == true)
     }
 
     @Test func theCookieDateAlgorithmReadsTheFormatsServersSend() {
         let expected = Date(timeIntervalSince1970: 1_623_233_894)  // 2021-06-09 10:18:14 UTC
-        for text in ["Wed, 09 Jun 2021 10:18:14 GMT", "Wednesday, 09-Jun-21 10:18:14 GMT", "Wed Jun  9 10:18:14 2021", "09 Jun 2021 10:18:14"] {
+        for text in [
+            "Wed, 09 Jun 2021 10:18:14 GMT", "Wednesday, 09-Jun-21 10:18:14 GMT", "Wed Jun  9 10:18:14 2021", "09 Jun 2021 10:18:14",
+        ] {
             #expect(CookieDate.parse(text) == expected, "\(text)")
         }
         #expect(CookieDate.parse("Wed, 31 Feb 2021 10:18:14 GMT") == nil)

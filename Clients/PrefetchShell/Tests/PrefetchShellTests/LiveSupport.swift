@@ -140,7 +140,9 @@ final class SilentListener {
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && listen(descriptor, 64) == 0 && getsockname(descriptor, $0, &length) == 0 }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && listen(descriptor, 64) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
         }
         guard descriptor >= 0, bound else { throw LiveTestError(description: "no listening socket: errno \(errno)") }
         self.descriptor = descriptor
@@ -181,7 +183,9 @@ func runProcess(_ executable: String, _ arguments: [String], input: Data) throws
 }
 
 /// One plain HTTP exchange (as a page or a tool would make it), with a session that keeps no cookies.
-func fetch(_ url: URL, method: String = "GET", headers: [String: String] = [:]) async throws -> (status: Int, headers: [String: String], body: Data) {
+func fetch(
+    _ url: URL, method: String = "GET", headers: [String: String] = [:]
+) async throws -> (status: Int, headers: [String: String], body: Data) {
     var request = URLRequest(url: url)
     request.httpMethod = method
     for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }

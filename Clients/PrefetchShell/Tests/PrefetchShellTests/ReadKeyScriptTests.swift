@@ -52,7 +52,8 @@ import Testing
     /// When node is installed, each script runs in a fresh context whose `location.origin` is the page's: the global
     /// then holds exactly the key; in a context of another origin it stays unset.
     static func checkWithNode(_ cases: [(key: String, page: URL, script: String)], seed: UInt64) throws {
-        guard let node = ["/usr/bin/node", "/usr/local/bin/node", "/opt/homebrew/bin/node"].first(where: FileManager.default.isExecutableFile)
+        guard
+            let node = ["/usr/bin/node", "/usr/local/bin/node", "/opt/homebrew/bin/node"].first(where: FileManager.default.isExecutableFile)
         else { return }
         let program = """
             const vm = require('vm');
@@ -107,7 +108,8 @@ enum JavaScriptLiterals {
                 index += 2
                 switch escape {
                 case 0x75:  // \uXXXX
-                    guard index + 4 <= units.count, let value = UInt16(String(decoding: units[index..<index + 4], as: UTF16.self), radix: 16)
+                    guard index + 4 <= units.count,
+                        let value = UInt16(String(decoding: units[index..<index + 4], as: UTF16.self), radix: 16)
                     else { throw Malformed() }
                     decoded.append(value)
                     index += 4
