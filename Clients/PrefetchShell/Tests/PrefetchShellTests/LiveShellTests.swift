@@ -211,6 +211,28 @@ import FoundationNetworking
         try await Self.checkFailingOpen(LiveService(port: listener.port, upstreamPort: 1), expected: .timeout)
     }
 
+    @Test func aRedirectIsNotFollowedWithTheUsersCookies() async throws {
+        let elsewhere = try ScriptedResponder(response: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        defer { elsewhere.close() }
+        let redirecting = try ScriptedResponder(
+            response: "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:\(elsewhere.port)/v1/invalidate\r\n"
+                + "Content-Length: 0\r\nConnection: close\r\n\r\n")
+        defer { redirecting.close() }
+        let shell = PrefetchShell(
+            configuration: PrefetchShellConfiguration(
+                service: URL(string: "http://127.0.0.1:\(redirecting.port)")!, apiURLs: [URL(string: "http://127.0.0.1/")!]))
+        let cookies = [Self.cookie("sid", "grace", domain: "127.0.0.1")]
+        let open = await shell.pageWillOpen(Self.page, cookies: cookies)
+        #expect(open.outcome == .refused(code: "status-307"))
+        let logout = await shell.logout(cookies: cookies)
+        #expect(logout.failed == 1)
+        #expect(redirecting.requests.count == 2)
+        #expect(redirecting.requests.last?.contains("Cookie: sid=grace") == true)
+        #expect(elsewhere.requests.isEmpty, "a redirect was followed: \(elsewhere.requests)")
+        // No request of the shell carries an Origin: the service takes it for a native shell's.
+        #expect(redirecting.requests.allSatisfy { !$0.lowercased().contains("\norigin:") })
+    }
+
     /// Three page opens against a service that fails: each returns within its budget (plus scheduling slack),
     /// failed; then the breaker is open and the next open is skipped without a call.
     static func checkFailingOpen(_ service: LiveService, expected: PrefetchShellFailure) async throws {

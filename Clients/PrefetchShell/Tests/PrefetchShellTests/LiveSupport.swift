@@ -202,3 +202,54 @@ func fetch(
     }
     return (http.statusCode, fields, data)
 }
+
+/// A listener on 127.0.0.1 that answers every connection's first request with `response` (raw HTTP) on a thread of
+/// its own, and keeps the request heads it read.
+final class ScriptedResponder: @unchecked Sendable {
+    let listener: SilentListener
+    private let lock = NSLock()
+    private var heads: [String] = []
+
+    init(response: String) throws {
+        listener = try SilentListener()
+        let descriptor = listener.descriptor
+        let thread = Thread { [self] in
+            while true {
+                let connection = accept(descriptor, nil, nil)
+                guard connection >= 0 else { return }
+                var received = [UInt8]()
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while !received.ends(with: Array("\r\n\r\n".utf8)) {
+                    let count = read(connection, &buffer, buffer.count)
+                    guard count > 0 else { break }
+                    received += buffer[..<count]
+                }
+                lock.withLock { heads.append(String(decoding: received, as: UTF8.self)) }
+                _ = Array(response.utf8).withUnsafeBytes { write(connection, $0.baseAddress, $0.count) }
+                #if canImport(Glibc)
+                _ = Glibc.close(connection)
+                #else
+                _ = Darwin.close(connection)
+                #endif
+            }
+        }
+        thread.start()
+    }
+
+    var port: Int { listener.port }
+
+    /// The request heads received so far.
+    var requests: [String] { lock.withLock { heads } }
+
+    /// Stops accepting (the thread's `accept` fails once the socket is shut down).
+    func close() {
+        shutdown(listener.descriptor, Int32(SHUT_RDWR))
+        listener.close()
+    }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func ends(with suffix: [UInt8]) -> Bool {
+        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+    }
+}
