@@ -36,7 +36,6 @@ func requiredBinary(_ variable: String) throws -> String {
 final class Child {
     let process = Process()
     let directory: URL
-    private static let launches = NSLock()
 
     init(_ executable: String, _ arguments: [String]) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-shell-\(UUID().uuidString)")
@@ -50,8 +49,7 @@ final class Child {
         process.standardOutput = handle
         process.standardError = handle
         process.standardInput = FileHandle.nullDevice
-        // One launch at a time in the test process, so no child inherits a descriptor another launch just opened.
-        try Self.launches.withLock { try process.run() }
+        try launchSerially(process)
     }
 
     var output: String { (try? String(contentsOf: directory.appendingPathComponent("output"), encoding: .utf8)) ?? "" }
@@ -158,6 +156,14 @@ final class SilentListener {
     }
 }
 
+private let launches = NSLock()
+
+/// Starts `process`, one launch at a time in the test process, so no child inherits a descriptor another launch has
+/// just opened.
+func launchSerially(_ process: Process) throws {
+    try launches.withLock { try process.run() }
+}
+
 /// Runs a tool to completion with `input` on its standard input; its standard output.
 func runProcess(_ executable: String, _ arguments: [String], input: Data) throws -> Data {
     let process = Process()
@@ -174,7 +180,7 @@ func runProcess(_ executable: String, _ arguments: [String], input: Data) throws
     let outputHandle = try FileHandle(forWritingTo: outputURL)
     process.standardInput = inputHandle
     process.standardOutput = outputHandle
-    try process.run()
+    try launchSerially(process)
     process.waitUntilExit()
     try? inputHandle.close()
     try? outputHandle.close()
