@@ -220,7 +220,8 @@ import FoundationNetworking
         defer { redirecting.close() }
         let shell = PrefetchShell(
             configuration: PrefetchShellConfiguration(
-                service: URL(string: "http://127.0.0.1:\(redirecting.port)")!, apiURLs: [URL(string: "http://127.0.0.1/")!]))
+                service: URL(string: "http://127.0.0.1:\(redirecting.port)")!, apiURLs: [URL(string: "http://127.0.0.1/")!],
+                budgets: .init(pageOpen: .seconds(5), logout: .seconds(5))))
         let cookies = [Self.cookie("sid", "grace", domain: "127.0.0.1")]
         let open = await shell.pageWillOpen(Self.page, cookies: cookies)
         #expect(open.outcome == .refused(code: "status-307"))
@@ -236,7 +237,7 @@ import FoundationNetworking
     /// Three page opens against a service that fails: each returns within its budget (plus scheduling slack),
     /// failed; then the breaker is open and the next open is skipped without a call.
     static func checkFailingOpen(_ service: LiveService, expected: PrefetchShellFailure) async throws {
-        let budget = Duration.milliseconds(300)
+        let budget = Duration.seconds(1)
         let shell = PrefetchShell(
             configuration: PrefetchShellConfiguration(
                 service: service.base, apiURLs: [URL(string: "http://127.0.0.1/")!], budgets: .init(pageOpen: budget),

@@ -225,7 +225,8 @@ final class ScriptedResponder: @unchecked Sendable {
                 guard connection >= 0 else { return }
                 var received = [UInt8]()
                 var buffer = [UInt8](repeating: 0, count: 4096)
-                while !received.ends(with: Array("\r\n\r\n".utf8)) {
+                // The whole request, body included: closing with unread bytes would reset the connection.
+                while !Self.isComplete(received) {
                     let count = read(connection, &buffer, buffer.count)
                     guard count > 0 else { break }
                     received += buffer[..<count]
@@ -244,6 +245,17 @@ final class ScriptedResponder: @unchecked Sendable {
 
     var port: Int { listener.port }
 
+    /// Whether `bytes` hold a request head and as many body bytes as its `Content-Length` says.
+    static func isComplete(_ bytes: [UInt8]) -> Bool {
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let end = text.range(of: "\r\n\r\n") else { return false }
+        let length =
+            text[..<end.lowerBound].split(separator: "\r\n")
+            .first { $0.lowercased().hasPrefix("content-length:") }
+            .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+        return text[end.upperBound...].utf8.count >= length
+    }
+
     /// The request heads received so far.
     var requests: [String] { lock.withLock { heads } }
 
@@ -251,11 +263,5 @@ final class ScriptedResponder: @unchecked Sendable {
     func close() {
         shutdown(listener.descriptor, Int32(SHUT_RDWR))
         listener.close()
-    }
-}
-
-extension Array where Element == UInt8 {
-    fileprivate func ends(with suffix: [UInt8]) -> Bool {
-        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
     }
 }
