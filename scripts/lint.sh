@@ -12,7 +12,7 @@ python3 -c "import openapi_spec_validator, yaml" 2>/dev/null || need+=(openapi-s
 if [ ${#need[@]} -gt 0 ]; then
   python3 -m pip install --quiet --disable-pip-version-check "${need[@]}"
 fi
-swift format lint --strict --recursive --parallel Sources Tests Package.swift
+swift format lint --strict --recursive --parallel Sources Tests Package.swift Clients/PrefetchShell/Sources Clients/PrefetchShell/Tests Clients/PrefetchShell/Package.swift
 # The C libraries stay behind one target each. Imports are internal by default (InternalImportsByDefault), so the
 # compiler refuses a public API that shows a curl or hiredis type; this refuses a second target importing them.
 for pair in CCurl:PrefetchFetcher CHiredis:RedisStore; do

@@ -7,6 +7,7 @@ scripts/ensure-deps.sh test
 scripts/lint.sh
 swift build --build-tests
 swift test --skip-build "$@"
+scripts/test-clients.sh
 # PREFETCH_SKIP_FUZZ=1 skips both fuzzing runs (a quicker local run).
 [ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || scripts/fuzz.sh 20
 [ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || scripts/fuzz-api.sh

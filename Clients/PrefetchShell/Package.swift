@@ -1,0 +1,50 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+// What a native web shell links to talk to the prefetch service's page surface. The HTTP client is generated at
+// build time from the page operations of the service's OpenAPI document (Sources/PrefetchShellAPI), so the document
+// and the client cannot drift; the library's public surface is Foundation only.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    // Imports are internal unless marked public: the compiler refuses a public API that shows a generated or
+    // runtime type, which keeps the library's surface Foundation only.
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "PrefetchShell",
+    platforms: [.iOS(.v16), .macOS(.v13)],
+    products: [
+        .library(name: "PrefetchShell", targets: ["PrefetchShell"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-openapi-generator", from: "1.14.3"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
+        .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+    ],
+    targets: [
+        .target(
+            name: "PrefetchShellAPI",
+            dependencies: [.product(name: "OpenAPIRuntime", package: "swift-openapi-runtime")],
+            swiftSettings: swiftSettings,
+            plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+        ),
+        .target(
+            name: "PrefetchShell",
+            dependencies: [
+                "PrefetchShellAPI",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PrefetchShellTests",
+            dependencies: ["PrefetchShell"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

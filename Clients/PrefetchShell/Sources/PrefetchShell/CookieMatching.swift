@@ -1,0 +1,65 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Which of the shell's cookies go to the service, by the rules a browser sends cookies with (RFC 6265 §5.4): a
+/// cookie is sent when it would be sent to at least one of the api URLs the shell configured (the interfaces of
+/// the pages it opens), never because it exists. A cookie of another host, a `Secure` cookie for an `http` api, a
+/// cookie scoped to a path no api is under, and an expired cookie stay on the device.
+enum CookieMatching {
+    /// The `Cookie` header for `apis`, or nil when no cookie applies: each applicable cookie once, longer paths first
+    /// (§5.4 step 2), then by name, domain and value, so the same cookies always give the same header, which is what
+    /// the service keys the user's identity by.
+    static func cookieHeader(_ cookies: [HTTPCookie], apis: [URL], now: Date) -> String? {
+        var seen = Set<String>()
+        let sent = cookies.filter { cookie in
+            guard cookie.expiresDate.map({ $0 > now }) ?? true else { return false }
+            guard apis.contains(where: { isSent(cookie, to: $0) }) else { return false }
+            return seen.insert("\(cookie.name)\u{0}\(cookie.domain.lowercased())\u{0}\(cookie.path)").inserted
+        }
+        guard !sent.isEmpty else { return nil }
+        let ordered = sent.sorted { a, b in
+            if a.path.count != b.path.count { return a.path.count > b.path.count }
+            return (a.name, a.domain, a.value) < (b.name, b.domain, b.value)
+        }
+        return ordered.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
+    }
+
+    /// Whether a browser sends `cookie` with a request to `url` (domain, path and `Secure`; expiry is checked apart).
+    static func isSent(_ cookie: HTTPCookie, to url: URL) -> Bool {
+        guard let host = url.host?.lowercased(), !host.isEmpty else { return false }
+        let scheme = url.scheme?.lowercased()
+        guard scheme == "https" || scheme == "http" else { return false }
+        if cookie.isSecure && scheme != "https" { return false }
+        let domain = cookie.domain.lowercased()
+        let matches = domain.hasPrefix(".") ? domainMatches(host, String(domain.dropFirst())) : host == domain
+        return matches && pathMatches(url.path.isEmpty ? "/" : url.path, cookie.path)
+    }
+
+    /// RFC 6265 §5.1.3: `host` is `domain`, or a name under it (never an IP address under a "domain").
+    static func domainMatches(_ host: String, _ domain: String) -> Bool {
+        host == domain || (!isIPAddress(host) && host.hasSuffix("." + domain))
+    }
+
+    /// RFC 6265 §5.1.4: `requestPath` is within `cookiePath`.
+    static func pathMatches(_ requestPath: String, _ cookiePath: String) -> Bool {
+        if requestPath == cookiePath { return true }
+        guard requestPath.hasPrefix(cookiePath) else { return false }
+        return cookiePath.hasSuffix("/") || requestPath.dropFirst(cookiePath.count).hasPrefix("/")
+    }
+
+    /// RFC 6265 §5.1.4: the directory of the request path, `/` when there is none.
+    static func defaultPath(_ requestPath: String) -> String {
+        guard requestPath.hasPrefix("/"), let slash = requestPath.lastIndex(of: "/"), slash != requestPath.startIndex else { return "/" }
+        return String(requestPath[..<slash])
+    }
+
+    /// An IPv4 literal, or an IPv6 one (with or without brackets).
+    static func isIPAddress(_ host: String) -> Bool {
+        if host.contains(":") { return true }
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts.allSatisfy { !$0.isEmpty && $0.count <= 3 && $0.allSatisfy { $0.isASCII && $0.isNumber } }
+    }
+}

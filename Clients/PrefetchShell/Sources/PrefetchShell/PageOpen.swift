@@ -1,0 +1,129 @@
+public import Foundation
+
+/// What `pageWillOpen` got from the service for one page open. The page opens whatever it says.
+public struct PageOpen: Sendable {
+    /// How the trigger went.
+    public enum Outcome: Sendable, Equatable {
+        /// The service is prefetching the page: `ticket` and `readKey` are set.
+        case triggered
+        /// The service answered without prefetching, with its error code: `no-config` (the page is not in its
+        /// config), `rate-limited`, `invalid-url`, ...
+        case refused(code: String)
+        /// No usable answer within the budget.
+        case failed(PrefetchShellFailure)
+        /// Not sent: the circuit breaker is open.
+        case skipped
+    }
+
+    /// One of the page's requests the service is prefetching.
+    public struct Interface: Sendable, Equatable {
+        /// Its name in the service's config.
+        public var name: String
+        /// The api URL as the config writes it (what the page asks the service for).
+        public var api: String
+        /// The HTTP method.
+        public var method: String
+        /// The request URL the service composed from the page URL (its host is the cookies' host).
+        public var url: String
+    }
+
+    /// The page URL as opened.
+    public let page: URL
+    /// How the trigger went.
+    public let outcome: Outcome
+    /// The ticket, for the shell's own reads (never hand it to the page or put it in a URL).
+    public let ticket: String?
+    /// The key the page reads its data with, when triggered. Hand it over with ``PrefetchShell/documentStartScript(for:)``.
+    public let readKey: String?
+    /// When the service stops accepting the read key.
+    public let readKeyExpiresAt: Date?
+    /// The requests being prefetched, in config order.
+    public let interfaces: [Interface]
+    /// The warm renderer leased with the open, when a profile was configured and the service had one.
+    public let renderer: RendererLease?
+    /// Why no renderer was leased, when one was asked for and the service answered (`unknown-profile`,
+    /// `caller-limit`, `timeout`, ...).
+    public let rendererError: String?
+
+    /// The credentials the trigger carried: the shell's reads of this open present the very same ones, which is
+    /// what the service checks them against.
+    let credentials: Credentials
+}
+
+/// A renderer leased from the service's warm pool.
+public struct RendererLease: Sendable, Equatable {
+    /// The lease id: the capability to release it.
+    public var id: String
+    /// The renderer profile.
+    public var profile: String
+    /// Whether an idle pre-created renderer was handed out.
+    public var warm: Bool
+}
+
+/// Why a call to the service got no usable answer. A bounded set, safe as a metric label.
+public enum PrefetchShellFailure: String, Error, Sendable, Equatable, CaseIterable {
+    /// No answer within the call's budget.
+    case timeout
+    /// The service could not be reached (connection refused, reset, DNS, TLS).
+    case unreachable
+    /// The service answered with a 5xx (overloaded, not ready, shutting down).
+    case serviceError = "service-error"
+    /// The service answered something the page API does not describe.
+    case badAnswer = "bad-answer"
+}
+
+/// What `logout` did.
+public struct LogoutResult: Sendable, Equatable {
+    /// Stored responses the service dropped, over every identity invalidated.
+    public var dropped: Int
+    /// Identities invalidated: the one of the cookies given, and each other one this shell triggered with since the
+    /// last logout.
+    public var identities: Int
+    /// Of those, the invalidations that did not complete (no answer within the budget, or an error); call `logout`
+    /// again for them while the cookies are still at hand.
+    public var failed: Int
+}
+
+/// What the shell has done since it was made: counts an app can report or assert on.
+public struct PrefetchShellCounters: Sendable, Equatable {
+    /// Triggers (or opens) sent to the service.
+    public var triggersSent = 0
+    /// Of those, the ones the service accepted (a ticket and a read key came back).
+    public var triggersAccepted = 0
+    /// Of those, the ones the service answered without a prefetch (no config for the page, rate limited, ...).
+    public var triggersRefused = 0
+    /// Of those, the ones with no usable answer within the budget.
+    public var triggersFailed = 0
+    /// Calls of any kind not sent because the breaker was open.
+    public var skippedByBreaker = 0
+    /// Read keys handed to a page (document-start scripts produced).
+    public var readKeysHandedOver = 0
+    /// Times the breaker opened.
+    public var breakerOpenings = 0
+}
+
+/// The circuit breaker's state, as the app sees it.
+public enum PrefetchShellBreakerState: Sendable, Equatable {
+    /// Calls go through.
+    case closed
+    /// Calls are skipped (the service failed repeatedly).
+    case open
+    /// One probe call is in flight after the cool-down.
+    case halfOpen
+}
+
+/// The user's credentials as the service sees them: the `Cookie` header made of the cookies for the configured api
+/// hosts, and an `Authorization` value when the app has one.
+struct Credentials: Hashable, Sendable {
+    var cookie: String?
+    var authorization: String?
+
+    static let none = Credentials(cookie: nil, authorization: nil)
+
+    /// The header fields, in a fixed order.
+    var fields: [(name: String, value: String)] {
+        [("Cookie", cookie), ("Authorization", authorization)].compactMap { name, value in value.map { (name, $0) } }
+    }
+
+    var isEmpty: Bool { fields.isEmpty }
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds and tests the client packages under Clients/ (Clients/PrefetchShell, the Swift package a native web shell
+# links) against this checkout's service. The client's live tests start `prefetch serve` and `prefetch-upstream` as
+# processes; they find them through PREFETCH_BIN and PREFETCH_UPSTREAM_BIN, which this script sets to the root
+# package's build (built first if needed) unless both are already set. The client's HTTP layer is generated at build
+# time from its copy of openapi.yaml, and a live test fails when the page listener serves a different document.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${PREFETCH_BIN:-}" ] || [ -z "${PREFETCH_UPSTREAM_BIN:-}" ]; then
+  swift build --product prefetch
+  swift build --product prefetch-upstream
+  bin=$(swift build --show-bin-path)
+  export PREFETCH_BIN="$bin/prefetch" PREFETCH_UPSTREAM_BIN="$bin/prefetch-upstream"
+fi
+swift test --package-path Clients/PrefetchShell "$@"
