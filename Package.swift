@@ -13,6 +13,7 @@
 //   RendererPool     warm renderer pool (modelled and process renderers)
 //   PrefetchEngine   the orchestrator: plans, triggers, tickets, who may read what, the fetch runner (no HTTP types)
 //   PrefetchService  the HTTP layer: the page and operator surfaces (Hummingbird routing, parsing, encoding)
+//   PrefetchRuntime  the composition root: settings in, every component built and wired, services to the lifecycle
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
 //   PrefetchTestUpstream  a scriptable upstream HTTP server for tests and benchmarks
 //   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo
@@ -175,10 +176,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 "ConfigUpdater",
                 "PrefetchCore",
-                "PrefetchDNS",
-                "PrefetchFetcher",
                 "PrefetchStore",
-                "RedisStore",
                 "RendererPool",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -191,6 +189,26 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Resources/openapi.yaml"), .copy("Resources/web")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "PrefetchRuntime",
+            dependencies: [
+                "ConfigUpdater",
+                "PrefetchCore",
+                "PrefetchDNS",
+                "PrefetchEngine",
+                "PrefetchFetcher",
+                "PrefetchService",
+                "PrefetchStore",
+                "RedisStore",
+                "RendererPool",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -232,7 +250,7 @@ let package = Package(
                 "PrefetchDNS",
                 "PrefetchEngine",
                 "PrefetchFetcher",
-                "PrefetchService",
+                "PrefetchRuntime",
                 "PrefetchStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -364,6 +382,7 @@ let package = Package(
                 "PrefetchDNS",
                 "PrefetchEngine",
                 "PrefetchFetcher",
+                "PrefetchRuntime",
                 "PrefetchService",
                 "PrefetchStore",
                 "RendererPool",

@@ -40,9 +40,8 @@ public final class Orchestrator: Sendable {
     public let tickets: any TicketRegistry
     public let metrics: EngineMetrics
     let logger: Logger
-    public let currentConfig: @Sendable () -> PrefetchConfig?
-    /// The active config and a canary candidate beside it (see `ConfigSelection.swift`).
-    public let servedConfigs: @Sendable () -> ServedConfigs?
+    /// Where the config comes from (see ``ConfigProvider``).
+    public let configs: any ConfigProvider
     let limiter: RateLimiter
     let addressLimiter: RateLimiter
     /// Every time-based decision (ticket expiry, rate limits, timings) is made by this clock.
@@ -67,8 +66,7 @@ public final class Orchestrator: Sendable {
         logger: Logger,
         clock: any ServiceClock = ContinuousClock(),
         tracer: any Tracer = InstrumentationSystem.tracer,
-        servedConfigs: (@Sendable () -> ServedConfigs?)? = nil,
-        currentConfig: @escaping @Sendable () -> PrefetchConfig?
+        configs: any ConfigProvider
     ) {
         self.settings = settings
         self.clock = clock
@@ -80,8 +78,7 @@ public final class Orchestrator: Sendable {
         self.tickets = tickets
         self.metrics = metrics
         self.logger = logger
-        self.currentConfig = currentConfig
-        self.servedConfigs = servedConfigs ?? { currentConfig().map { ServedConfigs(active: $0) } }
+        self.configs = configs
         metrics.registerConfigSeries()
         self.limiter = RateLimiter(rate: settings.triggerRate, burst: settings.triggerBurst)
         self.addressLimiter = RateLimiter(
@@ -89,6 +86,21 @@ public final class Orchestrator: Sendable {
             burst: settings.addressTriggerBurst ?? settings.triggerBurst * 10)
         self.credentialNames = Set(settings.credentialHeaders.map { $0.lowercased() })
         self.trustedOrigins = Set(settings.corsOrigins.filter { $0 != "*" }.compactMap { try? HTTPURL(parsing: $0).origin })
+    }
+
+    /// The active config, nil until a valid one is loaded.
+    public func currentConfig() -> PrefetchConfig? { configs.current }
+
+    /// The active config and a canary candidate beside it (see `ConfigSelection.swift`).
+    public func servedConfigs() -> ServedConfigs? { configs.served }
+
+    /// Brings the gauges `/metrics` shows up to date: transfers in flight, tickets held and their bytes, and the
+    /// store's own (its snapshot records them).
+    public func recordGauges() async {
+        metrics.inFlight.record(fetcher.inFlight)
+        metrics.tickets.record(tickets.count)
+        metrics.ticketBytes.record(tickets.bytes)
+        _ = await store.snapshot()
     }
 
     /// The credential headers among `headers`, in order, and their keyed identity.

@@ -312,6 +312,9 @@ public protocol ResponseStore: Sendable {
     /// `begin(_:)` without suspending when the store can, else nil (nothing claimed).
     func beginWithoutSuspending(_ requests: [(key: StoreKey, policy: StorePolicy)]) -> [BeginOutcome]?
 
+    /// How the store is doing, for readiness (`GET /readyz`): an in-process store has no outage state.
+    var health: StoreHealth { get }
+
     /// Whether ``begin(_:then:)`` and ``settle(_:then:)`` always take their call: an in-process store, or a shared
     /// one whose round trips run on event loops (Redis). A caller on an event loop may then start a page open and
     /// settle its flights without a task.
@@ -380,6 +383,16 @@ public enum Settlement: Sendable {
     case put(StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>)
     /// `abandon(_:token:)`.
     case abandon(StoreKey, token: FlightToken)
+}
+
+/// How a store is doing (``ResponseStore/health``).
+public enum StoreHealth: String, Sendable, Hashable {
+    /// An in-process store: nothing to be away.
+    case inProcess = "in-process"
+    /// A shared store that answers.
+    case ok
+    /// A shared store that cannot be reached: this replica answers from its fallback.
+    case degraded
 }
 
 /// What ``ResponseStore/readWithoutSuspending(_:canWait:notify:)`` found.
@@ -492,6 +505,9 @@ extension ResponseStore {
 
     /// See `ResponseStore.settleNow`: false, always the asynchronous path.
     public func settleNow(_ settlements: [Settlement]) -> Bool { false }
+
+    /// See `ResponseStore.health`: in process.
+    public var health: StoreHealth { .inProcess }
 
     /// See `ResponseStore.readsWithoutTasks`: when the store answers without suspending.
     public var readsWithoutTasks: Bool { answersWithoutSuspending }

@@ -67,7 +67,7 @@ public final class RedisStore: ResponseStore, Service {
     private let keySpace: KeySpace
     private let calls: RedisStoreState.Calls
     let state: SharedStoreState
-    private let health: RedisHealthMonitor
+    private let monitor: RedisHealthMonitor
     private let pool: RedisPool
     /// Where reads without a task keep their timers (an event loop of the pool's group).
     let timerLoop: any EventLoop
@@ -116,7 +116,7 @@ public final class RedisStore: ResponseStore, Service {
         let state = SharedStoreState(initial)
         self.state = state
         let health = RedisHealthMonitor(endpoint: endpoint, state: state, clock: clock, logger: logger, factory: metricsFactory)
-        self.health = health
+        self.monitor = health
         let settings = ConnectionSettings(
             endpoint: endpoint, connectTimeout: configuration.connectTimeout,
             commandTimeout: configuration.commandTimeout,
@@ -155,6 +155,9 @@ public final class RedisStore: ResponseStore, Service {
 
     /// True while Redis is unreachable and this replica serves from its fallback store.
     public var isDegraded: Bool { state.withLock { $0.isDegraded } }
+
+    /// See `ResponseStore.health`: degraded while Redis is unreachable.
+    public var health: StoreHealth { isDegraded ? .degraded : .ok }
 
     /// Whether this replica hears other replicas' announcements yet (its subscriber has subscribed once since
     /// `run()` started): before that, a completion or drop elsewhere reaches it only by its readers' polling.

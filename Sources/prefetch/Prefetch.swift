@@ -9,6 +9,7 @@ import PrefetchCore
 import PrefetchDNS
 import PrefetchEngine
 import PrefetchFetcher
+import PrefetchRuntime
 import PrefetchService
 import PrefetchStore
 import Prometheus
@@ -498,25 +499,10 @@ extension Prefetch {
                         "prefetch operator surface on http://\(settings.adminHost):\(port)\(settings.adminToken == nil ? "" : " (bearer token required)")"
                     )
                 })
-            let group = ServiceGroup(
-                configuration: .init(
-                    services: [app],
-                    gracefulShutdownSignals: [.sigterm, .sigint],
-                    logger: logger
-                )
-            )
-            try await withThrowingTaskGroup { tasks in
-                tasks.addTask { try await group.run() }
-                tasks.addTask {
-                    // Past the grace period, in-flight work is cancelled rather than holding shutdown forever.
-                    try await gracefulShutdown()
-                    try await Task.sleep(for: settings.shutdownGrace)
-                    await group.triggerGracefulShutdown()
-                    throw CancellationError()
-                }
-                try await tasks.next()
-                tasks.cancelAll()
-            }
+            var configuration = ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            // Past the grace period, in-flight work is cancelled rather than holding shutdown forever.
+            configuration.maximumGracefulShutdownDuration = settings.shutdownGrace
+            try await ServiceGroup(configuration: configuration).run()
         }
     }
 

@@ -7,6 +7,7 @@ import NIOCore
 import NIOPosix
 import PrefetchCore
 import PrefetchEngine
+import PrefetchRuntime
 import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream

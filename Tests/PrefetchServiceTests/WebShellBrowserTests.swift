@@ -3,6 +3,7 @@ import HummingbirdTesting
 import Logging
 import PrefetchCore
 import PrefetchEngine
+import PrefetchRuntime
 import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream

@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import PrefetchCore
 import PrefetchEngine
+import PrefetchRuntime
 import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
