@@ -45,7 +45,9 @@ let package = Package(
         // The main package's modules, from its own sources.
         .target(
             name: "PrefetchCore",
-            dependencies: [.product(name: "HTTPTypes", package: "swift-http-types")],
+            dependencies: [
+                .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "Crypto", package: "swift-crypto"),
+            ],
             path: "MainSources/PrefetchCore",
             swiftSettings: instrumented
         ),

@@ -31,6 +31,14 @@ public struct Lease: Sendable {
     public let renderer: any Renderer
 }
 
+/// Lease ids: the capability to release or destroy a leased renderer, so drawn from the system generator.
+enum LeaseID {
+    /// 128 random bits as unpadded base64url: 22 characters of `A-Za-z0-9-_` (`RandomID`).
+    static func random() -> String {
+        RandomID.make()
+    }
+}
+
 /// A pool of renderers for one profile. See docs/design/renderer-pool.md.
 public actor RendererPool: Service {
     /// An acquirer between its `wait` step and the step that wakes it.

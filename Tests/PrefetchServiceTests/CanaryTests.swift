@@ -16,15 +16,27 @@ import Testing
         Identity(headers: [.cookie: "session=user-\(n)"], credentialHeaderNames: ["cookie"], key: key)
     }
 
-    static func canary(version: String = "5", basisPoints: Int) throws -> CanaryConfig {
+    static func config(version: String) throws -> PrefetchConfig {
         let text = #"{"code":200,"data":{"name":"n","version":"\#(version)","config":[]}}"#
-        return CanaryConfig(config: try ConfigLoader.parse(Array(text.utf8), source: "test").config, basisPoints: basisPoints)
+        return try ConfigLoader.parse(Array(text.utf8), source: "test").config
+    }
+
+    static func canary(version: String = "5", basisPoints: Int) throws -> CanaryConfig {
+        CanaryConfig(config: try config(version: version), basisPoints: basisPoints)
+    }
+
+    static let active = try! config(version: "4")
+
+    /// The config `identity` is served beside the active version 4 while `canary` stands, as the engine asks for it.
+    static func role(identity: Identity, canary: CanaryConfig?) -> ConfigRole {
+        let served = ServedConfigs(active: active, canary: canary)
+        return served.config(forIdentityDigest: identity == .anonymous ? nil : identity.digest).role
     }
 
     @Test func aTenPercentCanaryServesAboutTenPercentOfIdentities() throws {
         let canary = try Self.canary(basisPoints: 1000)
         let count = 20_000
-        let candidates = (0..<count).filter { CanaryAssignment.role(identity: Self.identity($0), canary: canary) == .candidate }.count
+        let candidates = (0..<count).filter { Self.role(identity: Self.identity($0), canary: canary) == .candidate }.count
         // Binomial(20,000, 0.1): mean 2,000, standard deviation 42.4; 99.9 % of draws fall within 3.29 of them.
         let bound = 3.29 * (Double(count) * 0.1 * 0.9).squareRoot()
         #expect(abs(Double(candidates) - 2000) <= bound, "\(candidates) of \(count) got the candidate")
@@ -33,9 +45,9 @@ import Testing
     @Test func theSameIdentityAlwaysGetsTheSameVersion() throws {
         let canary = try Self.canary(basisPoints: 5000)
         for n in 0..<200 {
-            let first = CanaryAssignment.role(identity: Self.identity(n), canary: canary)
+            let first = Self.role(identity: Self.identity(n), canary: canary)
             for _ in 0..<3 {
-                #expect(CanaryAssignment.role(identity: Self.identity(n), canary: canary) == first)
+                #expect(Self.role(identity: Self.identity(n), canary: canary) == first)
             }
         }
     }
@@ -44,8 +56,8 @@ import Testing
         let five = try Self.canary(version: "5", basisPoints: 5000)
         let six = try Self.canary(version: "6", basisPoints: 5000)
         let count = 2000
-        let inFive = Set((0..<count).filter { CanaryAssignment.role(identity: Self.identity($0), canary: five) == .candidate })
-        let inSix = Set((0..<count).filter { CanaryAssignment.role(identity: Self.identity($0), canary: six) == .candidate })
+        let inFive = Set((0..<count).filter { Self.role(identity: Self.identity($0), canary: five) == .candidate })
+        let inSix = Set((0..<count).filter { Self.role(identity: Self.identity($0), canary: six) == .candidate })
         // Independent halves overlap on about a quarter of the identities (500, standard deviation 19.4): a rollout
         // does not land on the same users as the last one.
         let both = inFive.intersection(inSix).count
@@ -55,17 +67,26 @@ import Testing
     @Test func raisingTheShareKeepsEveryoneAlreadyInIt() throws {
         let ten = try Self.canary(basisPoints: 1000)
         let fifty = try Self.canary(basisPoints: 5000)
-        for n in 0..<2000 where CanaryAssignment.role(identity: Self.identity(n), canary: ten) == .candidate {
-            #expect(CanaryAssignment.role(identity: Self.identity(n), canary: fifty) == .candidate)
+        for n in 0..<2000 where Self.role(identity: Self.identity(n), canary: ten) == .candidate {
+            #expect(Self.role(identity: Self.identity(n), canary: fifty) == .candidate)
         }
     }
 
+    @Test func aCallerIsPlannedWithItsRolesConfigAndAnOperatorsDecisionServesOneConfig() throws {
+        let served = ServedConfigs(active: Self.active, canary: try Self.canary(basisPoints: 10_000))
+        #expect(served.config(forIdentityDigest: Self.identity(1).digest).config.version == "5")
+        #expect(served.config(forIdentityDigest: nil).config.version == "4")
+        #expect(served.promoted?.active.version == "5" && served.promoted?.canary == nil)
+        #expect(served.rolledBack?.active.version == "4" && served.rolledBack?.canary == nil)
+        #expect(ServedConfigs(active: Self.active).promoted == nil && ServedConfigs(active: Self.active).rolledBack == nil)
+    }
+
     @Test func anonymousCallersAndTheBoundsOfTheShare() throws {
-        #expect(CanaryAssignment.role(identity: .anonymous, canary: try Self.canary(basisPoints: 10_000)) == .active)
-        #expect(CanaryAssignment.role(identity: Self.identity(1), canary: nil) == .active)
+        #expect(Self.role(identity: .anonymous, canary: try Self.canary(basisPoints: 10_000)) == .active)
+        #expect(Self.role(identity: Self.identity(1), canary: nil) == .active)
         for n in 0..<500 {
-            #expect(CanaryAssignment.role(identity: Self.identity(n), canary: try Self.canary(basisPoints: 0)) == .active)
-            #expect(CanaryAssignment.role(identity: Self.identity(n), canary: try Self.canary(basisPoints: 10_000)) == .candidate)
+            #expect(Self.role(identity: Self.identity(n), canary: try Self.canary(basisPoints: 0)) == .active)
+            #expect(Self.role(identity: Self.identity(n), canary: try Self.canary(basisPoints: 10_000)) == .candidate)
         }
     }
 }

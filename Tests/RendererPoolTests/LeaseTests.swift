@@ -38,19 +38,6 @@ import Testing
         #expect(a.id != b.id)
     }
 
-    @Test(arguments: [
-        ("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE"),
-        ("foobar", "Zm9vYmFy"),
-    ])
-    func base64URLMatchesRFC4648(input: String, expected: String) {
-        #expect(Base64URL.encode(Array(input.utf8)) == expected)
-    }
-
-    @Test func base64URLUsesTheURLSafeAlphabet() {
-        #expect(Base64URL.encode([0xFB, 0xFF, 0xBF]) == "-_-_")
-        #expect(Base64URL.encode([UInt8](repeating: 0xFF, count: 16)) == "_____________________w")
-    }
-
     @Test func anUnknownOrGuessedIDReleasesNothing() async throws {
         let pool = RendererPool(name: "main", profile: modelledProfile(maxSize: 2), logger: testLogger)
         let pools = try RendererPools(profiles: ["main": modelledProfile()], logger: testLogger)

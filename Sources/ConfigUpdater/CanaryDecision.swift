@@ -4,7 +4,9 @@ public import PrefetchCore
 import Synchronization
 
 // Canary configs: a candidate served beside the active config to a share of users (`canary` in the source
-// document, see ``CanaryConfig``), promoted or rolled back by the source's next document or by an operator.
+// document, see ``CanaryConfig``), promoted or rolled back by the source's next document or by an operator. Which
+// caller gets which, and what a promote or rollback serves, is ``ServedConfigs`` (PrefetchCore); this file keeps
+// the operator's decisions and how they show in the status.
 // Design notes: docs/design/config-updater.md ("Canary configs").
 
 /// What makes two documents the same for a check: the active version, the candidate's version and its share.
@@ -120,13 +122,12 @@ extension ConfigUpdater {
             guard let served = box.withLock({ $0 }) else {
                 return .failure(CanaryActionError(code: "not-ready", message: "no config is loaded"))
             }
-            guard let canary = served.canary else {
+            guard let next = action == .promote ? served.promoted : served.rolledBack else {
                 return .failure(
                     CanaryActionError(
                         code: "no-canary",
                         message: "no candidate config is served beside version \(served.active.version): nothing to \(action.rawValue)"))
             }
-            let next = action == .promote ? ServedConfigs(active: canary.config) : ServedConfigs(active: served.active)
             box.withLock { $0 = next }
             state.decision = CanaryDecision(action: action, source: state.sourceVersions ?? DocumentVersions(served), at: now)
             state.loadedAt = now

@@ -95,33 +95,3 @@ extension Validator {
         return CanaryConfig(config: config, basisPoints: basisPoints)
     }
 }
-
-/// What a config source serves at one moment: the active config and, during a rollout, a candidate beside it.
-/// One value, swapped whole, so a reader never sees the active config of one document with another's candidate.
-public struct ServedConfigs: Sendable {
-    /// The config every caller not assigned to the candidate gets.
-    public var active: PrefetchConfig
-    /// The candidate and its share, when a rollout is under way.
-    public var canary: CanaryConfig?
-
-    /// The active config and an optional candidate.
-    public init(active: PrefetchConfig, canary: CanaryConfig? = nil) {
-        self.active = active
-        self.canary = canary
-    }
-
-    /// A loaded document's configs.
-    public init(_ loaded: LoadedConfig) {
-        self.init(active: loaded.config, canary: loaded.canary)
-    }
-
-    /// Every interface name of both configs (the store keeps their responses across a swap).
-    public var interfaceNames: Set<String> {
-        active.interfaceNames.union(canary?.config.interfaceNames ?? [])
-    }
-
-    /// The api hosts of both configs.
-    public var apiHosts: Set<String> {
-        active.apiHosts.union(canary?.config.apiHosts ?? [])
-    }
-}

@@ -2,7 +2,7 @@ import Foundation
 import PrefetchCore
 import Testing
 
-/// Ticket ids and read keys are URL-safe base64 without padding, written and read byte by byte: held to
+/// Ticket ids, read keys and lease ids are URL-safe base64 without padding, written and read byte by byte: held to
 /// Foundation's base64 on random inputs, and only the one canonical spelling of each byte string is accepted.
 @Suite struct Base64URLTests {
     /// Foundation's encoding, made URL-safe and unpadded: the reference.
@@ -39,5 +39,18 @@ import Testing
         #expect(Base64URL.decode("AB") == nil, "trailing bits set")
         #expect(Base64URL.decode("AA") == [0])
         #expect(Base64URL.decode("A") == nil)
+    }
+
+    @Test(arguments: [
+        ("", ""), ("f", "Zg"), ("fo", "Zm8"), ("foo", "Zm9v"), ("foob", "Zm9vYg"), ("fooba", "Zm9vYmE"),
+        ("foobar", "Zm9vYmFy"),
+    ])
+    func base64URLMatchesRFC4648(input: String, expected: String) {
+        #expect(Base64URL.encode(Array(input.utf8)) == expected)
+    }
+
+    @Test func base64URLUsesTheURLSafeAlphabet() {
+        #expect(Base64URL.encode([0xFB, 0xFF, 0xBF]) == "-_-_")
+        #expect(Base64URL.encode([UInt8](repeating: 0xFF, count: 16)) == "_____________________w")
     }
 }

@@ -20,11 +20,3 @@ final class SharedRandom: Sendable {
         probability > 0 && unit() < probability
     }
 }
-
-/// Lease ids: the capability to release or destroy a leased renderer, so drawn from the system generator.
-enum LeaseID {
-    /// 128 random bits as unpadded base64url: 22 characters of `A-Za-z0-9-_` (`RandomID`).
-    static func random() -> String {
-        RandomID.make()
-    }
-}
