@@ -41,9 +41,8 @@ extension EngineMetrics {
 
     /// Counts a data read of a ticket planned with `role`'s config: `prefetch_config_data_total{config, result}`,
     /// `result` being `hit`, `joined` or `miss` (every answer that is not the response: pending, failed, a miss reason).
-    public func configData(_ role: ConfigRole, result: String) {
-        let bounded = result == "hit" || result == "joined" ? result : "miss"
-        counter("prefetch_config_data_total", ("config", role.rawValue), ("result", bounded)).increment()
+    public func configData(_ role: ConfigRole, result: ReadResult) {
+        counter("prefetch_config_data_total", ("config", role.rawValue), ("result", result.rawValue)).increment()
     }
 
     /// Counts the requests of a ticket leaving the registry that were never served to a reader:
@@ -60,8 +59,8 @@ extension EngineMetrics {
             _ = counter("prefetch_config_triggers_total", ("config", role.rawValue))
             _ = counter("prefetch_config_requests_total", ("config", role.rawValue))
             _ = counter("prefetch_config_unread_total", ("config", role.rawValue))
-            for result in ["hit", "joined", "miss"] {
-                _ = counter("prefetch_config_data_total", ("config", role.rawValue), ("result", result))
+            for result in ReadResult.allCases {
+                _ = counter("prefetch_config_data_total", ("config", role.rawValue), ("result", result.rawValue))
             }
         }
     }

@@ -71,8 +71,8 @@ public final class EngineMetrics: Sendable {
     }
 
     func trigger(_ result: String) { counter("prefetch_triggers_total", ("result", result)).increment() }
-    func flight(_ interface: String, role: String) {
-        counter("prefetch_flights_total", ("interface", interface), ("role", role)).increment()
+    func flight(_ interface: String, role: FlightRole) {
+        counter("prefetch_flights_total", ("interface", interface), ("role", role.rawValue)).increment()
     }
     func fetch(_ interface: String, outcome: String) {
         counter("prefetch_fetches_total", ("interface", interface), ("outcome", outcome)).increment()

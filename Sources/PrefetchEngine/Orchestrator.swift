@@ -365,7 +365,7 @@ public final class Orchestrator: Sendable {
             id: ticketID, page: page, pageOrigin: plan.pageURL.origin, partnerOrigins: plan.origins.partners, matched: plan.matched,
             version: plan.version,
             identity: credentials.identity, owner: caller, requests: requests, role: role,
-            timings: requests.map { _ in RequestTiming(origin: "leader", startedAt: now) }, now: now,
+            timings: requests.map { _ in RequestTiming(origin: .leader, startedAt: now) }, now: now,
             dependents: plan.requests.reduce(into: [Int: Int]()) { counts, request in
                 for index in request.dependencies { counts[index, default: 0] += 1 }
             }
@@ -389,10 +389,10 @@ public final class Orchestrator: Sendable {
         for (index, planned) in plan.requests.enumerated() {
             let interface = planned.interface
             let request = requests[index]
-            let role: String
+            let role: FlightRole
             switch outcomes[index] {
             case .leader(let token):
-                role = "leader"
+                role = .leader
                 flights.append(
                     PageOpen.Flight(
                         key: request.key, token: token, policy: request.policy, label: request.name,
@@ -408,14 +408,14 @@ public final class Orchestrator: Sendable {
                     sends.append(PageOpen.Send(index: index, request: fetch, sentCredentials: sendsCredentials[index]))
                 }
             case .joined:
-                role = "joined"
+                role = .joined
                 flights.append(nil)
             case .fresh:
-                role = "fresh"
+                role = .fresh
                 flights.append(nil)
             }
             metrics.flight(interface.name, role: role)
-            var timing = RequestTiming(origin: role, startedAt: now, finishedAt: role == "leader" ? nil : now)
+            var timing = RequestTiming(origin: role, startedAt: now, finishedAt: role == .leader ? nil : now)
             timing.needs = interface.dependsOn
             timings.append(timing)
         }
@@ -458,7 +458,7 @@ public final class Orchestrator: Sendable {
         of index: Int, in ticket: Ticket, for label: String, until deadline: ContinuousClock.Instant
     ) async throws(DependencyError) -> (body: ByteBuffer, ownOnly: Bool) {
         let needed = ticket.requests[index].name
-        if ticket.timings.withLock({ $0[index].origin }) == "leader" {
+        if ticket.timings.withLock({ $0[index].origin }) == .leader {
             switch await ticket.answers.answer(for: index, until: deadline, clock: clock) {
             case .body(let body, let ownOnly): return (body, ownOnly)
             case .failed(let code):

@@ -82,7 +82,7 @@ public final class Ticket: Sendable {
                 policy: StorePolicy(ttl: .milliseconds($0.ttlMs), negativeTTL: .milliseconds($0.negativeTTLMs), label: $0.name),
                 timeout: .milliseconds($0.timeoutMs))
         }
-        self.timings = Mutex(record.requests.map { _ in RequestTiming(origin: "remote", startedAt: now, finishedAt: nil) })
+        self.timings = Mutex(record.requests.map { _ in RequestTiming(origin: .remote, startedAt: now, finishedAt: nil) })
     }
 
     /// How long a ticket stays valid: as long as the longest-lived response it points at.
@@ -140,10 +140,10 @@ public final class Ticket: Sendable {
     /// Records how a read of request `index` was served (`hit`, `joined`) or why it missed, for the debug view.
     /// One uncontended lock and no allocation: the log's storage is made with the ticket.
     public func recordRead(
-        _ index: Int, served: String, reason: String?, askedAt: ContinuousClock.Instant, answeredAt: ContinuousClock.Instant
+        _ index: Int, served: ReadResult, reason: String?, askedAt: ContinuousClock.Instant, answeredAt: ContinuousClock.Instant
     ) {
         let read = TicketRead(index: index, served: served, reason: reason, askedAt: askedAt, answeredAt: answeredAt)
-        readLog.withLock { $0.append(read, served: served != "miss") }
+        readLog.withLock { $0.append(read, served: served != .miss) }
     }
 
     /// The last ``readLimit`` reads, oldest first.

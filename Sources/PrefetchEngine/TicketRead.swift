@@ -2,8 +2,7 @@
 public struct TicketRead: Sendable {
     /// The request's index in the ticket.
     public var index: Int
-    /// `hit`, `joined` or `miss`.
-    public var served: String
+    public var served: ReadResult
     /// The miss reason (the `X-Prefetch-Reason` code), nil when served.
     public var reason: String?
     public var askedAt: ContinuousClock.Instant

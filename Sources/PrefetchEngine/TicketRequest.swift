@@ -15,9 +15,8 @@ public struct TicketRequest: Sendable {
 
 /// How one request of a ticket went, for the results and the debug view.
 public struct RequestTiming: Sendable {
-    /// `leader` (this trigger fetched), `joined` (a flight was already running), `fresh` (a stored entry), or
-    /// `remote` (a ticket read back from another replica).
-    public var origin: String
+    /// How the request got its flight.
+    public var origin: FlightRole
     public var startedAt: ContinuousClock.Instant
     public var finishedAt: ContinuousClock.Instant?
     public var status: Int?

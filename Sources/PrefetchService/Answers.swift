@@ -44,7 +44,7 @@ struct TriggerAnswer: Codable, Sendable {
             let origin = timings[index].origin
             return Request(
                 name: request.name, api: request.api, method: request.method.rawValue, url: triggered.urls[index],
-                state: origin == "fresh" ? "stored" : "pending", flight: origin)
+                state: origin == .fresh ? "stored" : "pending", flight: origin.rawValue)
         }
     }
 }

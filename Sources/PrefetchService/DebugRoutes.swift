@@ -113,10 +113,11 @@ struct DebugRoutes: Sendable {
             let request = ticket.requests[index]
             let timing = timings[index]
             let ownReads = reads.filter { $0.index == index }.map { read in
-                OpensAnswer.Read(served: read.served, reason: read.reason, askedMs: since(read.askedAt), answeredMs: since(read.answeredAt))
+                OpensAnswer.Read(
+                    served: read.served.rawValue, reason: read.reason, askedMs: since(read.askedAt), answeredMs: since(read.answeredAt))
             }
             return OpensAnswer.Request(
-                name: request.name, api: request.api, method: request.method.rawValue, flight: timing.origin,
+                name: request.name, api: request.api, method: request.method.rawValue, flight: timing.origin.rawValue,
                 startMs: since(timing.startedAt), needs: timing.needs,
                 endMs: timing.finishedAt.map(since), status: timing.status, bytes: timing.bytes, error: timing.error, reads: ownReads)
         }

@@ -336,8 +336,8 @@ struct FastHandoff: Sendable {
         }
         guard case .ready(let response, let joined)? = outcome else { return nil }
         // From here on the entry has been read (a no-store one consumed): this handler answers, whatever follows.
-        let served = joined ? "joined" : "hit"
-        orchestrator.metrics.data(served)
+        let served = ReadResult(joined: joined)
+        orchestrator.metrics.data(served.rawValue)
         orchestrator.metrics.fastHandoff()
         orchestrator.metrics.configData(role, result: served)
         let (status, fields, body) = PrefetchRoutes.replayParts(response, joined: joined)

@@ -173,7 +173,7 @@ struct PrefetchRoutes: Sendable {
                 error.status == .unauthorized || error.status == .forbidden
             {
                 ticket.recordRead(
-                    index, served: "miss", reason: error.code, askedAt: orchestrator.clock.now, answeredAt: orchestrator.clock.now)
+                    index, served: .miss, reason: error.code, askedAt: orchestrator.clock.now, answeredAt: orchestrator.clock.now)
             }
             throw error
         }
@@ -202,10 +202,10 @@ struct PrefetchRoutes: Sendable {
         let wait = orchestrator.clampWait(try Self.waitParameter(request), default: read.timeout)
         do {
             let response = try replay(await orchestrator.store.read(key, wait: wait), wait: wait)
-            orchestrator.metrics.configData(role, result: response.headers[PrefetchHeaders.served] ?? "hit")
+            orchestrator.metrics.configData(role, result: Self.served(response))
             return response
         } catch {
-            orchestrator.metrics.configData(role, result: "miss")
+            orchestrator.metrics.configData(role, result: .miss)
             throw error
         }
     }
@@ -253,13 +253,13 @@ struct PrefetchRoutes: Sendable {
         do {
             let wait = orchestrator.clampWait(try Self.waitParameter(request), default: ticket.requests[index].timeout)
             let response = try replay(await orchestrator.read(ticket, index: index, wait: wait), wait: wait)
-            let served = response.headers[PrefetchHeaders.served] ?? "hit"
+            let served = Self.served(response)
             ticket.recordRead(index, served: served, reason: nil, askedAt: asked, answeredAt: orchestrator.clock.now)
             orchestrator.metrics.configData(ticket.role, result: served)
             return response
         } catch {
-            ticket.recordRead(index, served: "miss", reason: error.code, askedAt: asked, answeredAt: orchestrator.clock.now)
-            orchestrator.metrics.configData(ticket.role, result: "miss")
+            ticket.recordRead(index, served: .miss, reason: error.code, askedAt: asked, answeredAt: orchestrator.clock.now)
+            orchestrator.metrics.configData(ticket.role, result: .miss)
             throw error
         }
     }
@@ -330,17 +330,22 @@ struct PrefetchRoutes: Sendable {
         for header in response.headers where !isDropped(header.name) {
             fields.append(header)
         }
-        fields[PrefetchHeaders.served] = joined ? "joined" : "hit"
+        fields[PrefetchHeaders.served] = ReadResult(joined: joined).rawValue
         fields[.cacheControl] = "private, no-store"
         fields[.contentSecurityPolicy] = "default-src 'none'; sandbox"
         return (HTTPResponse.Status(code: response.status), fields, response.bodyBuffer)
+    }
+
+    /// How a replay was served, from its `X-Prefetch` header.
+    static func served(_ response: Response) -> ReadResult {
+        response.headers[PrefetchHeaders.served].flatMap(ReadResult.init(rawValue:)) ?? .hit
     }
 
     /// A stored response replayed as the page's own request would have received it, with the replay headers.
     func replay(_ outcome: ReadOutcome, wait: Duration) throws(APIError) -> Response {
         switch outcome {
         case .ready(let response, let joined):
-            orchestrator.metrics.data(joined ? "joined" : "hit")
+            orchestrator.metrics.data(ReadResult(joined: joined).rawValue)
             let (status, fields, body) = Self.replayParts(response, joined: joined)
             return Response(status: status, headers: fields, body: .init(byteBuffer: body))
         case .pending:
