@@ -53,7 +53,7 @@ struct CanaryDecision: Sendable {
 /// Why a promote or rollback was refused. `code` is stable (an API error code).
 public struct CanaryActionError: Error, Sendable, CustomStringConvertible {
     /// `no-canary` (nothing to promote or roll back) or `not-ready` (no config loaded).
-    public var code: String
+    public var code: FailureCode
     /// What was wrong.
     public var message: String
 
@@ -120,12 +120,12 @@ extension ConfigUpdater {
         let now = Date()
         let outcome = state.withLock { state -> Result<(previous: ServedConfigs, next: ServedConfigs), CanaryActionError> in
             guard let served = box.withLock({ $0 }) else {
-                return .failure(CanaryActionError(code: "not-ready", message: "no config is loaded"))
+                return .failure(CanaryActionError(code: .notReady, message: "no config is loaded"))
             }
             guard let next = action == .promote ? served.promoted : served.rolledBack else {
                 return .failure(
                     CanaryActionError(
-                        code: "no-canary",
+                        code: .noCanary,
                         message: "no candidate config is served beside version \(served.active.version): nothing to \(action.rawValue)"))
             }
             box.withLock { $0 = next }

@@ -77,16 +77,16 @@ public struct Reference: Sendable, Hashable, CustomStringConvertible {
 
 /// Why a dependent request was not sent. `code` is one of a small fixed set, safe as a metric label.
 public struct DependencyError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// `dependency_failed`: what it needs did not produce a response (failed, expired, not ready in time).
-    /// `dependency_not_json`: the needed answer is not JSON.
-    /// `dependency_value`: the pointer names nothing, or a value that cannot go where the reference is.
-    public var code: String
+    /// `dependency-failed`: what it needs did not produce a response (failed, expired, not ready in time).
+    /// `dependency-not-json`: the needed answer is not JSON.
+    /// `dependency-value`: the pointer names nothing, or a value that cannot go where the reference is.
+    public var code: FailureCode
     /// Names the interface, the reference and what was wrong; never the value itself.
     public var message: String
 
-    public static let codes = ["dependency_failed", "dependency_not_json", "dependency_value"]
+    public static let codes: [FailureCode] = [.dependencyFailed, .dependencyNotJSON, .dependencyValue]
 
-    public init(code: String, message: String) {
+    public init(code: FailureCode, message: String) {
         self.code = code
         self.message = message
     }
@@ -195,10 +195,10 @@ struct Template: Sendable, Hashable {
         case .bool(let flag): return flag ? "true" : "false"
         case nil:
             throw DependencyError(
-                code: "dependency_value", message: "\(interface) needs \(reference), and \(reference.interface)'s answer has nothing there")
+                code: .dependencyValue, message: "\(interface) needs \(reference), and \(reference.interface)'s answer has nothing there")
         case .some(let other):
             throw DependencyError(
-                code: "dependency_value",
+                code: .dependencyValue,
                 message: "\(interface) needs \(reference) as text, and \(reference.interface)'s answer has \(other.kindName) there")
         }
     }
@@ -225,7 +225,7 @@ extension Interface {
             let text = try template.render(values, for: name)
             if text.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) {
                 throw DependencyError(
-                    code: "dependency_value", message: "\(name) needs a header value with a control character from \(template.references)")
+                    code: .dependencyValue, message: "\(name) needs a header value with a control character from \(template.references)")
             }
             headers[index].value = text
         }
@@ -258,13 +258,13 @@ extension Interface {
             if let whole = template.wholeReference {
                 guard let found = values[whole] else {
                     throw DependencyError(
-                        code: "dependency_value", message: "\(interface) needs \(whole), and \(whole.interface)'s answer has nothing there")
+                        code: .dependencyValue, message: "\(interface) needs \(whole), and \(whole.interface)'s answer has nothing there")
                 }
                 switch found {
                 case .object, .array:
                     if scalarOnly {
                         throw DependencyError(
-                            code: "dependency_value",
+                            code: .dependencyValue,
                             message:
                                 "\(interface) needs \(whole) in a query or form body, and \(whole.interface)'s answer has \(found.kindName) there"
                         )

@@ -99,10 +99,10 @@ public enum PlanError: Error, Sendable, Hashable, CustomStringConvertible {
     case noMatch(page: String)
 
     /// A stable code, safe as a metric label and an API error code.
-    public var code: String {
+    public var code: FailureCode {
         switch self {
-        case .invalidPageURL: "invalid-url"
-        case .noMatch: "no-config"
+        case .invalidPageURL: .invalidURL
+        case .noMatch: .noConfig
         }
     }
 

@@ -7,6 +7,7 @@ public enum DependencyAnswer: Sendable, Hashable {
     /// A 2xx body; `ownOnly` when it is kept for this page open alone (it set a cookie, was `private`, or was made
     /// from such an answer), so whatever is made from it is kept for this page open alone too.
     case body(ByteBuffer, ownOnly: Bool)
+    /// Why there is no body to use: a failure code, or the upstream status that was not 2xx.
     case failed(String)
 }
 

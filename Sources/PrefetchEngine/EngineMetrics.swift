@@ -6,8 +6,8 @@ import Synchronization
 ///
 /// - `prefetch_triggers_total{result}`: `accepted`, or the refusal's code: `no-config`, `invalid-url`,
 ///   `url-too-long`, `not-ready`, `rate-limited`, `overloaded`.
-/// - `prefetch_fetches_total{interface, outcome}`: `ok` (2xx-4xx), `upstream_5xx`, or a fetch error code
-///   (`timeout`, `dns`, `connect`, `tls`, `reset`, `too_large`, `protocol`, `cancelled`, `shutdown`, `other`), or
+/// - `prefetch_fetches_total{interface, outcome}`: `ok` (2xx-4xx), `upstream-5xx`, or a fetch error code
+///   (`timeout`, `dns`, `connect`, `tls`, `reset`, `too-large`, `protocol`, `cancelled`, `shutdown`, `other`), or
 ///   `private` (a response fetched without the caller's credentials that sets a cookie or is `Cache-Control: private`,
 ///   or one made from such an answer: kept for its ticket only).
 /// - `prefetch_upstream_duration_seconds{interface}`: upstream latency, a histogram.

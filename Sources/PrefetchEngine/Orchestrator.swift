@@ -30,7 +30,7 @@ public import Tracing
 /// - Admission: triggers are rate limited per caller, refused while responses in flight fill their byte
 ///   budget, and page URLs are bounded in length.
 /// - Upstream status: responses below 500 are stored and replayed as received. A 5xx, like a transport
-///   failure, is stored as a failure (`upstream_5xx`) for the negative TTL only.
+///   failure, is stored as a failure (`upstream-5xx`) for the negative TTL only.
 public final class Orchestrator: Sendable {
     public let settings: ServiceSettings
     public let store: any ResponseStore
@@ -52,9 +52,6 @@ public final class Orchestrator: Sendable {
     private let credentialNames: Set<String>
     /// The `--cors-origin` origins (normalised; `*` excluded): an operator's grant of every page's data.
     let trustedOrigins: Set<String>
-
-    /// The failure code a response gets in the shared entry when it may not be shared (see `PageOpen.settle`).
-    public static let privateCode = "private"
 
     public init(
         settings: ServiceSettings,
@@ -325,7 +322,7 @@ public final class Orchestrator: Sendable {
             (plan, role) = try self.plan(page: page, identity: credentials.identity)
             try authorize(origin, for: plan.origins)
         } catch {
-            metrics.trigger(error.code)
+            metrics.trigger(error.code.rawValue)
             throw error
         }
         if settings.triggerRate > 0 {
@@ -333,12 +330,12 @@ public final class Orchestrator: Sendable {
                 addressLimiter.admit(caller, now: clock.now)
                 ?? (credentials.identity == .anonymous ? nil : limiter.admit(credentials.identity.digest, now: clock.now))
             if let retry {
-                metrics.trigger(PrefetchError.rateLimited(retryAfter: retry).code)
+                metrics.trigger(PrefetchError.rateLimited(retryAfter: retry).code.rawValue)
                 throw .rateLimited(retryAfter: retry)
             }
         }
         if fetcher.bufferedBytes > settings.inFlightBytes / 10 * 9 {
-            metrics.trigger(PrefetchError.overloaded(retryAfter: .seconds(1)).code)
+            metrics.trigger(PrefetchError.overloaded(retryAfter: .seconds(1)).code.rawValue)
             throw .overloaded(retryAfter: .seconds(1))
         }
         let now = clock.now
@@ -462,9 +459,9 @@ public final class Orchestrator: Sendable {
             switch await ticket.answers.answer(for: index, until: deadline, clock: clock) {
             case .body(let body, let ownOnly): return (body, ownOnly)
             case .failed(let code):
-                throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which failed (\(code))")
+                throw DependencyError(code: .dependencyFailed, message: "\(label) needs \(needed), which failed (\(code))")
             case nil:
-                throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which was not in before its deadline")
+                throw DependencyError(code: .dependencyFailed, message: "\(label) needs \(needed), which was not in before its deadline")
             }
         }
         let (outcome, own) = await readTrackingOwnCopy(ticket, index: index, wait: max(.zero, clock.now.duration(to: deadline)))
@@ -472,13 +469,13 @@ public final class Orchestrator: Sendable {
         case .ready(let response, _) where (200..<300).contains(response.status): return (response.bodyBuffer, own)
         case .ready(let response, _):
             throw DependencyError(
-                code: "dependency_failed", message: "\(label) needs \(needed), whose upstream answered \(response.status)")
+                code: .dependencyFailed, message: "\(label) needs \(needed), whose upstream answered \(response.status)")
         case .failed(let failure, _):
-            throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which failed (\(failure.code))")
+            throw DependencyError(code: .dependencyFailed, message: "\(label) needs \(needed), which failed (\(failure.code))")
         case .pending:
-            throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which was not in before its deadline")
+            throw DependencyError(code: .dependencyFailed, message: "\(label) needs \(needed), which was not in before its deadline")
         case .absent(let reason):
-            throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which is gone (\(reason.rawValue))")
+            throw DependencyError(code: .dependencyFailed, message: "\(label) needs \(needed), which is gone (\(reason.rawValue))")
         }
     }
 
@@ -502,7 +499,7 @@ public final class Orchestrator: Sendable {
             return (await store.read(privateKey(key, ticket: ticket.id), wait: .zero), true)
         }
         let outcome = await store.read(key, wait: wait)
-        if case .failed(let failure, _) = outcome, failure.code == Self.privateCode {
+        if case .failed(let failure, _) = outcome, failure.code == FailureCode.private {
             // This ticket's own copy, if it fetched the response (and what became of it: a no-store copy is
             // consumed by its first read); another ticket's reader keeps the `private` miss.
             let own = await store.read(privateKey(key, ticket: ticket.id), wait: .zero)
@@ -593,7 +590,7 @@ public final class Orchestrator: Sendable {
     private func ownCopiesToRead(_ keptPrivate: [Bool], _ outcomes: [ReadOutcome]) -> [Int] {
         outcomes.indices.filter { index in
             guard !keptPrivate[index], case .failed(let failure, _) = outcomes[index] else { return false }
-            return failure.code == Self.privateCode
+            return failure.code == FailureCode.private
         }
     }
 

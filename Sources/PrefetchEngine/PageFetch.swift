@@ -18,7 +18,7 @@ public struct PageFetchResult: Sendable {
     public var elapsed: Duration
     /// The failure code (`timeout`, `dns`, ...) and libcurl's message, when it failed.
     public var error: FetchError?
-    /// Why a dependent request was not sent (`dependency_failed`, `dependency_not_json`, `dependency_value`), with
+    /// Why a dependent request was not sent (`dependency-failed`, `dependency-not-json`, `dependency-value`), with
     /// what it needed.
     public var dependencyError: DependencyError?
     /// The body, kept only while a dependent request of the page needs it.
@@ -29,7 +29,7 @@ public struct PageFetchResult: Sendable {
 
     /// The line `prefetch fetch` prints for it.
     public var line: String {
-        let outcome = status.map { "\($0)" } ?? "failed \(error?.code.rawValue ?? dependencyError?.code ?? "")"
+        let outcome = status.map { "\($0)" } ?? "failed \(error?.code.rawValue ?? dependencyError?.code.rawValue ?? "")"
         let detail = error.map { "  (\($0.message))" } ?? dependencyError.map { "  (\($0.message))" } ?? ""
         return "\(name)  \(method) \(url)  \(outcome)  \(bytes) bytes  \(elapsed.milliseconds) ms\(detail)"
     }
@@ -127,12 +127,12 @@ private func resolve(_ request: PlannedRequest, in plan: Plan, answers: [Int: Pa
         let needed = plan.requests[dependency].name
         guard let answer = answers[dependency], let status = answer.status, (200..<300).contains(status), let body = answer.body else {
             return .failure(
-                DependencyError(code: "dependency_failed", message: "\(request.name) needs \(needed), which did not answer 2xx"))
+                DependencyError(code: .dependencyFailed, message: "\(request.name) needs \(needed), which did not answer 2xx"))
         }
         guard let document = try? JSONParser.parse(body) else {
             return .failure(
                 DependencyError(
-                    code: "dependency_not_json", message: "\(request.name) needs values from \(needed), whose answer is not JSON"))
+                    code: .dependencyNotJSON, message: "\(request.name) needs values from \(needed), whose answer is not JSON"))
         }
         for reference in request.interface.references where reference.interface == needed {
             if let value = reference.pointer.resolve(in: document) { values[reference] = value }

@@ -206,11 +206,12 @@ final class PageOpen: Sendable {
             if response.status >= 500 {
                 // A prefetched 5xx is worth nothing to the page: it is a failure the page retries itself, and is
                 // kept only for the negative TTL.
-                let failure = StoreFailure(code: "upstream_5xx", message: "the upstream answered \(response.status)")
+                let failure = StoreFailure(code: .upstream5xx, message: "the upstream answered \(response.status)")
                 settlements.append(.complete(flight.key, token: flight.token, result: .failure(failure)))
-                metrics.fetch(label, outcome: "upstream_5xx")
+                metrics.fetch(label, outcome: failure.code.rawValue)
                 ticket.record(index) { $0.error = failure.code }
-                logger.info("fetch failed", metadata: ["interface": "\(label)", "error": "upstream_5xx", "status": "\(response.status)"])
+                logger.info(
+                    "fetch failed", metadata: ["interface": "\(label)", "error": "\(failure.code)", "status": "\(response.status)"])
                 return answer
             }
             let stored = StoredResponse(
@@ -225,9 +226,9 @@ final class PageOpen: Sendable {
                     sent.ownOnly
                     ? "was made from an answer private to its page open" : setsCookie ? "sets a cookie" : "is Cache-Control: private"
                 let failure = StoreFailure(
-                    code: Orchestrator.privateCode, message: "the response \(why); only the page open that fetched it may read it")
+                    code: FailureCode.private, message: "the response \(why); only the page open that fetched it may read it")
                 settlements.append(.complete(flight.key, token: flight.token, result: .failure(failure)))
-                metrics.fetch(label, outcome: Orchestrator.privateCode)
+                metrics.fetch(label, outcome: FailureCode.private.rawValue)
                 logger.info("fetch completed, kept private", metadata: ["interface": "\(label)", "status": "\(response.status)"])
                 return answer
             }
@@ -246,13 +247,13 @@ final class PageOpen: Sendable {
             } else {
                 settlements.append(
                     .complete(
-                        flight.key, token: flight.token, result: .failure(StoreFailure(code: error.code.rawValue, message: error.message))))
+                        flight.key, token: flight.token, result: .failure(StoreFailure(code: error.code, message: error.message))))
             }
             metrics.fetch(label, outcome: error.code.rawValue)
             let now = clock.now
             ticket.record(index) {
                 $0.finishedAt = now
-                $0.error = error.code.rawValue
+                $0.error = error.code
             }
             logger.info(
                 "fetch failed", metadata: ["interface": "\(label)", "error": "\(error.code.rawValue)", "message": "\(error.message)"])
@@ -319,7 +320,7 @@ final class PageOpen: Sendable {
                     sends.append(try compose(dependent, answers: answers))
                 } catch {
                     fail(dependent, error)
-                    work.append((dependent, .failed(error.code)))
+                    work.append((dependent, .failed(error.code.rawValue)))
                 }
             }
         }
@@ -337,14 +338,14 @@ final class PageOpen: Sendable {
             switch answers[input] {
             case .body(let body, let ownOnly): bodies.append((input, body, ownOnly))
             case .failed(let code):
-                throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which failed (\(code))")
+                throw DependencyError(code: .dependencyFailed, message: "\(label) needs \(needed), which failed (\(code))")
             case nil:
-                throw DependencyError(code: "dependency_failed", message: "\(label) needs \(needed), which was not in before its deadline")
+                throw DependencyError(code: .dependencyFailed, message: "\(label) needs \(needed), which was not in before its deadline")
             }
         }
         if let flight = flights[index], orchestrator.clock.now >= flight.deadline, let first = planned.dependencies.first {
             throw DependencyError(
-                code: "dependency_failed",
+                code: .dependencyFailed,
                 message: "\(label) needs \(ticket.requests[first].name), which was not in before its deadline")
         }
         return try resolve(index, bodies: bodies)
@@ -361,7 +362,7 @@ final class PageOpen: Sendable {
             ownOnly = ownOnly || isOwn
             guard let document = body.withUnsafeReadableBytes({ try? JSONParser.parse($0) }) else {
                 throw DependencyError(
-                    code: "dependency_not_json", message: "\(label) needs values from \(needed), whose answer is not JSON")
+                    code: .dependencyNotJSON, message: "\(label) needs values from \(needed), whose answer is not JSON")
             }
             for reference in planned.interface.references where reference.interface == needed {
                 if let value = reference.pointer.resolve(in: document) { values[reference] = value }
@@ -383,7 +384,7 @@ final class PageOpen: Sendable {
     private func fail(_ index: Int, _ error: DependencyError) {
         guard let flight = flights[index] else { return }
         let failure = StoreFailure(code: error.code, message: error.message)
-        orchestrator.metrics.fetch(flight.label, outcome: error.code)
+        orchestrator.metrics.fetch(flight.label, outcome: error.code.rawValue)
         let now = orchestrator.clock.now
         ticket.record(index) {
             $0.finishedAt = now
@@ -398,7 +399,7 @@ final class PageOpen: Sendable {
     /// Runs a leading dependent that cannot be sent from completions: waits for each answer it needs (this page
     /// open's own, or another's flight or a stored entry through the store) within its deadline, then sends its
     /// request through this unit. A needed answer that failed, is not JSON, or lacks a value fails it with a
-    /// `dependency_*` code naming what was missing; nothing is sent then.
+    /// `dependency-*` code naming what was missing; nothing is sent then.
     func runDependent(_ index: Int) async {
         guard let flight = flights[index] else { return }
         let planned = plan.requests[index]
@@ -411,7 +412,7 @@ final class PageOpen: Sendable {
             send([try resolve(index, bodies: bodies)])
         } catch {
             fail(index, error)
-            post([(index, .failed(error.code))])
+            post([(index, .failed(error.code.rawValue))])
         }
     }
 
@@ -425,12 +426,12 @@ final class PageOpen: Sendable {
             settlements.append(
                 .complete(
                     flight.key, token: flight.token,
-                    result: .failure(StoreFailure(code: FetchErrorCode.shutdown.rawValue, message: "the service is shutting down"))))
+                    result: .failure(StoreFailure(code: .shutdown, message: "the service is shutting down"))))
             ticket.record(index) {
                 $0.finishedAt = now
-                $0.error = FetchErrorCode.shutdown.rawValue
+                $0.error = .shutdown
             }
-            ticket.answers.post(index, .failed(FetchErrorCode.shutdown.rawValue))
+            ticket.answers.post(index, .failed(FailureCode.shutdown.rawValue))
         }
         return settlements
     }

@@ -1,4 +1,4 @@
-import PrefetchCore
+public import PrefetchCore
 
 /// What the engine refuses, and why. Each case has a stable, bounded `code` (a metric label and the wire
 /// `error` code) and a `message` naming the offending input; the HTTP layer maps cases to statuses in one place.
@@ -32,21 +32,21 @@ public enum PrefetchError: Error, Sendable, Equatable, CustomStringConvertible {
     case pageOriginNotAllowed(origin: String, page: String)
 
     /// The stable code.
-    public var code: String {
+    public var code: FailureCode {
         switch self {
-        case .notReady: "not-ready"
-        case .invalidPageURL: "invalid-url"
-        case .pageURLTooLong: "url-too-long"
-        case .noConfig: "no-config"
-        case .rateLimited: "rate-limited"
-        case .overloaded: "overloaded"
-        case .shuttingDown: "shutdown"
-        case .unknownTicket: "unknown-ticket"
-        case .credentialsRequired: "credentials-required"
-        case .identityMismatch: "identity-mismatch"
-        case .invalidReadKey: "invalid-read-key"
-        case .originMismatch: "origin-mismatch"
-        case .pageOriginNotAllowed: "origin-not-allowed"
+        case .notReady: .notReady
+        case .invalidPageURL: .invalidURL
+        case .pageURLTooLong: .urlTooLong
+        case .noConfig: .noConfig
+        case .rateLimited: .rateLimited
+        case .overloaded: .overloaded
+        case .shuttingDown: .shutdown
+        case .unknownTicket: .unknownTicket
+        case .credentialsRequired: .credentialsRequired
+        case .identityMismatch: .identityMismatch
+        case .invalidReadKey: .invalidReadKey
+        case .originMismatch: .originMismatch
+        case .pageOriginNotAllowed: .originNotAllowed
         }
     }
 

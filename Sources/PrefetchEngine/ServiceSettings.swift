@@ -69,7 +69,7 @@ public struct ServiceSettings: Sendable {
     /// The largest upstream response kept. Default 2 MiB.
     public var maximumResponseBytes: Int = 2 * 1024 * 1024
     /// Bytes all upstream responses still being received may hold together. A transfer that would grow past it
-    /// fails with `too_large`, and triggers answer `503 overloaded` while it is nearly full. Default 64 MiB.
+    /// fails with `too-large`, and triggers answer `503 overloaded` while it is nearly full. Default 64 MiB.
     public var inFlightBytes: Int = 64 * 1024 * 1024
     /// How long a connection may stay idle, and the longest a request head may take to arrive. Default 30 s.
     public var idleTimeout: Duration = .seconds(30)

@@ -21,7 +21,7 @@ public struct RequestTiming: Sendable {
     public var finishedAt: ContinuousClock.Instant?
     public var status: Int?
     public var bytes: Int?
-    public var error: String?
+    public var error: FailureCode?
     /// The response was anonymous but set a cookie or was private: it is kept under a key of this ticket's own.
     public var keptPrivate = false
     /// The interfaces whose answers this request needs (a dependent request); it starts once they are in.

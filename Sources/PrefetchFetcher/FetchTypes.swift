@@ -1,5 +1,6 @@
 public import HTTPTypes
 public import NIOCore
+public import PrefetchCore
 import Synchronization
 
 /// A resolved address a transfer connects to: a connection to `host:port` goes to `address` (an IP literal) while
@@ -119,29 +120,10 @@ public struct FetchResponse: Sendable {
     }
 }
 
-/// Why a fetch failed. A small, stable set: safe to use as a metric label.
-public enum FetchErrorCode: String, Sendable, CaseIterable {
-    /// The request's timeout elapsed (including time spent queued).
-    case timeout
-    /// The host name could not be resolved.
-    case dns
-    /// No connection could be established (refused, unreachable).
-    case connect
-    /// TLS handshake or certificate verification failed.
-    case tls
-    /// The connection broke mid-exchange: reset, nothing received, or a body shorter than announced.
-    case reset
-    /// The response body exceeded `maxResponseBytes`.
-    case tooLarge = "too_large"
-    /// The upstream did not speak valid HTTP, or the URL's protocol is not http(s).
-    case `protocol`
-    /// The calling task was cancelled.
-    case cancelled
-    /// The fetcher is shutting down or has stopped.
-    case shutdown
-    /// Anything else.
-    case other
-}
+/// Why a fetch failed: the fetcher's codes of the service's one failure vocabulary (`timeout`, `dns`, `connect`,
+/// `tls`, `reset`, `too-large`, `protocol`, `cancelled`, `shutdown`, `other`). A small, stable set: safe to use as a
+/// metric label.
+public typealias FetchErrorCode = FailureCode
 
 /// A failed fetch: a bounded `code` plus a human message (libcurl's own message and the URL's host).
 public struct FetchError: Error, Sendable, CustomStringConvertible {

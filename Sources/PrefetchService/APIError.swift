@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import PrefetchCore
 import PrefetchEngine
 
 /// An API failure: an HTTP status, a short stable code (also a metric label and the `X-Prefetch-Reason` of a
@@ -8,18 +9,18 @@ import PrefetchEngine
 /// as `{"error": "<code>", "message": "<message>"}` with the status, plus `Retry-After` when given.
 struct APIError: HTTPResponseError, Sendable {
     var status: HTTPResponse.Status
-    var code: String
+    var code: FailureCode
     var message: String
     /// Whether this is a prefetch miss (so the response carries `X-Prefetch-Reason`).
     var isMiss: Bool = false
     /// Seconds the caller should wait before retrying (429, 503).
     var retryAfter: Int64?
 
-    static func badRequest(_ code: String, _ message: String) -> APIError {
+    static func badRequest(_ code: FailureCode, _ message: String) -> APIError {
         APIError(status: .badRequest, code: code, message: message)
     }
 
-    static func miss(_ status: HTTPResponse.Status, _ code: String, _ message: String) -> APIError {
+    static func miss(_ status: HTTPResponse.Status, _ code: FailureCode, _ message: String) -> APIError {
         APIError(status: status, code: code, message: message, isMiss: true)
     }
 
@@ -29,7 +30,7 @@ struct APIError: HTTPResponseError, Sendable {
         var message: String
     }
 
-    var body: Body { Body(error: code, message: message) }
+    var body: Body { Body(error: code.rawValue, message: message) }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
         let (status, headers, body) = try parts()
@@ -39,7 +40,7 @@ struct APIError: HTTPResponseError, Sendable {
     /// The answer as the routed path and the event loop's fast path both write it.
     func parts() throws -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         var headers: HTTPFields = [.contentType: "application/json"]
-        if isMiss { headers[PrefetchHeaders.reason] = code }
+        if isMiss { headers[PrefetchHeaders.reason] = code.rawValue }
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         let data = try JSONEncoding.encoder.encode(body)
         return (status, headers, ByteBuffer(bytes: data))

@@ -187,7 +187,7 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
             writer.key("status")
             if let status = timing.status { writer.integer(Int64(status)) } else { writer.null() }
             writer.key("error")
-            writer.string(failure.code)
+            writer.string(failure.code.rawValue)
             writer.key("message")
             writer.string(failure.message)
         case .pending:

@@ -55,23 +55,23 @@ struct ConfigRoutes: Sendable {
             var trigger = RefreshTrigger.manual
             if buffer.readableBytes > 0 {
                 guard case .object(let object)? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
-                    throw APIError.badRequest("bad-json", "the body must be a JSON object like {\"trigger\": \"page_open\"}")
+                    throw APIError.badRequest(.badJSON, "the body must be a JSON object like {\"trigger\": \"page_open\"}")
                 }
                 switch object["trigger"] {
                 case nil: break
                 case .string(let text)?:
                     guard let parsed = RefreshTrigger(rawValue: text) else {
                         let known = RefreshTrigger.allCases.map(\.rawValue).joined(separator: ", ")
-                        throw APIError.badRequest("bad-trigger", "trigger \(quoted(text, limit: 40)) is not one of \(known)")
+                        throw APIError.badRequest(.badTrigger, "trigger \(quoted(text, limit: 40)) is not one of \(known)")
                     }
                     trigger = parsed
                 case .some(let other):
-                    throw APIError.badRequest("bad-trigger", "\"trigger\" must be a string, got \(other.kindName)")
+                    throw APIError.badRequest(.badTrigger, "\"trigger\" must be a string, got \(other.kindName)")
                 }
             }
             guard let updater else {
                 throw APIError(
-                    status: .conflict, code: "fixed-config", message: "this service runs a fixed config; there is no source to check")
+                    status: .conflict, code: .fixedConfig, message: "this service runs a fixed config; there is no source to check")
             }
             if !lastRefresh.admit(interval: Self.minimumRefreshInterval, now: orchestrator.clock.now) {
                 return try JSONEncoding.response(
@@ -92,7 +92,7 @@ struct ConfigRoutes: Sendable {
         }
         router.get("/v1/plan") { request, _ -> Response in
             guard let page = request.uri.queryParameters.get("url") else {
-                throw APIError.badRequest("missing-url", "the query parameter url (the page URL) is required")
+                throw APIError.badRequest(.missingURL, "the query parameter url (the page URL) is required")
             }
             do throws(PrefetchError) {
                 let plan = try orchestrator.plan(page: page)
@@ -114,18 +114,18 @@ extension ConfigRoutes {
         let buffer = try await readBody(request, limit: 4096, timeout: orchestrator.settings.bodyTimeout)
         if buffer.readableBytes > 0 {
             guard case .object? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
-                throw APIError.badRequest("bad-json", "the body must be empty or a JSON object")
+                throw APIError.badRequest(.badJSON, "the body must be empty or a JSON object")
             }
         }
         guard let updater else {
             throw APIError(
-                status: .conflict, code: "fixed-config", message: "this service runs a fixed config; there is no canary to change")
+                status: .conflict, code: .fixedConfig, message: "this service runs a fixed config; there is no canary to change")
         }
         let status: ConfigStatus
         do throws(CanaryActionError) {
             status = try await promote ? updater.promoteCanary() : updater.rollbackCanary()
         } catch {
-            throw APIError(status: error.code == "not-ready" ? .serviceUnavailable : .conflict, code: error.code, message: error.message)
+            throw APIError(status: error.code == .notReady ? .serviceUnavailable : .conflict, code: error.code, message: error.message)
         }
         return try JSONEncoding.response(.ok, status)
     }

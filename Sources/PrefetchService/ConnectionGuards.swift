@@ -105,7 +105,7 @@ extension APIError {
     /// A request body that did not arrive within `timeout`: the code and message `readBody` gives too.
     static func bodyTimeout(_ timeout: Duration) -> APIError {
         APIError(
-            status: .requestTimeout, code: "body-timeout", message: "the request body did not arrive within \(timeout.milliseconds) ms")
+            status: .requestTimeout, code: .bodyTimeout, message: "the request body did not arrive within \(timeout.milliseconds) ms")
     }
 }
 

@@ -90,7 +90,7 @@ struct DebugRoutes: Sendable {
         var limit = 20
         if let text = query.get("limit") {
             guard let value = Int(text), value > 0 else {
-                throw APIError.badRequest("invalid-limit", "limit \(quoted(text, limit: 40)) must be a positive whole number")
+                throw APIError.badRequest(.invalidLimit, "limit \(quoted(text, limit: 40)) must be a positive whole number")
             }
             limit = min(value, 200)
         }
@@ -119,7 +119,8 @@ struct DebugRoutes: Sendable {
             return OpensAnswer.Request(
                 name: request.name, api: request.api, method: request.method.rawValue, flight: timing.origin.rawValue,
                 startMs: since(timing.startedAt), needs: timing.needs,
-                endMs: timing.finishedAt.map(since), status: timing.status, bytes: timing.bytes, error: timing.error, reads: ownReads)
+                endMs: timing.finishedAt.map(since), status: timing.status, bytes: timing.bytes, error: timing.error?.rawValue,
+                reads: ownReads)
         }
         return OpensAnswer.Open(
             ticket: String(ticket.id.prefix(8)) + "…", page: ticket.page, matched: ticket.matched, version: ticket.version,

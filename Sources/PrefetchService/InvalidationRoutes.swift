@@ -35,13 +35,13 @@ struct InvalidationRoutes: Sendable {
             let object = try await prefetch.jsonBody(request, context: context, allowEmpty: true)
             if let member = object.members.first {
                 throw APIError.badRequest(
-                    "bad-json",
+                    .badJSON,
                     "unknown member \(quoted(member.name, limit: 60)); the body is empty or {}: the credentials are the request's own headers"
                 )
             }
             let credentials = prefetch.presented(request)
             guard credentials.identity != .anonymous else {
-                orchestrator.metrics.denied(PrefetchError.credentialsRequired.code)
+                orchestrator.metrics.denied(PrefetchError.credentialsRequired.code.rawValue)
                 throw APIError(
                     status: .unauthorized, code: PrefetchError.credentialsRequired.code,
                     message:
@@ -61,14 +61,14 @@ struct InvalidationRoutes: Sendable {
             let buffer = try await readBody(request, limit: Self.maximumOperatorBody, timeout: orchestrator.settings.bodyTimeout)
             guard case .object(let object)? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
                 throw APIError.badRequest(
-                    "bad-json", #"the body must be a JSON object: {"interface": "<name>"} or {"surrogateKey": "<key>"}"#)
+                    .badJSON, #"the body must be a JSON object: {"interface": "<name>"} or {"surrogateKey": "<key>"}"#)
             }
             try Self.refuseUnknownMembers(object, known: ["interface", "surrogateKey"])
             switch (object["interface"], object["surrogateKey"]) {
             case (nil, nil):
-                throw APIError.badRequest("missing-target", #"give one of "interface" (an interface name) or "surrogateKey""#)
+                throw APIError.badRequest(.missingTarget, #"give one of "interface" (an interface name) or "surrogateKey""#)
             case (.some, .some):
-                throw APIError.badRequest("ambiguous-target", #"give only one of "interface" and "surrogateKey", not both"#)
+                throw APIError.badRequest(.ambiguousTarget, #"give only one of "interface" and "surrogateKey", not both"#)
             case (.some(let value), nil):
                 let name = try Self.interfaceName(value)
                 return try await invalidate(.interface) { () async throws(StoreUnavailable) -> Int in
@@ -94,7 +94,7 @@ struct InvalidationRoutes: Sendable {
             return Dropped(dropped: dropped)
         } catch {
             throw APIError(
-                status: .serviceUnavailable, code: "store-unavailable", message: "the invalidation is incomplete: \(error.message)",
+                status: .serviceUnavailable, code: .storeUnavailable, message: "the invalidation is incomplete: \(error.message)",
                 retryAfter: 1)
         }
     }
@@ -103,14 +103,14 @@ struct InvalidationRoutes: Sendable {
         if let unknown = object.members.first(where: { !known.contains($0.name) }) {
             let expected = known.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
             throw APIError.badRequest(
-                "bad-json", "unknown member \(quoted(unknown.name, limit: 60)); the body may hold only \(expected)")
+                .badJSON, "unknown member \(quoted(unknown.name, limit: 60)); the body may hold only \(expected)")
         }
     }
 
     /// An interface name as the config spells them: 1-64 of `A-Za-z0-9._-`.
     static func interfaceName(_ value: JSONValue) throws(APIError) -> String {
         guard case .string(let name) = value else {
-            throw APIError.badRequest("bad-interface", "\"interface\" must be a string, got \(value.kindName)")
+            throw APIError.badRequest(.badInterface, "\"interface\" must be a string, got \(value.kindName)")
         }
         let valid =
             (1...64).contains(name.utf8.count)
@@ -124,7 +124,7 @@ struct InvalidationRoutes: Sendable {
             }
         guard valid else {
             throw APIError.badRequest(
-                "bad-interface", "interface \(quoted(name, limit: 80)) is not an interface name (1-64 of A-Za-z0-9._-)")
+                .badInterface, "interface \(quoted(name, limit: 80)) is not an interface name (1-64 of A-Za-z0-9._-)")
         }
         return name
     }
@@ -132,11 +132,11 @@ struct InvalidationRoutes: Sendable {
     /// A surrogate key as upstreams tag responses with: 1-256 bytes of visible ASCII.
     static func surrogateKey(_ value: JSONValue) throws(APIError) -> String {
         guard case .string(let key) = value else {
-            throw APIError.badRequest("bad-surrogate-key", "\"surrogateKey\" must be a string, got \(value.kindName)")
+            throw APIError.badRequest(.badSurrogateKey, "\"surrogateKey\" must be a string, got \(value.kindName)")
         }
         guard SurrogateKeys.isValid(key) else {
             throw APIError.badRequest(
-                "bad-surrogate-key",
+                .badSurrogateKey,
                 "surrogateKey \(quoted(key, limit: 80)) is not a surrogate key (1-\(SurrogateKeys.maximumBytes) bytes of visible ASCII, no spaces)"
             )
         }

@@ -85,7 +85,7 @@ struct PageGuardMiddleware: RouterMiddleware {
     }
 
     func refusal(_ request: Request, context: PageContext, _ message: String) throws -> Response {
-        try APIError(status: .forbidden, code: "origin-not-allowed", message: message, isMiss: true).response(
+        try APIError(status: .forbidden, code: .originNotAllowed, message: message, isMiss: true).response(
             from: request, context: context)
     }
 
@@ -182,7 +182,7 @@ struct JSONBodyMiddleware<Context: RequestContext>: RouterMiddleware {
         guard mediaType != "application/json" else { return nil }
         let shown = type.isEmpty ? "no Content-Type" : "Content-Type \(quoted(type, limit: 80))"
         return APIError(
-            status: .unsupportedMediaType, code: "unsupported-media-type", message: "the request has \(shown); send application/json")
+            status: .unsupportedMediaType, code: .unsupportedMediaType, message: "the request has \(shown); send application/json")
     }
 }
 
@@ -219,12 +219,12 @@ struct AdminGuardMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         // A second `Host` stays among the fields (the first became the authority): RFC 9112 §3.2 says 400.
         if let host = HTTPField.Name("Host"), !request.headers[values: host].isEmpty {
-            throw APIError.badRequest("bad-host", "the request has more than one Host header")
+            throw APIError.badRequest(.badHost, "the request has more than one Host header")
         }
         if token == nil, !isOwnAuthority(request.head.authority) {
             metrics.denied("admin-unauthorized")
             throw APIError(
-                status: .forbidden, code: "host-not-allowed",
+                status: .forbidden, code: .hostNotAllowed,
                 message:
                     "the operator surface answers requests addressed to an IP address, localhost or its --admin-host; set --admin-token to answer other names"
             )
@@ -234,7 +234,7 @@ struct AdminGuardMiddleware<Context: RequestContext>: RouterMiddleware {
             if origin.lowercased() != own {
                 metrics.denied("admin-unauthorized")
                 throw APIError(
-                    status: .forbidden, code: "origin-not-allowed", message: "the operator surface does not answer pages of other origins")
+                    status: .forbidden, code: .originNotAllowed, message: "the operator surface does not answer pages of other origins")
             }
         }
         if let token {
@@ -245,7 +245,7 @@ struct AdminGuardMiddleware<Context: RequestContext>: RouterMiddleware {
             guard let presented, constantTimeEqual(Array(SHA256.hash(data: Array(presented.utf8))), token) else {
                 metrics.denied("admin-unauthorized")
                 var error = try APIError(
-                    status: .unauthorized, code: "admin-unauthorized",
+                    status: .unauthorized, code: .adminUnauthorized,
                     message: "the operator surface needs Authorization: Bearer <admin token>"
                 )
                 .response(from: request, context: context)

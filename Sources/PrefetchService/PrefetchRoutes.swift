@@ -46,10 +46,10 @@ struct PrefetchRoutes: Sendable {
         do {
             value = try JSONParser.parse(Array(buffer.readableBytesView))
         } catch {
-            throw APIError.badRequest("bad-json", "the request body is not valid JSON: \(error)")
+            throw APIError.badRequest(.badJSON, "the request body is not valid JSON: \(error)")
         }
         guard case .object(let object) = value else {
-            throw APIError.badRequest("bad-json", "the request body must be a JSON object, got \(value.kindName)")
+            throw APIError.badRequest(.badJSON, "the request body must be a JSON object, got \(value.kindName)")
         }
         return object
     }
@@ -69,18 +69,18 @@ struct PrefetchRoutes: Sendable {
             for member in given.members {
                 // A header name is an ASCII token (RFC 9110 §5.1): nothing that case-folds into another name.
                 guard member.name.utf8.allSatisfy(Self.isTokenByte), let name = HTTPField.Name(member.name) else {
-                    throw APIError.badRequest("bad-headers", "headers: \(quoted(member.name, limit: 60)) is not a header name")
+                    throw APIError.badRequest(.badHeaders, "headers: \(quoted(member.name, limit: 60)) is not a header name")
                 }
                 guard case .string(let text) = member.value else {
-                    throw APIError.badRequest("bad-headers", "headers.\(member.name) must be a string, got \(member.value.kindName)")
+                    throw APIError.badRequest(.badHeaders, "headers.\(member.name) must be a string, got \(member.value.kindName)")
                 }
                 if text.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) {
-                    throw APIError.badRequest("bad-headers", "headers.\(member.name) contains a control character")
+                    throw APIError.badRequest(.badHeaders, "headers.\(member.name) contains a control character")
                 }
                 headers.append(HTTPField(name: name, value: text))
             }
         case .some(let other):
-            throw APIError.badRequest("bad-headers", "\"headers\" must be an object of strings, got \(other.kindName)")
+            throw APIError.badRequest(.badHeaders, "\"headers\" must be an object of strings, got \(other.kindName)")
         }
         return headers
     }
@@ -105,7 +105,7 @@ struct PrefetchRoutes: Sendable {
     static func pageURL(_ object: JSONObject) throws(APIError) -> String {
         guard case .string(let page)? = object["url"] else {
             throw APIError.badRequest(
-                "missing-url", object["url"] == nil ? "\"url\" (the page URL) is required" : "\"url\" must be a string")
+                .missingURL, object["url"] == nil ? "\"url\" (the page URL) is required" : "\"url\" must be a string")
         }
         return page
     }
@@ -144,7 +144,7 @@ struct PrefetchRoutes: Sendable {
                 try TicketAccess.authorize(ticket, presented: presented(request).identity)
             }
         } catch {
-            orchestrator.metrics.denied(error.code)
+            orchestrator.metrics.denied(error.code.rawValue)
             throw APIError(error)
         }
         return ticket
@@ -166,14 +166,14 @@ struct PrefetchRoutes: Sendable {
         do {
             let ticket = try await entitledTicket(request, context: context)
             return try await replay(ticket, request: request)
-        } catch  where error.code != "unknown-ticket" {
+        } catch  where error.code.rawValue != "unknown-ticket" {
             // A refused reader is recorded on the ticket too, so the debug view shows who was turned away.
             if let id = context.parameters.get("ticket"), let ticket = await orchestrator.tickets.ticket(id),
                 let index = try? Self.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, request: request),
                 error.status == .unauthorized || error.status == .forbidden
             {
                 ticket.recordRead(
-                    index, served: .miss, reason: error.code, askedAt: orchestrator.clock.now, answeredAt: orchestrator.clock.now)
+                    index, served: .miss, reason: error.code.rawValue, askedAt: orchestrator.clock.now, answeredAt: orchestrator.clock.now)
             }
             throw error
         }
@@ -185,7 +185,7 @@ struct PrefetchRoutes: Sendable {
             do {
                 ticket = try await orchestrator.ticket(forReadKey: key, origin: Self.origin(of: request))
             } catch {
-                orchestrator.metrics.denied(error.code)
+                orchestrator.metrics.denied(error.code.rawValue)
                 throw APIError(error)
             }
             return try await replay(ticket, request: request)
@@ -195,7 +195,7 @@ struct PrefetchRoutes: Sendable {
             read = try Self.pageRead(
                 orchestrator, query: request.uri.queryParameters, headers: request.headers, origin: Self.origin(of: request))
         } catch {
-            if error.status == .forbidden { orchestrator.metrics.denied(error.code) }
+            if error.status == .forbidden { orchestrator.metrics.denied(error.code.rawValue) }
             throw error
         }
         let (key, role) = (read.key, read.role)
@@ -226,7 +226,7 @@ struct PrefetchRoutes: Sendable {
         _ orchestrator: Orchestrator, query: Parameters, headers: HTTPFields, origin: TicketAccess.RequestOrigin
     ) throws(APIError) -> PageRead {
         guard let page = query.get("page") else {
-            throw APIError.badRequest("missing-page", "the query parameter page (the page URL) is required without a read key")
+            throw APIError.badRequest(.missingPage, "the query parameter page (the page URL) is required without a read key")
         }
         let credentials = orchestrator.credentials(in: headers)
         let plan: Plan
@@ -236,7 +236,7 @@ struct PrefetchRoutes: Sendable {
             try orchestrator.authorize(origin, for: plan.origins)
         } catch .noConfig(let message) {
             // For a page asking for its data, a page without a config entry is a miss like any other.
-            throw APIError.miss(.notFound, "no-config", message)
+            throw APIError.miss(.notFound, .noConfig, message)
         } catch {
             throw APIError(error)
         }
@@ -258,7 +258,7 @@ struct PrefetchRoutes: Sendable {
             orchestrator.metrics.configData(ticket.role, result: served)
             return response
         } catch {
-            ticket.recordRead(index, served: .miss, reason: error.code, askedAt: asked, answeredAt: orchestrator.clock.now)
+            ticket.recordRead(index, served: .miss, reason: error.code.rawValue, askedAt: asked, answeredAt: orchestrator.clock.now)
             orchestrator.metrics.configData(ticket.role, result: .miss)
             throw error
         }
@@ -274,12 +274,12 @@ struct PrefetchRoutes: Sendable {
         let api = query.get("api")
         let name = query.get("name")
         guard api != nil || name != nil else {
-            throw APIError.badRequest("missing-api", "the query parameter api (the interface URL as in the config) or name is required")
+            throw APIError.badRequest(.missingAPI, "the query parameter api (the interface URL as in the config) or name is required")
         }
         var method: HTTPMethod?
         if let text = query.get("method") {
             guard let parsed = HTTPMethod(rawValue: text.uppercased()) else {
-                throw APIError.badRequest("invalid-method", "method \(quoted(text, limit: 40)) is not one of GET, POST, PUT, PATCH, DELETE")
+                throw APIError.badRequest(.invalidMethod, "method \(quoted(text, limit: 40)) is not one of GET, POST, PUT, PATCH, DELETE")
             }
             method = parsed
         }
@@ -290,11 +290,11 @@ struct PrefetchRoutes: Sendable {
         if matches.isEmpty {
             let what = [api.map { "api \(quoted($0))" }, name.map { "name \(quoted($0))" }, method.map { "method \($0.rawValue)" }]
                 .compactMap { $0 }.joined(separator: ", ")
-            throw APIError.miss(.notFound, "unknown-api", "the page has no interface with \(what)")
+            throw APIError.miss(.notFound, .unknownAPI, "the page has no interface with \(what)")
         }
         if matches.count > 1 {
             let names = matches.map { candidates[$0].name }.joined(separator: ", ")
-            throw APIError.badRequest("ambiguous-api", "several interfaces match (\(names)); add method= or name=")
+            throw APIError.badRequest(.ambiguousAPI, "several interfaces match (\(names)); add method= or name=")
         }
         return matches[0]
     }
@@ -307,7 +307,7 @@ struct PrefetchRoutes: Sendable {
         guard let text = query.get("wait") else { return nil }
         let digits = text.hasPrefix("-") ? text.dropFirst() : Substring(text)
         guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
-            throw APIError.badRequest("invalid-wait", "wait \(quoted(text, limit: 40)) must be a whole number of milliseconds")
+            throw APIError.badRequest(.invalidWait, "wait \(quoted(text, limit: 40)) must be a whole number of milliseconds")
         }
         if text.hasPrefix("-") { return 0 }
         return Int(digits) ?? Int.max
@@ -350,9 +350,9 @@ struct PrefetchRoutes: Sendable {
             return Response(status: status, headers: fields, body: .init(byteBuffer: body))
         case .pending:
             orchestrator.metrics.data("pending")
-            throw APIError.miss(.gatewayTimeout, "pending", "the upstream response was still pending after \(wait.milliseconds) ms")
-        case .failed(let failure, _) where failure.code == Orchestrator.privateCode:
-            orchestrator.metrics.data(failure.code)
+            throw APIError.miss(.gatewayTimeout, .pending, "the upstream response was still pending after \(wait.milliseconds) ms")
+        case .failed(let failure, _) where failure.code == FailureCode.private:
+            orchestrator.metrics.data(failure.code.rawValue)
             throw APIError.miss(.notFound, failure.code, failure.message)
         case .failed(let failure, _):
             orchestrator.metrics.data("failed")
@@ -367,7 +367,7 @@ struct PrefetchRoutes: Sendable {
             case .evicted: message = "the prefetched response was evicted"
             case .invalidated: message = "the prefetched response was invalidated (a logout, or its data changed)"
             }
-            throw APIError.miss(.notFound, reason.rawValue, message)
+            throw APIError.miss(.notFound, reason.code, message)
         }
     }
 }
@@ -391,8 +391,8 @@ func readBody(_ request: Request, limit: Int, timeout: Duration) async throws(AP
     } catch let error as APIError {
         throw error
     } catch is NIOTooManyBytesError {
-        throw APIError(status: .contentTooLarge, code: "too-large", message: "the request body is over \(limit) bytes")
+        throw APIError(status: .contentTooLarge, code: .tooLarge, message: "the request body is over \(limit) bytes")
     } catch {
-        throw APIError.badRequest("bad-body", "the request body could not be read")
+        throw APIError.badRequest(.badBody, "the request body could not be read")
     }
 }

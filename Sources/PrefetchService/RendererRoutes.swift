@@ -27,14 +27,14 @@ struct RendererRoutes: Sendable {
             switch object["healthy"] {
             case nil: break
             case .bool(let flag): healthy = flag
-            case .some(let other): throw APIError.badRequest("bad-json", "\"healthy\" must be true or false, got \(other.kindName)")
+            case .some(let other): throw APIError.badRequest(.badJSON, "\"healthy\" must be true or false, got \(other.kindName)")
             }
             let id = context.parameters.get("id") ?? ""
             if RandomID.isWellFormed(id), await pools.release(id: id, healthy: healthy) {
                 return ReleaseAnswer(id: id, released: true, healthy: healthy)
             }
             throw APIError(
-                status: .notFound, code: "unknown-lease",
+                status: .notFound, code: .unknownLease,
                 message: "the lease \(quoted(id, limit: 80)) is unknown, already released or reclaimed")
         }
         router.post("/v1/open") { request, context in try await open(request, context: context) }
@@ -62,7 +62,7 @@ struct RendererRoutes: Sendable {
         switch object[name] {
         case nil, .null?: return nil
         case .string(let text)?: return text
-        case .some(let other): throw APIError.badRequest("bad-json", "\"\(name)\" must be a string, got \(other.kindName)")
+        case .some(let other): throw APIError.badRequest(.badJSON, "\"\(name)\" must be a string, got \(other.kindName)")
         }
     }
 
@@ -71,7 +71,7 @@ struct RendererRoutes: Sendable {
         guard pools.pool(named: profile) != nil else {
             let known = pools.pools.keys.sorted().joined(separator: ", ")
             throw APIError(
-                status: .notFound, code: "unknown-profile",
+                status: .notFound, code: .unknownProfile,
                 message: "no renderer profile named \(quoted(profile, limit: 60)) (profiles: \(known))")
         }
         do {
@@ -81,16 +81,16 @@ struct RendererRoutes: Sendable {
             switch error.code {
             case .timeout:
                 throw APIError(
-                    status: .serviceUnavailable, code: "timeout", message: "no \(profile) renderer became free in time: \(error.message)",
+                    status: .serviceUnavailable, code: .timeout, message: "no \(profile) renderer became free in time: \(error.message)",
                     retryAfter: 1)
-            case .shutdown: throw APIError(status: .serviceUnavailable, code: "shutdown", message: "the service is shutting down")
+            case .shutdown: throw APIError(status: .serviceUnavailable, code: .shutdown, message: "the service is shutting down")
             case .callerLimit:
                 throw APIError(
-                    status: .tooManyRequests, code: "caller-limit",
+                    status: .tooManyRequests, code: .callerLimit,
                     message: "this caller already holds its share of the \(profile) pool: \(error.message)", retryAfter: 1)
             default:
                 throw APIError(
-                    status: .serviceUnavailable, code: "create-failed",
+                    status: .serviceUnavailable, code: .createFailed,
                     message: "no \(profile) renderer could be created: \(error.message)", retryAfter: 1)
             }
         }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import PrefetchCore
 import PrefetchEngine
 
 /// Answers requests that no route takes in the API's error shape instead of the router's empty 404:
@@ -23,11 +24,11 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
             let methods = allowedMethods(path: request.uri.path)
             guard !methods.isEmpty else {
                 let message = "no endpoint at \(quoted(request.uri.path, limit: 120)); see /openapi.yaml"
-                return try APIError(status: .notFound, code: "not-found", message: message).response(from: request, context: context)
+                return try APIError(status: .notFound, code: .notFound, message: message).response(from: request, context: context)
             }
             let allow = methods.joined(separator: ", ")
             let message = "\(request.method.rawValue) is not allowed on \(quoted(request.uri.path, limit: 120)); allowed: \(allow)"
-            var response = try APIError(status: .methodNotAllowed, code: "method-not-allowed", message: message).response(
+            var response = try APIError(status: .methodNotAllowed, code: .methodNotAllowed, message: message).response(
                 from: request, context: context)
             response.headers[.allow] = allow
             return response

@@ -6,6 +6,7 @@
 
 public import HTTPTypes
 @_spi(CustomByteBufferAllocator) public import NIOCore
+public import PrefetchCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -128,28 +129,24 @@ public enum BodyAllocation {
 
 /// Why a fetch produced no response. `code` is drawn from a small fixed vocabulary, safe as a metric label.
 public struct StoreFailure: Error, Sendable, Hashable, CustomStringConvertible {
-    /// A bounded code such as `timeout`, `dns`, `connect`, `tls`, `reset`, `too_large`, `protocol`.
-    public var code: String
+    /// Why: a fetch's code (`timeout`, `dns`, `connect`, `tls`, `reset`, `too-large`, `protocol`, ...), `upstream-5xx`,
+    /// `private`, a dependent's (`dependency-failed`, ...), or the store's own: `too-large` when a response cannot
+    /// fit even in an empty store, `store-full` when in-flight entries (never evicted) hold the room it needs.
+    public var code: FailureCode
     /// A human explanation naming the offending input.
     public var message: String
 
-    /// Creates a failure. Callers must keep `code` to a bounded vocabulary.
-    public init(code: String, message: String) {
+    /// Creates a failure.
+    public init(code: FailureCode, message: String) {
         self.code = code
         self.message = message
     }
-
-    /// Code of the failure the store itself records when a response cannot fit even in an empty store.
-    public static let tooLargeCode = "too_large"
-    /// Code of the failure the store itself records when a response would fit, but in-flight entries (which are
-    /// never evicted) hold the room it needs.
-    public static let storeFullCode = "store_full"
 
     /// A `description` of the form `code: message`.
     public var description: String { "\(code): \(message)" }
 
     /// The bytes this failure counts against a store budget.
-    var accountedBytes: Int { code.utf8.count + message.utf8.count }
+    var accountedBytes: Int { code.rawValue.utf8.count + message.utf8.count }
 }
 
 /// Proof of leadership of one flight; only the leader's token completes it.
@@ -383,6 +380,19 @@ public enum Settlement: Sendable {
     case put(StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>)
     /// `abandon(_:token:)`.
     case abandon(StoreKey, token: FlightToken)
+}
+
+extension AbsentReason {
+    /// The failure code of a read that found this (the `X-Prefetch-Reason` of the miss).
+    public var code: FailureCode {
+        switch self {
+        case .notFound: .notTriggered
+        case .expired: .expired
+        case .consumed: .consumed
+        case .evicted: .evicted
+        case .invalidated: .invalidated
+        }
+    }
 }
 
 /// How a store is doing (``ResponseStore/health``).

@@ -1,4 +1,5 @@
 import Logging
+import PrefetchCore
 
 /// Everything `MemoryStore` keeps, mutated only under its lock. Time comes in as `now`, so the state is
 /// deterministic given its inputs.
@@ -131,12 +132,12 @@ struct StoreState {
             let total = overhead + slot.keyBytes + response.accountedBytes
             if total > budget {
                 rejection = StoreFailure(
-                    code: StoreFailure.tooLargeCode,
+                    code: FailureCode.tooLarge,
                     message: "response of \(response.accountedBytes) bytes exceeds the store budget of \(budget) bytes")
                 effects.note(.notice, "response too large to keep", key: key, ["store.bytes": "\(total)"])
             } else if !makeRoom(total - slot.bytes, effects: &effects) {
                 rejection = StoreFailure(
-                    code: StoreFailure.storeFullCode,
+                    code: FailureCode.storeFull,
                     message:
                         "no room for a response of \(response.accountedBytes) bytes: in-flight entries hold the budget of \(budget) bytes")
                 effects.note(.warning, "store full of in-flight entries; response not kept", key: key)

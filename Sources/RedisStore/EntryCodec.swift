@@ -61,7 +61,7 @@ enum EntryCodec {
         case .failure(let failure, let label):
             out.append(failureKind)
             appendLabel(label, to: &out)
-            appendField(Array(failure.code.utf8), to: &out)
+            appendField(Array(failure.code.rawValue.utf8), to: &out)
             appendField(Array(failure.message.utf8), to: &out)
         }
         return out
@@ -108,8 +108,11 @@ enum EntryCodec {
             return .response(response, label: label)
         case failureKind:
             guard let code = reader.field(), let message = reader.field(), reader.isAtEnd else { return nil }
+            // A code another replica wrote: in an earlier spelling (snake_case) it reads as today's; one this version
+            // does not know reads as `other`, with its message kept.
             let failure = StoreFailure(
-                code: String(decoding: code, as: UTF8.self), message: String(decoding: message, as: UTF8.self))
+                code: FailureCode(stored: String(decoding: code, as: UTF8.self)) ?? .other,
+                message: String(decoding: message, as: UTF8.self))
             return .failure(failure, label: label)
         default:
             return nil

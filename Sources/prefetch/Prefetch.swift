@@ -528,7 +528,7 @@ extension Prefetch {
                 plan = try PrefetchCore.Plan.make(page: page, config: loaded.config)
             } catch {
                 Console.error("error: \(error)")
-                throw ExitCode(error.code == "no-config" ? 3 : 2)
+                throw ExitCode(error.code == .noConfig ? 3 : 2)
             }
             let start = ContinuousClock.now
             let results = try await fetchPage(plan, headers: headers, settings: ServiceSettings(), logger: Logger(label: "prefetch")) {

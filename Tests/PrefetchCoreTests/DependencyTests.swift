@@ -121,8 +121,7 @@ import Testing
         #expect(throws: DependencyError.self) { try textual.resolving(values(references)) }
         var missing = interface
         missing.body = JSONObject([.init(name: "m", value: .string("${x:/data/missing}"))])
-        #expect(throws: DependencyError(code: "dependency_value", message: "o needs ${x:/data/missing}, and x's answer has nothing there"))
-        {
+        #expect(throws: DependencyError(code: .dependencyValue, message: "o needs ${x:/data/missing}, and x's answer has nothing there")) {
             try missing.resolving(values(references))
         }
         var hostile = interface

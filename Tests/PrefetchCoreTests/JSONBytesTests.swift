@@ -24,7 +24,7 @@ import Testing
     }
 
     /// Found by the FuzzJSON fuzz target (Fuzz/Findings): the validator accepted a `\u` escape of a lone surrogate that
-    /// the parser refuses, so the results view spliced a body a dependent called `dependency_not_json`. Both refuse it.
+    /// the parser refuses, so the results view spliced a body a dependent called `dependency-not-json`. Both refuse it.
     @Test(arguments: [#""\ud83d/""#, #""\udc00""#, #""\ud83d\u0041""#, #""\ud83d\""#, #"["\ud83d"]"#])
     func refusesLoneSurrogatesAsTheParserDoes(_ text: String) {
         #expect(!JSONBytes.isValid(Array(text.utf8)), "\(text)")

@@ -1,5 +1,6 @@
 import Foundation
 import MetricsTestKit
+import PrefetchCore
 import PrefetchDNS
 import PrefetchFetcher
 import PrefetchTestSupport

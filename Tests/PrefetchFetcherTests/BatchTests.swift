@@ -1,8 +1,9 @@
+import Foundation
+import Logging
 // A page open's requests submitted together (`Fetcher.submit(_:onCompletion:)`): every result reaches the batch
 // handler exactly once, by index, in as many calls as loop iterations saw results, and an aborting shutdown or a
 // stopped fetcher fails what is left with `.shutdown`.
-import Foundation
-import Logging
+import PrefetchCore
 import PrefetchFetcher
 import PrefetchTestSupport
 import PrefetchTestUpstream

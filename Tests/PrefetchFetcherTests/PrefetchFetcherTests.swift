@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Logging
 import NIOCore
+import PrefetchCore
 import PrefetchFetcher
 import PrefetchStore
 import PrefetchTestSupport

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchCore
 import PrefetchFetcher
 import PrefetchTestSupport
 import PrefetchTestUpstream

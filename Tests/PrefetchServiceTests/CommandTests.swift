@@ -148,7 +148,7 @@ struct CommandTests {
             let orders = lines.first { $0.hasPrefix("orders  ") }
             #expect(orders?.contains("/cli/orders?mirror=1&uid=uid-of%5Bsid%3Dcli%5D  200") == true, "\(run.stdout)")
             let after = lines.first { $0.hasPrefix("after  ") }
-            #expect(after?.contains("failed dependency_failed") == true, "\(run.stdout)")
+            #expect(after?.contains("failed dependency-failed") == true, "\(run.stdout)")
             #expect(lines.last?.hasPrefix("4 requests, 3 answered, 1 failed, ") == true, "\(run.stdout)")
             #expect(upstream.hits(path: "/cli/orders") == 1)
             #expect(upstream.hits(path: "/cli/after") == 0, "nothing is sent without what it needs")

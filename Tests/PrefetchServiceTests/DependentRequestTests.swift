@@ -60,9 +60,9 @@ import Testing
     }
 
     @Test(arguments: [
-        ("&status=503", "dependency_failed"),
-        ("&status=404", "dependency_failed"),
-        ("&contentType=text%2Fplain&body=not+json", "dependency_not_json"),
+        ("&status=503", "dependency-failed"),
+        ("&status=404", "dependency-failed"),
+        ("&contentType=text%2Fplain&body=not+json", "dependency-not-json"),
     ])
     func aDependentFailsWithItsDependency(_ extra: String, _ code: String) async throws {
         try await withUpstream { upstream in
@@ -100,7 +100,7 @@ import Testing
                 let ticket = try await service.ticket(page)
                 for name in ["orders", "tags"] {
                     let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000")
-                    #expect(reply.status == 502 && reply.errorCode == "dependency_value", "\(name): \(reply.text)")
+                    #expect(reply.status == 502 && reply.errorCode == "dependency-value", "\(name): \(reply.text)")
                     #expect(reply.text.contains("${user.info:/data/"), "the message names the reference: \(reply.text)")
                 }
                 #expect(upstream.hits(path: "/dep/orders") == 0 && upstream.hits(path: "/dep/tags") == 0)
@@ -154,7 +154,7 @@ import Testing
                 let broken = try await service.ticket(bad)
                 for name in ["account", "ledger"] {
                     let reply = try await service.get("/v1/prefetch/\(broken)/data?name=\(name)&wait=5000")
-                    #expect(reply.status == 502 && reply.errorCode == "dependency_failed", "\(name): \(reply.text)")
+                    #expect(reply.status == 502 && reply.errorCode == "dependency-failed", "\(name): \(reply.text)")
                 }
                 #expect(upstream.hits(path: "/dep/account") == 1 && upstream.hits(path: "/dep/ledger") == 1, "only the good chain was sent")
             }
@@ -178,7 +178,7 @@ import Testing
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
                 let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=orders&wait=5000")
-                #expect(reply.status == 502 && reply.errorCode == "dependency_failed", "\(reply.text)")
+                #expect(reply.status == 502 && reply.errorCode == "dependency-failed", "\(reply.text)")
                 #expect(reply.text.contains("before its deadline"), "\(reply.text)")
                 let head = try await service.get("/v1/prefetch/\(ticket)/data?name=user.info&wait=0")
                 #expect(head.status == 504 && head.errorCode == "pending", "what it needed is still in flight: \(head.status) \(head.text)")

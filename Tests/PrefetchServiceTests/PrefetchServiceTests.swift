@@ -350,8 +350,8 @@ struct PrefetchServiceTests {
                 let ticket = try await service.ticket(page)
                 let big = try await service.get("/v1/prefetch/\(ticket)/data?name=big&wait=5000")
                 #expect(big.status == 502)
-                #expect(big.errorCode == "too_large")
-                #expect(big.header("X-Prefetch-Reason") == "too_large")
+                #expect(big.errorCode == "too-large")
+                #expect(big.header("X-Prefetch-Reason") == "too-large")
                 let small = try await service.get("/v1/prefetch/\(ticket)/data?name=small&wait=5000")
                 #expect(small.status == 200)
                 #expect(small.text == "abcdefghij")
@@ -360,7 +360,7 @@ struct PrefetchServiceTests {
                 let results = try await service.get("/v1/prefetch/\(ticket)")
                 let items = results.json["results"] as? [[String: Any]] ?? []
                 #expect(items.map { $0["state"] as? String } == ["failed", "ready"])
-                #expect(items.first?["error"] as? String == "too_large")
+                #expect(items.first?["error"] as? String == "too-large")
                 #expect(items.last?["bodyEncoding"] as? String == "text")
                 #expect(items.last?["body"] as? String == "abcdefghij")
             }
@@ -384,7 +384,7 @@ struct PrefetchServiceTests {
             ])
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
-                for (name, code) in [("slow", "timeout"), ("reset", "reset"), ("down", "upstream_5xx")] {
+                for (name, code) in [("slow", "timeout"), ("reset", "reset"), ("down", "upstream-5xx")] {
                     let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000")
                     #expect(reply.status == 502, "\(name): \(reply.text)")
                     #expect(reply.errorCode == code, "\(name)")
@@ -403,7 +403,7 @@ struct PrefetchServiceTests {
                 let results = try await service.get("/v1/prefetch/\(ticket)?wait=5000")
                 let items = results.json["results"] as? [[String: Any]] ?? []
                 #expect(items.map { $0["state"] as? String } == ["failed", "failed", "failed", "ready", "ready"])
-                #expect(items.map { $0["error"] as? String } == ["timeout", "reset", "upstream_5xx", nil, nil])
+                #expect(items.map { $0["error"] as? String } == ["timeout", "reset", "upstream-5xx", nil, nil])
                 #expect(items.map { $0["status"] as? Int } == [nil, nil, 503, 200, 404])
             }
         }

@@ -14,7 +14,7 @@ struct ReliabilityCoalescingTests {
     static let consumers = 50
 
     /// A failure (a 503 after a second) and a timeout (an upstream slower than the interface's timeout).
-    @Test(arguments: [("status=503&delay=1000", "upstream_5xx", 5000), ("delay=6000", "timeout", 1000)])
+    @Test(arguments: [("status=503&delay=1000", "upstream-5xx", 5000), ("delay=6000", "timeout", 1000)])
     func everyWaitingConsumerGetsTheLeadersFailureAndTheNextTriggerFetchesAgain(script: String, code: String, timeout: Int) async throws {
         try await withUpstream { upstream in
             let base = upstream.base

@@ -33,10 +33,10 @@ struct UpstreamFault: Sendable, CustomTestStringConvertible {
         UpstreamFault(name: "body shorter than its Content-Length", script: "short=200", code: "reset"),
         UpstreamFault(name: "slow drip past the timeout", script: "bytes=640&drip=100", timeout: 800, code: "timeout"),
         UpstreamFault(name: "slow drip within the timeout", script: "bytes=64&drip=20", timeout: 5000, code: nil),
-        UpstreamFault(name: "503", script: "status=503", code: "upstream_5xx", status: 503),
-        UpstreamFault(name: "500 with a body", script: "status=500&bytes=300", code: "upstream_5xx", status: 500),
+        UpstreamFault(name: "503", script: "status=503", code: "upstream-5xx", status: 503),
+        UpstreamFault(name: "500 with a body", script: "status=500&bytes=300", code: "upstream-5xx", status: 500),
         UpstreamFault(name: "non-HTTP answer", script: "garbage=1", code: "protocol"),
-        UpstreamFault(name: "body over the cap", script: "bytes=9000", code: "too_large"),
+        UpstreamFault(name: "body over the cap", script: "bytes=9000", code: "too-large"),
         UpstreamFault(name: "https api on a plain-HTTP port", script: "bytes=10", code: "tls", transport: .httpsOnPlainPort),
         UpstreamFault(name: "self-signed certificate without its CA", script: "bytes=10", code: "tls", transport: .selfSigned),
     ]

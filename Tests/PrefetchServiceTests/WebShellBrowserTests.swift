@@ -82,7 +82,7 @@ struct WebShellBrowserTests {
             #expect(!dom.contains(ticket))
             #expect(dom.contains("demo.data") && dom.contains("demo.broken"))
             // The page read demo.data from the prefetch, and missed demo.broken because its fetch failed.
-            #expect(dom.contains("upstream_5xx"))
+            #expect(dom.contains("upstream-5xx"))
             #expect(dom.contains(">hit @") || dom.contains(">joined @"))
             let screenshot = try #require(result["screenshot"] as? String)
             let size = (try FileManager.default.attributesOfItem(atPath: screenshot)[.size] as? NSNumber)?.intValue ?? 0

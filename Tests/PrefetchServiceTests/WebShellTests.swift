@@ -137,12 +137,12 @@ import Testing
             #expect(reads.allSatisfy { ($0["answeredMs"] as? Int ?? -1) >= ($0["askedMs"] as? Int ?? 0) })
 
             let failed = requests[1]
-            #expect(failed["error"] as? String == "upstream_5xx")
+            #expect(failed["error"] as? String == "upstream-5xx")
             #expect(failed["status"] as? Int == 503)
             let missed = try #require(failed["reads"] as? [[String: Any]])
             #expect(missed.count == 1)
             #expect(missed.first?["served"] as? String == "miss")
-            #expect(missed.first?["reason"] as? String == "upstream_5xx")
+            #expect(missed.first?["reason"] as? String == "upstream-5xx")
 
             // The shell holding the full ticket can select its own open.
             let selected = try await opens(admin, "?ticket=\(ticket)")

@@ -1,3 +1,4 @@
+import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -16,11 +17,11 @@ import Testing
         let waiting = await eventually { store.waitingReaders == 2 }
         #expect(waiting)
         await store.complete(key("/second"), token: second, result: .success(response("second")))
-        await store.complete(key("/first"), token: first, result: .failure(StoreFailure(code: "timeout", message: "slow")))
+        await store.complete(key("/first"), token: first, result: .failure(StoreFailure(code: .timeout, message: "slow")))
         let read = await outcomes
         #expect(read.count == 4)
         if case .failed(let failure, let joined) = read[0] {
-            #expect(failure.code == "timeout")
+            #expect(failure.code == .timeout)
             #expect(joined)
         } else {
             Issue.record("first: \(read[0])")

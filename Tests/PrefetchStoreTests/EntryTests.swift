@@ -1,4 +1,5 @@
 import HTTPTypes
+import PrefetchCore
 import Testing
 
 @testable import PrefetchStore
@@ -32,7 +33,7 @@ import Testing
     @Test func failureIsSharedThenExpiresAfterNegativeTTL() {
         var entry = Entry(leader: FlightToken(1), policy: policy, now: t0)
         _ = entry.addWaiter(1)
-        let failure = StoreFailure(code: "timeout", message: "GET /a took longer than 2s")
+        let failure = StoreFailure(code: .timeout, message: "GET /a took longer than 2s")
         let deliveries = entry.complete(token: FlightToken(1), result: .failure(failure), now: t0)
         #expect(deliveries?.first?.1 == .failed(failure, joined: true))
         let r5 = entry.read(now: t0 + .seconds(4))
@@ -123,7 +124,7 @@ import Testing
         #expect(ready.endedUnread)
 
         var failed = pending
-        _ = failed.complete(token: FlightToken(1), result: .failure(StoreFailure(code: "dns", message: "x")), now: t0)
+        _ = failed.complete(token: FlightToken(1), result: .failure(StoreFailure(code: .dns, message: "x")), now: t0)
         let r18 = failed.evict()
         #expect(r18)
         let r19 = failed.read(now: t0)
@@ -163,7 +164,7 @@ import Testing
     @Test func rejectedResponseReachesWaitersButIsKeptAsAFailure() {
         var entry = Entry(leader: FlightToken(1), policy: policy, now: t0)
         _ = entry.addWaiter(1)
-        let tooLarge = StoreFailure(code: StoreFailure.tooLargeCode, message: "too big")
+        let tooLarge = StoreFailure(code: FailureCode.tooLarge, message: "too big")
         let deliveries = entry.complete(
             token: FlightToken(1), result: .success(response("big")), now: t0, rejection: tooLarge)
         #expect(deliveries?.first?.1 == .ready(response("big"), joined: true))
@@ -175,7 +176,7 @@ import Testing
         var entry = Entry(leader: FlightToken(1), policy: policy, now: t0)
         #expect(entry.wouldKeepResponse(.success(response("a"))))
         #expect(entry.wouldKeepResponse(.success(response("a", noStore: true))), "kept until its first read")
-        #expect(entry.wouldKeepResponse(.failure(StoreFailure(code: "dns", message: "x"))) == false)
+        #expect(entry.wouldKeepResponse(.failure(StoreFailure(code: .dns, message: "x"))) == false)
         _ = entry.addWaiter(1)
         #expect(entry.wouldKeepResponse(.success(response("a", noStore: true))) == false, "goes to the waiter")
     }

@@ -20,7 +20,7 @@ import Testing
     @Test func aLogoutDropsOnlyThatIdentitysEntriesAndReadersLearnWhy() async throws {
         let store = makeStore()
         await put(store, key("/cart", identity: Self.alice), .success(response("alice cart")))
-        await put(store, key("/balance", identity: Self.alice), .failure(StoreFailure(code: "timeout", message: "slow")))
+        await put(store, key("/balance", identity: Self.alice), .failure(StoreFailure(code: .timeout, message: "slow")))
         await put(store, key("/cart", identity: Self.bob), .success(response("bob cart")))
         await put(store, key("/cart"), .success(response("shared")))
 

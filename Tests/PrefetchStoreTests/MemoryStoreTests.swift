@@ -1,4 +1,5 @@
 import HTTPTypes
+import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -41,7 +42,7 @@ import Testing
         let store = makeStore(clock: clock)
         let failing = policy(negativeTTL: .seconds(2))
         let token = try await lead(store, key(), policy: failing)
-        let failure = StoreFailure(code: "connect", message: "connection to api.test:443 refused")
+        let failure = StoreFailure(code: .connect, message: "connection to api.test:443 refused")
         async let waiter = store.read(key(), wait: .seconds(10))
         do {
             let settled = await eventually { store.waitingReaders == 1 }
@@ -359,7 +360,7 @@ import Testing
         await store.complete(key("/huge"), token: token, result: .success(response(bytes: 10_000)))
         #expect(await waiter == .ready(response(bytes: 10_000), joined: true))
         let later = await store.read(key("/huge"), wait: .zero)
-        #expect(later.failure?.code == "too_large", "a later read must learn the response was too large: \(later)")
+        #expect(later.failure?.code == .tooLarge, "a later read must learn the response was too large: \(later)")
         #expect(await store.read(key("/small"), wait: .zero).response == response("small"), "nothing was evicted for it")
         let snapshot = await store.snapshot()
         #expect(snapshot.bytes <= budget)
@@ -382,7 +383,7 @@ import Testing
         #expect(await store.read(key("/p/2"), wait: .zero) == .absent(.notFound))
         await store.complete(key("/p/0"), token: tokens[0], result: .success(response(bytes: 300)))
         let full = await store.read(key("/p/0"), wait: .zero)
-        #expect(full.failure?.code == "store_full", "no room beside in-flight entries must be reported: \(full)")
+        #expect(full.failure?.code == .storeFull, "no room beside in-flight entries must be reported: \(full)")
         #expect(await store.snapshot().bytes <= budget)
     }
 }

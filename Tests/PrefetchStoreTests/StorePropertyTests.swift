@@ -1,3 +1,4 @@
+import PrefetchCore
 import PropertyBased
 import Testing
 
@@ -62,7 +63,7 @@ import Testing
                     state.complete(keys[k], token: token, result: .success(stored), now: now, effects: &effects)
                 case .fail(let k):
                     guard let token = leading.removeValue(forKey: k) else { continue }
-                    let failure = StoreFailure(code: "timeout", message: "k\(k) timed out")
+                    let failure = StoreFailure(code: .timeout, message: "k\(k) timed out")
                     state.complete(keys[k], token: token, result: .failure(failure), now: now, effects: &effects)
                 case .read(let k):
                     _ = state.read(keys[k], now: now, canWait: false, effects: &effects)

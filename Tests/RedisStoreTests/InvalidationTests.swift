@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchCore
 import PrefetchStore
 import PrefetchTestSupport
 import Testing
@@ -23,7 +24,7 @@ import Testing
             try await withReplicas(server, configuration: Self.longLocalTier) { replicas in
                 let (a, b) = (replicas[0], replicas[1])
                 #expect(await put(a, key("/cart", identity: Self.alice), .success(response("alice cart"))))
-                #expect(await put(a, key("/balance", identity: Self.alice), .failure(StoreFailure(code: "timeout", message: "slow"))))
+                #expect(await put(a, key("/balance", identity: Self.alice), .failure(StoreFailure(code: .timeout, message: "slow"))))
                 #expect(await put(a, key("/cart", identity: Self.bob), .success(response("bob cart"))))
                 #expect(await put(a, key("/cart"), .success(response("shared"))))
                 // Replica b reads alice's cart once: it now holds a local copy.
@@ -207,7 +208,7 @@ import Testing
                 state.calls.keySpace.surrogateIndex("user-1"),
             ])
         #expect(
-            state.calls.indexes(lead, result: .failure(StoreFailure(code: "timeout", message: ""))) == ["prefetch:v1:i:\(identity.digest)"])
+            state.calls.indexes(lead, result: .failure(StoreFailure(code: .timeout, message: ""))) == ["prefetch:v1:i:\(identity.digest)"])
         let anonymous = state.calls.claim(key("/cart"), policy: policy(), token: FlightToken(2)).lead
         #expect(state.calls.indexes(anonymous, result: .success(tagged)).count == 2)
     }

@@ -1,3 +1,4 @@
+import PrefetchCore
 import PrefetchStore
 import Synchronization
 import Testing
@@ -197,7 +198,7 @@ import Testing
         let zeroTTL = Self.claim(state, policy: policy(ttl: .zero, negativeTTL: .zero)).lead
         let unkept = state.calls.completion(zeroTTL, result: .success(response("now only")), encoded: [9])
         #expect(!unkept.isKept && unkept.payload == [9])
-        let failure = StoreFailure(code: "timeout", message: "upstream timed out")
+        let failure = StoreFailure(code: .timeout, message: "upstream timed out")
         let unkeptFailure = state.calls.completion(zeroTTL, result: .failure(failure), encoded: [8])
         #expect(unkeptFailure.payload == [8])
         // A no-store response must sit in Redis for its one reader, even with a zero TTL.
@@ -286,7 +287,7 @@ import Testing
     // MARK: Read
 
     @Test func readReplyDecodesEveryShape() {
-        let failure = StoreFailure(code: "connect", message: "refused")
+        let failure = StoreFailure(code: .connect, message: "refused")
         #expect(
             State.Probe(reply: Self.valueReply(.failure(failure, label: "l"), pttl: 5)) == .value(.failure(failure, label: "l"), pttl: 5))
         #expect(State.Probe(reply: .success(.array([.integer(1), .string([0, 1]), .integer(5)]))) == .undecodable)
@@ -327,7 +328,7 @@ import Testing
 
     @Test func absentReasonsAndFailuresAnswerAtOnce() {
         var state = Self.makeState()
-        let failure = StoreFailure(code: "timeout", message: "slow")
+        let failure = StoreFailure(code: .timeout, message: "slow")
         for reason in AbsentReason.allCases {
             var (reader, _) = state.startRead(key(), wait: .seconds(5), cancelled: false, now: t0)
             #expect(state.probed(&reader, .absent(reason), sentAt: t0, cancelled: false, now: t0) == .finish(.absent(reason), label: nil))
@@ -374,7 +375,7 @@ import Testing
         var state = Self.makeState()
         var (reader, _) = state.startRead(key(), wait: .seconds(5), cancelled: false, now: t0)
         _ = state.probed(&reader, .pending, sentAt: t0, cancelled: false, now: t0)
-        let failure = StoreFailure(code: "connect", message: "refused")
+        let failure = StoreFailure(code: .connect, message: "refused")
         #expect(
             state.woke(&reader, fired: true, value: .failure(failure, label: "p"), now: t0)
                 == .finish(.failed(failure, joined: true), label: "p"))

@@ -1,5 +1,6 @@
 import HTTPTypes
 import MetricsTestKit
+import PrefetchCore
 import PrefetchStore
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -175,7 +176,7 @@ import Testing
             try await withReplicas(server) { replicas in
                 let (a, b) = (replicas[0], replicas[1])
                 let failing = policy(negativeTTL: .milliseconds(300))
-                let failure = StoreFailure(code: "connect", message: "connection to api.test:443 refused")
+                let failure = StoreFailure(code: .connect, message: "connection to api.test:443 refused")
                 let token = try #require(await a.begin(key(), policy: failing).token)
                 async let waiter = b.read(key(), wait: .seconds(30))
                 do {

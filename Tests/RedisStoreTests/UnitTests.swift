@@ -1,4 +1,5 @@
 import HTTPTypes
+import PrefetchCore
 import PrefetchStore
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -70,7 +71,7 @@ import Testing
     }
 
     @Test func failuresRoundTripAndGarbageIsRejected() {
-        let failure = StoreFailure(code: "timeout", message: "upstream api.test timed out")
+        let failure = StoreFailure(code: .timeout, message: "upstream api.test timed out")
         let encoded = EntryCodec.encode(.failure(failure, label: "profile"))
         #expect(EntryCodec.decode(encoded) == .failure(failure, label: "profile"))
         #expect(EntryCodec.decode(Array(encoded.dropLast())) == nil)
