@@ -47,6 +47,24 @@ import Testing
         #expect(EntryCodec.decode(sane) != nil)
     }
 
+    /// A failure another replica stored: in the earlier snake_case spelling it reads as today's code; a code this
+    /// version does not know reads as `other`, its message kept.
+    @Test func aFailureStoredInAnEarlierSpellingReadsInTodays() throws {
+        let encoded = EntryCodec.encode(.failure(StoreFailure(code: .upstream5xx, message: "the upstream answered 503"), label: "feed"))
+        func stored(as spelling: String) throws -> StoreFailure? {
+            let today = Array("upstream-5xx".utf8)
+            let start = try #require((0...(encoded.count - today.count)).first { Array(encoded[$0..<$0 + today.count]) == today })
+            var bytes = encoded
+            bytes.replaceSubrange(start..<start + today.count, with: Array(spelling.utf8))
+            guard case .failure(let failure, "feed")? = EntryCodec.decode(bytes) else { return nil }
+            return failure
+        }
+        #expect(try stored(as: "upstream-5xx")?.code == .upstream5xx)
+        #expect(try stored(as: "upstream_5xx")?.code == .upstream5xx)
+        let unknown = try stored(as: "unknown_code")
+        #expect(unknown?.code == .other && unknown?.message == "the upstream answered 503")
+    }
+
     @Test func responsesRoundTrip() throws {
         let original = StoredResponse(
             status: 203, headers: HTTPFields([("A", "1"), ("Set-Cookie", "x=é"), ("set-cookie", "y=2; Path=/")]),
