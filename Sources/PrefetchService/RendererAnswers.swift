@@ -14,7 +14,7 @@ struct LeaseAnswer: Codable, Sendable {
 extension LeaseAnswer {
     init(_ lease: Lease) {
         self.init(
-            id: lease.id, profile: lease.profile, warm: lease.warm, waitedMs: lease.waited.milliseconds,
+            id: lease.id.value, profile: lease.profile, warm: lease.warm, waitedMs: lease.waited.milliseconds,
             createMs: lease.createTime.milliseconds, uses: lease.uses)
     }
 }

@@ -30,7 +30,7 @@ struct RendererRoutes: Sendable {
             case .some(let other): throw APIError.badRequest(.badJSON, "\"healthy\" must be true or false, got \(other.kindName)")
             }
             let id = context.parameters.get("id") ?? ""
-            if RandomID.isWellFormed(id), await pools.release(id: id, healthy: healthy) {
+            if let lease = LeaseID(presented: id), await pools.release(id: lease, healthy: healthy) {
                 return ReleaseAnswer(id: id, released: true, healthy: healthy)
             }
             throw APIError(

@@ -23,7 +23,7 @@ public struct ModelledRendererFactory: RendererFactory {
     }
 
     /// Waits `createMs`, then fails with probability `failureRate` or returns a fresh renderer.
-    public func make(id: String) async throws(RendererError) -> any Renderer {
+    public func make(id: RendererID) async throws(RendererError) -> any Renderer {
         if createMs > 0 {
             do {
                 try await Task.sleep(for: .milliseconds(createMs))
@@ -47,14 +47,14 @@ public final class ModelledRenderer: SynchronousRenderer {
     }
 
     /// The pool-assigned identifier.
-    public let id: String
+    public let id: RendererID
     /// The configured memory figure.
     public let memoryMB: Int
     private let deathRate: Double
     private let random: SharedRandom
     private let state = Mutex(State())
 
-    init(id: String, memoryMB: Int, deathRate: Double, random: SharedRandom) {
+    init(id: RendererID, memoryMB: Int, deathRate: Double, random: SharedRandom) {
         self.id = id
         self.memoryMB = memoryMB
         self.deathRate = deathRate

@@ -55,12 +55,12 @@ struct PoolState {
     enum AcquireStep: Equatable, Sendable {
         /// This renderer (already `leased` for the acquirer) must pass a health check; report with
         /// ``healthChecked(_:healthy:now:)``.
-        case checkHealth(String)
+        case checkHealth(RendererID)
         /// Create a renderer in this reserved slot; report with ``created(_:createTime:now:)`` or
         /// ``createFailed(_:error:now:)``.
-        case create(String)
+        case create(RendererID)
         /// The renderer is healthy: tell it the page, then report with ``opened(_:leaseID:now:)``.
-        case open(String)
+        case open(RendererID)
         /// Queued: suspend until ``Actions/resume`` names this acquire.
         case wait
         /// Done: the lease is granted.
@@ -71,8 +71,8 @@ struct PoolState {
 
     /// A lease granted to an acquire.
     struct Grant: Equatable, Sendable {
-        var leaseID: String
-        var rendererID: String
+        var leaseID: LeaseID
+        var rendererID: RendererID
         var warm: Bool
         var waited: Duration
         var createTime: Duration
@@ -96,10 +96,10 @@ struct PoolState {
 
     /// A renderer to destroy; it is already `retiring`.
     struct Retirement: Equatable, Sendable {
-        var rendererID: String
+        var rendererID: RendererID
         var reason: RendererLifecycle.RetireReason
         /// The lease it was taken from, for a reclaimed one.
-        var leaseID: String?
+        var leaseID: LeaseID?
     }
 
     /// Renderers per state and queued acquires: what the gauges show.
@@ -115,11 +115,11 @@ struct PoolState {
         /// Queued acquires to wake, in queue order.
         var resume: [Resume] = []
         /// Released renderers to reset; report each with ``resetFinished(_:ok:now:)``.
-        var reset: [String] = []
+        var reset: [RendererID] = []
         /// Renderers to destroy; report each with ``destroyed(_:now:)``.
         var destroy: [Retirement] = []
         /// Idle renderers to health check, one after another; report each with ``idleChecked(_:healthy:now:)``.
-        var checkIdle: [String] = []
+        var checkIdle: [RendererID] = []
         /// The gauges after the event.
         var counts = Counts()
         /// The pool is shut down and every renderer is gone: a waiting shutdown may return.
@@ -145,9 +145,9 @@ struct PoolState {
     struct Acquire: Equatable {
         enum Phase: Equatable {
             case queued
-            case checking(String, warm: Bool)
-            case creating(String)
-            case opening(String, warm: Bool)
+            case checking(RendererID, warm: Bool)
+            case creating(RendererID)
+            case opening(RendererID, warm: Bool)
         }
 
         let caller: String?
@@ -164,7 +164,7 @@ struct PoolState {
         /// The factory delivered the renderer (so destroying it is real work and counts).
         var hasRenderer = false
         var createTime: Duration = .zero
-        var leaseID: String?
+        var leaseID: LeaseID?
         /// The caller the current lease counts against, if it named one.
         var caller: String?
     }
@@ -172,11 +172,11 @@ struct PoolState {
     let settings: Settings
     private var random: SeededRandom
 
-    private(set) var entries: [String: Entry] = [:]
+    private(set) var entries: [RendererID: Entry] = [:]
     /// Idle renderer ids, least recently used first.
-    private(set) var idle: [String] = []
+    private(set) var idle: [RendererID] = []
     /// Renderer id by lease id.
-    private var leases: [String: String] = [:]
+    private var leases: [LeaseID: RendererID] = [:]
     /// Acquires in progress plus leases held, by caller; a caller with none has no key.
     private var callerLeases: [String: Int] = [:]
     private(set) var acquires: [AcquireID: Acquire] = [:]
@@ -226,7 +226,7 @@ struct PoolState {
     /// The idle renderer a new acquire by `caller` would be handed at once (its health check next), or nil when it
     /// would not be served by an idle renderer at once: the pool is shut down, acquires are queued (they come
     /// first), the caller is at its cap, or no idle renderer can be leased now. Changes nothing.
-    func idleCandidate(caller: String?, now: Instant) -> String? {
+    func idleCandidate(caller: String?, now: Instant) -> RendererID? {
         guard !isClosed, queue.isEmpty else { return nil }
         if let caller, callerLeases[caller, default: 0] >= settings.maxLeasesPerCaller { return nil }
         guard let rendererID = idle.last, let entry = entries[rendererID], entry.life.state == .idle else { return nil }
@@ -294,7 +294,7 @@ struct PoolState {
 
     /// The renderer was told the page: the lease with `leaseID` is granted, unless the renderer was retired
     /// meanwhile.
-    mutating func opened(_ id: AcquireID, leaseID: String, now: Instant) -> (step: AcquireStep, actions: Actions) {
+    mutating func opened(_ id: AcquireID, leaseID: LeaseID, now: Instant) -> (step: AcquireStep, actions: Actions) {
         guard let acquire = acquires[id], case .opening(let rendererID, let warm) = acquire.phase else {
             preconditionFailure("\(id) is not opening a renderer")
         }
@@ -334,7 +334,7 @@ struct PoolState {
 
     /// The holder gives a lease back: the renderer is reset when it may serve again, destroyed otherwise.
     /// Nil when no current lease has this id (never issued, released already, reclaimed).
-    mutating func release(leaseID: String, healthy: Bool, now: Instant) -> Actions? {
+    mutating func release(leaseID: LeaseID, healthy: Bool, now: Instant) -> Actions? {
         guard let rendererID = leases[leaseID], entries[rendererID]?.leaseID == leaseID else { return nil }
         endLease(of: rendererID)
         var actions = Actions()
@@ -351,7 +351,7 @@ struct PoolState {
     }
 
     /// A reset ended: the renderer is idle again (and serves the head of the queue) or, when it failed, destroyed.
-    mutating func resetFinished(_ rendererID: String, ok: Bool, now: Instant) -> Actions {
+    mutating func resetFinished(_ rendererID: RendererID, ok: Bool, now: Instant) -> Actions {
         var actions = Actions()
         if entries[rendererID]?.life.resetFinished(ok: ok, at: now) == true {
             if entries[rendererID]?.life.state == .idle {
@@ -364,7 +364,7 @@ struct PoolState {
     }
 
     /// A renderer was destroyed: its slot is free (and serves the head of the queue).
-    mutating func destroyed(_ rendererID: String, now: Instant) -> Actions {
+    mutating func destroyed(_ rendererID: RendererID, now: Instant) -> Actions {
         var actions = Actions()
         finalize(rendererID, now: now, into: &actions)
         return finish(actions, now)
@@ -376,7 +376,7 @@ struct PoolState {
     /// the background, nobody waits (waiters create their own) and the pool is under `maxSize`. The shell
     /// creates one renderer at a time and reports with ``refillCreated(_:createTime:now:)`` or
     /// ``refillFailed(_:now:)``.
-    mutating func nextRefill(now: Instant) -> String? {
+    mutating func nextRefill(now: Instant) -> RendererID? {
         guard !isClosed, queue.isEmpty, entries.count < settings.maxSize else { return nil }
         let ready = entries.values.count { $0.life.state == .idle || ($0.life.state == .warming && $0.background) }
         guard ready < settings.minIdle else { return nil }
@@ -385,7 +385,7 @@ struct PoolState {
 
     /// A background creation delivered its renderer: idle from now on, or destroyed when the pool shut down
     /// meanwhile.
-    mutating func refillCreated(_ rendererID: String, createTime: Duration, now: Instant) -> Actions {
+    mutating func refillCreated(_ rendererID: RendererID, createTime: Duration, now: Instant) -> Actions {
         var actions = Actions()
         arrived(rendererID, createTime: createTime)
         if entries[rendererID]?.life.warmed(at: now) == true {
@@ -397,7 +397,7 @@ struct PoolState {
     }
 
     /// A background creation failed: the slot is free again.
-    mutating func refillFailed(_ rendererID: String, now: Instant) -> Actions {
+    mutating func refillFailed(_ rendererID: RendererID, now: Instant) -> Actions {
         var actions = Actions()
         failedCreation(rendererID, now: now, into: &actions)
         return finish(actions, now)
@@ -432,7 +432,7 @@ struct PoolState {
     }
 
     /// The health check of an idle renderer answered; a dead one still idle is destroyed.
-    mutating func idleChecked(_ rendererID: String, healthy: Bool, now: Instant) -> Actions {
+    mutating func idleChecked(_ rendererID: RendererID, healthy: Bool, now: Instant) -> Actions {
         var actions = Actions()
         if !healthy, entries[rendererID]?.life.state == .idle {
             retire(rendererID, .unhealthy, now: now, into: &actions)
@@ -471,7 +471,7 @@ struct PoolState {
     }
 
     /// The jittered lifetime of every live renderer, by renderer id.
-    func lifetimes() -> [String: Duration] {
+    func lifetimes() -> [RendererID: Duration] {
         entries.mapValues(\.life.lifetime)
     }
 
@@ -594,9 +594,9 @@ struct PoolState {
         return actions
     }
 
-    private mutating func reserve(background: Bool, now: Instant) -> String {
+    private mutating func reserve(background: Bool, now: Instant) -> RendererID {
         nextRenderer += 1
-        let rendererID = "\(settings.name)-\(nextRenderer)"
+        let rendererID = RendererID("\(settings.name)-\(nextRenderer)")
         let jitter = settings.lifetimeJitter * Double.random(in: 0..<1, using: &random)
         let lifetime = Duration.milliseconds(settings.maxLifetimeSeconds * 1000 * (1 - jitter))
         entries[rendererID] = Entry(
@@ -605,26 +605,26 @@ struct PoolState {
     }
 
     /// Takes the most recently used idle renderer and leases it.
-    private mutating func takeIdle(now: Instant) -> String? {
+    private mutating func takeIdle(now: Instant) -> RendererID? {
         while let rendererID = idle.popLast() {
             if entries[rendererID]?.life.lease(at: now) == true { return rendererID }
         }
         return nil
     }
 
-    private mutating func arrived(_ rendererID: String, createTime: Duration) {
+    private mutating func arrived(_ rendererID: RendererID, createTime: Duration) {
         created += 1
         entries[rendererID]?.hasRenderer = true
         entries[rendererID]?.createTime = createTime
     }
 
     /// A renderer that arrived after its entry was retired (shutdown): destroy it.
-    private func orphan(_ rendererID: String, into actions: inout Actions) {
+    private func orphan(_ rendererID: RendererID, into actions: inout Actions) {
         let reason = entries[rendererID]?.life.retireReason ?? .shutdown
         actions.destroy.append(Retirement(rendererID: rendererID, reason: reason))
     }
 
-    private mutating func failedCreation(_ rendererID: String, now: Instant, into actions: inout Actions) {
+    private mutating func failedCreation(_ rendererID: RendererID, now: Instant, into actions: inout Actions) {
         createFailures += 1
         _ = entries[rendererID]?.life.retire(.createFailed, at: now)
         finalize(rendererID, now: now, into: &actions)
@@ -632,7 +632,7 @@ struct PoolState {
 
     /// Moves a live renderer to `retiring` and, when it exists already, asks for its destruction.
     private mutating func retire(
-        _ rendererID: String, _ reason: RendererLifecycle.RetireReason, leaseID: String? = nil, now: Instant,
+        _ rendererID: RendererID, _ reason: RendererLifecycle.RetireReason, leaseID: LeaseID? = nil, now: Instant,
         into actions: inout Actions
     ) {
         guard var entry = entries[rendererID], entry.life.retire(reason, at: now) else { return }
@@ -644,7 +644,7 @@ struct PoolState {
     }
 
     /// Forgets a retired renderer; its slot is free.
-    private mutating func finalize(_ rendererID: String, now: Instant, into actions: inout Actions) {
+    private mutating func finalize(_ rendererID: RendererID, now: Instant, into actions: inout Actions) {
         guard var entry = entries[rendererID], entry.life.destroyed(at: now) else { return }
         endLease(of: rendererID)
         entries[rendererID] = nil
@@ -653,7 +653,7 @@ struct PoolState {
 
     /// Ends the current lease of a renderer, if any: its id no longer releases anything and its caller's
     /// slot is free.
-    private mutating func endLease(of rendererID: String) {
+    private mutating func endLease(of rendererID: RendererID) {
         guard let entry = entries[rendererID] else { return }
         if let leaseID = entry.leaseID { leases[leaseID] = nil }
         freeCallerSlot(entry.caller)

@@ -341,8 +341,8 @@ struct ProcessRendererFactory: RendererFactory {
     let spec: ProcessSpec
     let host: ProcessHost
 
-    func make(id: String) async throws(RendererError) -> any Renderer {
-        let link = ProcessLink(id: id, spec: spec)
+    func make(id: RendererID) async throws(RendererError) -> any Renderer {
+        let link = ProcessLink(id: id.value, spec: spec)
         let renderer = ProcessRenderer(link: link)
         host.submit(link)
         do {
@@ -359,7 +359,7 @@ struct ProcessRendererFactory: RendererFactory {
 /// and waits for the ready line again (a no-op without `resetLine`); destroy terminates and reaps it.
 public final class ProcessRenderer: SynchronousRenderer {
     /// The pool-assigned identifier.
-    public var id: String { link.id }
+    public var id: RendererID { RendererID(link.id) }
     /// Process renderers report no memory figure (0).
     public var memoryMB: Int { 0 }
     let link: ProcessLink

@@ -4,7 +4,7 @@
 /// does with an existing renderer between its creation and its destruction.
 public protocol Renderer: AnyObject, Sendable {
     /// The pool-assigned identifier, stable for the renderer's whole life.
-    var id: String { get }
+    var id: RendererID { get }
     /// The memory the renderer reports holding, in megabytes (0 when unknown).
     var memoryMB: Int { get }
     /// Tells the renderer which page the current lease opens; it keeps that in its page state until reset.
@@ -32,7 +32,7 @@ public protocol SynchronousRenderer: Renderer {
 /// Creates renderers of one kind with one profile's settings.
 public protocol RendererFactory: Sendable {
     /// Creates a warm renderer with the given identifier, or throws when creation failed or timed out.
-    func make(id: String) async throws(RendererError) -> any Renderer
+    func make(id: RendererID) async throws(RendererError) -> any Renderer
 }
 
 /// Why a renderer operation failed. `code` is a bounded value, safe as a metric label.

@@ -14,11 +14,11 @@ import Synchronization
 public struct Lease: Sendable {
     /// Identifies this lease: 22 URL-safe characters (128 random bits), unguessable from any other lease.
     /// It is the capability to release or destroy the renderer; pass it to `release`.
-    public let id: String
+    public let id: LeaseID
     /// The profile the renderer belongs to.
     public let profile: String
     /// The renderer's own identifier.
-    public let rendererID: String
+    public let rendererID: RendererID
     /// `true` when the renderer was already warm (pre-created), `false` when it was created for this acquire.
     public let warm: Bool
     /// Time from the acquire call until the lease was granted.
@@ -29,14 +29,6 @@ public struct Lease: Sendable {
     public let uses: Int
     /// The renderer itself.
     public let renderer: any Renderer
-}
-
-/// Lease ids: the capability to release or destroy a leased renderer, so drawn from the system generator.
-enum LeaseID {
-    /// 128 random bits as unpadded base64url: 22 characters of `A-Za-z0-9-_` (`RandomID`).
-    static func random() -> String {
-        RandomID.make()
-    }
 }
 
 /// A pool of renderers for one profile. See docs/design/renderer-pool.md.
@@ -69,7 +61,7 @@ public actor RendererPool: Service {
     private struct Core {
         var state: PoolState
         /// The renderers the factory delivered and that are not destroyed yet, by renderer id.
-        var renderers: [String: any Renderer] = [:]
+        var renderers: [RendererID: any Renderer] = [:]
     }
     private var waiters: [PoolState.AcquireID: Waiter] = [:]
     private var drainWaiters: [CheckedContinuation<Void, Never>] = []
@@ -253,7 +245,7 @@ public actor RendererPool: Service {
     /// when the lease is unknown: already released, reclaimed after `leaseTimeout`, or never issued.
     /// Either way the lease's caller slot is free once this returns.
     @discardableResult
-    public func release(id leaseID: String, healthy: Bool = true) async -> Bool {
+    public func release(id leaseID: LeaseID, healthy: Bool = true) async -> Bool {
         guard let actions = withState({ $0.release(leaseID: leaseID, healthy: healthy, now: clock.now) }) else { return false }
         await perform(actions)
         return true
@@ -299,7 +291,7 @@ public actor RendererPool: Service {
         core.withLock { body(&$0.state) }
     }
 
-    private nonisolated func renderer(_ rendererID: String) -> (any Renderer)? {
+    private nonisolated func renderer(_ rendererID: RendererID) -> (any Renderer)? {
         core.withLock { $0.renderers[rendererID] }
     }
 
@@ -337,7 +329,7 @@ public actor RendererPool: Service {
     }
 
     /// Runs the factory for a reserved slot; the renderer is kept in `renderers` from then on.
-    private func make(_ rendererID: String) async throws(RendererError) {
+    private func make(_ rendererID: RendererID) async throws(RendererError) {
         do {
             let made = try await factory.make(id: rendererID)
             core.withLock { $0.renderers[rendererID] = made }
@@ -348,7 +340,7 @@ public actor RendererPool: Service {
         metrics.created.increment()
     }
 
-    private func reset(_ rendererID: String) async {
+    private func reset(_ rendererID: RendererID) async {
         guard let renderer = renderer(rendererID) else { return }
         var ok = true
         do {
@@ -363,7 +355,7 @@ public actor RendererPool: Service {
     /// Destroys retired renderers (several at once concurrently), then reports each as destroyed.
     private func destroy(_ retirements: [PoolState.Retirement]) async {
         // Each is reported destroyed even if its renderer were missing, so no entry can hold a slot forever.
-        var doomed: [(String, (any Renderer)?)] = []
+        var doomed: [(RendererID, (any Renderer)?)] = []
         for retirement in retirements {
             let rendererID = retirement.rendererID
             switch retirement.reason {
@@ -527,7 +519,7 @@ public actor RendererPool: Service {
     }
 
     /// The jittered lifetime of every live renderer, by renderer id.
-    func lifetimes() -> [String: Duration] {
+    func lifetimes() -> [RendererID: Duration] {
         withState { $0.lifetimes() }
     }
 }

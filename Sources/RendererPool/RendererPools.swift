@@ -47,7 +47,7 @@ public final class RendererPools: Service, Sendable {
     /// Releases the lease with this id in whichever pool issued it; `false` when no pool knows the id
     /// (never issued, already released, or reclaimed).
     @discardableResult
-    public func release(id: String, healthy: Bool = true) async -> Bool {
+    public func release(id: LeaseID, healthy: Bool = true) async -> Bool {
         for pool in pools.values where await pool.release(id: id, healthy: healthy) { return true }
         return false
     }

@@ -56,7 +56,7 @@ struct CommandTests {
             let config = try TempConfig(
                 configText(pages: [
                     pageEntry(
-                        page, [#"{"name": "slow", "api": "\#(upstream.base)/drain/view?delay=2000", "method": "GET", "timeout": 6000}"#])
+                        page, [#"{"name": "slow", "api": "\#(upstream.base)/drain/view?delay=5000", "method": "GET", "timeout": 8000}"#])
                 ])
             )
             defer { config.remove() }

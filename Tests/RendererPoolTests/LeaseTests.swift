@@ -13,20 +13,20 @@ import Testing
 
     @Test func leaseIDsAre22URLSafeCharactersAndDistinct() async throws {
         let pool = RendererPool(name: "main", profile: modelledProfile(maxSize: 1), logger: testLogger, seed: 7)
-        var ids: [String] = []
+        var ids: [LeaseID] = []
         for _ in 0..<500 {
             let lease = try await pool.acquire(page: nil)
             ids.append(lease.id)
             #expect(await pool.release(id: lease.id))
         }
         for id in ids {
-            #expect(id.count == 22, "\(id)")
-            #expect(id.allSatisfy { Self.urlSafe.contains($0) }, "\(id)")
+            #expect(id.value.count == 22, "\(id)")
+            #expect(id.value.allSatisfy { Self.urlSafe.contains($0) }, "\(id)")
         }
         #expect(Set(ids).count == ids.count)
         // Nothing structured: no fixed prefix or suffix such as the pool's name (a random id may contain "main"
         // somewhere by chance, about once in 2,000 runs of 500 ids, so that is not what is asserted).
-        #expect(Set(ids.map { $0.prefix(4) }).count > 450 && Set(ids.map { $0.suffix(4) }).count > 450)
+        #expect(Set(ids.map { $0.value.prefix(4) }).count > 450 && Set(ids.map { $0.value.suffix(4) }).count > 450)
     }
 
     @Test func aSeededPoolStillDrawsUnpredictableIDs() async throws {
@@ -42,9 +42,13 @@ import Testing
         let pool = RendererPool(name: "main", profile: modelledProfile(maxSize: 2), logger: testLogger)
         let pools = try RendererPools(profiles: ["main": modelledProfile()], logger: testLogger)
         let lease = try await pool.acquire(page: nil, caller: "alice")
-        var altered = Array(lease.id)
+        var altered = Array(lease.id.value)
         altered[altered.count - 1] = altered.last == "A" ? "B" : "A"
-        let guesses = ["", "main-1#1", "main-1", lease.rendererID, String(altered), LeaseID.random(), lease.id.uppercased()]
+        let guesses: [LeaseID] = [
+            "", "main-1#1", "main-1", LeaseID(stringLiteral: lease.rendererID.value), LeaseID(stringLiteral: String(altered)),
+            LeaseID.random(),
+            LeaseID(stringLiteral: lease.id.value.uppercased()),
+        ]
         for guess in guesses where guess != lease.id {
             #expect(await pool.release(id: guess, healthy: false) == false, "\(guess)")
             #expect(await pools.release(id: guess, healthy: false) == false, "\(guess)")
@@ -78,7 +82,7 @@ import Testing
         #expect(refused?.code == .callerLimit)
         #expect(refused?.message.contains("maxLeasesPerCaller 2") == true)
         let bob = try await pool.acquire(page: nil, caller: "bob")
-        #expect(!bob.renderer.id.isEmpty)
+        #expect(!bob.renderer.id.value.isEmpty)
         _ = try await pool.acquire(page: nil)
         #expect(await pool.snapshot().leased == 4)
         #expect(await pool.snapshot().pending == 0)

@@ -44,7 +44,7 @@ struct PoolDriver {
                 next = state.created(id, createTime: .milliseconds(300), now: now)
             case .open:
                 issued += 1
-                next = state.opened(id, leaseID: "lease-\(issued)", now: now)
+                next = state.opened(id, leaseID: LeaseID(stringLiteral: "lease-\(issued)"), now: now)
             case .wait, .granted, .failed:
                 return step
             }
@@ -399,7 +399,7 @@ private func profile(
     }
 
     @Test func lifetimeJitterIsDrawnFromTheSeed() throws {
-        func lifetimes(seed: UInt64) throws -> [String: Duration] {
+        func lifetimes(seed: UInt64) throws -> [RendererID: Duration] {
             var pool = PoolDriver(
                 profile: profile(maxSize: 8) {
                     $0.maxLifetime = 100

@@ -168,7 +168,7 @@ import Testing
     @Test func maxUsesRecyclesTheRenderer() async throws {
         let profile = modelledProfile(maxSize: 1) { $0.maxUses = 2 }
         let pool = RendererPool(name: "main", profile: profile, logger: testLogger)
-        var ids: [String] = []
+        var ids: [RendererID] = []
         for _ in 0..<3 {
             let lease = try await pool.acquire(page: nil)
             ids.append(lease.rendererID)

@@ -57,8 +57,8 @@ final class Recorder<Value: Sendable>: Sendable {
 
 /// The renderer ids currently leased by a test's workers.
 final class InUse: Sendable {
-    private let ids: Mutex<Set<String>> = Mutex([])
+    private let ids: Mutex<Set<RendererID>> = Mutex([])
     /// Whether the id was not leased already.
-    func insert(_ id: String) -> Bool { ids.withLock { $0.insert(id).inserted } }
-    func remove(_ id: String) { _ = ids.withLock { $0.remove(id) } }
+    func insert(_ id: RendererID) -> Bool { ids.withLock { $0.insert(id).inserted } }
+    func remove(_ id: RendererID) { _ = ids.withLock { $0.remove(id) } }
 }
