@@ -642,13 +642,13 @@ struct Validator {
                     continue
                 }
                 let value = reader.string(member)
-                let name = memberName.utf8.allSatisfy(Self.isTokenByte) ? HTTPField.Name(memberName) : nil
+                let name = HeaderRules.name(memberName)
                 if name == nil {
                     problem(headerPath, "is not a valid header name")
                 } else if Self.forbiddenHeaders.contains(memberName.lowercased()) {
                     problem(headerPath, "may not be set by the config (the service or the page owns it)")
                 }
-                if value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) {
+                if HeaderRules.hasControlCharacter(value) {
                     problem(headerPath, "has a control character in its value")
                 }
                 if let name { headers.append(HTTPField(name: name, value: value)) }
@@ -756,13 +756,6 @@ struct Validator {
             secPurpose: secPurpose, query: query, references: references, referencePaths: referencePaths, template: template
         )
         return (interface, explicit)
-    }
-
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
     }
 
     /// 1-64 bytes of ASCII letters, digits, `.`, `_`, `-`, the first a letter or digit.

@@ -67,14 +67,14 @@ struct PrefetchRoutes: Sendable {
             headers = requestHeaders
         case .object(let given):
             for member in given.members {
-                // A header name is an ASCII token (RFC 9110 §5.1): nothing that case-folds into another name.
-                guard member.name.utf8.allSatisfy(Self.isTokenByte), let name = HTTPField.Name(member.name) else {
+                // The config's rule for a header (`HeaderRules`): a token name, a value without control characters.
+                guard let name = HeaderRules.name(member.name) else {
                     throw APIError.badRequest(.badHeaders, "headers: \(quoted(member.name, limit: 60)) is not a header name")
                 }
                 guard case .string(let text) = member.value else {
                     throw APIError.badRequest(.badHeaders, "headers.\(member.name) must be a string, got \(member.value.kindName)")
                 }
-                if text.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) {
+                if HeaderRules.hasControlCharacter(text) {
                     throw APIError.badRequest(.badHeaders, "headers.\(member.name) contains a control character")
                 }
                 headers.append(HTTPField(name: name, value: text))
@@ -85,13 +85,6 @@ struct PrefetchRoutes: Sendable {
         return headers
     }
 
-    /// Whether `byte` may appear in a header name (an RFC 9110 token).
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
-    }
 
     /// The W3C trace context a trigger carries: a valid `traceparent` (anything else is ignored, never refused) and
     /// its `tracestate` when that is at most 512 characters.
