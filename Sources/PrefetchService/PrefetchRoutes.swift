@@ -85,7 +85,6 @@ struct PrefetchRoutes: Sendable {
         return headers
     }
 
-
     /// The W3C trace context a trigger carries: a valid `traceparent` (anything else is ignored, never refused) and
     /// its `tracestate` when that is at most 512 characters.
     static func traceContext(_ headers: HTTPFields) -> (parent: TraceParent, state: String?)? {
