@@ -2,21 +2,21 @@ import Foundation
 public import PrefetchCore
 public import PrefetchStore
 
-/// Tickets shared through the response store (Redis), so a page's data request may land on any replica.
-/// Tickets triggered here are also kept locally, with their timings; others are read back from the store.
+/// Tickets shared by every replica through a record store (Redis), so a page's data request may land on any
+/// replica. Tickets triggered here are also kept locally, with their timings; others are read back from the records.
 public struct SharedTicketRegistry: TicketRegistry {
-    let store: any ResponseStore
+    let records: any RecordStore
     let local: LocalTicketRegistry
 
     let clock: any ServiceClock
 
-    /// A registry sharing tickets through `store`, holding at most `capacity` tickets and `budgetBytes` here;
+    /// A registry sharing tickets through `records`, holding at most `capacity` tickets and `budgetBytes` here;
     /// tickets expire by `clock`.
     public init(
-        store: any ResponseStore, capacity: Int, budgetBytes: Int, clock: any ServiceClock = ContinuousClock(),
+        records: any RecordStore, capacity: Int, budgetBytes: Int, clock: any ServiceClock = ContinuousClock(),
         onDrop: (@Sendable (Ticket) -> Void)? = nil
     ) {
-        self.store = store
+        self.records = records
         self.clock = clock
         self.local = LocalTicketRegistry(capacity: capacity, budgetBytes: budgetBytes, clock: clock, onDrop: onDrop)
     }
@@ -27,36 +27,33 @@ public struct SharedTicketRegistry: TicketRegistry {
 
     public func insert(_ ticket: Ticket) async {
         local.remember(ticket)
-        guard let record = Self.record(ticket) else { return }
-        await store.settle([record])
+        guard let bytes = Self.bytes(of: ticket) else { return }
+        await records.keepRecord(bytes, name: TicketRecord.name(ticket.id), ttl: Ticket.lifetime(of: ticket.requests))
     }
 
-    /// See `TicketRegistry.insertsWithoutTasks`: when the store settles without tasks.
-    public var insertsWithoutTasks: Bool { store.beginsAndSettlesWithoutTasks }
+    /// See `TicketRegistry.insertsWithoutTasks`: always; the record store answers through a callback.
+    public var insertsWithoutTasks: Bool { true }
 
     /// See `TicketRegistry.insert(_:then:)`.
     public func insert(_ ticket: Ticket, then done: @escaping @Sendable () -> Void) -> Bool {
-        guard store.beginsAndSettlesWithoutTasks else { return false }
         local.remember(ticket)
-        guard let record = Self.record(ticket) else {
+        guard let bytes = Self.bytes(of: ticket) else {
             done()
             return true
         }
-        return store.settle([record], then: done)
+        records.keepRecord(bytes, name: TicketRecord.name(ticket.id), ttl: Ticket.lifetime(of: ticket.requests)) { _ in done() }
+        return true
     }
 
-    /// The store's put of a ticket's record. A fresh random id: nobody else flies this key, so begin and complete go
-    /// in one round trip.
-    private static func record(_ ticket: Ticket) -> Settlement? {
-        let policy = StorePolicy(ttl: Ticket.lifetime(of: ticket.requests), negativeTTL: .zero, label: TicketRecord.storeLabel)
-        guard let body = try? JSONEncoder().encode(ticket.record) else { return nil }
-        return .put(TicketRecord.key(ticket.id), policy: policy, result: .success(StoredResponse(status: 200, body: Array(body))))
+    /// A ticket's record as the records keep it (JSON).
+    private static func bytes(of ticket: Ticket) -> [UInt8]? {
+        (try? JSONEncoder().encode(ticket.record)).map { Array($0) }
     }
 
     public func ticket(_ id: String) async -> Ticket? {
         if let ticket = local.ticket(id) { return ticket }
-        guard case .ready(let response, _) = await store.read(TicketRecord.key(id), wait: .zero),
-            let record = try? JSONDecoder().decode(TicketRecord.self, from: Data(response.body)),
+        guard let bytes = await records.record(TicketRecord.name(id)),
+            let record = try? JSONDecoder().decode(TicketRecord.self, from: Data(bytes)),
             record.id == id
         else { return nil }
         let now = clock.now

@@ -134,9 +134,6 @@ public final class Ticket: Sendable {
     /// Reads remembered per ticket; older ones are dropped first.
     public static let readLimit = 32
 
-    /// The store label tickets shared between replicas are kept under (never an interface name).
-    public static let storeLabel = TicketRecord.storeLabel
-
     /// Records how a read of request `index` was served (`hit`, `joined`) or why it missed, for the debug view.
     /// One uncontended lock and no allocation: the log's storage is made with the ticket.
     public func recordRead(

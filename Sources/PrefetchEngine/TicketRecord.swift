@@ -27,11 +27,8 @@ struct TicketRecord: Codable, Sendable {
     var expiresAtMs: Int64
     var requests: [Request]
 
-    /// The store label tickets are kept under (never an interface name: those cannot start with `_`).
-    static let storeLabel = "_ticket"
-
-    /// The store key of ticket `id`: a key no composed request can have.
-    static func key(_ id: String) -> StoreKey {
-        StoreKey(identity: .anonymous, method: "TICKET", url: "ticket:" + id, body: nil)
+    /// The record name of ticket `id` in the shared ``RecordStore``.
+    static func name(_ id: String) -> String {
+        "ticket:" + id
     }
 }

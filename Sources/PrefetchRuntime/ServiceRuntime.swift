@@ -55,6 +55,8 @@ public func buildApplication(
     services.append(resolver)
 
     let store: any ResponseStore
+    // Tickets go where replicas share them (Redis's records), or stay in this process.
+    let records: (any RecordStore)?
     if let url = settings.storeURL {
         var configuration = RedisStore.Configuration()
         if let connections = settings.storeConnections { configuration.connections = connections }
@@ -63,8 +65,10 @@ public func buildApplication(
         configuration.maximumValueBytes = max(configuration.maximumValueBytes, settings.maximumResponseBytes + 1024 * 1024)
         let shared = try RedisStore(url: url, configuration: configuration, logger: logger, metricsFactory: factory)
         store = shared
+        records = shared
         services.append(shared)
     } else {
+        records = nil
         // Response bodies still arriving count against the store's budget: --store-bytes bounds the responses the
         // process holds, kept or in flight (docs/design/response-store.md, "Memory").
         store = MemoryStore(
@@ -81,7 +85,7 @@ public func buildApplication(
             resolver.prefetch(hosts: applied.served.apiHosts)
             if applied.previous != nil {
                 // Responses of interfaces neither served config has any more are dropped; tickets stay.
-                let dropped = await store.retain(labels: applied.served.interfaceNames.union([Ticket.storeLabel]))
+                let dropped = await store.retain(labels: applied.served.interfaceNames)
                 if dropped > 0 { logger.info("dropped stored responses of removed interfaces", metadata: ["entries": "\(dropped)"]) }
             }
         }
@@ -96,10 +100,12 @@ public func buildApplication(
     // A ticket leaving the registry counts its unread requests as waste of the config version it was planned with.
     let ticketLeft: @Sendable (Ticket) -> Void = { metrics.ticketLeft($0) }
     let tickets: any TicketRegistry =
-        settings.storeURL == nil
-        ? LocalTicketRegistry(capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock, onDrop: ticketLeft)
-        : SharedTicketRegistry(
-            store: store, capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock, onDrop: ticketLeft)
+        if let records {
+            SharedTicketRegistry(
+                records: records, capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock, onDrop: ticketLeft)
+        } else {
+            LocalTicketRegistry(capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock, onDrop: ticketLeft)
+        }
     let orchestrator = Orchestrator(
         settings: settings, store: store, fetcher: fetcher, resolver: resolver, tickets: tickets, metrics: metrics, logger: logger,
         clock: clock, tracer: tracer, configs: configs)

@@ -39,6 +39,12 @@ struct KeySpace: Sendable, Hashable {
             tombstone: "\(namespace):t:\(digest)")
     }
 
+    /// The key of record `name` (`<ns>:r:<name>`): outside the entries, locks and tombstones, so `retain` and the
+    /// invalidations never touch it.
+    func record(_ name: String) -> String {
+        "\(namespace):r:\(name)"
+    }
+
     func kind(of name: String) -> Kind? {
         if name.hasPrefix("\(namespace):e:") { return .entry }
         if name.hasPrefix("\(namespace):lock:") { return .lock }

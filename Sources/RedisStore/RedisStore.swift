@@ -64,11 +64,11 @@ public final class RedisStore: ResponseStore, Service {
     /// The tuning in effect.
     public let configuration: Configuration
 
-    private let keySpace: KeySpace
+    let keySpace: KeySpace
     private let calls: RedisStoreState.Calls
     let state: SharedStoreState
     private let monitor: RedisHealthMonitor
-    private let pool: RedisPool
+    let pool: RedisPool
     /// Where reads without a task keep their timers (an event loop of the pool's group).
     let timerLoop: any EventLoop
     private let subscriber: RedisSubscriber
