@@ -13,6 +13,20 @@ public import Tracing
 /// The product's core loop: a page is opening, so plan its requests, start each one unless it is already
 /// stored or in flight for the same user, and hand the results to whoever is entitled to them.
 ///
+/// **A page open, step by step** (each a call in this file unless named):
+/// 1. *Trigger*: ``trigger(page:headers:caller:trace:requestHeaders:origin:)`` (awaited, routed) or
+///    ``trigger(page:headers:caller:trace:requestHeaders:origin:then:)`` (the event loop's, no task).
+/// 2. *Plan and admission*: ``prepare(page:headers:caller:trace:requestHeaders:origin:)``: the caller's config
+///    (`ServedConfigs`, in `ConfigSelection.swift`), the plan (`Plan.make`), the page-origin rule (`TicketAccess.swift`),
+///    the rate limits and the in-flight budget; then one ``PreparedRequest`` per planned request (its store key from
+///    ``keys(for:credentials:)``, its headers, whether it sends credentials) and the ``Ticket``.
+/// 3. *Claims*: `ResponseStore.begin` for every key at once, overlapped with the ticket's insert in the registry.
+/// 4. *Fetch*: ``start(_:outcomes:)`` hands the leaders to ``PageOpen`` (`PageOpen.send`: one post to the fetcher).
+/// 5. *Store*: the fetcher's loop calls `PageOpen.finished` with each batch of results, which settles them in the
+///    store (`ResponseStore.settle(_:then:)`) and sends the dependents whose inputs are in.
+/// 6. *Read*: ``read(_:index:wait:)``, ``readAll(_:wait:)`` and ``readAllWithoutSuspending(_:canWait:notify:)``,
+///    for readers the HTTP layer has entitled (`TicketAccess`).
+///
 /// The engine knows no HTTP: it throws ``PrefetchError`` and returns store outcomes; the HTTP layer maps them.
 /// See `docs/ARCHITECTURE.md` for the data path and `SECURITY.md` for who may read what.
 ///
@@ -299,10 +313,19 @@ public final class Orchestrator: Sendable {
         var trace: (parent: TraceParent, state: String?)?
         var traceContext: ServiceContext
         var ticket: Ticket
-        var composed: [String]
-        var sendHeaders: [HTTPFields]
-        var sendsCredentials: [Bool]
+        /// One per planned request, in the plan's order.
+        var requests: [PreparedRequest]
         var now: ContinuousClock.Instant
+    }
+
+    /// One request of a prepared page open: as planned (its composed URL and body), as the ticket keeps it (name,
+    /// store key, policy, timeout), and what goes upstream with it (its headers, and whether they carry the
+    /// caller's credentials).
+    struct PreparedRequest: Sendable {
+        var planned: PlannedRequest
+        var ticketRequest: TicketRequest
+        var headers: HTTPFields
+        var sendsCredentials: Bool
     }
 
     /// Every check of a trigger (plan, page origin, rate limits, overload), then the page open's requests, keys and
@@ -340,24 +363,18 @@ public final class Orchestrator: Sendable {
         }
         let now = clock.now
         let ticketID = Ticket.newID()
-        var requests: [TicketRequest] = []
-        var composed: [String] = []
-        var sendHeaders: [HTTPFields] = []
-        var sendsCredentials: [Bool] = []
-        let keys = keys(for: plan, credentials: credentials)
-        for (planned, key) in zip(plan.requests, keys) {
-            let sends = self.sendsCredentials(planned, page: plan.pageURL, credentials: credentials)
-            let headers = sentHeaders(planned, credentials: sends ? credentials : nil, trace: trace)
-            sendsCredentials.append(sends)
+        let prepared = zip(plan.requests, keys(for: plan, credentials: credentials)).map { planned, key in
+            let sends = sendsCredentials(planned, page: plan.pageURL, credentials: credentials)
             let interface = planned.interface
             let policy = StorePolicy(ttl: .seconds(interface.ttlSeconds), negativeTTL: settings.negativeTTL, label: interface.name)
-            let timeout = Duration.milliseconds(interface.timeoutMilliseconds)
-            requests.append(
-                TicketRequest(
-                    name: interface.name, api: interface.api, method: interface.method, key: key, policy: policy, timeout: timeout))
-            composed.append(planned.url)
-            sendHeaders.append(headers)
+            return PreparedRequest(
+                planned: planned,
+                ticketRequest: TicketRequest(
+                    name: interface.name, api: interface.api, method: interface.method, key: key, policy: policy,
+                    timeout: .milliseconds(interface.timeoutMilliseconds)),
+                headers: sentHeaders(planned, credentials: sends ? credentials : nil, trace: trace), sendsCredentials: sends)
         }
+        let requests = prepared.map(\.ticketRequest)
         let ticket = Ticket(
             id: ticketID, page: page, pageOrigin: plan.pageURL.origin, partnerOrigins: plan.origins.partners, matched: plan.matched,
             version: plan.version,
@@ -368,8 +385,8 @@ public final class Orchestrator: Sendable {
             }
         )
         return PreparedOpen(
-            plan: plan, role: role, credentials: credentials, trace: trace, traceContext: traceContext, ticket: ticket, composed: composed,
-            sendHeaders: sendHeaders, sendsCredentials: sendsCredentials, now: now)
+            plan: plan, role: role, credentials: credentials, trace: trace, traceContext: traceContext, ticket: ticket, requests: prepared,
+            now: now)
     }
 
     /// Starts a prepared page open whose flights were claimed with `outcomes`: its ticket's timings, the metrics, and
@@ -378,14 +395,13 @@ public final class Orchestrator: Sendable {
     func start(_ open: PreparedOpen, outcomes: [BeginOutcome]) -> (Triggered, refused: [Settlement]?) {
         let (plan, role, ticket, now) = (open.plan, open.role, open.ticket, open.now)
         let (credentials, trace, traceContext, ticketID) = (open.credentials, open.trace, open.traceContext, open.ticket.id)
-        let (sendHeaders, sendsCredentials) = (open.sendHeaders, open.sendsCredentials)
         let requests = ticket.requests
         var timings: [RequestTiming] = []
         var flights: [PageOpen.Flight?] = []
         var sends: [PageOpen.Send] = []
-        for (index, planned) in plan.requests.enumerated() {
+        for (index, prepared) in open.requests.enumerated() {
+            let (planned, request) = (prepared.planned, prepared.ticketRequest)
             let interface = planned.interface
-            let request = requests[index]
             let role: FlightRole
             switch outcomes[index] {
             case .leader(let token):
@@ -397,12 +413,12 @@ public final class Orchestrator: Sendable {
                 // A dependent is sent once what it needs has arrived: composed again then, keyed by its form as written.
                 if planned.dependencies.isEmpty {
                     let fetch = FetchRequest(
-                        method: interface.method.rawValue, url: planned.url, headers: sendHeaders[index],
+                        method: interface.method.rawValue, url: planned.url, headers: prepared.headers,
                         body: planned.body.map { Array($0.utf8) },
                         timeout: request.timeout, maxResponseBytes: settings.maximumResponseBytes,
                         pinning: resolver, group: ticketID
                     )
-                    sends.append(PageOpen.Send(index: index, request: fetch, sentCredentials: sendsCredentials[index]))
+                    sends.append(PageOpen.Send(index: index, request: fetch, sentCredentials: prepared.sendsCredentials))
                 }
             case .joined:
                 role = .joined
@@ -446,7 +462,7 @@ public final class Orchestrator: Sendable {
                 refused = unit.refuse()
             }
         }
-        return (Triggered(ticket: ticket, urls: open.composed, readKey: readKey(for: ticket)), refused)
+        return (Triggered(ticket: ticket, urls: open.requests.map(\.planned.url), readKey: readKey(for: ticket)), refused)
     }
 
     /// The body of request `index`'s answer for a dependent, and whether it is kept for this page open alone: posted by this page open's own leader, or else read
