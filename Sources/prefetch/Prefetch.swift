@@ -112,8 +112,7 @@ extension Prefetch {
             let loaded = try config.load()
             do {
                 let plan = try PrefetchCore.Plan.make(page: page, config: loaded.config)
-                print(json ? plan.json.jsonText : plan.humanDescription)
-                fflush(nil)
+                Console.out(json ? plan.json.jsonText : plan.humanDescription)
                 // Nothing is left to do: exit without tearing the config down (the kernel takes the memory back).
                 withExtendedLifetime(loaded) { Foundation.exit(0) }
             } catch {
@@ -137,12 +136,12 @@ extension Prefetch {
         func run() async throws {
             let loaded = try config.load(showWarnings: true)
             let patterns = loaded.config.pages.filter { $0.pattern != nil }.count
-            print("config \(config.path) is valid")
-            print("name: \(loaded.config.name)")
-            print("version: \(loaded.config.version)")
-            print("pages: \(loaded.config.pages.count) (\(patterns) patterns)")
-            print("interfaces: \(loaded.config.interfaceCount)")
-            if !loaded.warnings.isEmpty { print("warnings: \(loaded.warnings.count)") }
+            Console.out("config \(config.path) is valid")
+            Console.out("name: \(loaded.config.name)")
+            Console.out("version: \(loaded.config.version)")
+            Console.out("pages: \(loaded.config.pages.count) (\(patterns) patterns)")
+            Console.out("interfaces: \(loaded.config.interfaceCount)")
+            if !loaded.warnings.isEmpty { Console.out("warnings: \(loaded.warnings.count)") }
         }
     }
 }
@@ -538,7 +537,7 @@ extension Prefetch {
             let failed = results.filter(\.failed).count
             let bytes = results.reduce(0) { $0 + $1.bytes }
             let elapsed = ContinuousClock.now - start
-            print(
+            Console.out(
                 "\(results.count) requests, \(results.count - failed) answered, \(failed) failed, \(bytes) bytes in \((elapsed / .milliseconds(1)).rounded()) ms"
             )
             if failed > 0 { throw ExitCode(1) }
