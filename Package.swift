@@ -3,7 +3,7 @@
 // The prefetch orchestrator. One library target per concern, a thin `prefetch`
 // executable on top:
 //
-//   PrefetchCore     config protocol, validation, page matching, request composition (no networking)
+//   PrefetchCore     config protocol, validation, page matching, request composition, which config a caller gets (no networking)
 //   CCurl            the C world: libcurl through pkg-config, with typed shims (only PrefetchFetcher imports it)
 //   PrefetchFetcher  libcurl multi interface driven from one loop thread; async fetch API
 //   ConfigUpdater    keeps the prefetch config current: polling, fatigue window, fallback source, last-good copy
@@ -17,8 +17,9 @@
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
 //   PrefetchTestUpstream  a scriptable upstream HTTP/1.1 server for tests, benchmarks and the demo (plain NIO)
 //   PrefetchTestUpstreamTLS  the same upstream over TLS and HTTP/2 (NIOSSL, NIOHTTP2), and TestPKI
-//   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo
+//   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo, CapturedLogs
 //   prefetch         the CLI: plan, validate, fetch, serve
+//   prefetch-upstream, prefetch-upstream-tls  the test upstreams as processes (the demo's is the plain one)
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
