@@ -3,7 +3,7 @@
 // The prefetch orchestrator. One library target per concern, a thin `prefetch`
 // executable on top:
 //
-//   PrefetchCore     config protocol, validation, page matching, request composition (no networking)
+//   PrefetchCore     config protocol, validation, page matching, request composition, which config a caller gets (no networking)
 //   CCurl            the C world: libcurl through pkg-config, with typed shims (only PrefetchFetcher imports it)
 //   PrefetchFetcher  libcurl multi interface driven from one loop thread; async fetch API
 //   ConfigUpdater    keeps the prefetch config current: polling, fatigue window, fallback source, last-good copy
@@ -15,9 +15,11 @@
 //   PrefetchService  the HTTP layer: the page and operator surfaces (Hummingbird routing, parsing, encoding)
 //   PrefetchRuntime  the composition root: settings in, every component built and wired, services to the lifecycle
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
-//   PrefetchTestUpstream  a scriptable upstream HTTP server for tests and benchmarks
-//   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo
+//   PrefetchTestUpstream  a scriptable upstream HTTP/1.1 server for tests, benchmarks and the demo (plain NIO)
+//   PrefetchTestUpstreamTLS  the same upstream over TLS and HTTP/2 (NIOSSL, NIOHTTP2), and TestPKI
+//   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo, CapturedLogs
 //   prefetch         the CLI: plan, validate, fetch, serve
+//   prefetch-upstream, prefetch-upstream-tls  the test upstreams as processes (the demo's is the plain one)
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -32,6 +34,7 @@ let package = Package(
     products: [
         .executable(name: "prefetch", targets: ["prefetch"]),
         .executable(name: "prefetch-upstream", targets: ["prefetch-upstream"]),
+        .executable(name: "prefetch-upstream-tls", targets: ["prefetch-upstream-tls"]),
         .library(name: "PrefetchCore", targets: ["PrefetchCore"]),
     ],
     dependencies: [
@@ -192,6 +195,7 @@ let package = Package(
             resources: [.copy("Resources/openapi.yaml"), .copy("Resources/web")],
             swiftSettings: swiftSettings
         ),
+        // The demo upstream: plain NIO only, so it adds neither NIOSSL (a BoringSSL of its own) nor NIOHTTP2 to a first run.
         .target(
             name: "PrefetchRuntime",
             dependencies: [
@@ -215,11 +219,18 @@ let package = Package(
         .target(
             name: "PrefetchTestUpstream",
             dependencies: [
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                "PrefetchCore",
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "PrefetchTestUpstreamTLS",
+            dependencies: [
+                "PrefetchTestUpstream",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -234,6 +245,7 @@ let package = Package(
                 "PrefetchCore",
                 "PrefetchFetcher",
                 "PrefetchTestUpstream",
+                "PrefetchTestUpstreamTLS",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -270,6 +282,15 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "prefetch-upstream-tls",
+            dependencies: [
+                "PrefetchTestUpstream",
+                "PrefetchTestUpstreamTLS",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "PrefetchCoreTests",
             dependencies: [
@@ -288,6 +309,7 @@ let package = Package(
                 "PrefetchStore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 "PrefetchTestUpstream",
+                "PrefetchTestUpstreamTLS",
                 "prefetch-upstream",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -302,7 +324,9 @@ let package = Package(
                 "PrefetchDNS",
                 "PrefetchFetcher",
                 "PrefetchTestUpstream",
+                "PrefetchTestUpstreamTLS",
                 "prefetch-upstream",
+                "prefetch-upstream-tls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -388,6 +412,7 @@ let package = Package(
                 "PrefetchStore",
                 "RendererPool",
                 "PrefetchTestUpstream",
+                "PrefetchTestUpstreamTLS",
                 "prefetch",
                 "prefetch-upstream",
                 .product(name: "Hummingbird", package: "hummingbird"),

@@ -13,8 +13,10 @@ export BENCH_OUT="$BENCH_DIR/results/$stamp"
 mkdir -p "$BENCH_OUT"
 
 "$REPO_DIR/scripts/ensure-deps.sh" build
-echo "# swift build -c release --static-swift-stdlib (prefetch, prefetch-upstream, linked as the image ships them)" >&2
-(cd "$REPO_DIR" && swift build -c release --static-swift-stdlib --product prefetch >&2 && swift build -c release --static-swift-stdlib --product prefetch-upstream >&2)
+echo "# swift build -c release --static-swift-stdlib (prefetch, prefetch-upstream, prefetch-upstream-tls, linked as the image ships them)" >&2
+(cd "$REPO_DIR" && for product in prefetch prefetch-upstream prefetch-upstream-tls; do
+  swift build -c release --static-swift-stdlib --product "$product" >&2 || exit 1
+done)
 export BENCH_BUILT=1
 
 status=0

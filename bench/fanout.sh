@@ -11,7 +11,7 @@
 # A second service run puts all 8 interfaces on ONE upstream origin (the common case: the seed's own config),
 # where a per-host connection limit below the transfer limit would queue them (--max-connections-per-host).
 # HTTPS rows: the one-origin page against an HTTPS upstream speaking HTTP/1.1, and against one offering HTTP/2
-# by ALPN (`prefetch-upstream --http2`), where the page's requests multiplex over one connection per host. The
+# by ALPN (`prefetch-upstream-tls --http2`), where the page's requests multiplex over one connection per host. The
 # Node BFFs are measured over plain HTTP only, so the HTTPS rows compare with each other, not with them.
 # Env: BENCH_CONCURRENCY (default 32), BENCH_PAGES (measured page opens per target, default 3000),
 # BENCH_WARMUP_PAGES (default 300).
@@ -40,9 +40,9 @@ openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$WO
 printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$WORK/leaf.ext"
 openssl x509 -req -in "$WORK/leaf.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial -days 2 \
   -extfile "$WORK/leaf.ext" -out "$WORK/leaf.pem" 2>/dev/null
-start upstream_https11 'listening on ' "$UPSTREAM" --port 0 --threads 1 --tls-cert "$WORK/leaf.pem" --tls-key "$WORK/leaf.key"
+start upstream_https11 'listening on ' "$UPSTREAM_TLS" --port 0 --threads 1 --tls-cert "$WORK/leaf.pem" --tls-key "$WORK/leaf.key"
 HTTPS11_PORT="${STARTED_LINE##*:}"
-start upstream_https2 'listening on ' "$UPSTREAM" --port 0 --threads 1 --tls-cert "$WORK/leaf.pem" --tls-key "$WORK/leaf.key" --http2
+start upstream_https2 'listening on ' "$UPSTREAM_TLS" --port 0 --threads 1 --tls-cert "$WORK/leaf.pem" --tls-key "$WORK/leaf.key" --http2
 HTTPS2_PORT="${STARTED_LINE##*:}"
 
 interfaces() { # ORIGINS: many|one|https11|https2

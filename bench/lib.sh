@@ -55,13 +55,17 @@ ensure_node() {
 build_release() {
   "$REPO_DIR/scripts/ensure-deps.sh" build
   if [ -z "${BENCH_BUILT:-}" ]; then
-    log "swift build -c release --static-swift-stdlib (prefetch, prefetch-upstream, linked as the image ships them)"
-    (cd "$REPO_DIR" && swift build -c release --static-swift-stdlib --product prefetch >&2 && swift build -c release --static-swift-stdlib --product prefetch-upstream >&2)
+    log "swift build -c release --static-swift-stdlib (prefetch, prefetch-upstream, prefetch-upstream-tls, linked as the image ships them)"
+    (cd "$REPO_DIR" && for product in prefetch prefetch-upstream prefetch-upstream-tls; do
+      swift build -c release --static-swift-stdlib --product "$product" >&2 || exit 1
+    done)
   fi
   BIN="$(cd "$REPO_DIR" && swift build -c release --show-bin-path)"
   PREFETCH="$BIN/prefetch"
   UPSTREAM="$BIN/prefetch-upstream"
-  [ -x "$PREFETCH" ] && [ -x "$UPSTREAM" ] || { echo "release binaries missing in $BIN" >&2; exit 1; }
+  # The HTTPS and HTTP/2 upstream (the plain one builds without TLS).
+  UPSTREAM_TLS="$BIN/prefetch-upstream-tls"
+  [ -x "$PREFETCH" ] && [ -x "$UPSTREAM" ] && [ -x "$UPSTREAM_TLS" ] || { echo "release binaries missing in $BIN" >&2; exit 1; }
 }
 
 # start NAME PATTERN CMD...: runs CMD in the background with stdout/stderr in $WORK/NAME.{out,err}, waits

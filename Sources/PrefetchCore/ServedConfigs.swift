@@ -4,10 +4,11 @@ import Crypto
 /// which of the two each caller gets.
 ///
 /// Where a caller gets its config:
-/// 1. A source publishes one `ServedConfigs` at a time: `ConfigUpdater.served` (a file or URL followed live, a
-///    document's `canary` member as ``canary``), or a fixed config with no candidate. The value is swapped whole, so
-///    a reader never sees the active config of one document with another's candidate; an operator's promote or
-///    rollback publishes ``promoted`` or ``rolledBack``.
+/// 1. A source publishes one `ServedConfigs` at a time, which the engine reads through its `ConfigProvider`:
+///    `ConfigUpdater.served` (a file or URL followed live, a document's `canary` member as ``canary``), or a
+///    `ConfigHolder`'s fixed config with no candidate. The value is swapped whole, so a reader never sees the
+///    active config of one document with another's candidate; an operator's promote or rollback publishes
+///    ``promoted`` or ``rolledBack``.
 /// 2. Each trigger reads the value once and asks ``config(forIdentityDigest:)`` with the caller's keyed identity
 ///    (`Orchestrator.selectConfig(for:)` in the engine). The answer is an immutable config and its ``ConfigRole``:
 ///    the page is planned with it, and its ticket keeps the role for the per-version metrics.

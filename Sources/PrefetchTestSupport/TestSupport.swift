@@ -2,6 +2,7 @@ public import Foundation
 public import HTTPTypes
 public import PrefetchCore
 public import PrefetchTestUpstream
+public import PrefetchTestUpstreamTLS
 import Synchronization
 
 /// Runs `body` with a fresh upstream on 127.0.0.1 (TLS when given), always shut down afterwards, also when

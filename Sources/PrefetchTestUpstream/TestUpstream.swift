@@ -1,28 +1,12 @@
-// A scriptable upstream (HTTP/1.1, optionally HTTP/2 and TLS) for tests and benchmarks: a SwiftNIO server whose
-// behaviour and faults are chosen by each request's query parameters (`UpstreamScript`), with hit, connection
-// and request records readable in process or over HTTP (`/__hits`, `/__connections`, `/__requests`).
+// A scriptable upstream (plain HTTP/1.1; TLS and HTTP/2 are PrefetchTestUpstreamTLS's) for tests and benchmarks:
+// a SwiftNIO server whose behaviour and faults are chosen by each request's query parameters (`UpstreamScript`),
+// with hit, connection and request records readable in process or over HTTP (`/__hits`, `/__connections`,
+// `/__requests`).
 // Design notes: docs/design/test-upstream.md
-import NIOCore
+package import NIOCore
 import NIOHTTP1
-import NIOHTTP2
 import NIOPosix
-import NIOSSL
-import NIOTLS
 import Synchronization
-
-/// TLS for the test upstream: a PEM certificate (leaf first, optionally followed by intermediates) and its key.
-public struct UpstreamTLS: Sendable {
-    /// Path of the PEM certificate chain presented to every client, whatever name it asks for.
-    public var certificatePath: String
-    /// Path of the PEM private key of the leaf certificate.
-    public var privateKeyPath: String
-
-    /// Creates TLS settings from PEM file paths.
-    public init(certificatePath: String, privateKeyPath: String) {
-        self.certificatePath = certificatePath
-        self.privateKeyPath = privateKeyPath
-    }
-}
 
 /// One scripted request as the upstream saw it.
 public struct SeenRequest: Sendable, Equatable {
@@ -70,26 +54,21 @@ public final class TestUpstream: Sendable {
         self.counters = counters
     }
 
-    /// Starts a server on `host:port` (port 0 picks a free port) served by `threads` event loops; with `tls` it
-    /// speaks HTTPS only, presenting that certificate to every client.
-    public static func start(
-        host: String = "127.0.0.1",
-        port: Int = 0,
-        threads: Int = 1,
-        tls: UpstreamTLS? = nil,
-        http2: Bool = false
-    ) async throws -> TestUpstream {
-        let sslContext: NIOSSLContext?
-        if let tls {
-            var configuration = TLSConfiguration.makeServerConfiguration(
-                certificateChain: try NIOSSLCertificate.fromPEMFile(tls.certificatePath).map { .certificate($0) },
-                privateKey: .privateKey(try NIOSSLPrivateKey(file: tls.privateKeyPath, format: .pem))
-            )
-            if http2 { configuration.applicationProtocols = ["h2", "http/1.1"] }
-            sslContext = try NIOSSLContext(configuration: configuration)
-        } else {
-            sslContext = nil
+    /// Starts a plain HTTP/1.1 server on `host:port` (port 0 picks a free port) served by `threads` event loops.
+    public static func start(host: String = "127.0.0.1", port: Int = 0, threads: Int = 1) async throws -> TestUpstream {
+        try await start(host: host, port: port, threads: threads) { channel, counters in
+            channel.eventLoop.makeCompletedFuture {
+                try addHTTPHandlers(to: channel, counters: counters, serverName: nil, tls: false)
+            }
         }
+    }
+
+    /// Starts a server whose accepted connections `initialize` sets up (after counting them): how the TLS and
+    /// HTTP/2 upstream (PrefetchTestUpstreamTLS) puts its handlers in front of the same scripted ones.
+    package static func start(
+        host: String, port: Int, threads: Int,
+        initialize: @escaping @Sendable (any Channel, UpstreamCounters) -> EventLoopFuture<Void>
+    ) async throws -> TestUpstream {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
         let counters = UpstreamCounters()
         do {
@@ -99,43 +78,7 @@ public final class TestUpstream: Sendable {
                 .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
                 .childChannelInitializer { channel in
                     counters.connectionOpened()
-                    guard let sslContext else {
-                        if http2 {
-                            return addHTTP2Handlers(
-                                to: channel, counters: counters, connection: ConnectionInfo(serverName: nil, tls: false))
-                        }
-                        return channel.eventLoop.makeCompletedFuture {
-                            try addHTTPHandlers(to: channel, counters: counters, serverName: nil, tls: false)
-                        }
-                    }
-                    return channel.eventLoop.makeCompletedFuture {
-                        // The SNI handler removes itself once the callback's future completes, then hands the
-                        // buffered ClientHello to the TLS handler installed here.
-                        let sni = SNIHandler { result in
-                            channel.eventLoop.makeCompletedFuture {
-                                let serverName: String?
-                                if case .hostname(let name) = result { serverName = name } else { serverName = nil }
-                                try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
-                                guard http2 else {
-                                    try addHTTPHandlers(to: channel, counters: counters, serverName: serverName, tls: true)
-                                    return
-                                }
-                                // After the handshake: HTTP/2 if the client chose h2 by ALPN, HTTP/1.1 otherwise.
-                                let connection = ConnectionInfo(serverName: serverName, tls: true)
-                                try channel.pipeline.syncOperations.addHandler(
-                                    ApplicationProtocolNegotiationHandler { negotiated, channel in
-                                        if case .negotiated("h2") = negotiated {
-                                            return addHTTP2Handlers(to: channel, counters: counters, connection: connection)
-                                        }
-                                        return channel.eventLoop.makeCompletedFuture {
-                                            try addHTTPHandlers(to: channel, counters: counters, serverName: serverName, tls: true)
-                                        }
-                                    }
-                                )
-                            }
-                        }
-                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(sni))
-                    }
+                    return initialize(channel, counters)
                 }
                 .bind(host: host, port: port)
                 .get()
@@ -190,7 +133,7 @@ public struct UpstreamError: Error, Sendable, CustomStringConvertible {
 }
 
 /// Installs the HTTP decoder and the scripted handler on `channel` (after TLS, when there is TLS).
-private func addHTTPHandlers(to channel: any Channel, counters: UpstreamCounters, serverName: String?, tls: Bool) throws {
+package func addHTTPHandlers(to channel: any Channel, counters: UpstreamCounters, serverName: String?, tls: Bool) throws {
     try channel.pipeline.syncOperations.addHandler(
         ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes))
     )
@@ -199,24 +142,19 @@ private func addHTTPHandlers(to channel: any Channel, counters: UpstreamCounters
     )
 }
 
-/// Installs the HTTP/2 connection handlers on `channel`: every stream gets the HTTP/1 codec and a scripted handler.
-private func addHTTP2Handlers(to channel: any Channel, counters: UpstreamCounters, connection: ConnectionInfo) -> EventLoopFuture<Void> {
-    channel.configureHTTP2Pipeline(mode: .server) { stream in
-        stream.eventLoop.makeCompletedFuture {
-            try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-            try stream.pipeline.syncOperations.addHandler(HTTP2StreamHandler(counters: counters, connection: connection))
-        }
-    }.map { _ in }
-}
-
 /// What is known about a connection before its first request.
-struct ConnectionInfo {
-    var serverName: String?
-    var tls: Bool
+package struct ConnectionInfo {
+    package var serverName: String?
+    package var tls: Bool
+
+    package init(serverName: String?, tls: Bool) {
+        self.serverName = serverName
+        self.tls = tls
+    }
 }
 
 /// Hit counts per path, the requests seen and the number of accepted connections, shared by every connection.
-final class UpstreamCounters: Sendable {
+package final class UpstreamCounters: Sendable {
     private struct State {
         var hits: [String: Int] = [:]
         var requests: [SeenRequest] = []
@@ -230,12 +168,12 @@ final class UpstreamCounters: Sendable {
 
     private let state = Mutex(State())
 
-    func connectionOpened() {
+    package func connectionOpened() {
         state.withLock { $0.connections += 1 }
     }
 
     /// Records one hit and returns its ordinal (1 for the first).
-    func recordHit(_ request: SeenRequest) -> Int {
+    package func recordHit(_ request: SeenRequest) -> Int {
         state.withLock { state in
             let next = state.hits[request.path, default: 0] + 1
             state.hits[request.path] = next
@@ -247,14 +185,14 @@ final class UpstreamCounters: Sendable {
         }
     }
 
-    func streamOpened() {
+    package func streamOpened() {
         state.withLock { state in
             state.openStreams += 1
             state.peakStreams = max(state.peakStreams, state.openStreams)
         }
     }
 
-    func streamClosed() {
+    package func streamClosed() {
         state.withLock { $0.openStreams -= 1 }
     }
 

@@ -1,5 +1,5 @@
 import NIOCore
-import NIOHTTP1
+package import NIOHTTP1
 
 #if canImport(Glibc)
 import Glibc
@@ -218,19 +218,24 @@ final class UpstreamHandler: ChannelInboundHandler {
 }
 
 /// A request as the scripted handlers see it, whatever the HTTP version.
-struct ScriptedRequest {
-    var head: HTTPRequestHead
-    var body: [UInt8]?
+package struct ScriptedRequest {
+    package var head: HTTPRequestHead
+    package var body: [UInt8]?
+
+    package init(head: HTTPRequestHead, body: [UInt8]?) {
+        self.head = head
+        self.body = body
+    }
 }
 
 /// The path and the query (without `?`) of a request target.
-func splitURI(_ uri: String) -> (path: String, query: String?) {
+package func splitURI(_ uri: String) -> (path: String, query: String?) {
     guard let mark = uri.firstIndex(of: "?") else { return (uri, nil) }
     return (String(uri[..<mark]), String(uri[uri.index(after: mark)...]))
 }
 
 /// The headers and body a script asks for: a literal body, a pattern of N bytes, or the echo of the request.
-func scriptedAnswer(
+package func scriptedAnswer(
     _ request: ScriptedRequest, path: String, query: String?, hit: Int, script: UpstreamScript
 ) -> (headers: [(String, String)], body: [UInt8]) {
     var headers: [(String, String)] = []
@@ -298,7 +303,7 @@ func echo(_ request: ScriptedRequest, path: String, query: String?, hit: Int) ->
 }
 
 /// The answer of a control endpoint (`/__hits`, `/__requests`, `/__connections`, `POST /__reset`).
-func controlAnswer(method: HTTPMethod, path: String, query: String?, counters: UpstreamCounters) -> (status: Int, json: String) {
+package func controlAnswer(method: HTTPMethod, path: String, query: String?, counters: UpstreamCounters) -> (status: Int, json: String) {
     switch (method, path) {
     case (.GET, "/__hits"):
         if let wanted = parseQuery(query).first(where: { $0.0 == "path" })?.1 {

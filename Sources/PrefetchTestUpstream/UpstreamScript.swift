@@ -1,9 +1,7 @@
-import PrefetchCore
-
 /// What one request asked the upstream to do, parsed from its query string.
-struct UpstreamScript: Equatable {
-    var status = 200
-    var delayMilliseconds = 0
+package struct UpstreamScript: Equatable {
+    package var status = 200
+    package var delayMilliseconds = 0
     var setCookies: [String] = []
     var cacheControl: String?
     var contentType: String?
@@ -13,7 +11,7 @@ struct UpstreamScript: Equatable {
     var resetAfter: Int?
     var shortAfter: Int?
     var garbage = false
-    var hang = false
+    package var hang = false
     /// `Surrogate-Key` header values to answer with (`surrogateKey`, repeatable).
     var surrogateKeys: [String] = []
     /// A `Surrogate-Key` header of this many generated keys (`key-0 key-1 ...`).
@@ -24,7 +22,7 @@ struct UpstreamScript: Equatable {
     /// (`token=1`).
     var token = false
 
-    init(query: String?) {
+    package init(query: String?) {
         for (name, value) in parseQuery(query) {
             switch name {
             case "status": status = Int(value).map { min(max($0, 100), 999) } ?? status
@@ -66,10 +64,8 @@ func percentDecoded(_ text: Substring) -> String {
     let utf8 = Array(text.utf8)
     var index = 0
     while index < utf8.count {
-        if utf8[index] == UInt8(ascii: "%"), index + 2 < utf8.count,
-            let high = Hex.value(of: utf8[index + 1]), let low = Hex.value(of: utf8[index + 2])
-        {
-            bytes.append(high << 4 | low)
+        if utf8[index] == UInt8(ascii: "%"), index + 2 < utf8.count, let byte = hexByte(utf8[index + 1], utf8[index + 2]) {
+            bytes.append(byte)
             index += 3
         } else {
             bytes.append(utf8[index])
@@ -77,6 +73,12 @@ func percentDecoded(_ text: Substring) -> String {
         }
     }
     return String(decoding: bytes, as: UTF8.self)
+}
+
+/// The byte two hex digits spell, or nil when they are not both hex digits.
+private func hexByte(_ high: UInt8, _ low: UInt8) -> UInt8? {
+    let digits = String(decoding: [high, low], as: UTF8.self)
+    return digits.allSatisfy(\.isHexDigit) ? UInt8(digits, radix: 16) : nil
 }
 
 /// A JSON string literal for `text`.

@@ -5,6 +5,7 @@ import PrefetchDNS
 import PrefetchFetcher
 import PrefetchTestSupport
 import PrefetchTestUpstream
+import PrefetchTestUpstreamTLS
 import Testing
 
 /// Pinned TLS fetches: the address comes from HTTPDNS, everything else keeps the host name.

@@ -7,6 +7,7 @@ import PrefetchDNS
 import PrefetchFetcher
 import PrefetchTestSupport
 import PrefetchTestUpstream
+import PrefetchTestUpstreamTLS
 import Subprocess
 import Testing
 

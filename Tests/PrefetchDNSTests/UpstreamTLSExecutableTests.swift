@@ -2,11 +2,12 @@ import Foundation
 import PrefetchFetcher
 import PrefetchTestSupport
 import PrefetchTestUpstream
+import PrefetchTestUpstreamTLS
 import Subprocess
 import SystemPackage
 import Testing
 
-/// The `prefetch-upstream` executable's HTTPS mode.
+/// The `prefetch-upstream-tls` executable's HTTPS mode.
 @Suite(.timeLimit(.minutes(1)))
 struct UpstreamTLSExecutableTests {
     /// The built executable: it sits next to the test bundle in the build products directory.
@@ -14,11 +15,11 @@ struct UpstreamTLSExecutableTests {
         let selfPath = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
         var directory = URL(fileURLWithPath: selfPath).deletingLastPathComponent()
         for _ in 0..<4 {
-            let candidate = directory.appendingPathComponent("prefetch-upstream").path
+            let candidate = directory.appendingPathComponent("prefetch-upstream-tls").path
             if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
             directory = directory.deletingLastPathComponent()
         }
-        throw PKIError(message: "prefetch-upstream executable not found next to the test bundle")
+        throw PKIError(message: "prefetch-upstream-tls executable not found next to the test bundle")
     }
 
     @Test func servesHTTPSAndReportsSNIAndHost() async throws {

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import PrefetchTestSupport
 import PrefetchTestUpstream
+import PrefetchTestUpstreamTLS
 import Testing
 
 @testable import PrefetchFetcher

@@ -6,6 +6,7 @@ import PrefetchFetcher
 import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
+import PrefetchTestUpstreamTLS
 import Testing
 
 /// The service with HTTPDNS on: an api host name resolved by a local HTTPDNS stub, the transfer pinned to the

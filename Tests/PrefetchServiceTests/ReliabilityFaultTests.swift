@@ -4,6 +4,7 @@ import PrefetchEngine
 import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
+import PrefetchTestUpstreamTLS
 import Testing
 
 /// One upstream misbehaviour and what the page must see for it.

@@ -15,6 +15,7 @@ import NIOPosix
 import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
+import PrefetchTestUpstreamTLS
 import Testing
 
 #if canImport(Glibc)

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP1
+import PrefetchTestUpstream
 
 /// Serves one HTTP/2 stream (behind `HTTP2FramePayloadToHTTP1ServerCodec`, so requests arrive as HTTP/1 parts).
 ///
