@@ -49,7 +49,7 @@ struct ConfigOptions: ParsableArguments {
     var config: String?
 
     var path: String {
-        config ?? Environment.value("PREFETCH_CONFIG") ?? "configs/prefetch.json"
+        config ?? Environment.process.value("PREFETCH_CONFIG") ?? "configs/prefetch.json"
     }
 
     /// Loads the config (printing its warnings when asked); on failure prints every problem and exits 2.
@@ -69,11 +69,16 @@ struct ConfigOptions: ParsableArguments {
     }
 }
 
-enum Environment {
-    static func value(_ name: String) -> String? {
-        guard let raw = getenv(name) else { return nil }
-        let value = String(cString: raw)
-        return value.isEmpty ? nil : value
+/// The environment variables a command reads (the process's, or a test's own): an empty value counts as unset.
+struct Environment: Sendable {
+    var variables: [String: String]
+
+    /// The process's environment.
+    static var process: Environment { Environment(variables: ProcessInfo.processInfo.environment) }
+
+    func value(_ name: String) -> String? {
+        guard let value = variables[name], !value.isEmpty else { return nil }
+        return value
     }
 }
 
@@ -322,22 +327,24 @@ extension Prefetch {
         @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
         var logLevel: String?
 
-        func settings() throws -> ServiceSettings {
+        /// The settings these arguments and `environment` give, every value checked (a `ValidationError` naming the
+        /// option or variable otherwise).
+        func settings(environment: Environment = .process) throws -> ServiceSettings {
             var settings = ServiceSettings()
             settings.configPath = config.path
             var source = ConfigSourceSettings(source: config.path)
-            source.fallbackURL = configFallback ?? Environment.value("PREFETCH_CONFIG_FALLBACK")
-            if let seconds = try configInterval ?? Environment.integer("PREFETCH_CONFIG_INTERVAL") {
+            source.fallbackURL = configFallback ?? environment.value("PREFETCH_CONFIG_FALLBACK")
+            if let seconds = try configInterval ?? environment.integer("PREFETCH_CONFIG_INTERVAL") {
                 guard seconds >= 1 else { throw ValidationError("--config-interval \(seconds) must be at least 1 second") }
                 source.interval = .seconds(seconds)
             }
-            if let seconds = try configFatigue ?? Environment.integer("PREFETCH_CONFIG_FATIGUE") {
+            if let seconds = try configFatigue ?? environment.integer("PREFETCH_CONFIG_FATIGUE") {
                 guard seconds >= 0 else { throw ValidationError("--config-fatigue \(seconds) must not be negative") }
                 source.fatigueWindow = .seconds(seconds)
             }
-            source.stateDirectory = stateDirectory ?? Environment.value("PREFETCH_STATE_DIR")
+            source.stateDirectory = stateDirectory ?? environment.value("PREFETCH_STATE_DIR")
             settings.configSource = source
-            let storeChoice = store ?? Environment.value("PREFETCH_STORE") ?? "memory"
+            let storeChoice = store ?? environment.value("PREFETCH_STORE") ?? "memory"
             if storeChoice != "memory" {
                 guard storeChoice.hasPrefix("redis://") else {
                     // Never echo the value: it may carry a password.
@@ -346,17 +353,17 @@ extension Prefetch {
                 }
                 settings.storeURL = storeChoice
             }
-            if let count = try storeConnections ?? Environment.integer("PREFETCH_STORE_CONNECTIONS") {
+            if let count = try storeConnections ?? environment.integer("PREFETCH_STORE_CONNECTIONS") {
                 guard (1...64).contains(count) else { throw ValidationError("--store-connections \(count) must be between 1 and 64") }
                 settings.storeConnections = count
             }
-            settings.host = host ?? Environment.value("PREFETCH_HOST") ?? settings.host
-            if let port = try port ?? Environment.integer("PREFETCH_PORT") {
+            settings.host = host ?? environment.value("PREFETCH_HOST") ?? settings.host
+            if let port = try port ?? environment.integer("PREFETCH_PORT") {
                 guard (0...65535).contains(port) else { throw ValidationError("port \(port) is not between 0 and 65535") }
                 settings.port = port
             }
-            settings.adminHost = adminHost ?? Environment.value("PREFETCH_ADMIN_HOST") ?? settings.adminHost
-            if let port = try adminPort ?? Environment.integer("PREFETCH_ADMIN_PORT") {
+            settings.adminHost = adminHost ?? environment.value("PREFETCH_ADMIN_HOST") ?? settings.adminHost
+            if let port = try adminPort ?? environment.integer("PREFETCH_ADMIN_PORT") {
                 guard (0...65535).contains(port) else { throw ValidationError("--admin-port \(port) is not between 0 and 65535") }
                 settings.adminPort = port
             }
@@ -364,65 +371,65 @@ extension Prefetch {
                 throw ValidationError(
                     "--admin-port \(settings.adminPort) is the page port: the operator surface needs a listener of its own")
             }
-            settings.adminToken = adminToken ?? Environment.value("PREFETCH_ADMIN_TOKEN")
+            settings.adminToken = adminToken ?? environment.value("PREFETCH_ADMIN_TOKEN")
             if let token = settings.adminToken, token.utf8.count < 16 {
                 throw ValidationError("--admin-token has \(token.utf8.count) characters; use at least 16")
             }
-            if let rate = try triggerRate ?? Environment.double("PREFETCH_TRIGGER_RATE") {
+            if let rate = try triggerRate ?? environment.double("PREFETCH_TRIGGER_RATE") {
                 guard rate >= 0 else { throw ValidationError("--trigger-rate \(rate) must not be negative") }
                 settings.triggerRate = rate
             }
-            if let bytes = try ticketBytes ?? Environment.integer("PREFETCH_TICKET_BYTES") {
+            if let bytes = try ticketBytes ?? environment.integer("PREFETCH_TICKET_BYTES") {
                 guard bytes >= 64 * 1024 else { throw ValidationError("--ticket-bytes \(bytes) is below the minimum of 65536") }
                 settings.ticketBytes = bytes
             }
-            if let bytes = try inFlightBytes ?? Environment.integer("PREFETCH_IN_FLIGHT_BYTES") {
+            if let bytes = try inFlightBytes ?? environment.integer("PREFETCH_IN_FLIGHT_BYTES") {
                 guard bytes >= settings.maximumResponseBytes else {
                     throw ValidationError("--in-flight-bytes \(bytes) is below one response's cap of \(settings.maximumResponseBytes)")
                 }
                 settings.inFlightBytes = bytes
             }
-            if let count = try maxTransfers ?? Environment.integer("PREFETCH_MAX_TRANSFERS") {
+            if let count = try maxTransfers ?? environment.integer("PREFETCH_MAX_TRANSFERS") {
                 guard (1...100_000).contains(count) else { throw ValidationError("--max-transfers \(count) must be between 1 and 100000") }
                 settings.fetcher.maxTransfers = count
             }
-            if let count = try maxConnectionsPerHost ?? Environment.integer("PREFETCH_MAX_CONNECTIONS_PER_HOST") {
+            if let count = try maxConnectionsPerHost ?? environment.integer("PREFETCH_MAX_CONNECTIONS_PER_HOST") {
                 guard count >= 1 else { throw ValidationError("--max-connections-per-host \(count) must be at least 1") }
                 settings.fetcher.maxConnectionsPerHost = count
             }
-            if let seconds = try idleTimeout ?? Environment.integer("PREFETCH_IDLE_TIMEOUT") {
+            if let seconds = try idleTimeout ?? environment.integer("PREFETCH_IDLE_TIMEOUT") {
                 guard (1...3600).contains(seconds) else {
                     throw ValidationError("--idle-timeout \(seconds) must be between 1 and 3600 seconds")
                 }
                 settings.idleTimeout = .seconds(seconds)
             }
-            if let seconds = try bodyTimeout ?? Environment.integer("PREFETCH_BODY_TIMEOUT") {
+            if let seconds = try bodyTimeout ?? environment.integer("PREFETCH_BODY_TIMEOUT") {
                 guard (1...3600).contains(seconds) else {
                     throw ValidationError("--body-timeout \(seconds) must be between 1 and 3600 seconds")
                 }
                 settings.bodyTimeout = .seconds(seconds)
             }
-            if let count = try maxConnections ?? Environment.integer("PREFETCH_MAX_CONNECTIONS") {
+            if let count = try maxConnections ?? environment.integer("PREFETCH_MAX_CONNECTIONS") {
                 guard (1...1_000_000).contains(count) else {
                     throw ValidationError("--max-connections \(count) must be between 1 and 1000000")
                 }
                 settings.maxConnections = count
             }
-            if let count = try adminMaxConnections ?? Environment.integer("PREFETCH_ADMIN_MAX_CONNECTIONS") {
+            if let count = try adminMaxConnections ?? environment.integer("PREFETCH_ADMIN_MAX_CONNECTIONS") {
                 guard (1...1_000_000).contains(count) else {
                     throw ValidationError("--admin-max-connections \(count) must be between 1 and 1000000")
                 }
                 settings.adminMaxConnections = count
             }
-            if let burst = try triggerBurst ?? Environment.integer("PREFETCH_TRIGGER_BURST") {
+            if let burst = try triggerBurst ?? environment.integer("PREFETCH_TRIGGER_BURST") {
                 guard burst >= 1 else { throw ValidationError("--trigger-burst \(burst) must be at least 1") }
                 settings.triggerBurst = burst
             }
-            if let bytes = try storeBytes ?? Environment.integer("PREFETCH_STORE_BYTES") {
+            if let bytes = try storeBytes ?? environment.integer("PREFETCH_STORE_BYTES") {
                 guard bytes >= 1024 * 1024 else { throw ValidationError("--store-bytes \(bytes) is below the minimum of 1048576") }
                 settings.storeBytes = bytes
             }
-            if let path = renderers ?? Environment.value("PREFETCH_RENDERERS")
+            if let path = renderers ?? environment.value("PREFETCH_RENDERERS")
                 ?? (FileManager.default.fileExists(atPath: "configs/renderers.json") ? "configs/renderers.json" : nil)
             {
                 do {
@@ -432,15 +439,15 @@ extension Prefetch {
                     throw ExitCode(2)
                 }
             }
-            settings.dns.httpdns = httpdns ?? Environment.value("PREFETCH_HTTPDNS")
-            settings.fastHandoff = !(noFastHandoff || Environment.value("PREFETCH_FAST_HANDOFF") == "0")
-            settings.dns.allowPrivateAddresses = httpdnsAllowPrivate || Environment.value("PREFETCH_HTTPDNS_ALLOW_PRIVATE") == "1"
+            settings.dns.httpdns = httpdns ?? environment.value("PREFETCH_HTTPDNS")
+            settings.fastHandoff = !(noFastHandoff || environment.value("PREFETCH_FAST_HANDOFF") == "0")
+            settings.dns.allowPrivateAddresses = httpdnsAllowPrivate || environment.value("PREFETCH_HTTPDNS_ALLOW_PRIVATE") == "1"
             do {
                 try settings.dns.validate()
             } catch {
                 throw ValidationError("\(error)")
             }
-            if let bundle = caBundle ?? Environment.value("PREFETCH_CA_BUNDLE") {
+            if let bundle = caBundle ?? environment.value("PREFETCH_CA_BUNDLE") {
                 guard FileManager.default.isReadableFile(atPath: bundle) else {
                     throw ValidationError("--ca-bundle \(bundle) is not a readable file")
                 }
@@ -448,7 +455,7 @@ extension Prefetch {
             }
             settings.corsOrigins =
                 corsOrigins
-                + (Environment.value("PREFETCH_CORS_ORIGINS")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } ?? [])
+                + (environment.value("PREFETCH_CORS_ORIGINS")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } ?? [])
             for origin in settings.corsOrigins where origin != "*" {
                 guard let parsed = try? HTTPURL(parsing: origin), parsed.origin == origin.lowercased() else {
                     throw ValidationError(
@@ -456,14 +463,14 @@ extension Prefetch {
                 }
             }
             settings.identityKey = try IdentityKeySource.load(
-                given: identityKey ?? Environment.value("PREFETCH_IDENTITY_KEY"), stateDirectory: source.stateDirectory,
+                given: identityKey ?? environment.value("PREFETCH_IDENTITY_KEY"), stateDirectory: source.stateDirectory,
                 shared: settings.storeURL != nil)
             return settings
         }
 
         func run() async throws {
             let settings = try settings()
-            let levelText = logLevel ?? Environment.value("PREFETCH_LOG_LEVEL") ?? "info"
+            let levelText = logLevel ?? Environment.process.value("PREFETCH_LOG_LEVEL") ?? "info"
             guard let level = Logger.Level(rawValue: levelText) else {
                 throw ValidationError("log level \"\(levelText)\" is not one of trace, debug, info, notice, warning, error, critical")
             }
@@ -546,13 +553,13 @@ extension Prefetch {
 }
 
 extension Environment {
-    static func integer(_ name: String) throws -> Int? {
+    func integer(_ name: String) throws -> Int? {
         guard let text = value(name) else { return nil }
         guard let number = Int(text) else { throw ValidationError("\(name)=\(text) is not a whole number") }
         return number
     }
 
-    static func double(_ name: String) throws -> Double? {
+    func double(_ name: String) throws -> Double? {
         guard let text = value(name) else { return nil }
         guard let number = Double(text), number.isFinite else { throw ValidationError("\(name)=\(text) is not a number") }
         return number
