@@ -62,10 +62,54 @@ struct ByteText {
         String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
     }
 
-    /// Whether every byte in `range` is ASCII.
+    /// Whether every byte in `range` is ASCII (eight at a time).
     func isASCII(_ range: Range<Int>) -> Bool {
-        for offset in range where bytes[offset] >= 0x80 { return false }
+        var offset = range.lowerBound
+        while offset + 8 <= range.upperBound {
+            if Self.word(bytes, at: offset) & Self.highBits != 0 { return false }
+            offset += 8
+        }
+        while offset < range.upperBound {
+            if bytes[offset] >= 0x80 { return false }
+            offset += 1
+        }
         return true
+    }
+
+    // Eight bytes as one word (SWAR): each test below is non-zero exactly when some byte of the word passes it.
+
+    static let highBits: UInt64 = 0x8080_8080_8080_8080
+    static let lowBits: UInt64 = 0x0101_0101_0101_0101
+
+    /// The eight bytes at `offset` (which has eight bytes after it), unaligned, in memory order.
+    @inline(__always)
+    static func word(_ bytes: UnsafeBufferPointer<UInt8>, at offset: Int) -> UInt64 {
+        UnsafeRawPointer(bytes.baseAddress! + offset).loadUnaligned(as: UInt64.self)
+    }
+
+    /// Non-zero when some byte of `word` is `byte`.
+    @inline(__always)
+    static func hasByte(_ word: UInt64, _ byte: UInt8) -> UInt64 {
+        let spread = word ^ (lowBits &* UInt64(byte))
+        return (spread &- lowBits) & ~spread & highBits
+    }
+
+    /// Non-zero when some byte of `word` is below `limit` (at most 0x80).
+    @inline(__always)
+    static func hasByteBelow(_ word: UInt64, _ limit: UInt8) -> UInt64 {
+        (word &- lowBits &* UInt64(limit)) & ~word & highBits
+    }
+
+    /// Whether some byte of `word` ends or escapes a JSON string's plain run: `"`, `\`, a control byte or a non-ASCII one.
+    @inline(__always)
+    static func hasSpecialStringByte(_ word: UInt64) -> Bool {
+        (hasByte(word, UInt8(ascii: "\"")) | hasByte(word, UInt8(ascii: "\\")) | hasByteBelow(word, 0x20) | (word & highBits)) != 0
+    }
+
+    /// Whether some byte of `word` is not a printable ASCII byte (a control byte, DEL or non-ASCII).
+    @inline(__always)
+    static func hasNonPrintableByte(_ word: UInt64) -> Bool {
+        (hasByteBelow(word, 0x20) | hasByte(word, 0x7F) | (word & highBits)) != 0
     }
 
     @inline(__always)

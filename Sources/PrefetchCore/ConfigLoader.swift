@@ -345,16 +345,20 @@ struct Validator {
     /// Patterns that differ only in capture names are the same page shape.
     /// (No exact path contains `{` or `}`: such a segment is a pattern or an error, so the keys never collide.)
     static func patternKey(_ url: HTTPURL, _ pattern: PathPattern) -> PageKey {
-        PageKey(
-            url,
-            "/"
-                + pattern.segments.map { segment -> String in
-                    switch segment {
-                    case .literal(let text): text
-                    case .wildcard: "{}"
-                    case .capture(_, let prefix, let suffix): "\(prefix){}\(suffix)"
-                    }
-                }.joined(separator: "/"))
+        // `"/" + segments.joined(separator: "/")`, appended into one `String`.
+        var key = pattern.segments.isEmpty ? "/" : ""
+        for segment in pattern.segments {
+            key += "/"
+            switch segment {
+            case .literal(let text): key += text
+            case .wildcard: key += "{}"
+            case .capture(_, let prefix, let suffix):
+                key += prefix
+                key += "{}"
+                key += suffix
+            }
+        }
+        return PageKey(url, key)
     }
 
     mutating func validatePage(_ value: Int, index: Int, path: ConfigPath) -> PageEntry? {

@@ -23,6 +23,8 @@ public struct HTTPURL: Sendable {
     /// The explicit port, 0 for the scheme's default.
     private let portNumber: UInt16
     private let flags: UInt8
+    /// Whether ``text`` is all ASCII (the byte parser read it): then its slices are compared and hashed as bytes.
+    let textIsASCII: Bool
 
     private static let httpsFlag: UInt8 = 1
     private static let queryFlag: UInt8 = 2
@@ -43,8 +45,28 @@ public struct HTTPURL: Sendable {
 
     /// `scheme://host[:port]`, the origin the URL addresses.
     public var origin: String {
-        if let port { return "\(scheme)://\(hostText):\(port)" }
-        return "\(scheme)://\(hostText)"
+        let scheme: StaticString = isHTTPS ? "https://" : "http://"
+        let portText = port.map { ":\($0)" } ?? ""
+        let host = hostRange
+        // Written straight into one `String` of its size (no interpolation, no host slice).
+        return withBytes { text in
+            String(unsafeUninitializedCapacity: scheme.utf8CodeUnitCount + host.count + portText.utf8.count) { out in
+                var count = 0
+                for offset in 0..<scheme.utf8CodeUnitCount {
+                    out[count] = scheme.utf8Start[offset]
+                    count += 1
+                }
+                for offset in host {
+                    out[count] = text.bytes[offset]
+                    count += 1
+                }
+                for byte in portText.utf8 {
+                    out[count] = byte
+                    count += 1
+                }
+                return count
+            }
+        }
     }
 
     /// The port actually connected to.
@@ -72,6 +94,11 @@ public struct HTTPURL: Sendable {
     var queryText: Substring? { queryRange.map(slice) }
     /// The fragment as a slice of ``text`` (no copy).
     var fragmentText: Substring? { fragmentRange.map(slice) }
+
+    /// The host as a ``TextSlice`` of ``text`` (no `Substring` made).
+    var hostSlice: TextSlice { TextSlice(text, hostRange, isASCII: textIsASCII) }
+    /// The path as a ``TextSlice`` of ``text``, `/` when the URL had none.
+    var pathSlice: TextSlice { pathStart == pathEnd ? TextSlice.root : TextSlice(text, pathRange, isASCII: textIsASCII) }
 
     private func slice(_ range: Range<Int>) -> Substring {
         let utf8 = text.utf8
@@ -114,7 +141,7 @@ public struct HTTPURL: Sendable {
         }
         switch outcome {
         case .parsed(let parts):
-            self.init(text: parts.hostHasUppercase ? Self.lowercasing(parts.host, of: text) : text, parts: parts)
+            self.init(text: parts.hostHasUppercase ? Self.lowercasing(parts.host, of: text) : text, parts: parts, isASCII: true)
         case .failed(let problem): throw problem
         case .notASCII: try self.init(parsingCharacters: text)
         }
@@ -140,8 +167,9 @@ public struct HTTPURL: Sendable {
         case notASCII
     }
 
-    private init(text: String, parts: Parts) {
+    private init(text: String, parts: Parts, isASCII: Bool) {
         self.text = text
+        textIsASCII = isASCII
         hostStart = UInt32(parts.host.lowerBound)
         hostEnd = UInt32(parts.host.upperBound)
         pathStart = UInt32(parts.path.lowerBound)
@@ -169,7 +197,8 @@ public struct HTTPURL: Sendable {
             text: text,
             parts: Parts(
                 https: https, host: 0..<hostCount, hostHasUppercase: false, port: port, path: hostCount..<pathEnd,
-                query: query.map { _ in pathEnd..<queryEnd }, fragment: fragment.map { _ in queryEnd..<text.utf8.count }))
+                query: query.map { _ in pathEnd..<queryEnd }, fragment: fragment.map { _ in queryEnd..<text.utf8.count }),
+            isASCII: false)
     }
 
     /// `text` with the ASCII bytes in `range` lowercased (the same length, so every offset still holds).
@@ -192,7 +221,10 @@ public struct HTTPURL: Sendable {
             return .failed(URLProblem("is \(bytes.count) bytes long; the limit is \(maximumLength)"))
         }
         var ascii = true
-        for offset in 0..<bytes.count {
+        // Printable ASCII eight bytes at a time; the first word with another byte is read byte by byte from there.
+        var start = 0
+        while start + 8 <= bytes.count && !ByteText.hasNonPrintableByte(ByteText.word(bytes, at: start)) { start += 8 }
+        for offset in start..<bytes.count {
             let byte = bytes[offset]
             if byte < 0x20 || byte == 0x7F {
                 return .failed(URLProblem("contains a control character (byte \(byte)) at offset \(offset)"))
@@ -467,6 +499,22 @@ enum PathRules {
         case .some(.some(let built)): return built
         case .some(.none): return path
         case .none: return "/" + segments(of: path).joined(separator: "/")
+        }
+    }
+
+    /// Whether `canonical(text, ranges)` is `nil` (the path is its own canonical form), without cutting the path into
+    /// ranges: it starts with `/`, and it is `/` or has no dot segment and no trailing `/`.
+    static func isCanonical(_ text: ByteText) -> Bool {
+        let count = text.bytes.count
+        guard count > 0, text.bytes[0] == UInt8(ascii: "/") else { return false }
+        if count == 1 { return true }
+        if text.bytes[count - 1] == UInt8(ascii: "/") { return false }
+        var start = 1
+        while true {
+            let end = text.firstIndex(of: UInt8(ascii: "/"), in: start..<count) ?? count
+            if dotSegment(text, start..<end) != 0 { return false }
+            if end == count { return true }
+            start = end + 1
         }
     }
 

@@ -293,6 +293,8 @@ struct JSONTape: Sendable {
             var runStart = start
             var runASCII = true
             while true {
+                // Eight plain bytes at a time (no quote, backslash, control or non-ASCII byte): most of a config's text.
+                while index + 8 <= bytes.count && !ByteText.hasSpecialStringByte(ByteText.word(bytes, at: index)) { index += 8 }
                 guard index < bytes.count else { throw error("unterminated string") }
                 let byte = bytes[index]
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {

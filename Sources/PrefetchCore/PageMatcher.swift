@@ -61,27 +61,32 @@ public struct PageMatcher: Sendable {
     /// Its parts are slices of the URL's text (a copy only for a path that is not canonical).
     static func exactKey(_ url: HTTPURL) -> PageKey {
         let canonical = url.withPathBytes { text -> String?? in
-            guard text.isASCII(0..<text.bytes.count) else { return .none }
+            guard url.textIsASCII || text.isASCII(0..<text.bytes.count) else { return .none }
+            if PathRules.isCanonical(text) { return .some(nil) }
             var ranges: [Range<Int>] = []
             PathRules.segmentRanges(text, into: &ranges)
             return .some(PathRules.canonical(text, ranges))
         }
         switch canonical {
-        case .some(.some(let built)): return PageKey(url, Substring(built))
-        case .some(.none): return PageKey(url, url.pathText)
-        case .none: return PageKey(url, Substring(PathRules.canonical(url.path)))
+        case .some(.some(let built)): return PageKey(url, built)
+        case .some(.none): return PageKey(url, url.pathSlice)
+        case .none: return PageKey(url, PathRules.canonical(url.path))
         }
     }
 
     /// The entry for `page`, with the values its `{name}` segments captured, or `nil`.
     public func match(_ page: HTTPURL) -> PageMatch? {
         let onBytes = page.withPathBytes { text -> PageMatch?? in
-            guard text.isASCII(0..<text.bytes.count) else { return .none }
+            guard page.textIsASCII || text.isASCII(0..<text.bytes.count) else { return .none }
+            // A canonical path (nearly every page) is its own key: no segment ranges are needed to look it up.
+            let isCanonical = PathRules.isCanonical(text)
+            if isCanonical, let position = exact[PageKey(page, page.pathSlice)] {
+                return PageMatch(entry: pages[position], captures: [])
+            }
             var ranges: [Range<Int>] = []
             ranges.reserveCapacity(8)
             PathRules.segmentRanges(text, into: &ranges)
-            let canonical = PathRules.canonical(text, ranges).map { Substring($0) } ?? page.pathText
-            if let position = exact[PageKey(page, canonical)] {
+            if !isCanonical, let built = PathRules.canonical(text, ranges), let position = exact[PageKey(page, built)] {
                 return PageMatch(entry: pages[position], captures: [])
             }
             guard let bucket = patterns[BucketKey(page, ranges.count)] else { return .some(nil) }
@@ -134,15 +139,15 @@ public struct PageMatcher: Sendable {
 }
 
 /// Scheme, host and port: hashing the parts avoids building `origin` strings per lookup, and the host is a slice of
-/// the URL's text (no copy).
+/// the URL's text (no copy, hashed as bytes when ASCII).
 struct OriginKey: Hashable, Sendable {
     var https: Bool
-    var host: Substring
+    var host: TextSlice
     var port: Int?
 
     init(_ url: HTTPURL) {
         https = url.isHTTPS
-        host = url.hostText
+        host = url.hostSlice
         port = url.port
     }
 }
@@ -159,13 +164,13 @@ struct OriginKeyed<Detail: Hashable & Sendable>: Hashable, Sendable {
     }
 }
 
-extension OriginKeyed where Detail == Substring {
+extension OriginKeyed where Detail == TextSlice {
     init(_ url: HTTPURL, _ detail: String) {
-        self.init(url, Substring(detail))
+        self.init(url, TextSlice(detail))
     }
 }
 
-typealias PageKey = OriginKeyed<Substring>
+typealias PageKey = OriginKeyed<TextSlice>
 typealias BucketKey = OriginKeyed<Int>
 
 /// A matched page: its config entry and the values captured by `{name}` segments, in path order.
@@ -252,7 +257,75 @@ public struct PathPattern: Sendable, Hashable {
         if !special { return .success(nil) }
         var ranges: [Range<Int>] = []
         PathRules.segmentRanges(text, into: &ranges)
-        return parseSegments(ranges.map { Substring(text.string($0)) })
+        do throws(URLProblem) {
+            return .success(try parseSegmentBytes(text, ranges))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// ``parseSegmentsThrowing(_:)`` over the segments of an ASCII path (offset ranges into `text`), in the same order
+    /// with the same messages: each byte is one `Character` there, and `Character.isLetter` / `isNumber` of an ASCII
+    /// byte are its letters and digits. Strings are made for the segments kept and the texts a message names only.
+    private static func parseSegmentBytes(_ text: ByteText, _ ranges: [Range<Int>]) throws(URLProblem) -> PathPattern? {
+        let bytes = text.bytes
+        var segments: [Segment] = []
+        segments.reserveCapacity(ranges.count)
+        var sawPattern = false
+        for part in ranges {
+            if text.equals(part, "*") {
+                segments.append(.wildcard)
+                sawPattern = true
+                continue
+            }
+            var open: Int?
+            var close: Int?
+            var opens = 0
+            var closes = 0
+            var star = false
+            for offset in part {
+                switch bytes[offset] {
+                case UInt8(ascii: "{"):
+                    opens += 1
+                    if open == nil { open = offset }
+                case UInt8(ascii: "}"):
+                    closes += 1
+                    if close == nil { close = offset }
+                case UInt8(ascii: "*"): star = true
+                default: break
+                }
+            }
+            if opens == 0 && closes == 0 {
+                if star { throw URLProblem("has \"*\" inside the segment \"\(text.string(part))\"; \"*\" must be a whole segment") }
+                segments.append(.literal(text.string(part)))
+                continue
+            }
+            guard opens == 1, closes == 1, let open, let close, open < close else {
+                throw URLProblem("has a malformed pattern segment \"\(text.string(part))\" (one {name} per segment)")
+            }
+            let nameRange = (open + 1)..<close
+            guard !nameRange.isEmpty, nameRange.count <= 64,
+                nameRange.allSatisfy({ ByteText.isASCIILetter(bytes[$0]) || ByteText.isDigit(bytes[$0]) || bytes[$0] == UInt8(ascii: "_") })
+            else {
+                throw URLProblem("has an invalid segment name \"{\(text.string(nameRange))}\" (letters, digits and _ only)")
+            }
+            let name = text.string(nameRange)
+            let taken = segments.contains { segment in
+                if case .capture(let other, _, _) = segment { return other == name }
+                return false
+            }
+            guard !taken else { throw URLProblem("uses the segment name {\(name)} twice") }
+            if star { throw URLProblem("mixes \"*\" and {\(name)} in one segment") }
+            segments.append(
+                .capture(name: name, prefix: text.string(part.lowerBound..<open), suffix: text.string((close + 1)..<part.upperBound)))
+            sawPattern = true
+        }
+        return sawPattern ? PathPattern(segments: segments) : nil
+    }
+
+    /// ``parse(_:)`` by `Character`s, whatever the path's bytes: the reference the byte rules are held to.
+    static func parseByCharacters(_ path: String) throws(URLProblem) -> PathPattern? {
+        try parseSegments(PathRules.segments(of: path)).get()
     }
 
     /// The pattern rules over a path's segments.

@@ -116,6 +116,47 @@ private func newURL(_ text: String) -> Result<HTTPURL, URLProblem> {
         }
     }
 
+    @Test func canonicalPathsAreKnownWithoutTheirSegments() async {
+        let pieces = Gen.int(in: 0...(urlPieces.count - 1)).array(of: 0...16)
+        await propertyCheck(count: 2000, input: pieces) { indexes in
+            let path = "/" + indexes.map { urlPieces[$0] }.joined()
+            var copy = path
+            copy.withUTF8 { bytes in
+                let text = ByteText(bytes)
+                guard text.isASCII(0..<bytes.count) else { return }
+                var ranges: [Range<Int>] = []
+                PathRules.segmentRanges(text, into: &ranges)
+                #expect(PathRules.isCanonical(text) == (PathRules.canonical(text, ranges) == nil), "\(path.debugDescription)")
+            }
+        }
+        for path in ["", "/", "//", "/a", "/a/", "/a//b", "/.", "/a/..", "a/b", "/a/%2e", "/a/.b", "/..a"] {
+            var copy = path
+            copy.withUTF8 { bytes in
+                var ranges: [Range<Int>] = []
+                PathRules.segmentRanges(ByteText(bytes), into: &ranges)
+                #expect(PathRules.isCanonical(ByteText(bytes)) == (PathRules.canonical(ByteText(bytes), ranges) == nil), "\(path)")
+            }
+        }
+    }
+
+    /// Path patterns read on bytes are the patterns (or the messages) of the `Character` rules.
+    @Test func randomPatternsParseAsBefore() async {
+        let patternPieces = [
+            "/", "/", "a", "B", "9", "_", "-", ".", "..", "*", "{", "}", "{id}", "{x}", "{id}", "{a_1}", "{ }", "{é}", "p{", "}s", "**",
+            "%2e", "é", "e\u{301}", "\u{212A}", String(repeating: "n", count: 70),
+        ]
+        let pieces = Gen.int(in: 0...(patternPieces.count - 1)).array(of: 0...12)
+        func outcome(_ parse: () throws(URLProblem) -> PathPattern?) -> Result<PathPattern?, URLProblem> {
+            do { return .success(try parse()) } catch { return .failure(error) }
+        }
+        await propertyCheck(count: 4000, input: pieces) { indexes in
+            let path = "/" + indexes.map { patternPieces[$0] }.joined()
+            #expect(
+                outcome { () throws(URLProblem) in try PathPattern.parse(path) }
+                    == outcome { () throws(URLProblem) in try PathPattern.parseByCharacters(path) }, "\(path.debugDescription)")
+        }
+    }
+
     @Test func derivedNamesAreAsBefore() async throws {
         let pieces = Gen.int(in: 0...(urlPieces.count - 1)).array(of: 0...16)
         await propertyCheck(count: 2000, input: pieces) { indexes in
@@ -160,6 +201,24 @@ private func newURL(_ text: String) -> Result<HTTPURL, URLProblem> {
             if let captures = page.pattern!.match(segments) { return (page.url, captures.map { "\($0.name)=\($0.value)" }) }
         }
         return nil
+    }
+
+    /// Keys are hashed as bytes when ASCII and as `String`s otherwise: the two agree wherever the texts are equal.
+    @Test func sliceKeysHashAndCompareAsSubstrings() throws {
+        let texts = ["", "/", "/a/b", "m.example.com", "/K", "/\u{212A}", "/é", "/e\u{301}", "/a/b/c/d/e/f/g/h/i/j"]
+        for lhs in texts {
+            for rhs in texts {
+                let (left, right) = (TextSlice(lhs), TextSlice(rhs))
+                #expect((left == right) == (Substring(lhs) == Substring(rhs)), "\(lhs.debugDescription) \(rhs.debugDescription)")
+                if left == right { #expect(left.hashValue == right.hashValue, "\(lhs.debugDescription) \(rhs.debugDescription)") }
+            }
+            let sliced = TextSlice("xx" + lhs + "yy", 2..<(2 + lhs.utf8.count), isASCII: lhs.utf8.allSatisfy { $0 < 0x80 })
+            #expect(sliced == TextSlice(lhs) && sliced.hashValue == TextSlice(lhs).hashValue, "\(lhs.debugDescription)")
+        }
+        // An exact page written with `K` is the page opened with U+212A KELVIN SIGN, as `String`s compare them.
+        let config = try makeConfig(pages: [#"{"url":"https://m.example.com/K/a","interfaces":[]}"#])
+        #expect(config.matcher.match(try HTTPURL(parsing: "https://m.example.com/\u{212A}/a"))?.entry.url == "https://m.example.com/K/a")
+        #expect(config.matcher.match(try HTTPURL(parsing: "https://M.example.com:443/K/./a/"))?.entry.url == "https://m.example.com/K/a")
     }
 
     @Test func randomPagesMatchAsBefore() async throws {

@@ -59,6 +59,23 @@ func parserOutcome(_ bytes: [UInt8]) -> Result<JSONValue, JSONParseError> {
         }
     }
 
+    /// A string is scanned eight bytes at a time: every special byte at every offset of the first three words (and the
+    /// document ending there) reads as the parser reads it.
+    @Test func specialBytesAtEveryOffsetReadAsTheParserReadsThem() {
+        let specials: [[UInt8]] = [
+            [0x22], [0x5C, 0x6E], [0x5C, 0x75, 0x30, 0x30, 0x65, 0x39], [0x01], [0x1F], [0x20], [0x7F], [0xC3, 0xA9], [0xFF], [0xC3],
+        ]
+        for offset in 0..<24 {
+            for special in specials {
+                let plain = [UInt8](repeating: UInt8(ascii: "a"), count: offset)
+                let body = plain + special + Array("tail of the string".utf8)
+                for bytes in [[0x22] + body + [0x22], [0x5B, 0x22] + body + [0x22, 0x5D], [0x22] + plain + special] {
+                    #expect(tapeOutcome(bytes) == parserOutcome(bytes), "\(bytes)")
+                }
+            }
+        }
+    }
+
     @Test func theConfigsInTheRepositoryReadAsTheParserReadsThem() throws {
         for name in ["configs/demo.json", "configs/prefetch.json", "Tests/PrefetchCoreTests/Fixtures/seed-config.json"] {
             let bytes = try ConfigLoader.readFile(repositoryRoot + "/" + name)

@@ -229,7 +229,7 @@ struct ReferenceValidator {
                     problem("\(path).url", "\"\(url)\" must not have a #fragment")
                 } else {
                     parsed = candidate
-                    pattern = try PathPattern.parse(candidate.path)
+                    pattern = try PathPattern.parseByCharacters(candidate.path)
                 }
             } catch {
                 problem("\(path).url", "\"\(url)\" \(error.message)")
