@@ -6,6 +6,7 @@
 // - a value built from the input (status, headers, body, times, a failure) decodes to itself once encoded, and no
 //   shorter prefix of its encoding decodes at all;
 // - a leader lock never decodes as a value.
+import PrefetchCore
 import FuzzSupport
 import Glibc
 import HTTPTypes
@@ -64,7 +65,8 @@ struct Input {
     mutating func value() -> StoredValue {
         let label = text(upTo: 40)
         if byte() & 1 == 0 {
-            return .failure(StoreFailure(code: text(upTo: 20), message: text(upTo: 200)), label: label)
+            let codes = FailureCode.allCases
+            return .failure(StoreFailure(code: codes[Int(byte()) % codes.count], message: text(upTo: 200)), label: label)
         }
         var headers = HTTPFields()
         for _ in 0..<(byte() % 6) {
@@ -92,7 +94,7 @@ func writeSeeds(to directory: String) -> CInt {
         ("response", .response(StoredResponse(status: 200, headers: headers, body: Array(#"{"data":{"uid":"u-42"}}"#.utf8),
             fetchedAt: now - .milliseconds(1500), elapsed: .microseconds(12_345)), label: "user")),
         ("no-store", .response(StoredResponse(status: 404, body: [], fetchedAt: now, noStore: true), label: "feed")),
-        ("failure", .failure(StoreFailure(code: "timeout", message: "no answer within 800 ms"), label: "profile")),
+        ("failure", .failure(StoreFailure(code: .timeout, message: "no answer within 800 ms"), label: "profile")),
     ]
     var files = values.map { ($0.0, EntryCodec.encode($0.1, wallNow: wallNow, now: now)) }
     files.append(("lock", EntryCodec.lock(label: "user", token: FlightToken(42))))

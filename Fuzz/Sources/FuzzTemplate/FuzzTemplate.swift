@@ -46,7 +46,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         do {
             _ = try template.render(values, for: "fuzz")
         } catch {
-            require(error.code == "dependency_value", "render failed with \(error.code)")
+            require(error.code == .dependencyValue, "render failed with \(error.code)")
         }
     }
     return 0
