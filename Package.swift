@@ -265,6 +265,7 @@ let package = Package(
                 "PrefetchFetcher",
                 "PrefetchRuntime",
                 "PrefetchStore",
+                "RendererPool",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

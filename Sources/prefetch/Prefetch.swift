@@ -13,6 +13,7 @@ import PrefetchRuntime
 import PrefetchService
 import PrefetchStore
 import Prometheus
+import RendererPool
 import ServiceLifecycle
 import UnixSignals
 

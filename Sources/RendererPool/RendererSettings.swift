@@ -1,5 +1,4 @@
 import Foundation
-public import RendererPool
 
 /// Renderer profiles: the `renderers` file (`configs/renderers.json` by default).
 ///
