@@ -47,7 +47,7 @@ public import Tracing
 ///   failure, is stored as a failure (`upstream-5xx`) for the negative TTL only.
 public final class Orchestrator: Sendable {
     public let settings: ServiceSettings
-    public let store: any ResponseStore
+    let store: any ResponseStore
     public let fetcher: Fetcher
     let resolver: HostResolver
     public let runner: FetchRunner
@@ -105,6 +105,39 @@ public final class Orchestrator: Sendable {
     /// The active config and a canary candidate beside it (see `ConfigSelection.swift`).
     public func servedConfigs() -> ServedConfigs? { configs.served }
 
+    // MARK: The store, as the HTTP layer reaches it
+
+    /// The store's health, for readiness.
+    public var storeHealth: StoreHealth { store.health }
+
+    /// Whether a read of the store never suspends (an in-process store): the event loop's reads may wait on it.
+    public var storeAnswersWithoutSuspending: Bool { store.answersWithoutSuspending }
+
+    /// The store's counters and sizes (the debug view).
+    public func storeSnapshot() async -> StoreSnapshot { await store.snapshot() }
+
+    /// Reads the entry under `key` (a same-site `page=` read, whose key the caller's credentials make), waiting up to
+    /// `wait` while it is in flight.
+    public func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome { await store.read(key, wait: wait) }
+
+    /// ``read(_:wait:)`` of a ready entry, without suspending; nil for anything else.
+    public func readIfReady(_ key: StoreKey) -> ReadOutcome? { store.readIfReady(key) }
+
+    /// Drops every stored response of `identity` (a logout), on every replica.
+    public func invalidate(identity: Identity) async throws(StoreUnavailable) -> Int {
+        try await store.invalidate(identity: identity)
+    }
+
+    /// Drops every stored response of interface `label` (an operator's invalidation).
+    public func invalidate(label: String) async throws(StoreUnavailable) -> Int {
+        try await store.invalidate(label: label)
+    }
+
+    /// Drops every stored response tagged with `surrogateKey` (an operator's invalidation).
+    public func invalidate(surrogateKey: String) async throws(StoreUnavailable) -> Int {
+        try await store.invalidate(surrogateKey: surrogateKey)
+    }
+
     /// Brings the gauges `/metrics` shows up to date: transfers in flight, tickets held and their bytes, and the
     /// store's own (its snapshot records them).
     public func recordGauges() async {
@@ -120,11 +153,7 @@ public final class Orchestrator: Sendable {
     /// "sends credentials" and "keyed by an identity" never disagree (an empty `Cookie` from a fresh cookie jar
     /// must not make a guest's private answer look credentialed, and so shared).
     public func credentials(in headers: HTTPFields) -> Credentials {
-        let picked = HTTPFields(
-            headers.filter {
-                credentialNames.contains($0.name.canonicalName)
-                    && $0.value.utf8.contains { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }
-            })
+        let picked = Credentials.headers(in: headers, named: credentialNames)
         return Credentials(
             headers: picked, identity: Identity(headers: picked, credentialHeaderNames: Array(credentialNames), key: settings.identityKey))
     }

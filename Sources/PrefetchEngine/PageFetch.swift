@@ -50,7 +50,7 @@ public func fetchPage(
 ) async throws -> [PageFetchResult] {
     let fetcher = Fetcher(configuration: settings.fetcher, logger: logger)
     let credentialNames = Set(settings.credentialHeaders.map { $0.lowercased() })
-    let credentials = headers.filter { credentialNames.contains($0.name.canonicalName) }
+    let credentials = Credentials.headers(in: headers, named: credentialNames)
 
     /// Fetches `request` (an independent one, or a dependent one resolved) as request `index`.
     @Sendable func fetch(_ request: PlannedRequest, index: Int) async -> (Int, PageFetchResult) {
@@ -142,29 +142,5 @@ private func resolve(_ request: PlannedRequest, in plan: Plan, answers: [Int: Pa
         return .success(try request.resolved(with: values))
     } catch {
         return .failure(error)
-    }
-}
-
-/// Asks a running service's `/healthz` (the container health check): `true` on a 200 answer.
-public func checkHealth(url: String, timeout: Duration = .seconds(2), logger: Logger) async -> Bool {
-    let fetcher = Fetcher(logger: logger)
-    return await withTaskGroup(of: Bool?.self) { group in
-        group.addTask {
-            try? await fetcher.run()
-            return nil
-        }
-        group.addTask {
-            let response = try? await fetcher.fetch(FetchRequest(method: "GET", url: url, body: nil, timeout: timeout))
-            return response?.status == 200
-        }
-        var healthy = false
-        while let next = await group.next() {
-            if let result = next {
-                healthy = result
-                break
-            }
-        }
-        group.cancelAll()
-        return healthy
     }
 }

@@ -108,7 +108,7 @@ public func makeApplication(
         } else {
             answer.reason = updater?.status().notReadyReason ?? "no valid prefetch config is loaded"
         }
-        let health = orchestrator.store.health
+        let health = orchestrator.storeHealth
         if health != .inProcess { answer.store = health.rawValue }
         return Answer(status: answer.ready ? .ok : .serviceUnavailable, value: answer)
     }

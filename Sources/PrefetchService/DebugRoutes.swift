@@ -129,7 +129,7 @@ struct DebugRoutes: Sendable {
 
     /// `GET /v1/debug/status`: store occupancy, tickets, renderer pools and the config in force.
     func status() async -> StatusAnswer {
-        let store = await orchestrator.store.snapshot()
+        let store = await orchestrator.storeSnapshot()
         let loaded = orchestrator.currentConfig()
         return StatusAnswer(
             store: .init(

@@ -275,7 +275,7 @@ struct FastHandoff: Sendable {
         // The delivery is made only for a wait, or for a store that asks Redis first: an in-process store answers a
         // read that may not wait at once and never notifies.
         let notify: @Sendable ([ReadOutcome]) -> Void
-        if canWait || !orchestrator.store.answersWithoutSuspending {
+        if canWait || !orchestrator.storeAnswersWithoutSuspending {
             let delivery = deliver()
             notify = { delivery(answer($0)) }
         } else {
@@ -311,7 +311,7 @@ struct FastHandoff: Sendable {
             else { return nil }
             route = Self.pageDataRoute
             role = read.role
-            outcome = orchestrator.store.readIfReady(read.key)
+            outcome = orchestrator.readIfReady(read.key)
         } else {
             let ticket: Ticket
             if path == Self.pageDataRoute {

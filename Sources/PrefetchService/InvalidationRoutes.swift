@@ -49,7 +49,7 @@ struct InvalidationRoutes: Sendable {
                     isMiss: true)
             }
             return try await invalidate(.identity) { () async throws(StoreUnavailable) -> Int in
-                try await orchestrator.store.invalidate(identity: credentials.identity)
+                try await orchestrator.invalidate(identity: credentials.identity)
             }
         }
         return router
@@ -72,12 +72,12 @@ struct InvalidationRoutes: Sendable {
             case (.some(let value), nil):
                 let name = try Self.interfaceName(value)
                 return try await invalidate(.interface) { () async throws(StoreUnavailable) -> Int in
-                    try await orchestrator.store.invalidate(label: name)
+                    try await orchestrator.invalidate(label: name)
                 }
             case (nil, .some(let value)):
                 let key = try Self.surrogateKey(value)
                 return try await invalidate(.surrogateKey) { () async throws(StoreUnavailable) -> Int in
-                    try await orchestrator.store.invalidate(surrogateKey: key)
+                    try await orchestrator.invalidate(surrogateKey: key)
                 }
             }
         }

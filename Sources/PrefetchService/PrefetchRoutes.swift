@@ -193,7 +193,7 @@ struct PrefetchRoutes: Sendable {
         let (key, role) = (read.key, read.role)
         let wait = orchestrator.clampWait(try Self.waitParameter(request), default: read.timeout)
         do {
-            let response = try replay(await orchestrator.store.read(key, wait: wait), wait: wait)
+            let response = try replay(await orchestrator.read(key, wait: wait), wait: wait)
             orchestrator.metrics.configData(role, result: Self.served(response))
             return response
         } catch {

@@ -628,3 +628,27 @@ extension Prefetch {
         }
     }
 }
+
+/// Asks a running service's `/healthz` (the container health check): `true` on a 200 answer.
+func checkHealth(url: String, timeout: Duration = .seconds(2), logger: Logger) async -> Bool {
+    let fetcher = Fetcher(logger: logger)
+    return await withTaskGroup(of: Bool?.self) { group in
+        group.addTask {
+            try? await fetcher.run()
+            return nil
+        }
+        group.addTask {
+            let response = try? await fetcher.fetch(FetchRequest(method: "GET", url: url, body: nil, timeout: timeout))
+            return response?.status == 200
+        }
+        var healthy = false
+        while let next = await group.next() {
+            if let result = next {
+                healthy = result
+                break
+            }
+        }
+        group.cancelAll()
+        return healthy
+    }
+}

@@ -421,7 +421,7 @@ struct PrefetchServiceTests {
                     [
                         #"{"name": "e.get", "api": "\#(base)/errors/same", "method": "GET"}"#,
                         #"{"name": "e.post", "api": "\#(base)/errors/same", "method": "POST"}"#,
-                        #"{"name": "e.hang", "api": "\#(base)/errors/hang?hang=1", "method": "GET", "timeout": 2000}"#,
+                        #"{"name": "e.hang", "api": "\#(base)/errors/hang?hang=1", "method": "GET", "timeout": 8000}"#,
                     ])
             ])
             var settings = testSettings()
