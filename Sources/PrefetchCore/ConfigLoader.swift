@@ -636,103 +636,15 @@ struct Validator {
         let timeout = integer(
             fields.timeout, "\(path).timeout", default: Interface.Defaults.timeoutMilliseconds, range: 1...60_000, unit: "milliseconds")
 
-        var headers = Self.noHeaders
-        if let object = object(fields.headers, "\(path).headers", required: false) {
-            for (key, member) in reader.members(object) {
-                let memberName = reader.string(key)
-                let headerPath = "\(path).headers.\(memberName)"
-                guard reader.kind(member) == .string else {
-                    problem(headerPath, "must be a string, got \(reader.kindName(member))")
-                    continue
-                }
-                let value = reader.string(member)
-                let name = HeaderRules.name(memberName)
-                if name == nil {
-                    problem(headerPath, "is not a valid header name")
-                } else if Self.forbiddenHeaders.contains(memberName.lowercased()) {
-                    problem(headerPath, "may not be set by the config (the service or the page owns it)")
-                }
-                if HeaderRules.hasControlCharacter(value) {
-                    problem(headerPath, "has a control character in its value")
-                }
-                if let name { headers.append(HTTPField(name: name, value: value)) }
-            }
-        }
+        let headers = validateHeaders(fields.headers, path: path)
 
-        var params: Set<String>?
-        if let names = fields.params {
-            if reader.kind(names) == .array {
-                var set: Set<String> = []
-                for (position, name) in reader.elements(names).enumerated() {
-                    if reader.kind(name) == .string {
-                        set.insert(reader.string(name))
-                    } else {
-                        problem("\(path).params[\(position)]", "must be a string, got \(reader.kindName(name))")
-                    }
-                }
-                params = set
-            } else {
-                problem("\(path).params", "must be an array of parameter names, got \(reader.kindName(names))")
-            }
-        }
+        let params = validateParams(fields.params, path: path)
 
-        var query: [(name: String, value: String)] = []
-        if let object = object(fields.query, "\(path).query", required: false) {
-            for (key, member) in reader.members(object) {
-                let name = reader.string(key)
-                switch reader.kind(member) {
-                case _ where name.isEmpty: problem("\(path).query", "has a parameter without a name")
-                case .string: query.append((name, reader.string(member)))
-                case .number: query.append((name, reader.number(member)))
-                case .trueValue: query.append((name, "true"))
-                case .falseValue: query.append((name, "false"))
-                default: problem("\(path).query.\(name)", "must be a string, number or boolean, got \(reader.kindName(member))")
-                }
-            }
-        }
+        let query = validateQuery(fields.query, path: path)
 
-        // References to other interfaces' answers: in the body, header values and query values; never in the api.
-        var references: [Reference] = []
-        var referencePaths: [String] = []
-        if let api, Template.mayHold(api) {
-            problem("\(path).api", "may not hold a reference: an answer never chooses where a request goes")
-        }
-        if let body {
-            let reader = self.reader
-            for (key, member) in reader.members(body) {
-                if reader.mayHoldReference(key) { referenceInName("\(path).body.\(reader.string(key))") }
-                collectReferences(
-                    in: member, at: { "\(path).body.\(reader.string(key))" }, into: &references, paths: &referencePaths)
-            }
-        }
-        for header in headers where Template.mayHold(header.value) {
-            let headerPath = "\(path).headers.\(header.name.rawName)"
-            if header.name == .authorization || header.name == .proxyAuthorization {
-                problem(headerPath, "may not take a value from another answer: credentials come from the caller only")
-            } else {
-                collectReferences(in: header.value, at: headerPath, into: &references, paths: &referencePaths)
-            }
-        }
-        for pair in query {
-            if Template.mayHold(pair.name) { referenceInName("\(path).query.\(pair.name)") }
-            if Template.mayHold(pair.value) {
-                collectReferences(in: pair.value, at: "\(path).query.\(pair.name)", into: &references, paths: &referencePaths)
-            }
-        }
+        let (references, referencePaths) = interfaceReferences(api: api, body: body, headers: headers, query: query, path: path)
 
-        var name: String
-        var explicit = false
-        if let given = string(fields.name, "\(path).name", required: false) {
-            name = given
-            explicit = true
-            if !Self.isValidName(given) {
-                problem(
-                    "\(path).name",
-                    "\"\(given)\" must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
-            }
-        } else {
-            name = apiURL.map { Self.derivedName(from: $0) } ?? "interface"
-        }
+        let (name, explicit) = interfaceName(fields.name, apiURL: apiURL, path: path)
 
         guard problems.count == problemCount, let api, let apiURL, let method else { return nil }
         // The compact body is written into the validator's buffer, taken for this interface and handed back.
@@ -760,6 +672,127 @@ struct Validator {
             secPurpose: secPurpose, query: query, references: references, referencePaths: referencePaths, template: template
         )
         return (interface, explicit)
+    }
+
+    /// An interface's fixed `headers`: token names (`HeaderRules`), none the service or the page owns, values
+    /// without control characters.
+    mutating func validateHeaders(_ value: Int?, path: ConfigPath) -> HTTPFields {
+        var headers = Self.noHeaders
+        if let object = object(value, "\(path).headers", required: false) {
+            for (key, member) in reader.members(object) {
+                let memberName = reader.string(key)
+                let headerPath = "\(path).headers.\(memberName)"
+                guard reader.kind(member) == .string else {
+                    problem(headerPath, "must be a string, got \(reader.kindName(member))")
+                    continue
+                }
+                let value = reader.string(member)
+                let name = HeaderRules.name(memberName)
+                if name == nil {
+                    problem(headerPath, "is not a valid header name")
+                } else if Self.forbiddenHeaders.contains(memberName.lowercased()) {
+                    problem(headerPath, "may not be set by the config (the service or the page owns it)")
+                }
+                if HeaderRules.hasControlCharacter(value) {
+                    problem(headerPath, "has a control character in its value")
+                }
+                if let name { headers.append(HTTPField(name: name, value: value)) }
+            }
+        }
+        return headers
+    }
+
+    /// An interface's `params`: the page parameters it takes (an array of names), nil when it takes them all.
+    mutating func validateParams(_ value: Int?, path: ConfigPath) -> Set<String>? {
+        var params: Set<String>?
+        if let names = value {
+            if reader.kind(names) == .array {
+                var set: Set<String> = []
+                for (position, name) in reader.elements(names).enumerated() {
+                    if reader.kind(name) == .string {
+                        set.insert(reader.string(name))
+                    } else {
+                        problem("\(path).params[\(position)]", "must be a string, got \(reader.kindName(name))")
+                    }
+                }
+                params = set
+            } else {
+                problem("\(path).params", "must be an array of parameter names, got \(reader.kindName(names))")
+            }
+        }
+        return params
+    }
+
+    /// An interface's fixed `query` parameters: named, with string, number or boolean values.
+    mutating func validateQuery(_ value: Int?, path: ConfigPath) -> [(name: String, value: String)] {
+        var query: [(name: String, value: String)] = []
+        if let object = object(value, "\(path).query", required: false) {
+            for (key, member) in reader.members(object) {
+                let name = reader.string(key)
+                switch reader.kind(member) {
+                case _ where name.isEmpty: problem("\(path).query", "has a parameter without a name")
+                case .string: query.append((name, reader.string(member)))
+                case .number: query.append((name, reader.number(member)))
+                case .trueValue: query.append((name, "true"))
+                case .falseValue: query.append((name, "false"))
+                default: problem("\(path).query.\(name)", "must be a string, number or boolean, got \(reader.kindName(member))")
+                }
+            }
+        }
+        return query
+    }
+
+    /// References to other interfaces' answers: in the body, header values and query values; never in the api,
+    /// never in a credential header.
+    mutating func interfaceReferences(
+        api: String?, body: Int?, headers: HTTPFields, query: [(name: String, value: String)], path: ConfigPath
+    ) -> (references: [Reference], paths: [String]) {
+        var references: [Reference] = []
+        var referencePaths: [String] = []
+        if let api, Template.mayHold(api) {
+            problem("\(path).api", "may not hold a reference: an answer never chooses where a request goes")
+        }
+        if let body {
+            let reader = self.reader
+            for (key, member) in reader.members(body) {
+                if reader.mayHoldReference(key) { referenceInName("\(path).body.\(reader.string(key))") }
+                collectReferences(
+                    in: member, at: { "\(path).body.\(reader.string(key))" }, into: &references, paths: &referencePaths)
+            }
+        }
+        for header in headers where Template.mayHold(header.value) {
+            let headerPath = "\(path).headers.\(header.name.rawName)"
+            if header.name == .authorization || header.name == .proxyAuthorization {
+                problem(headerPath, "may not take a value from another answer: credentials come from the caller only")
+            } else {
+                collectReferences(in: header.value, at: headerPath, into: &references, paths: &referencePaths)
+            }
+        }
+        for pair in query {
+            if Template.mayHold(pair.name) { referenceInName("\(path).query.\(pair.name)") }
+            if Template.mayHold(pair.value) {
+                collectReferences(in: pair.value, at: "\(path).query.\(pair.name)", into: &references, paths: &referencePaths)
+            }
+        }
+        return (references, referencePaths)
+    }
+
+    /// An interface's `name` as given (checked), or derived from its api; and whether it was given.
+    mutating func interfaceName(_ value: Int?, apiURL: HTTPURL?, path: ConfigPath) -> (name: String, explicit: Bool) {
+        var name: String
+        var explicit = false
+        if let given = string(value, "\(path).name", required: false) {
+            name = given
+            explicit = true
+            if !Self.isValidName(given) {
+                problem(
+                    "\(path).name",
+                    "\"\(given)\" must be 1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+            }
+        } else {
+            name = apiURL.map { Self.derivedName(from: $0) } ?? "interface"
+        }
+        return (name, explicit)
     }
 
     /// 1-64 bytes of ASCII letters, digits, `.`, `_`, `-`, the first a letter or digit.
