@@ -45,16 +45,10 @@ public func makeApplication(
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
     onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
-    let (orchestrator, pools, updater, registry, logger) = (
-        parts.orchestrator, parts.renderers, parts.updater, parts.registry, parts.logger
-    )
+    let (orchestrator, registry, logger) = (parts.orchestrator, parts.registry, parts.logger)
     let settings = orchestrator.settings
-    let metrics = orchestrator.metrics
     let factory = PrometheusMetricsFactory(registry: registry)
-    var services = services
-    let prefetch = PrefetchRoutes(orchestrator: orchestrator)
-    let renderers = RendererRoutes(pools: pools, prefetch: prefetch)
-    let invalidation = InvalidationRoutes(prefetch: prefetch, metrics: InvalidationMetrics(factory: factory))
+    let routes = RouteSets(parts, factory: factory)
     let http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount.nanoseconds(Int64(settings.idleTimeout.milliseconds) * 1_000_000))
     // Each listener's cap on open connections and the body timeout of its every route (ConnectionGuards.swift).
     let pageGuards = ConnectionGuards(
@@ -62,20 +56,70 @@ public func makeApplication(
     let adminGuards = ConnectionGuards(
         listener: .operator, maximum: settings.adminMaxConnections, bodyTimeout: settings.bodyTimeout, factory: factory, logger: logger)
 
-    // The operator surface, on its own listener; it stops right after the page surface.
+    // The operator surface, on its own listener, one of the page application's services: it stops right after the
+    // page surface.
+    let admin = Application(
+        router: operatorRouter(parts, routes: routes), server: .http1(configuration: http1.guarded(by: adminGuards)),
+        configuration: .init(address: .hostname(settings.adminHost, port: settings.adminPort), serverName: nil),
+        onServerRunning: { channel in await onAdminRunning(channel.localAddress?.port ?? settings.adminPort) },
+        logger: logger)
+
+    // The page surface, with the fast path below its codec unless turned off.
+    let origins = AllowedOrigins(extra: settings.corsOrigins, servedConfigs: { orchestrator.servedConfigs() })
+    var pageHTTP1 = http1
+    if settings.fastHandoff {
+        let handoff = FastHandoff(
+            orchestrator: orchestrator, origins: origins, requestMetrics: FastHandoffMetrics(), renderers: parts.renderers)
+        // The fast path keeps the connection's idle timeout itself (it answers requests the state handler never sees).
+        let idleTimeout = pageHTTP1.idleTimeout
+        pageHTTP1.idleTimeout = nil
+        pageHTTP1.additionalChannelHandlers = {
+            [FastHandoffInstaller(handoff: handoff, guards: pageGuards, idleTimeout: idleTimeout)]
+        }
+    }
+    return Application(
+        router: pageRouter(parts, routes: routes, origins: origins),
+        server: .http1(configuration: pageHTTP1.guarded(by: pageGuards)),
+        configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
+        services: services + [admin],
+        onServerRunning: { channel in
+            await onServerRunning(channel.localAddress?.port ?? settings.port)
+        },
+        logger: logger
+    )
+}
+
+/// The route sets the two surfaces draw on.
+private struct RouteSets {
+    let prefetch: PrefetchRoutes
+    let renderers: RendererRoutes
+    let invalidation: InvalidationRoutes
+
+    init(_ parts: ServiceParts, factory: PrometheusMetricsFactory) {
+        prefetch = PrefetchRoutes(orchestrator: parts.orchestrator)
+        renderers = RendererRoutes(pools: parts.renderers, prefetch: prefetch)
+        invalidation = InvalidationRoutes(prefetch: prefetch, metrics: InvalidationMetrics(factory: factory))
+    }
+}
+
+/// The operator surface's router: config, debug, renderer statistics, invalidation by label or key, `/metrics`.
+private func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<BasicRequestContext> {
+    let (orchestrator, registry) = (parts.orchestrator, parts.registry)
+    let settings = orchestrator.settings
     let admin = Router(context: BasicRequestContext.self)
     admin.add(middleware: MetricsMiddleware())
-    admin.add(middleware: AdminGuardMiddleware(token: settings.adminToken, adminHost: settings.adminHost, metrics: metrics))
+    admin.add(middleware: AdminGuardMiddleware(token: settings.adminToken, adminHost: settings.adminHost, metrics: orchestrator.metrics))
     admin.add(middleware: UnmatchedRouteMiddleware(surface: "operator"))
     // Route groups run their middleware only for routes they hold, so an unknown route stays a 404 or 405.
-    let adminRoutes = admin.group().add(middleware: JSONBodyMiddleware())
-    adminRoutes.addRoutes(
-        ConfigRoutes(updater: updater, orchestrator: orchestrator, source: settings.configSource?.source ?? "fixed").routes)
-    adminRoutes.addRoutes(
-        DebugRoutes(orchestrator: orchestrator, renderers: renderers, configPath: settings.configSource?.source ?? settings.configPath)
-            .routes)
-    adminRoutes.addRoutes(renderers.statisticsRoutes)
-    adminRoutes.addRoutes(invalidation.operatorRoutes)
+    let group = admin.group().add(middleware: JSONBodyMiddleware())
+    group.addRoutes(
+        ConfigRoutes(updater: parts.updater, orchestrator: orchestrator, source: settings.configSource?.source ?? "fixed").routes)
+    group.addRoutes(
+        DebugRoutes(
+            orchestrator: orchestrator, renderers: routes.renderers, configPath: settings.configSource?.source ?? settings.configPath
+        ).routes)
+    group.addRoutes(routes.renderers.statisticsRoutes)
+    group.addRoutes(routes.invalidation.operatorRoutes)
     admin.get("/metrics") { _, _ in
         await orchestrator.recordGauges()
         return Response(
@@ -85,20 +129,18 @@ public func makeApplication(
         )
     }
     admin.get("/openapi.yaml") { _, _ in OpenAPIDocument.response() }
-    services.append(
-        Application(
-            router: admin, server: .http1(configuration: http1.guarded(by: adminGuards)),
-            configuration: .init(address: .hostname(settings.adminHost, port: settings.adminPort), serverName: nil),
-            onServerRunning: { channel in await onAdminRunning(channel.localAddress?.port ?? settings.adminPort) },
-            logger: logger))
+    return admin
+}
 
-    // The page surface.
+/// The page surface's router: the trigger, reads and replays, renderer leases, the caller's own invalidation,
+/// health, readiness, the page client and the demo.
+private func pageRouter(_ parts: ServiceParts, routes: RouteSets, origins: AllowedOrigins) -> Router<PageContext> {
+    let orchestrator = parts.orchestrator
     let router = Router(context: PageContext.self)
-    let origins = AllowedOrigins(extra: settings.corsOrigins, servedConfigs: { orchestrator.servedConfigs() })
     router.add(middleware: MetricsMiddleware())
-    router.add(middleware: PageGuardMiddleware(origins: origins, metrics: metrics))
+    router.add(middleware: PageGuardMiddleware(origins: origins, metrics: orchestrator.metrics))
     router.add(middleware: UnmatchedRouteMiddleware(surface: "page"))
-    let routes = router.group().add(middleware: JSONBodyMiddleware())
+    let group = router.group().add(middleware: JSONBodyMiddleware())
     router.get("/healthz") { _, _ in HealthAnswer() }
     router.get("/readyz") { _, _ in
         var answer = ReadinessAnswer(ready: false)
@@ -106,38 +148,18 @@ public func makeApplication(
             answer.ready = true
             answer.version = loaded.version
         } else {
-            answer.reason = updater?.status().notReadyReason ?? "no valid prefetch config is loaded"
+            answer.reason = parts.updater?.status().notReadyReason ?? "no valid prefetch config is loaded"
         }
         let health = orchestrator.storeHealth
         if health != .inProcess { answer.store = health.rawValue }
         return Answer(status: answer.ready ? .ok : .serviceUnavailable, value: answer)
     }
     router.get("/openapi.yaml") { _, _ in OpenAPIDocument.response() }
-    routes.addRoutes(prefetch.routes)
-    routes.addRoutes(renderers.routes)
-    routes.addRoutes(invalidation.pageRoutes)
-    router.addRoutes(StaticRoutes(currentConfig: { orchestrator.currentConfig() }, adminPort: settings.adminPort).routes)
-
-    var pageHTTP1 = http1
-    if settings.fastHandoff {
-        let handoff = FastHandoff(orchestrator: orchestrator, origins: origins, requestMetrics: FastHandoffMetrics(), renderers: pools)
-        // The fast path keeps the connection's idle timeout itself (it answers requests the state handler never sees).
-        let idleTimeout = pageHTTP1.idleTimeout
-        pageHTTP1.idleTimeout = nil
-        pageHTTP1.additionalChannelHandlers = {
-            [FastHandoffInstaller(handoff: handoff, guards: pageGuards, idleTimeout: idleTimeout)]
-        }
-    }
-    return Application(
-        router: router,
-        server: .http1(configuration: pageHTTP1.guarded(by: pageGuards)),
-        configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
-        services: services,
-        onServerRunning: { channel in
-            await onServerRunning(channel.localAddress?.port ?? settings.port)
-        },
-        logger: logger
-    )
+    group.addRoutes(routes.prefetch.routes)
+    group.addRoutes(routes.renderers.routes)
+    group.addRoutes(routes.invalidation.pageRoutes)
+    router.addRoutes(StaticRoutes(currentConfig: { orchestrator.currentConfig() }, adminPort: orchestrator.settings.adminPort).routes)
+    return router
 }
 
 /// The API description served at `/openapi.yaml` on both surfaces (the same file as `openapi.yaml` at the
