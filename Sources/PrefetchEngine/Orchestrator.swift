@@ -46,7 +46,7 @@ public import Tracing
 /// - Upstream status: responses below 500 are stored and replayed as received. A 5xx, like a transport
 ///   failure, is stored as a failure (`upstream-5xx`) for the negative TTL only.
 public final class Orchestrator: Sendable {
-    public let settings: ServiceSettings
+    public let settings: EngineSettings
     let store: any ResponseStore
     public let fetcher: Fetcher
     let resolver: HostResolver
@@ -68,7 +68,7 @@ public final class Orchestrator: Sendable {
     let trustedOrigins: Set<String>
 
     public init(
-        settings: ServiceSettings,
+        settings: EngineSettings,
         store: any ResponseStore,
         fetcher: Fetcher,
         resolver: HostResolver,

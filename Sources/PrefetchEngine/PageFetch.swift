@@ -44,11 +44,12 @@ public struct PageFetchResult: Sendable {
 public func fetchPage(
     _ plan: Plan,
     headers: HTTPFields,
-    settings: ServiceSettings,
+    settings: EngineSettings,
+    fetcher configuration: FetcherConfiguration = FetcherConfiguration(),
     logger: Logger,
     onResult: @escaping @Sendable (PageFetchResult) -> Void
 ) async throws -> [PageFetchResult] {
-    let fetcher = Fetcher(configuration: settings.fetcher, logger: logger)
+    let fetcher = Fetcher(configuration: configuration, logger: logger)
     let credentialNames = Set(settings.credentialHeaders.map { $0.lowercased() })
     let credentials = Credentials.headers(in: headers, named: credentialNames)
 

@@ -48,7 +48,7 @@ public func buildApplication(
     let metrics = EngineMetrics(factory: factory)
     var services: [any Service] = []
     var fetcherConfiguration = settings.fetcher
-    fetcherConfiguration.maxBufferedBytes = min(fetcherConfiguration.maxBufferedBytes, settings.inFlightBytes)
+    fetcherConfiguration.maxBufferedBytes = min(fetcherConfiguration.maxBufferedBytes, settings.engine.inFlightBytes)
     let fetcher = Fetcher(configuration: fetcherConfiguration, logger: logger)
     services.append(fetcher)
     let resolver = try HostResolver(settings: settings.dns, fetcher: fetcher, logger: logger, metricsFactory: factory)
@@ -57,12 +57,12 @@ public func buildApplication(
     let store: any ResponseStore
     // Tickets go where replicas share them (Redis's records), or stay in this process.
     let records: (any RecordStore)?
-    if let url = settings.storeURL {
+    if let url = settings.store.url {
         var configuration = RedisStore.Configuration()
-        if let connections = settings.storeConnections { configuration.connections = connections }
+        if let connections = settings.store.connections { configuration.connections = connections }
         // Room in a Redis reply for the largest response the fetcher keeps, with its headers (libcurl's cap is far
         // below the 1 MiB allowed for them).
-        configuration.maximumValueBytes = max(configuration.maximumValueBytes, settings.maximumResponseBytes + 1024 * 1024)
+        configuration.maximumValueBytes = max(configuration.maximumValueBytes, settings.engine.maximumResponseBytes + 1024 * 1024)
         let shared = try RedisStore(url: url, configuration: configuration, logger: logger, metricsFactory: factory)
         store = shared
         records = shared
@@ -72,7 +72,7 @@ public func buildApplication(
         // Response bodies still arriving count against the store's budget: --store-bytes bounds the responses the
         // process holds, kept or in flight (docs/design/response-store.md, "Memory").
         store = MemoryStore(
-            budgetBytes: settings.storeBytes, lockAge: settings.lockAge, logger: logger, metricsFactory: factory, clock: clock,
+            budgetBytes: settings.store.bytes, lockAge: settings.store.lockAge, logger: logger, metricsFactory: factory, clock: clock,
             heldElsewhere: { fetcher.bufferedBytes })
     }
 
@@ -102,12 +102,14 @@ public func buildApplication(
     let tickets: any TicketRegistry =
         if let records {
             SharedTicketRegistry(
-                records: records, capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock, onDrop: ticketLeft)
+                records: records, capacity: settings.engine.ticketCapacity, budgetBytes: settings.engine.ticketBytes, clock: clock,
+                onDrop: ticketLeft)
         } else {
-            LocalTicketRegistry(capacity: settings.ticketCapacity, budgetBytes: settings.ticketBytes, clock: clock, onDrop: ticketLeft)
+            LocalTicketRegistry(
+                capacity: settings.engine.ticketCapacity, budgetBytes: settings.engine.ticketBytes, clock: clock, onDrop: ticketLeft)
         }
     let orchestrator = Orchestrator(
-        settings: settings, store: store, fetcher: fetcher, resolver: resolver, tickets: tickets, metrics: metrics, logger: logger,
+        settings: settings.engine, store: store, fetcher: fetcher, resolver: resolver, tickets: tickets, metrics: metrics, logger: logger,
         clock: clock, tracer: tracer, configs: configs)
     services.append(orchestrator.runner)
     let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
@@ -116,6 +118,9 @@ public func buildApplication(
     // Shutdown runs in reverse: the page server stops first, then the operator server, the pools, the fetch
     // runner (draining in-flight fetches), the config updater, the store, the resolver and last the fetcher.
     return makeApplication(
-        ServiceParts(orchestrator: orchestrator, renderers: pools, updater: updater, registry: registry, logger: logger),
+        ServiceParts(
+            orchestrator: orchestrator, renderers: pools, listeners: settings.listeners,
+            configSource: settings.configSource?.source, configPath: settings.configPath, updater: updater,
+            registry: registry, logger: logger),
         services: services, onServerRunning: onServerRunning, onAdminRunning: onAdminRunning)
 }

@@ -16,6 +16,12 @@ public import ServiceLifecycle
 public struct ServiceParts: Sendable {
     public var orchestrator: Orchestrator
     public var renderers: RendererPools
+    /// Where the two surfaces listen, and how.
+    public var listeners: ListenerSettings
+    /// Where a live config comes from (a file's path or a URL); nil for a fixed config.
+    public var configSource: String?
+    /// The config's path as given (for the debug view when the config is fixed).
+    public var configPath: String
     /// The live config's updater (nil with a fixed config): the operator's config routes drive it.
     public var updater: ConfigUpdater?
     /// Where metrics are collected; `GET /metrics` renders it.
@@ -23,10 +29,15 @@ public struct ServiceParts: Sendable {
     public var logger: Logger
 
     public init(
-        orchestrator: Orchestrator, renderers: RendererPools, updater: ConfigUpdater?, registry: PrometheusCollectorRegistry, logger: Logger
+        orchestrator: Orchestrator, renderers: RendererPools, listeners: ListenerSettings, configSource: String?, configPath: String,
+        updater: ConfigUpdater?,
+        registry: PrometheusCollectorRegistry, logger: Logger
     ) {
         self.orchestrator = orchestrator
         self.renderers = renderers
+        self.listeners = listeners
+        self.configSource = configSource
+        self.configPath = configPath
         self.updater = updater
         self.registry = registry
         self.logger = logger
@@ -46,7 +57,7 @@ public func makeApplication(
     onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) -> some ApplicationProtocol {
     let (orchestrator, registry, logger) = (parts.orchestrator, parts.registry, parts.logger)
-    let settings = orchestrator.settings
+    let settings = parts.listeners
     let factory = PrometheusMetricsFactory(registry: registry)
     let routes = RouteSets(parts, factory: factory)
     let http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount.nanoseconds(Int64(settings.idleTimeout.milliseconds) * 1_000_000))
@@ -65,7 +76,7 @@ public func makeApplication(
         logger: logger)
 
     // The page surface, with the fast path below its codec unless turned off.
-    let origins = AllowedOrigins(extra: settings.corsOrigins, servedConfigs: { orchestrator.servedConfigs() })
+    let origins = AllowedOrigins(extra: orchestrator.settings.corsOrigins, servedConfigs: { orchestrator.servedConfigs() })
     var pageHTTP1 = http1
     if settings.fastHandoff {
         let handoff = FastHandoff(
@@ -96,7 +107,7 @@ private struct RouteSets {
     let invalidation: InvalidationRoutes
 
     init(_ parts: ServiceParts, factory: PrometheusMetricsFactory) {
-        prefetch = PrefetchRoutes(orchestrator: parts.orchestrator)
+        prefetch = PrefetchRoutes(orchestrator: parts.orchestrator, bodyTimeout: parts.listeners.bodyTimeout)
         renderers = RendererRoutes(pools: parts.renderers, prefetch: prefetch)
         invalidation = InvalidationRoutes(prefetch: prefetch, metrics: InvalidationMetrics(factory: factory))
     }
@@ -105,7 +116,7 @@ private struct RouteSets {
 /// The operator surface's router: config, debug, renderer statistics, invalidation by label or key, `/metrics`.
 private func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<BasicRequestContext> {
     let (orchestrator, registry) = (parts.orchestrator, parts.registry)
-    let settings = orchestrator.settings
+    let settings = parts.listeners
     let admin = Router(context: BasicRequestContext.self)
     admin.add(middleware: MetricsMiddleware())
     admin.add(middleware: AdminGuardMiddleware(token: settings.adminToken, adminHost: settings.adminHost, metrics: orchestrator.metrics))
@@ -113,10 +124,13 @@ private func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<
     // Route groups run their middleware only for routes they hold, so an unknown route stays a 404 or 405.
     let group = admin.group().add(middleware: JSONBodyMiddleware())
     group.addRoutes(
-        ConfigRoutes(updater: parts.updater, orchestrator: orchestrator, source: settings.configSource?.source ?? "fixed").routes)
+        ConfigRoutes(
+            updater: parts.updater, orchestrator: orchestrator, source: parts.configSource ?? "fixed", bodyTimeout: settings.bodyTimeout
+        )
+        .routes)
     group.addRoutes(
         DebugRoutes(
-            orchestrator: orchestrator, renderers: routes.renderers, configPath: settings.configSource?.source ?? settings.configPath
+            orchestrator: orchestrator, renderers: routes.renderers, configPath: parts.configSource ?? parts.configPath
         ).routes)
     group.addRoutes(routes.renderers.statisticsRoutes)
     group.addRoutes(routes.invalidation.operatorRoutes)
@@ -158,7 +172,7 @@ private func pageRouter(_ parts: ServiceParts, routes: RouteSets, origins: Allow
     group.addRoutes(routes.prefetch.routes)
     group.addRoutes(routes.renderers.routes)
     group.addRoutes(routes.invalidation.pageRoutes)
-    router.addRoutes(StaticRoutes(currentConfig: { orchestrator.currentConfig() }, adminPort: orchestrator.settings.adminPort).routes)
+    router.addRoutes(StaticRoutes(currentConfig: { orchestrator.currentConfig() }, adminPort: parts.listeners.adminPort).routes)
     return router
 }
 

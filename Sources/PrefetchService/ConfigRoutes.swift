@@ -18,6 +18,8 @@ struct ConfigRoutes: Sendable {
     let updater: ConfigUpdater?
     let orchestrator: Orchestrator
     let source: String
+    /// The operator listener's body timeout.
+    let bodyTimeout: Duration
     let lastRefresh = RefreshThrottle()
 
     static let minimumRefreshInterval: Duration = .seconds(1)
@@ -51,7 +53,7 @@ struct ConfigRoutes: Sendable {
             return try JSONEncoding.response(.ok, updater.status())
         }
         router.post("/v1/config/refresh") { request, _ -> Response in
-            let buffer = try await readBody(request, limit: 4096, timeout: orchestrator.settings.bodyTimeout)
+            let buffer = try await readBody(request, limit: 4096, timeout: bodyTimeout)
             var trigger = RefreshTrigger.manual
             if buffer.readableBytes > 0 {
                 guard case .object(let object)? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
@@ -111,7 +113,7 @@ extension ConfigRoutes {
     /// Promotes or rolls back the canary candidate and answers the new status. The body is empty or a JSON object
     /// (nothing in it is read); `409 no-canary` when no candidate is served, `409 fixed-config` without a source.
     func canaryDecision(_ request: Request, promote: Bool) async throws -> Response {
-        let buffer = try await readBody(request, limit: 4096, timeout: orchestrator.settings.bodyTimeout)
+        let buffer = try await readBody(request, limit: 4096, timeout: bodyTimeout)
         if buffer.readableBytes > 0 {
             guard case .object? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
                 throw APIError.badRequest(.badJSON, "the body must be empty or a JSON object")

@@ -58,7 +58,7 @@ struct InvalidationRoutes: Sendable {
     var operatorRoutes: RouteCollection<BasicRequestContext> {
         let router = RouteCollection(context: BasicRequestContext.self)
         router.post("/v1/store/invalidate") { request, _ -> Dropped in
-            let buffer = try await readBody(request, limit: Self.maximumOperatorBody, timeout: orchestrator.settings.bodyTimeout)
+            let buffer = try await readBody(request, limit: Self.maximumOperatorBody, timeout: prefetch.bodyTimeout)
             guard case .object(let object)? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
                 throw APIError.badRequest(
                     .badJSON, #"the body must be a JSON object: {"interface": "<name>"} or {"surrogateKey": "<key>"}"#)

@@ -17,6 +17,8 @@ import Synchronization
 /// what is ``TicketAccess``; every miss says why (`X-Prefetch-Reason`).
 struct PrefetchRoutes: Sendable {
     let orchestrator: Orchestrator
+    /// The listener's body timeout (`ListenerSettings.bodyTimeout`): how long a request body may take to arrive.
+    let bodyTimeout: Duration
 
     var routes: RouteCollection<PageContext> {
         let router = RouteCollection(context: PageContext.self)
@@ -35,7 +37,7 @@ struct PrefetchRoutes: Sendable {
     /// The request body as a JSON object (at most `maximumRequestBody` bytes, within the body timeout).
     func jsonBody(_ request: Request, context: PageContext, allowEmpty: Bool = false) async throws(APIError) -> JSONObject {
         let buffer = try await readBody(
-            request, limit: orchestrator.settings.maximumRequestBody, timeout: orchestrator.settings.bodyTimeout)
+            request, limit: orchestrator.settings.maximumRequestBody, timeout: bodyTimeout)
         if allowEmpty && buffer.readableBytes == 0 { return JSONObject() }
         return try Self.jsonObject(buffer)
     }

@@ -352,43 +352,46 @@ extension Prefetch {
                     throw ValidationError(
                         "--store must be memory or redis://[user[:password]@]host:port[/db] (the value given starts otherwise)")
                 }
-                settings.storeURL = storeChoice
+                settings.store.url = storeChoice
             }
             if let count = try storeConnections ?? environment.integer("PREFETCH_STORE_CONNECTIONS") {
                 guard (1...64).contains(count) else { throw ValidationError("--store-connections \(count) must be between 1 and 64") }
-                settings.storeConnections = count
+                settings.store.connections = count
             }
-            settings.host = host ?? environment.value("PREFETCH_HOST") ?? settings.host
+            settings.listeners.host = host ?? environment.value("PREFETCH_HOST") ?? settings.listeners.host
             if let port = try port ?? environment.integer("PREFETCH_PORT") {
                 guard (0...65535).contains(port) else { throw ValidationError("port \(port) is not between 0 and 65535") }
-                settings.port = port
+                settings.listeners.port = port
             }
-            settings.adminHost = adminHost ?? environment.value("PREFETCH_ADMIN_HOST") ?? settings.adminHost
+            settings.listeners.adminHost = adminHost ?? environment.value("PREFETCH_ADMIN_HOST") ?? settings.listeners.adminHost
             if let port = try adminPort ?? environment.integer("PREFETCH_ADMIN_PORT") {
                 guard (0...65535).contains(port) else { throw ValidationError("--admin-port \(port) is not between 0 and 65535") }
-                settings.adminPort = port
+                settings.listeners.adminPort = port
             }
-            if settings.port != 0, settings.port == settings.adminPort, settings.host == settings.adminHost {
+            if settings.listeners.port != 0, settings.listeners.port == settings.listeners.adminPort,
+                settings.listeners.host == settings.listeners.adminHost
+            {
                 throw ValidationError(
-                    "--admin-port \(settings.adminPort) is the page port: the operator surface needs a listener of its own")
+                    "--admin-port \(settings.listeners.adminPort) is the page port: the operator surface needs a listener of its own")
             }
-            settings.adminToken = adminToken ?? environment.value("PREFETCH_ADMIN_TOKEN")
-            if let token = settings.adminToken, token.utf8.count < 16 {
+            settings.listeners.adminToken = adminToken ?? environment.value("PREFETCH_ADMIN_TOKEN")
+            if let token = settings.listeners.adminToken, token.utf8.count < 16 {
                 throw ValidationError("--admin-token has \(token.utf8.count) characters; use at least 16")
             }
             if let rate = try triggerRate ?? environment.double("PREFETCH_TRIGGER_RATE") {
                 guard rate >= 0 else { throw ValidationError("--trigger-rate \(rate) must not be negative") }
-                settings.triggerRate = rate
+                settings.engine.triggerRate = rate
             }
             if let bytes = try ticketBytes ?? environment.integer("PREFETCH_TICKET_BYTES") {
                 guard bytes >= 64 * 1024 else { throw ValidationError("--ticket-bytes \(bytes) is below the minimum of 65536") }
-                settings.ticketBytes = bytes
+                settings.engine.ticketBytes = bytes
             }
             if let bytes = try inFlightBytes ?? environment.integer("PREFETCH_IN_FLIGHT_BYTES") {
-                guard bytes >= settings.maximumResponseBytes else {
-                    throw ValidationError("--in-flight-bytes \(bytes) is below one response's cap of \(settings.maximumResponseBytes)")
+                guard bytes >= settings.engine.maximumResponseBytes else {
+                    throw ValidationError(
+                        "--in-flight-bytes \(bytes) is below one response's cap of \(settings.engine.maximumResponseBytes)")
                 }
-                settings.inFlightBytes = bytes
+                settings.engine.inFlightBytes = bytes
             }
             if let count = try maxTransfers ?? environment.integer("PREFETCH_MAX_TRANSFERS") {
                 guard (1...100_000).contains(count) else { throw ValidationError("--max-transfers \(count) must be between 1 and 100000") }
@@ -402,33 +405,33 @@ extension Prefetch {
                 guard (1...3600).contains(seconds) else {
                     throw ValidationError("--idle-timeout \(seconds) must be between 1 and 3600 seconds")
                 }
-                settings.idleTimeout = .seconds(seconds)
+                settings.listeners.idleTimeout = .seconds(seconds)
             }
             if let seconds = try bodyTimeout ?? environment.integer("PREFETCH_BODY_TIMEOUT") {
                 guard (1...3600).contains(seconds) else {
                     throw ValidationError("--body-timeout \(seconds) must be between 1 and 3600 seconds")
                 }
-                settings.bodyTimeout = .seconds(seconds)
+                settings.listeners.bodyTimeout = .seconds(seconds)
             }
             if let count = try maxConnections ?? environment.integer("PREFETCH_MAX_CONNECTIONS") {
                 guard (1...1_000_000).contains(count) else {
                     throw ValidationError("--max-connections \(count) must be between 1 and 1000000")
                 }
-                settings.maxConnections = count
+                settings.listeners.maxConnections = count
             }
             if let count = try adminMaxConnections ?? environment.integer("PREFETCH_ADMIN_MAX_CONNECTIONS") {
                 guard (1...1_000_000).contains(count) else {
                     throw ValidationError("--admin-max-connections \(count) must be between 1 and 1000000")
                 }
-                settings.adminMaxConnections = count
+                settings.listeners.adminMaxConnections = count
             }
             if let burst = try triggerBurst ?? environment.integer("PREFETCH_TRIGGER_BURST") {
                 guard burst >= 1 else { throw ValidationError("--trigger-burst \(burst) must be at least 1") }
-                settings.triggerBurst = burst
+                settings.engine.triggerBurst = burst
             }
             if let bytes = try storeBytes ?? environment.integer("PREFETCH_STORE_BYTES") {
                 guard bytes >= 1024 * 1024 else { throw ValidationError("--store-bytes \(bytes) is below the minimum of 1048576") }
-                settings.storeBytes = bytes
+                settings.store.bytes = bytes
             }
             if let path = renderers ?? environment.value("PREFETCH_RENDERERS")
                 ?? (FileManager.default.fileExists(atPath: "configs/renderers.json") ? "configs/renderers.json" : nil)
@@ -441,7 +444,7 @@ extension Prefetch {
                 }
             }
             settings.dns.httpdns = httpdns ?? environment.value("PREFETCH_HTTPDNS")
-            settings.fastHandoff = !(noFastHandoff || environment.value("PREFETCH_FAST_HANDOFF") == "0")
+            settings.listeners.fastHandoff = !(noFastHandoff || environment.value("PREFETCH_FAST_HANDOFF") == "0")
             settings.dns.allowPrivateAddresses = httpdnsAllowPrivate || environment.value("PREFETCH_HTTPDNS_ALLOW_PRIVATE") == "1"
             do {
                 try settings.dns.validate()
@@ -454,18 +457,18 @@ extension Prefetch {
                 }
                 settings.fetcher.caBundlePath = bundle
             }
-            settings.corsOrigins =
+            settings.engine.corsOrigins =
                 corsOrigins
                 + (environment.value("PREFETCH_CORS_ORIGINS")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } ?? [])
-            for origin in settings.corsOrigins where origin != "*" {
+            for origin in settings.engine.corsOrigins where origin != "*" {
                 guard let parsed = try? HTTPURL(parsing: origin), parsed.origin == origin.lowercased() else {
                     throw ValidationError(
                         "--cors-origin \"\(origin)\" must be an origin like https://m.example.com (scheme, host, optional port) or *")
                 }
             }
-            settings.identityKey = try IdentityKeySource.load(
+            settings.engine.identityKey = try IdentityKeySource.load(
                 given: identityKey ?? environment.value("PREFETCH_IDENTITY_KEY"), stateDirectory: source.stateDirectory,
-                shared: settings.storeURL != nil)
+                shared: settings.store.url != nil)
             return settings
         }
 
@@ -499,11 +502,11 @@ extension Prefetch {
             let app = try buildApplication(
                 settings: settings, registry: registry, logger: logger,
                 onServerRunning: { port in
-                    Console.out("prefetch listening on http://\(settings.host):\(port) (config \(settings.configPath))")
+                    Console.out("prefetch listening on http://\(settings.listeners.host):\(port) (config \(settings.configPath))")
                 },
                 onAdminRunning: { port in
                     Console.out(
-                        "prefetch operator surface on http://\(settings.adminHost):\(port)\(settings.adminToken == nil ? "" : " (bearer token required)")"
+                        "prefetch operator surface on http://\(settings.listeners.adminHost):\(port)\(settings.listeners.adminToken == nil ? "" : " (bearer token required)")"
                     )
                 })
             var configuration = ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
@@ -538,7 +541,7 @@ extension Prefetch {
                 throw ExitCode(error.code == .noConfig ? 3 : 2)
             }
             let start = ContinuousClock.now
-            let results = try await fetchPage(plan, headers: headers, settings: ServiceSettings(), logger: Logger(label: "prefetch")) {
+            let results = try await fetchPage(plan, headers: headers, settings: EngineSettings(), logger: Logger(label: "prefetch")) {
                 result in
                 Console.out(result.line)
             }

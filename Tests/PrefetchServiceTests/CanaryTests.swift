@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import PrefetchCore
 import PrefetchEngine
+import PrefetchRuntime
 import PrefetchStore
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -122,7 +123,7 @@ import Testing
             defer { file.remove() }
             let clock = ManualClock()
             var settings = testSettings()
-            settings.identityKey = CanaryAssignmentTests.key
+            settings.engine.identityKey = CanaryAssignmentTests.key
             settings.configSource = ConfigSourceSettings(
                 source: file.path, stateDirectory: file.directory.appendingPathComponent("state").path)
             try await withService(config: Self.document(base: base), settings: settings, clock: clock) { service in

@@ -3,6 +3,7 @@ import HTTPTypes
 import PrefetchCore
 import PrefetchEngine
 import PrefetchFetcher
+import PrefetchRuntime
 import PrefetchStore
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -56,8 +57,8 @@ import Testing
                     await propertyCheck(count: 6, input: Gen.int(in: 0...Int(Int32.max))) { seed in
                         let scenario = Scenario(seed: UInt64(seed), base: upstream.base)
                         var shared = testSettings()
-                        shared.storeURL = "redis://127.0.0.1:\(redis.port)"
-                        shared.identityKey = key
+                        shared.store.url = "redis://127.0.0.1:\(redis.port)"
+                        shared.engine.identityKey = key
                         let settings = shared
                         do {
                             let count = try await withService(config: scenario.configJSON, settings: settings) { first in

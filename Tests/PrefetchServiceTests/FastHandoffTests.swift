@@ -3,6 +3,7 @@ import HTTPTypes
 import NIOCore
 import NIOPosix
 import PrefetchEngine
+import PrefetchRuntime
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -56,10 +57,10 @@ import Testing
                 try await fastRedis.start()
                 try await routedRedis.start()
                 var fast = testSettings()
-                fast.storeURL = "redis://127.0.0.1:\(fastRedis.port)"
+                fast.store.url = "redis://127.0.0.1:\(fastRedis.port)"
                 var routed = testSettings()
-                routed.storeURL = "redis://127.0.0.1:\(routedRedis.port)"
-                try await withBoth(upstream, settings: fast, routedStore: routed.storeURL, body)
+                routed.store.url = "redis://127.0.0.1:\(routedRedis.port)"
+                try await withBoth(upstream, settings: fast, routedStore: routed.store.url, body)
             } catch {
                 await fastRedis.stop()
                 await routedRedis.stop()
@@ -76,8 +77,8 @@ import Testing
     ) async throws {
         let routedSettings = {
             var routed = settings
-            routed.fastHandoff = false
-            if let routedStore { routed.storeURL = routedStore }
+            routed.listeners.fastHandoff = false
+            if let routedStore { routed.store.url = routedStore }
             return routed
         }()
         try await withService(config: Self.config(upstream.port), settings: settings) { fast in
@@ -405,7 +406,7 @@ import Testing
     @Test func aConnectionOfFastReadsKeepsItsIdleTimeout() async throws {
         let settings = {
             var settings = testSettings()
-            settings.idleTimeout = .seconds(2)
+            settings.listeners.idleTimeout = .seconds(2)
             return settings
         }()
         try await withUpstream { upstream in

@@ -3,6 +3,7 @@ import HTTPTypes
 import PrefetchDNS
 import PrefetchEngine
 import PrefetchFetcher
+import PrefetchRuntime
 import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream

@@ -1,3 +1,6 @@
+import Foundation
+import HTTPTypes
+import PrefetchEngine
 // End-to-end tests of the prefetch service over real sockets.
 //
 // Design
@@ -10,9 +13,7 @@
 // - Process-level behaviour (signals and graceful shutdown, `prefetch fetch`, `prefetch plan`) is in
 //   `CommandTests.swift`, running the built executables found next to the test bundle.
 // - Waits are bounded (a few seconds at most) and no test asserts a wall-clock duration.
-import Foundation
-import HTTPTypes
-import PrefetchEngine
+import PrefetchRuntime
 import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -345,7 +346,7 @@ struct PrefetchServiceTests {
                     ])
             ])
             var settings = testSettings()
-            settings.maximumResponseBytes = 1000
+            settings.engine.maximumResponseBytes = 1000
             try await withService(config: config, settings: settings) { service in
                 let ticket = try await service.ticket(page)
                 let big = try await service.get("/v1/prefetch/\(ticket)/data?name=big&wait=5000")
@@ -425,7 +426,7 @@ struct PrefetchServiceTests {
                     ])
             ])
             var settings = testSettings()
-            settings.maximumWait = .milliseconds(400)
+            settings.engine.maximumWait = .milliseconds(400)
             try await withService(config: config, settings: settings) { service in
                 func expectError(_ reply: Reply, _ status: Int, _ code: String, reason: Bool, _ comment: String) {
                     #expect(reply.status == status, "\(comment): \(reply.text)")
@@ -556,7 +557,7 @@ struct PrefetchServiceTests {
             let page = "https://m.example.test/cors"
             let config = configText(pages: [pageEntry(page, [#"{"name": "c", "api": "\#(upstream.base)/cors/c", "method": "GET"}"#])])
             var settings = testSettings()
-            settings.corsOrigins = ["https://shell.example.test"]
+            settings.engine.corsOrigins = ["https://shell.example.test"]
             try await withService(config: config, settings: settings) { service in
                 let ticket = try await service.ticket(page)
                 let data = "/v1/data?page=\(q(page))&name=c&wait=5000"

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import PrefetchEngine
+import PrefetchRuntime
 import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -23,10 +24,10 @@ struct ReliabilityCoalescingTests {
                 pageEntry(page, [#"{"name": "c", "api": "\#(base)/coalesce/c?\#(script)", "method": "GET", "timeout": \#(timeout)}"#])
             ])
             var settings = testSettings()
-            settings.maximumWait = .seconds(20)
+            settings.engine.maximumWait = .seconds(20)
             // Long enough that every consumer's read, sent before the failure, is in before it expires on a loaded
             // machine (the reads are many connections opened at once).
-            settings.negativeTTL = .seconds(6)
+            settings.engine.negativeTTL = .seconds(6)
             try await withService(config: config, settings: settings) { service in
                 let ticket = try await service.ticket(page)
                 // Each consumer would wait 20 s; the failure arrives after about a second.
@@ -82,7 +83,7 @@ struct ReliabilityCoalescingTests {
                 pageEntry(page, [#"{"name": "l", "api": "\#(base)/leave/l?delay=1500", "method": "GET", "timeout": 8000}"#])
             ])
             var settings = testSettings()
-            settings.maximumWait = .seconds(10)
+            settings.engine.maximumWait = .seconds(10)
             try await withService(config: config, settings: settings) { service in
                 let ticket = try await service.ticket(page)
                 let replies = try await withThrowingTaskGroup(of: Reply?.self) { group in

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import PrefetchEngine
+import PrefetchRuntime
 import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -85,8 +86,8 @@ struct ReliabilityFaultTests {
                 ])
         ])
         var settings = testSettings()
-        settings.maximumWait = .seconds(8)
-        settings.maximumResponseBytes = Self.cap
+        settings.engine.maximumWait = .seconds(8)
+        settings.engine.maximumResponseBytes = Self.cap
         try await withService(config: config, settings: settings) { service in
             let ticket = try await service.ticket(page)
 

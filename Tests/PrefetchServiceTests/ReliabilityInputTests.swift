@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import PrefetchCore
 import PrefetchEngine
+import PrefetchRuntime
 import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -227,7 +228,7 @@ struct ReliabilityInputTests {
             let page = "\(base)/pages/junk"
             let config = configText(pages: [pageEntry(page, [#"{"name": "j", "api": "\#(base)/junk/j?delay=100", "method": "GET"}"#])])
             var settings = testSettings()
-            settings.maximumWait = .seconds(2)
+            settings.engine.maximumWait = .seconds(2)
             try await withService(config: config, settings: settings) { service in
                 let junkTickets = [
                     String(repeating: "A", count: 22), String(repeating: "_", count: 22), String(repeating: "A", count: 21),

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import PrefetchCore
 import PrefetchEngine
+import PrefetchRuntime
 import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -78,7 +79,7 @@ struct ReliabilityIsolationTests {
                         ])
                 })
             var settings = testSettings()
-            settings.corsOrigins = [Workload.otherOrigin]
+            settings.engine.corsOrigins = [Workload.otherOrigin]
             try await withService(config: config, settings: settings) { service in
                 let recorder = Recorder()
 

@@ -20,8 +20,8 @@ import Testing
 
     func settings(main: RendererProfile, plain: RendererProfile? = nil) -> ServiceSettings {
         var settings = ServiceSettings()
-        settings.port = 0
-        settings.adminPort = 0
+        settings.listeners.port = 0
+        settings.listeners.adminPort = 0
         var profiles = ["main": main]
         if let plain { profiles["plain"] = plain }
         settings.renderers = profiles
@@ -180,7 +180,7 @@ import Testing
     @Test func aWarmOpenIsAnsweredOnTheEventLoopWithTheRoutersBytes() async throws {
         func opens(fast: Bool) async throws -> (answers: [String], eventLoop: Int, leased: Int?, warmHits: Int?) {
             var settings = settings(main: profile(minIdle: 2, maxSize: 3, perCaller: 1))
-            settings.fastHandoff = fast
+            settings.listeners.fastHandoff = fast
             let collected = Answers()
             try await withApp(settings) { client, admin in
                 _ = try await waitForState(admin, profile: "main") { ($0["idle"] as? Int) == 2 }

@@ -3,6 +3,7 @@ import HTTPTypes
 import NIOCore
 import NIOPosix
 import PrefetchEngine
+import PrefetchRuntime
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -136,7 +137,7 @@ struct SecurityTests {
         try await withUpstream { upstream in
             let config = Self.config(upstream.base)
             var settings = testSettings()
-            settings.negativeTTL = .milliseconds(300)
+            settings.engine.negativeTTL = .milliseconds(300)
             try await withService(config: config, settings: settings) { service in
                 let page = Self.page + "?id=private-copy"
                 let ticket = try await service.ticket(page)

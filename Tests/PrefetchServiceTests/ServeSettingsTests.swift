@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
 import PrefetchEngine
+import PrefetchRuntime
+import PrefetchService
 import Testing
 
 @testable import prefetch
@@ -18,12 +20,12 @@ import Testing
         let given = try settings(
             ["--port", "9000", "--store", "redis://127.0.0.1:6390", "--identity-key", key],
             ["PREFETCH_HOST": "0.0.0.0", "PREFETCH_PORT": "1234"])
-        #expect(given.host == "0.0.0.0", "a variable sets what no flag does")
-        #expect(given.port == 9000, "a flag wins over its variable")
-        #expect(given.storeURL == "redis://127.0.0.1:6390")
+        #expect(given.listeners.host == "0.0.0.0", "a variable sets what no flag does")
+        #expect(given.listeners.port == 9000, "a flag wins over its variable")
+        #expect(given.store.url == "redis://127.0.0.1:6390")
         #expect(given.configPath == "configs/prefetch.json")
         let defaults = try settings([])
-        #expect(defaults.host == "127.0.0.1" && defaults.port == 8080 && defaults.storeURL == nil)
+        #expect(defaults.listeners.host == "127.0.0.1" && defaults.listeners.port == 8080 && defaults.store.url == nil)
     }
 
     @Test func aSharedStoreWithoutAnIdentityKeyIsRefusedNamingTheOption() throws {
@@ -33,7 +35,7 @@ import Testing
             String(describing: error).contains("--identity-key")
         }
         // The same key from the environment is taken.
-        #expect(try settings(["--store", "redis://127.0.0.1:6390"], ["PREFETCH_IDENTITY_KEY": key]).storeURL != nil)
+        #expect(try settings(["--store", "redis://127.0.0.1:6390"], ["PREFETCH_IDENTITY_KEY": key]).store.url != nil)
     }
 
     @Test func aBadNumberInTheEnvironmentNamesTheVariable() throws {

@@ -179,11 +179,11 @@ func oneRequest(
 /// (tests that are about the limit set one).
 func testSettings() -> ServiceSettings {
     var settings = ServiceSettings()
-    settings.host = "127.0.0.1"
-    settings.port = 0
-    settings.adminPort = 0
-    settings.maximumWait = .seconds(5)
-    settings.triggerRate = 0
+    settings.listeners.host = "127.0.0.1"
+    settings.listeners.port = 0
+    settings.listeners.adminPort = 0
+    settings.engine.maximumWait = .seconds(5)
+    settings.engine.triggerRate = 0
     return settings
 }
 

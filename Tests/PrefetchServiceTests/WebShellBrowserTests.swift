@@ -115,8 +115,8 @@ enum WebShellBrowser {
         let orders = "http://127.0.0.1:\(upstream.port)/demo/orders?delay=300"
         let holder = ConfigHolder(nil)
         var settings = ServiceSettings()
-        settings.port = 0
-        settings.adminPort = 0
+        settings.listeners.port = 0
+        settings.listeners.adminPort = 0
         settings.configPath = "webshell-browser-test"
         let adminPort = PortBox()
         do {

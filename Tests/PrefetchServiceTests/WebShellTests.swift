@@ -28,9 +28,9 @@ import Testing
                 {"name":"broken","api":"http://127.0.0.1:\(upstream.port)/broken?status=503","method":"GET"}]}]}}
             """
         var settings = ServiceSettings()
-        settings.port = 0
-        settings.adminPort = 0
-        settings.storeBytes = 2 * 1024 * 1024
+        settings.listeners.port = 0
+        settings.listeners.adminPort = 0
+        settings.store.bytes = 2 * 1024 * 1024
         settings.configPath = "configs/webshell-test.json"
         var profile = RendererSettings.defaultProfiles["main"]!
         profile.minIdle = 0
