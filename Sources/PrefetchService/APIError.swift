@@ -53,8 +53,9 @@ extension APIError {
         let status: HTTPResponse.Status =
             switch error {
             case .notReady, .overloaded, .shuttingDown: .serviceUnavailable
-            case .invalidPageURL: .badRequest
-            case .pageURLTooLong: .uriTooLong
+            // A page URL over the limit is a bad value of a field (in a body, or a query parameter), not a request
+            // target the server cannot read: 400, as RFC 9110 (15.5.1) has it, never 414.
+            case .invalidPageURL, .pageURLTooLong: .badRequest
             case .noConfig, .unknownTicket: .notFound
             case .rateLimited: .tooManyRequests
             case .credentialsRequired: .unauthorized

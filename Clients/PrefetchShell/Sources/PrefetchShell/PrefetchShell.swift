@@ -248,7 +248,6 @@ extension PrefetchShell {
         case .notFound(let answer): return refused(answer, status: 404)
         case .requestTimeout(let answer): return refused(answer, status: 408)
         case .contentTooLarge(let answer): return refused(answer, status: 413)
-        case .uriTooLong(let answer): return refused(answer, status: 414)
         case .unsupportedMediaType(let answer): return refused(answer, status: 415)
         case .tooManyRequests(let answer): return refused(answer, status: 429)
         case .serviceUnavailable: throw ServiceStatus(code: 503)
