@@ -1,4 +1,5 @@
 public import PrefetchCore
+public import PrefetchStore
 import Synchronization
 
 /// The tickets currently valid, bounded in number and in bytes; expired ones are dropped as new ones arrive.
@@ -13,6 +14,9 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
         var bytes = 0
         /// Bytes and insertion-ordered ticket ids per owner.
         var owners: [String: (bytes: Int, ids: [String])] = [:]
+        /// The latest ticket that holds each store key: a same-site `page=` read finds the ticket that fetched the
+        /// entry it reads (at most one entry per request of the tickets held, so bounded with them).
+        var byKey: [StoreKey: String] = [:]
 
         /// Tickets dropped while the lock was held, handed to `onDrop` after it is released.
         var dropped: [Ticket] = []
@@ -20,6 +24,7 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
         mutating func drop(_ id: String) {
             guard let ticket = tickets.removeValue(forKey: id) else { return }
             dropped.append(ticket)
+            for request in ticket.requests where byKey[request.key] == id { byKey[request.key] = nil }
             bytes -= ticket.accountedBytes
             if var owner = owners[ticket.owner] {
                 owner.bytes -= ticket.accountedBytes
@@ -67,6 +72,7 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
         let dropped = state.withLock { state -> [Ticket] in
             defer { state.dropped = [] }
             state.tickets[ticket.id] = ticket
+            for request in ticket.requests { state.byKey[request.key] = ticket.id }
             state.bytes += ticket.accountedBytes
             state.order.append(ticket.id)
             state.owners[ticket.owner, default: (0, [])].bytes += ticket.accountedBytes
@@ -111,8 +117,17 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
         return found
     }
 
-    /// The most recent tickets, newest first.
     public func localTicket(_ id: String) -> Ticket? { ticket(id) }
+
+    /// See `TicketRegistry.localTicket(forKey:)`.
+    public func localTicket(forKey key: StoreKey) -> (ticket: Ticket, index: Int)? {
+        guard let id = state.withLock({ $0.byKey[key] }), let ticket = ticket(id),
+            let index = ticket.requests.firstIndex(where: { $0.key == key })
+        else { return nil }
+        return (ticket, index)
+    }
+
+    /// The most recent tickets, newest first.
 
     public func recent(_ limit: Int) -> [Ticket] {
         state.withLock { state in

@@ -120,6 +120,16 @@ public final class Orchestrator: Sendable {
     /// `wait` while it is in flight.
     public func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome { await store.read(key, wait: wait) }
 
+    /// Records a same-site `page=` read of `key` on the ticket of this replica that fetched it (the latest holding
+    /// the key), as a read by ticket or read key is recorded: the waterfall, the debug view and the waste metric
+    /// count it. A key no ticket here holds (fetched on another replica, or its ticket gone) records nothing.
+    public func recordPageRead(
+        _ key: StoreKey, served: ReadResult, reason: FailureCode?, askedAt: ContinuousClock.Instant
+    ) {
+        guard let (ticket, index) = tickets.localTicket(forKey: key) else { return }
+        ticket.recordRead(index, served: served, reason: reason, askedAt: askedAt, answeredAt: clock.now)
+    }
+
     /// ``read(_:wait:)`` of a ready entry, without suspending; nil for anything else.
     public func readIfReady(_ key: StoreKey) -> ReadOutcome? { store.readIfReady(key) }
 

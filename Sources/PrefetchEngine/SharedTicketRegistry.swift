@@ -63,6 +63,8 @@ public struct SharedTicketRegistry: TicketRegistry {
 
     public func localTicket(_ id: String) -> Ticket? { local.ticket(id) }
 
+    public func localTicket(forKey key: StoreKey) -> (ticket: Ticket, index: Int)? { local.localTicket(forKey: key) }
+
     public func recent(_ limit: Int) -> [Ticket] { local.recent(limit) }
     public var count: Int { local.count }
     public var bytes: Int { local.bytes }

@@ -137,7 +137,7 @@ public final class Ticket: Sendable {
     /// Records how a read of request `index` was served (`hit`, `joined`) or why it missed, for the debug view.
     /// One uncontended lock and no allocation: the log's storage is made with the ticket.
     public func recordRead(
-        _ index: Int, served: ReadResult, reason: String?, askedAt: ContinuousClock.Instant, answeredAt: ContinuousClock.Instant
+        _ index: Int, served: ReadResult, reason: FailureCode?, askedAt: ContinuousClock.Instant, answeredAt: ContinuousClock.Instant
     ) {
         let read = TicketRead(index: index, served: served, reason: reason, askedAt: askedAt, answeredAt: answeredAt)
         readLog.withLock { $0.append(read, served: served != .miss) }

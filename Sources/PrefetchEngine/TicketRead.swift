@@ -1,10 +1,12 @@
+public import PrefetchCore
+
 /// One read of a ticket's data by the page: how it was served and when, for the debug view.
 public struct TicketRead: Sendable {
     /// The request's index in the ticket.
     public var index: Int
     public var served: ReadResult
     /// The miss reason (the `X-Prefetch-Reason` code), nil when served.
-    public var reason: String?
+    public var reason: FailureCode?
     public var askedAt: ContinuousClock.Instant
     public var answeredAt: ContinuousClock.Instant
 }

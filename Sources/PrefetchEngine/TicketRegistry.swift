@@ -1,3 +1,5 @@
+public import PrefetchStore
+
 /// Where tickets live: in this process, or shared by every replica.
 public protocol TicketRegistry: Sendable {
     /// Remembers a new ticket.
@@ -15,6 +17,9 @@ public protocol TicketRegistry: Sendable {
     func ticket(_ id: String) async -> Ticket?
     /// The ticket with `id` if this replica holds it (no I/O, for the event loop); nil does not mean unknown.
     func localTicket(_ id: String) -> Ticket?
+    /// The latest ticket held by this replica with a request under `key`, and that request's index: whose read a
+    /// same-site `page=` read of `key` is (no I/O).
+    func localTicket(forKey key: StoreKey) -> (ticket: Ticket, index: Int)?
     /// The most recent tickets triggered on this replica, newest first.
     func recent(_ limit: Int) -> [Ticket]
     /// Tickets held by this replica.

@@ -114,7 +114,8 @@ struct DebugRoutes: Sendable {
             let timing = timings[index]
             let ownReads = reads.filter { $0.index == index }.map { read in
                 OpensAnswer.Read(
-                    served: read.served.rawValue, reason: read.reason, askedMs: since(read.askedAt), answeredMs: since(read.answeredAt))
+                    served: read.served.rawValue, reason: read.reason?.rawValue, askedMs: since(read.askedAt),
+                    answeredMs: since(read.answeredAt))
             }
             return OpensAnswer.Request(
                 name: request.name, api: request.api, method: request.method.rawValue, flight: timing.origin.rawValue,

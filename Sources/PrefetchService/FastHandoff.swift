@@ -305,12 +305,14 @@ struct FastHandoff: Sendable {
         let outcome: ReadOutcome?
         let role: ConfigRole
         var ticketRead: (Ticket, Int)?
+        var pageKey: StoreKey?
         if path == Self.pageDataRoute, headers[PrefetchHeaders.readKey] == nil {
             // Same site: the page's own cookies name the entry, checked by the routed path's own code.
             guard let read = try? PrefetchRoutes.pageRead(orchestrator, query: query, headers: headers, origin: requestOrigin(head))
             else { return nil }
             route = Self.pageDataRoute
             role = read.role
+            pageKey = read.key
             outcome = orchestrator.readIfReady(read.key)
         } else {
             let ticket: Ticket
@@ -343,6 +345,8 @@ struct FastHandoff: Sendable {
         let (status, fields, body) = PrefetchRoutes.replayParts(response, joined: joined)
         if let (ticket, index) = ticketRead {
             ticket.recordRead(index, served: served, reason: nil, askedAt: asked, answeredAt: orchestrator.clock.now)
+        } else if let key = pageKey {
+            orchestrator.recordPageRead(key, served: served, reason: nil, askedAt: asked)
         }
         return finish(status, fields, body, origin: origin, route: route, method: .get, started: started)
     }

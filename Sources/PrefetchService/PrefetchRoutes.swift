@@ -167,7 +167,7 @@ struct PrefetchRoutes: Sendable {
                 error.status == .unauthorized || error.status == .forbidden
             {
                 ticket.recordRead(
-                    index, served: .miss, reason: error.code.rawValue, askedAt: orchestrator.clock.now, answeredAt: orchestrator.clock.now)
+                    index, served: .miss, reason: error.code, askedAt: orchestrator.clock.now, answeredAt: orchestrator.clock.now)
             }
             throw error
         }
@@ -194,12 +194,16 @@ struct PrefetchRoutes: Sendable {
         }
         let (key, role) = (read.key, read.role)
         let wait = orchestrator.clampWait(try Self.waitParameter(request), default: read.timeout)
+        let asked = orchestrator.clock.now
         do {
             let response = try replay(await orchestrator.read(key, wait: wait), wait: wait)
-            orchestrator.metrics.configData(role, result: Self.served(response))
+            let served = Self.served(response)
+            orchestrator.metrics.configData(role, result: served)
+            orchestrator.recordPageRead(key, served: served, reason: nil, askedAt: asked)
             return response
         } catch {
             orchestrator.metrics.configData(role, result: .miss)
+            orchestrator.recordPageRead(key, served: .miss, reason: error.code, askedAt: asked)
             throw error
         }
     }
@@ -252,7 +256,7 @@ struct PrefetchRoutes: Sendable {
             orchestrator.metrics.configData(ticket.role, result: served)
             return response
         } catch {
-            ticket.recordRead(index, served: .miss, reason: error.code.rawValue, askedAt: asked, answeredAt: orchestrator.clock.now)
+            ticket.recordRead(index, served: .miss, reason: error.code, askedAt: asked, answeredAt: orchestrator.clock.now)
             orchestrator.metrics.configData(ticket.role, result: .miss)
             throw error
         }

@@ -1,3 +1,4 @@
+import PrefetchCore
 import Testing
 
 @testable import PrefetchEngine
@@ -7,7 +8,7 @@ import Testing
 @Suite struct ReadLogTests {
     func read(_ index: Int, _ served: ReadResult) -> TicketRead {
         let now = ContinuousClock.now
-        return TicketRead(index: index, served: served, reason: served == .miss ? "expired" : nil, askedAt: now, answeredAt: now)
+        return TicketRead(index: index, served: served, reason: served == .miss ? .expired : nil, askedAt: now, answeredAt: now)
     }
 
     @Test func keepsTheLastReadsInOrderAndCountsServedRequestsOnce() {

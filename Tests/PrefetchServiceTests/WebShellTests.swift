@@ -151,6 +151,27 @@ import Testing
         }
     }
 
+    /// The same-site page reads its data by `page=` with its own cookies: each read is recorded on the ticket that
+    /// fetched the entry, as a read by ticket is, so the waterfall and the waste metric see it.
+    @Test func aSameSiteReadByPageIsRecordedOnTheTicketThatFetchedIt() async throws {
+        try await withApp { client, admin in
+            let response = try await client.execute(
+                uri: "/v1/prefetch", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: #"{"url":"\#(Self.page)?id=1","headers":{"Cookie":"sid=alice"}}"#))
+            #expect(response.status == .accepted)
+            let page = q(Self.page + "?id=1")
+            for name in ["info", "broken"] {
+                _ = try await client.execute(
+                    uri: "/v1/data?page=\(page)&name=\(name)&wait=3000", method: .get, headers: [.cookie: "sid=alice"])
+            }
+            let requests = try #require((try await opens(admin)).first?["requests"] as? [[String: Any]])
+            let info = try #require(requests[0]["reads"] as? [[String: Any]])
+            #expect(info.count == 1 && ["hit", "joined"].contains(info.first?["served"] as? String ?? ""), "\(info)")
+            let broken = try #require(requests[1]["reads"] as? [[String: Any]])
+            #expect(broken.first?["served"] as? String == "miss" && broken.first?["reason"] as? String == "upstream-5xx", "\(broken)")
+        }
+    }
+
     @Test func aReadWithAnotherUsersCredentialsIsRecordedAsAMiss() async throws {
         try await withApp { client, admin in
             let response = try await client.execute(
