@@ -101,7 +101,7 @@ public func makeApplication(
 }
 
 /// The route sets the two surfaces draw on.
-private struct RouteSets {
+struct RouteSets {
     let prefetch: PrefetchRoutes
     let renderers: RendererRoutes
     let invalidation: InvalidationRoutes
@@ -114,7 +114,7 @@ private struct RouteSets {
 }
 
 /// The operator surface's router: config, debug, renderer statistics, invalidation by label or key, `/metrics`.
-private func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<BasicRequestContext> {
+func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<BasicRequestContext> {
     let (orchestrator, registry) = (parts.orchestrator, parts.registry)
     let settings = parts.listeners
     let admin = Router(context: BasicRequestContext.self)
@@ -142,13 +142,13 @@ private func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<
             body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer()))
         )
     }
-    admin.get("/openapi.yaml") { _, _ in OpenAPIDocument.response() }
+    admin.get("/openapi.yaml") { _, _ in OpenAPIDocument.response(OpenAPIDocument.operator) }
     return admin
 }
 
 /// The page surface's router: the trigger, reads and replays, renderer leases, the caller's own invalidation,
 /// health, readiness, the page client and the demo.
-private func pageRouter(_ parts: ServiceParts, routes: RouteSets, origins: AllowedOrigins) -> Router<PageContext> {
+func pageRouter(_ parts: ServiceParts, routes: RouteSets, origins: AllowedOrigins) -> Router<PageContext> {
     let orchestrator = parts.orchestrator
     let router = Router(context: PageContext.self)
     router.add(middleware: MetricsMiddleware())
@@ -168,7 +168,7 @@ private func pageRouter(_ parts: ServiceParts, routes: RouteSets, origins: Allow
         if health != .inProcess { answer.store = health.rawValue }
         return Answer(status: answer.ready ? .ok : .serviceUnavailable, value: answer)
     }
-    router.get("/openapi.yaml") { _, _ in OpenAPIDocument.response() }
+    router.get("/openapi.yaml") { _, _ in OpenAPIDocument.response(OpenAPIDocument.page) }
     group.addRoutes(routes.prefetch.routes)
     group.addRoutes(routes.renderers.routes)
     group.addRoutes(routes.invalidation.pageRoutes)
@@ -176,9 +176,11 @@ private func pageRouter(_ parts: ServiceParts, routes: RouteSets, origins: Allow
     return router
 }
 
-/// The API description served at `/openapi.yaml` on both surfaces (the same file as `openapi.yaml` at the
-/// repository root; its tags say which surface serves each operation).
+/// The API description of each surface, served at its `/openapi.yaml`: made at start from the one source,
+/// `openapi.yaml` (the repository root's, copied into the resource bundle), keeping the operations tagged with
+/// the surface (an operation tagged with both stays in both), its own server and tag; the components stay whole.
 enum OpenAPIDocument {
+    /// The whole source, both surfaces.
     static let bytes: [UInt8] = {
         guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
             let data = try? Data(contentsOf: url)
@@ -186,7 +188,91 @@ enum OpenAPIDocument {
         return Array(data)
     }()
 
-    static func response() -> Response {
-        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    /// The page surface's document.
+    static let page = surface("page", of: bytes)
+    /// The operator surface's document.
+    static let `operator` = surface("operator", of: bytes)
+
+    /// The document of `surface` (`page` or `operator`) cut from `source`, this repository's own layout: top-level
+    /// keys at column 0, servers and tags as `  - ` items, paths at two spaces, operations at four with their
+    /// `tags: [...]` at six.
+    static func surface(_ surface: String, of source: [UInt8]) -> [UInt8] {
+        let lines = String(decoding: source, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        var out: [Substring] = []
+        var section = ""
+        var item: [Substring] = []
+        var path: [Substring] = []
+        var operation: [Substring] = []
+        var pathKept = false
+        var operationKept = false
+        // The servers and tags are kept by their description naming the surface's listener or tag.
+        func flushItem() {
+            defer { item = [] }
+            guard let first = item.first else { return }
+            let text = item.joined(separator: "\n")
+            let keep =
+                section == "servers"
+                ? text.contains(surface == "page" ? "Page surface" : "Operator surface")
+                : first.hasSuffix("name: \(surface)")
+            if keep { out += item }
+        }
+        func flushOperation() {
+            defer { operation = [] }
+            if operationKept { path += operation }
+            operationKept = false
+        }
+        func flushPath() {
+            flushOperation()
+            defer { path = [] }
+            if pathKept { out += path }
+            pathKept = false
+        }
+        for line in lines {
+            if !line.hasPrefix(" "), !line.isEmpty {
+                flushItem()
+                flushPath()
+                section = String(line.prefix { $0 != ":" })
+                out.append(line)
+                continue
+            }
+            switch section {
+            case "servers", "tags":
+                if line.hasPrefix("  - ") { flushItem() }
+                if item.isEmpty && !line.hasPrefix("  - ") { out.append(line) } else { item.append(line) }
+            case "paths":
+                if line.hasPrefix("  /"), !line.hasPrefix("   ") {
+                    flushPath()
+                    path = [line]
+                } else if line.hasPrefix("    "), !line.hasPrefix("     "), line.hasSuffix(":") {
+                    // An operation, or a key of the path itself (its `parameters`), which stays with the path.
+                    flushOperation()
+                    if Self.methods.contains(String(line.dropFirst(4).dropLast())) { operation = [line] } else { path.append(line) }
+                } else if !operation.isEmpty {
+                    operation.append(line)
+                    if line.hasPrefix("      tags: [") {
+                        let tags = line.dropFirst("      tags: [".count).prefix { $0 != "]" }.split(separator: ",").map {
+                            $0.trimmingCharacters(in: .whitespaces)
+                        }
+                        if tags.contains(surface) {
+                            operationKept = true
+                            pathKept = true
+                        }
+                    }
+                } else {
+                    path.append(line)
+                }
+            default:
+                out.append(line)
+            }
+        }
+        flushItem()
+        flushPath()
+        return Array(out.joined(separator: "\n").utf8)
+    }
+
+    private static let methods: Set<String> = ["get", "put", "post", "delete", "options", "head", "patch", "trace"]
+
+    static func response(_ document: [UInt8]) -> Response {
+        Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(bytes: document)))
     }
 }

@@ -253,15 +253,6 @@ import Testing
         let sample = try RendererSettings.load(path: repositoryRoot + "/configs/renderers.json")
         #expect(Set(sample.keys) == ["main", "plain"])
     }
-
-    @Test func theServedOpenAPIDocumentIsTheRepositoryFile() async throws {
-        try await withApp(settings(main: profile(minIdle: 0, maxSize: 1))) { client, admin in
-            let served = try await client.execute(uri: "/openapi.yaml", method: .get)
-            let file = try Data(contentsOf: URL(fileURLWithPath: repositoryRoot + "/openapi.yaml"))
-            #expect(served.status == .ok)
-            #expect(Array(served.body.readableBytesView) == Array(file))
-        }
-    }
 }
 
 /// The repository root, found from this file's location.
