@@ -266,44 +266,6 @@ struct ReliabilityInputTests {
         }
     }
 
-    /// A method an endpoint does not have is a 405 naming the allowed ones; an unknown path a JSON 404.
-    @Test func unsupportedMethodsAre405WithAllowAndUnknownPathsAJSON404() async throws {
-        let config = TestConfig([TestPage("https://m.example.test/p", [TestInterface(api: "http://127.0.0.1:9/x")])])
-        try await withService(config: config) { service in
-            let cases: [(HTTPRequest.Method, String, String)] = [
-                (.delete, "/healthz", "GET"), (.put, "/v1/prefetch", "POST"),
-                (.get, "/v1/prefetch", "POST"), (.delete, "/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA", "GET, OPTIONS"),
-                (.post, "/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA/data", "GET, OPTIONS"), (.patch, "/v1/data", "GET, OPTIONS"),
-                (.get, "/v1/renderers/abc/release", "POST"), (.init("TRACE")!, "/openapi.yaml", "GET"),
-            ]
-            for (method, path, allow) in cases {
-                let reply = try await service.request(method, path)
-                #expect(reply.status == 405, "\(method) \(path): \(reply.text)")
-                #expect(reply.header("Allow") == allow, "\(method) \(path)")
-                #expect(reply.errorCode == "method-not-allowed", "\(method) \(path)")
-                #expect(reply.header("Content-Type") == "application/json")
-            }
-            for path in [
-                "/nope", "/v1/prefetch/a/b/c", "/v1/renderers//release", "/healthz/x", "/metrics", "/v1/debug/opens", "/ui", "/v1/plan",
-            ] {
-                let reply = try await service.get(path)
-                #expect(reply.status == 404, "\(path): \(reply.text)")
-                #expect(reply.errorCode == "not-found", "\(path)")
-                #expect(reply.header("Allow") == nil)
-            }
-            // The operator surface answers the same way for its own endpoints.
-            for (method, path, allow) in [
-                (HTTPRequest.Method.post, "/metrics", "GET"), (.delete, "/v1/config/refresh", "POST"), (.post, "/v1/plan", "GET"),
-            ] {
-                let reply = try await service.admin(method, path)
-                #expect(reply.status == 405, "\(method) \(path): \(reply.text)")
-                #expect(reply.header("Allow") == allow, "\(method) \(path)")
-            }
-            #expect(try await service.admin(.get, "/v1/prefetch").status == 404, "page endpoints are not on the operator surface")
-            #expect(try await service.get("/healthz").status == 200)
-        }
-    }
-
     // MARK: Config files
 
     /// What a config file can be instead of a config.

@@ -152,11 +152,7 @@ struct LiveService: Sendable {
     func request(
         _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil
     ) async throws -> Reply {
-        var fields = HTTPFields()
-        for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
-        if body != nil, fields[.contentType] == nil { fields[.contentType] = "application/json" }
-        let response = try await client.executeRequest(uri: uri, method: method, headers: fields, body: body.map { ByteBuffer(string: $0) })
-        return Reply(response)
+        try await send(client, method, uri, headers: headers, body: body)
     }
 
     func get(_ uri: String, headers: [String: String] = [:]) async throws -> Reply {
@@ -184,6 +180,18 @@ struct LiveService: Sendable {
     ) async throws -> Reply {
         try await oneRequest(port: port, method, uri, headers: headers, body: body)
     }
+}
+
+/// Sends one request through a HummingbirdTesting client (a live connection or the router in process); a body is
+/// JSON unless `headers` say otherwise.
+func send(
+    _ client: any TestClientProtocol, _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil
+) async throws -> Reply {
+    var fields = HTTPFields()
+    for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+    if body != nil, fields[.contentType] == nil { fields[.contentType] = "application/json" }
+    let response = try await client.executeRequest(uri: uri, method: method, headers: fields, body: body.map { ByteBuffer(string: $0) })
+    return Reply(response)
 }
 
 /// Sends one request to 127.0.0.1:`port` on a connection of its own.
