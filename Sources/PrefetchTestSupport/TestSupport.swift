@@ -69,6 +69,17 @@ public func eventually(within seconds: Double = 10, _ condition: () async throws
     return try await condition()
 }
 
+/// Polls `produce` every 10 ms until it gives a value or `seconds` pass; the first value, or nil. `eventually` for a
+/// state that comes with a value (a flight token once a lock has expired).
+public func eventuallyValue<T>(within seconds: Double = 10, _ produce: () async throws -> T?) async rethrows -> T? {
+    var value: T?
+    _ = try await eventually(within: seconds) {
+        value = try await produce()
+        return value != nil
+    }
+    return value
+}
+
 /// A clock that moves only when a test says so: `advance(by:)` moves `now` and wakes every sleeper whose deadline
 /// it reached. Sleepers are counted, so a test can wait until the code under test is asleep before moving time.
 public final class ManualClock: ServiceClock {

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -19,8 +20,8 @@ struct CommandTests {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/drain"
             let config = try TempConfig(
-                configText(pages: [
-                    pageEntry(page, [#"{"name": "slow", "api": "\#(upstream.base)/drain/slow?delay=1000", "method": "GET"}"#])
+                TestConfig([
+                    TestPage(page, [TestInterface(name: "slow", api: "\(upstream.base)/drain/slow?delay=1000")])
                 ])
             )
             defer { config.remove() }
@@ -54,9 +55,9 @@ struct CommandTests {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/drain-view"
             let config = try TempConfig(
-                configText(pages: [
-                    pageEntry(
-                        page, [#"{"name": "slow", "api": "\#(upstream.base)/drain/view?delay=5000", "method": "GET", "timeout": 8000}"#])
+                TestConfig([
+                    TestPage(
+                        page, [TestInterface(name: "slow", api: "\(upstream.base)/drain/view?delay=5000", timeout: 8000)])
                 ])
             )
             defer { config.remove() }
@@ -100,12 +101,12 @@ struct CommandTests {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/cli"
             let config = try TempConfig(
-                configText(pages: [
-                    pageEntry(
+                TestConfig([
+                    TestPage(
                         page,
                         [
-                            #"{"name": "one", "api": "\#(upstream.base)/cli/one", "method": "GET", "urlParam": true}"#,
-                            #"{"name": "two", "api": "\#(upstream.base)/cli/two?bytes=7", "method": "POST", "body": {"a": 1}}"#,
+                            TestInterface(name: "one", api: "\(upstream.base)/cli/one", urlParam: true),
+                            TestInterface(name: "two", api: "\(upstream.base)/cli/two?bytes=7", method: .POST, body: ["a": 1]),
                         ])
                 ])
             )
@@ -130,14 +131,14 @@ struct CommandTests {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/cli-dependent"
             let config = try TempConfig(
-                configText(pages: [
-                    pageEntry(
+                TestConfig([
+                    TestPage(
                         page,
                         [
-                            #"{"name": "user", "api": "\#(upstream.base)/cli/user?mirror=1", "method": "GET"}"#,
-                            #"{"name": "orders", "api": "\#(upstream.base)/cli/orders?mirror=1", "method": "GET", "query": {"uid": "${user:/uid}"}}"#,
-                            #"{"name": "broken", "api": "\#(upstream.base)/cli/broken?status=500", "method": "GET"}"#,
-                            #"{"name": "after", "api": "\#(upstream.base)/cli/after", "method": "GET", "query": {"v": "${broken:/x}"}}"#,
+                            TestInterface(name: "user", api: "\(upstream.base)/cli/user?mirror=1"),
+                            TestInterface(name: "orders", api: "\(upstream.base)/cli/orders?mirror=1", query: ["uid": "${user:/uid}"]),
+                            TestInterface(name: "broken", api: "\(upstream.base)/cli/broken?status=500"),
+                            TestInterface(name: "after", api: "\(upstream.base)/cli/after", query: ["v": "${broken:/x}"]),
                         ])
                 ])
             )
@@ -163,12 +164,12 @@ struct CommandTests {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/cli-fail"
             let config = try TempConfig(
-                configText(pages: [
-                    pageEntry(
+                TestConfig([
+                    TestPage(
                         page,
                         [
-                            #"{"name": "fine", "api": "\#(upstream.base)/cli/fine", "method": "GET"}"#,
-                            #"{"name": "dead", "api": "http://127.0.0.1:\#(closedPort)/cli/dead", "method": "GET", "timeout": 2000}"#,
+                            TestInterface(name: "fine", api: "\(upstream.base)/cli/fine"),
+                            TestInterface(name: "dead", api: "http://127.0.0.1:\(closedPort)/cli/dead", timeout: 2000),
                         ])
                 ])
             )
@@ -185,17 +186,19 @@ struct CommandTests {
 
     @Test func planEndpointEqualsThePlanCommand() async throws {
         let page = "https://m.example.test/help/new"
-        let config = configText(pages: [
-            pageEntry(
+        let config = TestConfig([
+            TestPage(
                 page,
                 [
-                    #"{"api": "https://m.example.test/xx.json", "method": "GET", "urlParam": true}"#,
-                    #"{"api": "https://api.example.test/topic/v1/ding/sinkList.json", "method": "POST", "urlParam": true, "bodyParam": true, "body": {"cityId": 123456, "visitRecord": {}}, "headers": {"X-Client": "h5"}}"#,
-                    #"{"api": "https://m.example.test/form", "method": "PUT", "bodyParam": true, "bodyType": "form", "params": ["id"]}"#,
+                    TestInterface(api: "https://m.example.test/xx.json", urlParam: true),
+                    TestInterface(
+                        api: "https://api.example.test/topic/v1/ding/sinkList.json", method: .POST, urlParam: true, bodyParam: true,
+                        body: ["cityId": 123456, "visitRecord": [:]], headers: ["X-Client": "h5"]),
+                    TestInterface(api: "https://m.example.test/form", method: .PUT, bodyParam: true, params: ["id"], bodyType: .form),
                 ]),
-            pageEntry(
+            TestPage(
                 "https://m.example.test/item/{id}.html",
-                [#"{"api": "https://m.example.test/item.json", "method": "GET", "urlParam": true}"#]),
+                [TestInterface(api: "https://m.example.test/item.json", urlParam: true)]),
         ])
         let file = try TempConfig(config)
         defer { file.remove() }

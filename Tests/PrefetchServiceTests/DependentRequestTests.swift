@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -14,23 +15,22 @@ import Testing
         "\(base)/dep/user?contentType=application%2Fjson&body=" + q(userJSON) + extra
     }
 
-    static func orders(_ base: String, user: String = "user.info") -> String {
-        #"""
-        {"name": "orders", "api": "\#(base)/dep/orders?v=2", "method": "POST",
-         "body": {"uid": "${\#(user):/data/uid}", "n": "${\#(user):/data/n}", "note": "for ${\#(user):/data/uid}", "fixed": 1},
-         "query": {"uid": "${\#(user):/data/uid}"},
-         "headers": {"X-Uid": "${\#(user):/data/uid}"}}
-        """#
+    static func orders(_ base: String, user: String = "user.info") -> TestInterface {
+        let uid = "${\(user):/data/uid}"
+        return TestInterface(
+            name: "orders", api: "\(base)/dep/orders?v=2", method: .POST,
+            body: ["uid": .string(uid), "n": .string("${\(user):/data/n}"), "note": .string("for \(uid)"), "fixed": 1],
+            headers: ["X-Uid": uid], query: ["uid": .string(uid)])
     }
 
     @Test func aDependentRequestCarriesTheValueItNeeds() async throws {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/dependent"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
-                    [#"{"name": "user.info", "api": "\#(Self.user(base, extra: "&delay=150"))", "method": "GET"}"#, Self.orders(base)])
+                    [TestInterface(name: "user.info", api: Self.user(base, extra: "&delay=150")), Self.orders(base)])
             ])
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
@@ -69,8 +69,8 @@ import Testing
             let base = upstream.base
             let page = "\(base)/pages/dependent-fails"
             let user = extra.contains("body=") ? "\(base)/dep/user?x=1\(extra)" : Self.user(base, extra: extra)
-            let config = configText(pages: [
-                pageEntry(page, [#"{"name": "user.info", "api": "\#(user)", "method": "GET"}"#, Self.orders(base)])
+            let config = TestConfig([
+                TestPage(page, [TestInterface(name: "user.info", api: user), Self.orders(base)])
             ])
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
@@ -87,13 +87,13 @@ import Testing
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/dependent-missing"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "user.info", "api": "\#(Self.user(base))", "method": "GET"}"#,
-                        #"{"name": "orders", "api": "\#(base)/dep/orders", "method": "GET", "query": {"uid": "${user.info:/data/missing}"}}"#,
-                        #"{"name": "tags", "api": "\#(base)/dep/tags", "method": "GET", "query": {"t": "${user.info:/data/tags}"}}"#,
+                        TestInterface(name: "user.info", api: Self.user(base)),
+                        TestInterface(name: "orders", api: "\(base)/dep/orders", query: ["uid": "${user.info:/data/missing}"]),
+                        TestInterface(name: "tags", api: "\(base)/dep/tags", query: ["t": "${user.info:/data/tags}"]),
                     ])
             ])
             try await withService(config: config) { service in
@@ -116,8 +116,8 @@ import Testing
             let hostile = #"{"data":{"uid":"x&role=admin#@evil.example/","n":"http://evil.example/"}}"#
             let user = "\(base)/dep/user?contentType=application%2Fjson&body=" + q(hostile)
             let page = "\(base)/pages/dependent-hostile"
-            let config = configText(pages: [
-                pageEntry(page, [#"{"name": "user.info", "api": "\#(user)", "method": "GET"}"#, Self.orders(base)])
+            let config = TestConfig([
+                TestPage(page, [TestInterface(name: "user.info", api: user), Self.orders(base)])
             ])
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
@@ -134,16 +134,16 @@ import Testing
     @Test func aChainIsSentLinkByLinkAndAFailureAtItsHeadFailsItAll() async throws {
         try await withUpstream { upstream in
             let base = upstream.base
-            func chain(_ extra: String) -> [String] {
+            func chain(_ extra: String) -> [TestInterface] {
                 [
-                    #"{"name": "user.info", "api": "\#(Self.user(base, extra: extra))", "method": "GET"}"#,
-                    #"{"name": "account", "api": "\#(base)/dep/account", "method": "GET", "query": {"uid": "${user.info:/data/uid}"}}"#,
-                    #"{"name": "ledger", "api": "\#(base)/dep/ledger", "method": "GET", "query": {"q": "${account:/query}"}}"#,
+                    TestInterface(name: "user.info", api: Self.user(base, extra: extra)),
+                    TestInterface(name: "account", api: "\(base)/dep/account", query: ["uid": "${user.info:/data/uid}"]),
+                    TestInterface(name: "ledger", api: "\(base)/dep/ledger", query: ["q": "${account:/query}"]),
                 ]
             }
             let good = "\(base)/pages/chain"
             let bad = "\(base)/pages/chain-broken"
-            let config = configText(pages: [pageEntry(good, chain("&delay=50")), pageEntry(bad, chain("&status=503"))])
+            let config = TestConfig([TestPage(good, chain("&delay=50")), TestPage(bad, chain("&status=503"))])
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(good)
                 let ledger = try await service.get("/v1/prefetch/\(ticket)/data?name=ledger&wait=5000")
@@ -167,12 +167,12 @@ import Testing
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/dependent-deadline"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "user.info", "api": "\#(Self.user(base, extra: "&delay=2000"))", "method": "GET", "timeout": 4000}"#,
-                        #"{"name": "orders", "api": "\#(base)/dep/orders", "method": "GET", "timeout": 300, "query": {"uid": "${user.info:/data/uid}"}}"#,
+                        TestInterface(name: "user.info", api: "\(Self.user(base, extra: "&delay=2000"))", timeout: 4000),
+                        TestInterface(name: "orders", api: "\(base)/dep/orders", timeout: 300, query: ["uid": "${user.info:/data/uid}"]),
                     ])
             ])
             try await withService(config: config) { service in
@@ -192,8 +192,8 @@ import Testing
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/dependent-plan"
-            let config = configText(pages: [
-                pageEntry(page, [#"{"name": "user.info", "api": "\#(Self.user(base))", "method": "GET"}"#, Self.orders(base)])
+            let config = TestConfig([
+                TestPage(page, [TestInterface(name: "user.info", api: Self.user(base)), Self.orders(base)])
             ])
             try await withService(config: config) { service in
                 let plan = try await service.admin(.get, "/v1/plan?url=\(q(page))")

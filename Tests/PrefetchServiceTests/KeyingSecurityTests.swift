@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -21,12 +22,14 @@ import Testing
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/keyed-user"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "user", "api": "\#(Self.mirror(base, "/keyed/user"))", "method": "GET"}"#,
-                        #"{"name": "orders", "api": "\#(Self.mirror(base, "/keyed/orders"))", "method": "GET", "credentials": "omit", "query": {"uid": "${user:/uid}"}}"#,
+                        TestInterface(name: "user", api: "\(Self.mirror(base, "/keyed/user"))"),
+                        TestInterface(
+                            name: "orders", api: "\(Self.mirror(base, "/keyed/orders"))", credentials: .omit, query: ["uid": "${user:/uid}"]
+                        ),
                     ])
             ])
             try await withService(config: config) { service in
@@ -61,12 +64,13 @@ import Testing
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/keyed-params"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "lead", "api": "\#(Self.mirror(base, "/keyed/lead"))", "method": "GET", "urlParam": true, "credentials": "omit"}"#,
-                        #"{"name": "dep", "api": "\#(Self.mirror(base, "/keyed/dep"))", "method": "GET", "credentials": "omit", "query": {"q": "${lead:/query}"}}"#,
+                        TestInterface(name: "lead", api: "\(Self.mirror(base, "/keyed/lead"))", urlParam: true, credentials: .omit),
+                        TestInterface(
+                            name: "dep", api: "\(Self.mirror(base, "/keyed/dep"))", credentials: .omit, query: ["q": "${lead:/query}"]),
                     ])
             ])
             try await withService(config: config) { service in
@@ -94,12 +98,14 @@ import Testing
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/keyed-guest"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "guest", "api": "\#(Self.mirror(base, "/keyed/guest", "&token=1"))", "method": "GET", "credentials": "omit"}"#,
-                        #"{"name": "cart", "api": "\#(Self.mirror(base, "/keyed/cart"))", "method": "POST", "credentials": "omit", "body": {"t": "${guest:/token}"}}"#,
+                        TestInterface(name: "guest", api: "\(Self.mirror(base, "/keyed/guest", "&token=1"))", credentials: .omit),
+                        TestInterface(
+                            name: "cart", api: "\(Self.mirror(base, "/keyed/cart"))", method: .POST, body: ["t": "${guest:/token}"],
+                            credentials: .omit),
                     ])
             ])
             try await withService(config: config) { service in
@@ -131,12 +137,16 @@ import Testing
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/keyed-static-auth"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "guest", "api": "\#(Self.mirror(base, "/keyed/static", "&token=1"))", "method": "GET", "credentials": "omit", "headers": {"Authorization": "Basic c3RhdGlj"}}"#,
-                        #"{"name": "dep", "api": "\#(Self.mirror(base, "/keyed/static-dep"))", "method": "GET", "credentials": "omit", "query": {"t": "${guest:/token}"}}"#,
+                        TestInterface(
+                            name: "guest", api: "\(Self.mirror(base, "/keyed/static", "&token=1"))",
+                            headers: ["Authorization": "Basic c3RhdGlj"], credentials: .omit),
+                        TestInterface(
+                            name: "dep", api: "\(Self.mirror(base, "/keyed/static-dep"))", credentials: .omit,
+                            query: ["t": "${guest:/token}"]),
                     ])
             ])
             try await withService(config: config) { service in
@@ -165,11 +175,11 @@ import Testing
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/keyed-empty-cookie"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "guest", "api": "\#(Self.mirror(base, "/keyed/empty", "&token=1"))", "method": "GET", "credentials": "include"}"#
+                        TestInterface(name: "guest", api: "\(Self.mirror(base, "/keyed/empty", "&token=1"))", credentials: .include)
                     ])
             ])
             try await withService(config: config) { service in
@@ -208,11 +218,11 @@ import Testing
             let attackerPage = "\(Self.attacker)/pages/promo"
             let sharedPage = "\(Self.victim)/pages/co-branded"
             let me =
-                #"{"name": "me", "api": "\#(KeyingSecurityTests.mirror(base, "/origin/me"))", "method": "GET", "credentials": "include"}"#
-            let config = configText(pages: [
-                pageEntry(victimPage, [me]),
-                pageEntry(attackerPage, [#"{"name": "promo", "api": "\#(base)/origin/promo", "method": "GET"}"#]),
-                #"{"url": "\#(sharedPage)", "partnerOrigins": ["\#(Self.partner)"], "interfaces": [\#(me)]}"#,
+                TestInterface(name: "me", api: KeyingSecurityTests.mirror(base, "/origin/me"), credentials: .include)
+            let config = TestConfig([
+                TestPage(victimPage, [me]),
+                TestPage(attackerPage, [TestInterface(name: "promo", api: "\(base)/origin/promo")]),
+                TestPage(sharedPage, partnerOrigins: [Self.partner], [me]),
             ])
             try await withService(config: config) { service in
                 let cookie = ["Cookie": "sid=victim"]

@@ -1,4 +1,5 @@
 import Foundation
+import PrefetchTestSupport
 import Testing
 
 @testable import PrefetchService
@@ -6,11 +7,11 @@ import Testing
 /// `GET /`: the first thing a newcomer opens.
 @Suite struct LandingPageTests {
     @Test func itLinksTheDemoPageThroughTheShellWhenTheConfigHasOne() async throws {
-        let config = configText(pages: [
-            pageEntry(
+        let config = TestConfig([
+            TestPage(
                 "http://127.0.0.1:8080/demo/page.html",
                 [
-                    #"{"name": "demo.profile", "api": "http://127.0.0.1:9090/demo/profile?delay=300&x=<b>", "method": "GET"}"#
+                    TestInterface(name: "demo.profile", api: "http://127.0.0.1:9090/demo/profile?delay=300&x=<b>")
                 ])
         ])
         try await withService(config: config) { service in
@@ -28,7 +29,7 @@ import Testing
 
     @Test func withoutADemoEntryItSaysHowToGetOne() async throws {
         try await withService(
-            config: configText(pages: [pageEntry("https://m.example.com/p", [#"{"api": "https://api.example.com/a", "method": "GET"}"#])])
+            config: TestConfig([TestPage("https://m.example.com/p", [TestInterface(api: "https://api.example.com/a")])])
         ) { service in
             let reply = try await service.get("/")
             #expect(reply.status == 200)

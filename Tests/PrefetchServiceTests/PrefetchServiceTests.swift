@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import PrefetchEngine
 // End-to-end tests of the prefetch service over real sockets.
 //
 // Design
@@ -13,6 +12,8 @@ import PrefetchEngine
 // - Process-level behaviour (signals and graceful shutdown, `prefetch fetch`, `prefetch plan`) is in
 //   `CommandTests.swift`, running the built executables found next to the test bundle.
 // - Waits are bounded (a few seconds at most) and no test asserts a wall-clock duration.
+import PrefetchCore
+import PrefetchEngine
 import PrefetchRuntime
 import PrefetchService
 import PrefetchTestSupport
@@ -29,21 +30,25 @@ struct PrefetchServiceTests {
             let base = upstream.base
             let samePage = "\(base)/pages/compose"
             let crossPage = "https://m.example.test/compose"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     samePage,
                     [
-                        #"{"name": "c.get", "api": "\#(base)/compose/get?v=2", "method": "GET", "urlParam": true, "headers": {"X-Client": "h5"}}"#,
-                        #"{"name": "c.post", "api": "\#(base)/compose/post", "method": "POST", "urlParam": true, "bodyParam": true, "body": {"cityId": 123456}}"#,
-                        #"{"name": "c.form", "api": "\#(base)/compose/form", "method": "POST", "bodyParam": true, "bodyType": "form", "body": {"cityId": 123456}, "params": ["id"]}"#,
-                        #"{"name": "c.omit", "api": "\#(base)/compose/omit", "method": "GET", "credentials": "omit"}"#,
+                        TestInterface(name: "c.get", api: "\(base)/compose/get?v=2", urlParam: true, headers: ["X-Client": "h5"]),
+                        TestInterface(
+                            name: "c.post", api: "\(base)/compose/post", method: .POST, urlParam: true, bodyParam: true,
+                            body: ["cityId": 123456]),
+                        TestInterface(
+                            name: "c.form", api: "\(base)/compose/form", method: .POST, bodyParam: true, body: ["cityId": 123456],
+                            params: ["id"], bodyType: .form),
+                        TestInterface(name: "c.omit", api: "\(base)/compose/omit", credentials: .omit),
                     ]),
-                pageEntry(
+                TestPage(
                     crossPage,
                     [
-                        #"{"name": "x.default", "api": "\#(base)/cross/default", "method": "GET"}"#,
-                        #"{"name": "x.include", "api": "\#(base)/cross/include", "method": "GET", "credentials": "include"}"#,
-                        #"{"name": "x.omit", "api": "\#(base)/cross/omit", "method": "GET", "credentials": "omit"}"#,
+                        TestInterface(name: "x.default", api: "\(base)/cross/default"),
+                        TestInterface(name: "x.include", api: "\(base)/cross/include", credentials: .include),
+                        TestInterface(name: "x.omit", api: "\(base)/cross/omit", credentials: .omit),
                     ]),
             ])
             try await withService(config: config) { service in
@@ -139,12 +144,12 @@ struct PrefetchServiceTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/flight"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "f.a", "api": "\#(base)/flight/a?delay=300", "method": "GET"}"#,
-                        #"{"name": "f.b", "api": "\#(base)/flight/b?delay=300", "method": "POST", "body": {"k": 1}}"#,
+                        TestInterface(name: "f.a", api: "\(base)/flight/a?delay=300"),
+                        TestInterface(name: "f.b", api: "\(base)/flight/b?delay=300", method: .POST, body: ["k": 1]),
                     ])
             ])
             try await withService(config: config) { service in
@@ -189,10 +194,10 @@ struct PrefetchServiceTests {
             let base = upstream.base
             let page = "\(base)/pages/me"
             let onlyAlice = "\(base)/pages/only"
-            let config = configText(pages: [
-                pageEntry(page, [#"{"name": "me", "api": "\#(base)/ident/me", "method": "GET"}"#]),
-                pageEntry(onlyAlice, [#"{"name": "only", "api": "\#(base)/ident/only", "method": "GET"}"#]),
-                pageEntry("https://m.example.test/shared", [#"{"name": "shared", "api": "\#(base)/ident/shared", "method": "GET"}"#]),
+            let config = TestConfig([
+                TestPage(page, [TestInterface(name: "me", api: "\(base)/ident/me")]),
+                TestPage(onlyAlice, [TestInterface(name: "only", api: "\(base)/ident/only")]),
+                TestPage("https://m.example.test/shared", [TestInterface(name: "shared", api: "\(base)/ident/shared")]),
             ])
             try await withService(config: config) { service in
                 let alice = try await service.ticket(page, credentials: ["Cookie": "sid=alice"])
@@ -272,8 +277,8 @@ struct PrefetchServiceTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/ttl"
-            let config = configText(pages: [
-                pageEntry(page, [#"{"name": "short", "api": "\#(base)/ttl/short", "method": "GET", "ttl": 1, "timeout": 500}"#])
+            let config = TestConfig([
+                TestPage(page, [TestInterface(name: "short", api: "\(base)/ttl/short", ttl: 1, timeout: 500)])
             ])
             let clock = ManualClock()
             try await withService(config: config, clock: clock) { service in
@@ -305,10 +310,10 @@ struct PrefetchServiceTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/once"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
-                    [#"{"name": "once", "api": "\#(base)/once?cacheControl=no-store&setCookie=t%3D1&setCookie=u%3D2", "method": "GET"}"#])
+                    [TestInterface(name: "once", api: "\(base)/once?cacheControl=no-store&setCookie=t%3D1&setCookie=u%3D2")])
             ])
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
@@ -337,12 +342,12 @@ struct PrefetchServiceTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/size"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "big", "api": "\#(base)/size/big?bytes=5000", "method": "GET"}"#,
-                        #"{"name": "small", "api": "\#(base)/size/small?bytes=10", "method": "GET"}"#,
+                        TestInterface(name: "big", api: "\(base)/size/big?bytes=5000"),
+                        TestInterface(name: "small", api: "\(base)/size/small?bytes=10"),
                     ])
             ])
             var settings = testSettings()
@@ -372,15 +377,15 @@ struct PrefetchServiceTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/faults"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "slow", "api": "\#(base)/fault/slow?delay=2000", "method": "GET", "timeout": 200}"#,
-                        #"{"name": "reset", "api": "\#(base)/fault/reset?reset=10", "method": "GET"}"#,
-                        #"{"name": "down", "api": "\#(base)/fault/down?status=503", "method": "GET"}"#,
-                        #"{"name": "fine", "api": "\#(base)/fault/fine", "method": "GET"}"#,
-                        #"{"name": "gone", "api": "\#(base)/fault/gone?status=404", "method": "GET"}"#,
+                        TestInterface(name: "slow", api: "\(base)/fault/slow?delay=2000", timeout: 200),
+                        TestInterface(name: "reset", api: "\(base)/fault/reset?reset=10"),
+                        TestInterface(name: "down", api: "\(base)/fault/down?status=503"),
+                        TestInterface(name: "fine", api: "\(base)/fault/fine"),
+                        TestInterface(name: "gone", api: "\(base)/fault/gone?status=404"),
                     ])
             ])
             try await withService(config: config) { service in
@@ -416,13 +421,13 @@ struct PrefetchServiceTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/errors"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "e.get", "api": "\#(base)/errors/same", "method": "GET"}"#,
-                        #"{"name": "e.post", "api": "\#(base)/errors/same", "method": "POST"}"#,
-                        #"{"name": "e.hang", "api": "\#(base)/errors/hang?hang=1", "method": "GET", "timeout": 8000}"#,
+                        TestInterface(name: "e.get", api: "\(base)/errors/same"),
+                        TestInterface(name: "e.post", api: "\(base)/errors/same", method: .POST),
+                        TestInterface(name: "e.hang", api: "\(base)/errors/hang?hang=1", timeout: 8000),
                     ])
             ])
             var settings = testSettings()
@@ -499,8 +504,7 @@ struct PrefetchServiceTests {
     // MARK: Operations
 
     @Test func healthReadinessAndOpenAPI() async throws {
-        let config = configText(
-            version: "v42", pages: [pageEntry("https://m.example.test/p", [#"{"api": "http://127.0.0.1:9/x", "method": "GET"}"#])])
+        let config = TestConfig(version: "v42", [TestPage("https://m.example.test/p", [TestInterface(api: "http://127.0.0.1:9/x")])])
         try await withService(config: config) { service in
             let health = try await service.get("/healthz")
             #expect(health.status == 200)
@@ -519,8 +523,8 @@ struct PrefetchServiceTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/metered"
-            let config = configText(pages: [
-                pageEntry(page, [#"{"name": "m.get", "api": "\#(base)/metered/get", "method": "GET"}"#])
+            let config = TestConfig([
+                TestPage(page, [TestInterface(name: "m.get", api: "\(base)/metered/get")])
             ])
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page + "?secret=s3cr3t")
@@ -555,7 +559,7 @@ struct PrefetchServiceTests {
     @Test func dataEndpointsAllowCrossOriginReadsFromThePagesOrigins() async throws {
         try await withUpstream { upstream in
             let page = "https://m.example.test/cors"
-            let config = configText(pages: [pageEntry(page, [#"{"name": "c", "api": "\#(upstream.base)/cors/c", "method": "GET"}"#])])
+            let config = TestConfig([TestPage(page, [TestInterface(name: "c", api: "\(upstream.base)/cors/c")])])
             var settings = testSettings()
             settings.engine.corsOrigins = ["https://shell.example.test"]
             try await withService(config: config, settings: settings) { service in
@@ -600,8 +604,8 @@ struct PrefetchServiceTests {
 
     @Test func ticketsAreURLSafe22CharactersAndDifferEveryTrigger() async throws {
         let page = "https://m.example.test/tickets"
-        let config = configText(pages: [
-            pageEntry(page, [#"{"name": "t", "api": "http://127.0.0.1:9/t", "method": "GET", "timeout": 100}"#])
+        let config = TestConfig([
+            TestPage(page, [TestInterface(name: "t", api: "http://127.0.0.1:9/t", timeout: 100)])
         ])
         try await withService(config: config) { service in
             var tickets: Set<String> = []

@@ -20,8 +20,8 @@ struct ReliabilityCoalescingTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/coalesce"
-            let config = configText(pages: [
-                pageEntry(page, [#"{"name": "c", "api": "\#(base)/coalesce/c?\#(script)", "method": "GET", "timeout": \#(timeout)}"#])
+            let config = TestConfig([
+                TestPage(page, [TestInterface(name: "c", api: "\(base)/coalesce/c?\(script)", timeout: timeout)])
             ])
             var settings = testSettings()
             settings.engine.maximumWait = .seconds(20)
@@ -79,8 +79,8 @@ struct ReliabilityCoalescingTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/leave"
-            let config = configText(pages: [
-                pageEntry(page, [#"{"name": "l", "api": "\#(base)/leave/l?delay=1500", "method": "GET", "timeout": 8000}"#])
+            let config = TestConfig([
+                TestPage(page, [TestInterface(name: "l", api: "\(base)/leave/l?delay=1500", timeout: 8000)])
             ])
             var settings = testSettings()
             settings.engine.maximumWait = .seconds(10)

@@ -77,12 +77,12 @@ struct ReliabilityFaultTests {
         case .selfSigned: faultBase = "https://127.0.0.1:\(try #require(secure).port)"
         }
         let page = "\(base)/pages/fault"
-        let config = configText(pages: [
-            pageEntry(
+        let config = TestConfig([
+            TestPage(
                 page,
                 [
-                    #"{"name": "fault", "api": "\#(faultBase)/fault/x?\#(fault.script)", "method": "GET", "timeout": \#(fault.timeout)}"#,
-                    #"{"name": "fine", "api": "\#(base)/fault/fine?delay=50", "method": "GET"}"#,
+                    TestInterface(name: "fault", api: "\(faultBase)/fault/x?\(fault.script)", timeout: fault.timeout),
+                    TestInterface(name: "fine", api: "\(base)/fault/fine?delay=50"),
                 ])
         ])
         var settings = testSettings()

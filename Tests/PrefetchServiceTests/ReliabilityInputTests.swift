@@ -21,13 +21,13 @@ struct ReliabilityInputTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/inj"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     page,
                     [
-                        #"{"name": "i.get", "api": "\#(base)/inj/get", "method": "GET", "urlParam": true, "bodyParam": true}"#,
-                        #"{"name": "i.post", "api": "\#(base)/inj/post", "method": "POST", "urlParam": true, "bodyParam": true}"#,
-                        #"{"name": "i.form", "api": "\#(base)/inj/form", "method": "PUT", "bodyParam": true, "bodyType": "form"}"#,
+                        TestInterface(name: "i.get", api: "\(base)/inj/get", urlParam: true, bodyParam: true),
+                        TestInterface(name: "i.post", api: "\(base)/inj/post", method: .POST, urlParam: true, bodyParam: true),
+                        TestInterface(name: "i.form", api: "\(base)/inj/form", method: .PUT, bodyParam: true, bodyType: .form),
                     ])
             ])
             let host = "127.0.0.1:\(upstream.port)"
@@ -86,8 +86,8 @@ struct ReliabilityInputTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/refuse"
-            let config = configText(pages: [
-                pageEntry(page, [#"{"name": "r", "api": "\#(base)/refuse/r", "method": "GET", "urlParam": true}"#])
+            let config = TestConfig([
+                TestPage(page, [TestInterface(name: "r", api: "\(base)/refuse/r", urlParam: true)])
             ])
             try await withService(config: config) { service in
                 let refused: [(String, Int, String)] = [
@@ -139,13 +139,13 @@ struct ReliabilityInputTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let unicodeHost = "m.\u{4F8B}\u{3048}.jp"
-            let config = configText(pages: [
-                pageEntry(
+            let config = TestConfig([
+                TestPage(
                     "https://m.xn--r8jz45g.jp/idn",
-                    [#"{"name": "n", "api": "\#(base)/idn/n", "method": "GET", "urlParam": true, "credentials": "include"}"#]),
-                pageEntry(
+                    [TestInterface(name: "n", api: "\(base)/idn/n", urlParam: true, credentials: .include)]),
+                TestPage(
                     "https://\(unicodeHost)/uni",
-                    [#"{"name": "u", "api": "\#(base)/idn/u", "method": "GET", "urlParam": true, "credentials": "include"}"#]),
+                    [TestInterface(name: "u", api: "\(base)/idn/u", urlParam: true, credentials: .include)]),
             ])
             try await withService(config: config) { service in
                 let matching: [(String, String, String)] = [
@@ -184,7 +184,7 @@ struct ReliabilityInputTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/body"
-            let config = configText(pages: [pageEntry(page, [#"{"name": "b", "api": "\#(base)/body/b", "method": "GET"}"#])])
+            let config = TestConfig([TestPage(page, [TestInterface(name: "b", api: "\(base)/body/b")])])
             try await withService(config: config) { service in
                 let nestedArrays = Array(String(repeating: "[", count: 60_000).utf8)
                 let nestedObjects = Array(
@@ -226,7 +226,7 @@ struct ReliabilityInputTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/junk"
-            let config = configText(pages: [pageEntry(page, [#"{"name": "j", "api": "\#(base)/junk/j?delay=100", "method": "GET"}"#])])
+            let config = TestConfig([TestPage(page, [TestInterface(name: "j", api: "\(base)/junk/j?delay=100")])])
             var settings = testSettings()
             settings.engine.maximumWait = .seconds(2)
             try await withService(config: config, settings: settings) { service in
@@ -266,44 +266,6 @@ struct ReliabilityInputTests {
         }
     }
 
-    /// A method an endpoint does not have is a 405 naming the allowed ones; an unknown path a JSON 404.
-    @Test func unsupportedMethodsAre405WithAllowAndUnknownPathsAJSON404() async throws {
-        let config = configText(pages: [pageEntry("https://m.example.test/p", [#"{"api": "http://127.0.0.1:9/x", "method": "GET"}"#])])
-        try await withService(config: config) { service in
-            let cases: [(HTTPRequest.Method, String, String)] = [
-                (.delete, "/healthz", "GET"), (.put, "/v1/prefetch", "POST"),
-                (.get, "/v1/prefetch", "POST"), (.delete, "/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA", "GET, OPTIONS"),
-                (.post, "/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA/data", "GET, OPTIONS"), (.patch, "/v1/data", "GET, OPTIONS"),
-                (.get, "/v1/renderers/abc/release", "POST"), (.init("TRACE")!, "/openapi.yaml", "GET"),
-            ]
-            for (method, path, allow) in cases {
-                let reply = try await service.request(method, path)
-                #expect(reply.status == 405, "\(method) \(path): \(reply.text)")
-                #expect(reply.header("Allow") == allow, "\(method) \(path)")
-                #expect(reply.errorCode == "method-not-allowed", "\(method) \(path)")
-                #expect(reply.header("Content-Type") == "application/json")
-            }
-            for path in [
-                "/nope", "/v1/prefetch/a/b/c", "/v1/renderers//release", "/healthz/x", "/metrics", "/v1/debug/opens", "/ui", "/v1/plan",
-            ] {
-                let reply = try await service.get(path)
-                #expect(reply.status == 404, "\(path): \(reply.text)")
-                #expect(reply.errorCode == "not-found", "\(path)")
-                #expect(reply.header("Allow") == nil)
-            }
-            // The operator surface answers the same way for its own endpoints.
-            for (method, path, allow) in [
-                (HTTPRequest.Method.post, "/metrics", "GET"), (.delete, "/v1/config/refresh", "POST"), (.post, "/v1/plan", "GET"),
-            ] {
-                let reply = try await service.admin(method, path)
-                #expect(reply.status == 405, "\(method) \(path): \(reply.text)")
-                #expect(reply.header("Allow") == allow, "\(method) \(path)")
-            }
-            #expect(try await service.admin(.get, "/v1/prefetch").status == 404, "page endpoints are not on the operator surface")
-            #expect(try await service.get("/healthz").status == 200)
-        }
-    }
-
     // MARK: Config files
 
     /// What a config file can be instead of a config.
@@ -311,9 +273,9 @@ struct ReliabilityInputTests {
         (
             "truncated",
             { path in
-                let text = configText(pages: [
-                    pageEntry("https://m.example.test/p", [#"{"api": "https://m.example.test/a", "method": "GET"}"#])
-                ])
+                let text = TestConfig([
+                    TestPage("https://m.example.test/p", [TestInterface(api: "https://m.example.test/a")])
+                ]).text
                 try Data(text.utf8.prefix(text.utf8.count / 2)).write(to: URL(fileURLWithPath: path))
             }
         ),

@@ -67,15 +67,16 @@ struct ReliabilityIsolationTests {
         try await withUpstream { upstream in
             let base = upstream.base
             let pages = (0..<3).map { "\(base)/pages/iso\($0)" }
-            let config = configText(
-                pages: pages.enumerated().map { index, page in
-                    pageEntry(
+            let config = TestConfig(
+                pages.enumerated().map { index, page in
+                    TestPage(
                         page,
                         [
-                            #"{"name": "me", "api": "\#(base)/iso/\#(index)/me", "method": "GET", "urlParam": true}"#,
-                            #"{"name": "slow", "api": "\#(base)/iso/\#(index)/slow?delay=30", "method": "POST", "body": {"p": \#(index)}, "ttl": 2}"#,
-                            #"{"name": "shared", "api": "\#(base)/iso/\#(index)/shared", "method": "GET", "credentials": "omit"}"#,
-                            #"{"name": "guest", "api": "\#(base)/iso/\#(index)/guest?setCookie=guest%3Dp\#(index)", "method": "GET", "credentials": "omit"}"#,
+                            TestInterface(name: "me", api: "\(base)/iso/\(index)/me", urlParam: true),
+                            TestInterface(
+                                name: "slow", api: "\(base)/iso/\(index)/slow?delay=30", method: .POST, body: ["p": .int(index)], ttl: 2),
+                            TestInterface(name: "shared", api: "\(base)/iso/\(index)/shared", credentials: .omit),
+                            TestInterface(name: "guest", api: "\(base)/iso/\(index)/guest?setCookie=guest%3Dp\(index)", credentials: .omit),
                         ])
                 })
             var settings = testSettings()

@@ -22,11 +22,11 @@ struct ReliabilityMemoryTests {
             let base = upstream.base
             let page = "\(base)/pages/mem"
             let config = try TempConfig(
-                configText(pages: [
-                    pageEntry(
+                TestConfig([
+                    TestPage(
                         page,
                         [
-                            #"{"name": "blob", "api": "\#(base)/mem/blob?bytes=\#(Self.bodyBytes)", "method": "GET", "urlParam": true, "ttl": 3600}"#
+                            TestInterface(name: "blob", api: "\(base)/mem/blob?bytes=\(Self.bodyBytes)", urlParam: true, ttl: 3600)
                         ])
                 ])
             )

@@ -35,12 +35,37 @@ func pageEntry(_ url: String, _ interfaces: [String]) -> String {
     #"{"url": "\#(url)", "interfaces": [\#(interfaces.joined(separator: ","))]}"#
 }
 
+extension TestUpstream {
+    /// An interface of this upstream: `api` is `path` on it.
+    func interface(
+        _ name: String, _ path: String, method: PrefetchCore.HTTPMethod = .GET, urlParam: Bool? = nil, bodyParam: Bool? = nil,
+        credentials: CredentialsMode? = nil
+    ) -> TestInterface {
+        TestInterface(name: name, api: base + path, method: method, urlParam: urlParam, bodyParam: bodyParam, credentials: credentials)
+    }
+}
+
+/// A config document as a test gives it: typed (``TestConfig``), or JSON text where the text itself is the point
+/// (a config that is not valid, a canary document).
+protocol ConfigDocument: Sendable {
+    var documentText: String { get }
+}
+
+extension String: ConfigDocument {
+    var documentText: String { self }
+}
+
+extension TestConfig: ConfigDocument {
+    var documentText: String { text }
+}
+
 /// A config file in a fresh temporary directory, removed by `remove()`.
 struct TempConfig {
     let directory: URL
     let path: String
 
-    init(_ text: String) throws {
+    init(_ config: some ConfigDocument) throws {
+        let text = config.documentText
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-service-tests-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         path = directory.appendingPathComponent("prefetch.json").path
@@ -127,11 +152,7 @@ struct LiveService: Sendable {
     func request(
         _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil
     ) async throws -> Reply {
-        var fields = HTTPFields()
-        for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
-        if body != nil, fields[.contentType] == nil { fields[.contentType] = "application/json" }
-        let response = try await client.executeRequest(uri: uri, method: method, headers: fields, body: body.map { ByteBuffer(string: $0) })
-        return Reply(response)
+        try await send(client, method, uri, headers: headers, body: body)
     }
 
     func get(_ uri: String, headers: [String: String] = [:]) async throws -> Reply {
@@ -159,6 +180,18 @@ struct LiveService: Sendable {
     ) async throws -> Reply {
         try await oneRequest(port: port, method, uri, headers: headers, body: body)
     }
+}
+
+/// Sends one request through a HummingbirdTesting client (a live connection or the router in process); a body is
+/// JSON unless `headers` say otherwise.
+func send(
+    _ client: any TestClientProtocol, _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil
+) async throws -> Reply {
+    var fields = HTTPFields()
+    for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+    if body != nil, fields[.contentType] == nil { fields[.contentType] = "application/json" }
+    let response = try await client.executeRequest(uri: uri, method: method, headers: fields, body: body.map { ByteBuffer(string: $0) })
+    return Reply(response)
 }
 
 /// Sends one request to 127.0.0.1:`port` on a connection of its own.
@@ -190,13 +223,13 @@ func testSettings() -> ServiceSettings {
 /// Runs `body` against the real application on a live socket (its services, fetcher included, running);
 /// the application is shut down gracefully afterwards, even when `body` throws.
 func withService<T: Sendable>(
-    config: String,
+    config: some ConfigDocument,
     settings: ServiceSettings = testSettings(),
     clock: any ServiceClock = ContinuousClock(),
     tracer: any Tracer = InstrumentationSystem.tracer,
     _ body: @Sendable (LiveService) async throws -> T
 ) async throws -> T {
-    let loaded = try ConfigLoader.parse(Array(config.utf8), source: "test config")
+    let loaded = try ConfigLoader.parse(Array(config.documentText.utf8), source: "test config")
     var logger = Logger(label: "prefetch.service.test")
     logger.logLevel = .warning
     let registry = PrometheusCollectorRegistry()

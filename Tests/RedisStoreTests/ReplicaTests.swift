@@ -163,9 +163,12 @@ import Testing
                 #expect(await put(a, key(), .success(response("short")), policy: policy(ttl: .milliseconds(300))))
                 #expect(await b.read(key(), wait: .zero).body == "short")
                 #expect(await a.read(key(), wait: .zero).body == "short")
-                try await Task.sleep(for: .milliseconds(800))
-                #expect(await b.read(key(), wait: .zero) == .absent(.expired))
-                #expect(await a.read(key(), wait: .zero) == .absent(.expired))
+                // Redis ends the entry on its own clock (the key's expiry): awaited, not slept past.
+                let expired = await eventually {
+                    let (onB, onA) = (await b.read(key(), wait: .zero), await a.read(key(), wait: .zero))
+                    return onB == .absent(.expired) && onA == .absent(.expired)
+                }
+                #expect(expired, "the entry expired on both replicas")
                 #expect(await b.begin(key(), policy: policy()).token != nil, "after expiry a trigger fetches again")
             }
         }
@@ -187,8 +190,9 @@ import Testing
                 #expect(await waiter == .failed(failure, joined: true))
                 #expect(await b.read(key(), wait: .zero) == .failed(failure, joined: false))
                 #expect(await b.begin(key(), policy: failing) == .fresh, "a fresh failure stops another fetch")
-                try await Task.sleep(for: .milliseconds(800))
-                #expect(await b.read(key(), wait: .zero) == .absent(.expired))
+                // The negative TTL runs on Redis's clock: awaited, not slept past.
+                let expired = await eventually { await b.read(key(), wait: .zero) == .absent(.expired) }
+                #expect(expired, "the failure expired after its negative TTL")
                 #expect(await b.begin(key(), policy: failing).token != nil)
 
                 // A zero negative TTL shares the failure with the readers already waiting, and keeps nothing.
@@ -217,8 +221,8 @@ import Testing
                     let settled = await eventually { b.waitingReaders == 1 }
                     #expect(settled)
                 }
-                try await Task.sleep(for: .milliseconds(700))
-                let second = try #require(await b.begin(key(), policy: policy()).token, "the lock age passed")
+                // The lock is a Redis key that expires after the lock age: b joins until then, then leads.
+                let second = try #require(await eventuallyValue { await b.begin(key(), policy: policy()).token }, "the lock age passed")
                 await a.complete(key(), token: first, result: .success(response("stale")))
                 #expect(await a.read(key(), wait: .zero) == .pending, "the stale leader's result is ignored")
                 await b.complete(key(), token: second, result: .success(response("fresh")))

@@ -55,10 +55,7 @@ final class RedisServer: Sendable {
         launched.standardError = FileHandle.nullDevice
         try launchSerially(launched)
         process.withLock { $0 = launched }
-        for _ in 0..<500 {
-            if await ping() { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
+        if await eventually(within: 5, { await ping() }) { return }
         await stop()
         throw RedisStoreError(code: "test", message: "redis-server on port \(port) never answered PING")
     }
@@ -116,9 +113,7 @@ final class RedisServer: Sendable {
         cli.standardOutput = pipe
         cli.standardError = FileHandle.nullDevice
         guard (try? launchSerially(cli)) != nil else { return nil }
-        for _ in 0..<200 where cli.isRunning {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
+        _ = await eventually(within: 2) { !cli.isRunning }
         if cli.isRunning {
             cli.terminate()
             return nil
