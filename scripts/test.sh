@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 scripts/ensure-deps.sh test
 scripts/lint.sh
 swift build --build-tests
+# The browser tests inject the read key with the shell SDK's own script: its command, built first.
+swift build --package-path Clients/PrefetchShell --product prefetch-shell-script
+PREFETCH_SHELL_SCRIPT_BIN="$(swift build --package-path Clients/PrefetchShell --show-bin-path)/prefetch-shell-script"
+export PREFETCH_SHELL_SCRIPT_BIN
 swift test --skip-build "$@"
 scripts/test-clients.sh
 # PREFETCH_SKIP_FUZZ=1 skips both fuzzing runs (a quicker local run).

@@ -116,6 +116,7 @@ class Browser:
 
 
 THEN = None  # --then: a request the demo page makes with a value from the first answer
+READ_KEY_SCRIPT = None  # --read-key-script: the shell SDK's command printing the document-start script
 
 
 def page_url(base, apis, run):
@@ -133,13 +134,24 @@ def trigger(base, page):
         return json.load(response)
 
 
+def read_key_source(read_key, target):
+    """The document-start script handing the page its read key: the shell SDK's own (PrefetchShell's
+    ReadKeyScript, through --read-key-script), or a plain assignment without one."""
+    if READ_KEY_SCRIPT is None:
+        return "window.__PREFETCH_READ_KEY__ = %s;" % json.dumps(read_key)
+    made = subprocess.run([READ_KEY_SCRIPT, read_key, target], capture_output=True, text=True, timeout=10)
+    if made.returncode != 0:
+        raise RuntimeError("%s failed: %s" % (READ_KEY_SCRIPT, made.stderr.strip()))
+    return made.stdout.strip()
+
+
 def open_page(browser, target, read_key):
     """Navigates as a shell does: the read key is injected at document start (the JS bridge), never in the URL."""
     browser.call("Page.enable")
     injected = None
     if read_key:
         injected = browser.call("Page.addScriptToEvaluateOnNewDocument",
-                                source="window.__PREFETCH_READ_KEY__ = %s;" % json.dumps(read_key))["identifier"]
+                                source=read_key_source(read_key, target))["identifier"]
     browser.call("Page.navigate", url=target)
     return injected
 
@@ -226,9 +238,12 @@ def main():
     parser.add_argument("--delay-ms", type=int, default=300, help="the upstream's answer time")
     parser.add_argument("--out", default=".build/test-output", help="where the result (and ui's files) go")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
+    parser.add_argument("--read-key-script", help="a command printing the document-start script for KEY URL "
+                        "(Clients/PrefetchShell's prefetch-shell-script: the shell SDK's own)")
     args = parser.parse_args()
-    global THEN
+    global THEN, READ_KEY_SCRIPT
     THEN = args.then
+    READ_KEY_SCRIPT = args.read_key_script
     # SIGTERM (a test that gave up) unwinds through the finally below, which stops chromium.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     browser = Browser(args.chromium)

@@ -16,7 +16,9 @@ let package = Package(
     name: "PrefetchShell",
     platforms: [.iOS(.v16), .macOS(.v13)],
     products: [
-        .library(name: "PrefetchShell", targets: ["PrefetchShell"])
+        .library(name: "PrefetchShell", targets: ["PrefetchShell"]),
+        // The document-start script as a command, for the service's browser test harness.
+        .executable(name: "prefetch-shell-script", targets: ["prefetch-shell-script"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-openapi-generator", from: "1.14.3"),
@@ -39,6 +41,11 @@ let package = Package(
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "prefetch-shell-script",
+            dependencies: ["PrefetchShell"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

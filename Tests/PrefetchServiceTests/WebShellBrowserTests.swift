@@ -162,9 +162,20 @@ enum WebShellBrowser {
         let errURL = directory.appendingPathComponent("stderr")
         FileManager.default.createFile(atPath: outURL.path, contents: nil)
         FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        // The shell side injects the read key with the shell SDK's own document-start script (Clients/PrefetchShell's
+        // prefetch-shell-script, which scripts/test.sh builds first and names here).
+        guard let script = ProcessInfo.processInfo.environment["PREFETCH_SHELL_SCRIPT_BIN"], !script.isEmpty else {
+            throw HarnessFailure(
+                message:
+                    "PREFETCH_SHELL_SCRIPT_BIN is not set: scripts/test.sh builds Clients/PrefetchShell's prefetch-shell-script and sets it"
+            )
+        }
         let process = TestProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", root + "/scripts/webshell-browser.py"] + arguments + ["--out", root + "/.build/test-output"]
+        process.arguments =
+            ["python3", root + "/scripts/webshell-browser.py"] + arguments + [
+                "--read-key-script", script, "--out", root + "/.build/test-output",
+            ]
         process.currentDirectoryURL = URL(fileURLWithPath: root)
         process.standardOutput = try FileHandle(forWritingTo: outURL)
         process.standardError = try FileHandle(forWritingTo: errURL)
