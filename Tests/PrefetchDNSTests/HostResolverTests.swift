@@ -10,7 +10,10 @@ import Testing
 /// The resolver's sources, fallbacks, TTL handling and non-blocking lookups.
 @Suite struct HostResolverTests {
     @Test func httpdnsThatIsDownFallsBackToTheSystemResolver() async throws {
-        let port = try await closedPort()
+        // Held (bound, not listening) for the whole test: every connection to it is refused.
+        let held = try #require(BoundLocalPort())
+        defer { withExtendedLifetime(held) {} }
+        let port = held.port
         try await withFetcher { fetcher in
             let metrics = TestMetrics()
             let settings = DNSSettings(httpdns: "http://127.0.0.1:\(port)/dns")

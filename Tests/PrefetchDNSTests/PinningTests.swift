@@ -111,7 +111,10 @@ import Testing
     /// The pinned address refuses the connection: the fetcher tells the resolver itself (nobody in between), which
     /// drops the answer and asks HTTPDNS again at once.
     @Test func aRefusedPinIsReportedToTheResolverByTheFetcher() async throws {
-        let port = try await closedPort()
+        // Held (bound, not listening) for the whole test: every connection to it is refused.
+        let held = try #require(BoundLocalPort())
+        defer { withExtendedLifetime(held) {} }
+        let port = held.port
         try await withUpstream { stub in
             try await withFetcher { fetcher in
                 let settings = DNSSettings(httpdns: stubEndpoint(stub, json: Self.answerForLoopback), allowPrivateAddresses: true)

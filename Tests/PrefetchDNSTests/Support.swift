@@ -49,14 +49,6 @@ func stubEndpoint(_ upstream: TestUpstream, json: String, delayMs: Int = 0) -> S
     return "http://127.0.0.1:\(upstream.port)/dns?delay=\(delayMs)&body=\(encoded)"
 }
 
-/// A TCP port on 127.0.0.1 with nothing listening (bound, then closed).
-func closedPort() async throws -> Int {
-    let upstream = try await TestUpstream.start()
-    let port = upstream.port
-    try await upstream.shutdown()
-    return port
-}
-
 /// The value of `prefetch_dns_lookups_total{source, outcome}` (0 when never incremented).
 func lookups(_ metrics: TestMetrics, _ source: String, _ outcome: String) -> Int64 {
     (try? metrics.expectCounter("prefetch_dns_lookups_total", [("source", source), ("outcome", outcome)]))?

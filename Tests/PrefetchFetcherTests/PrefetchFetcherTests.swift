@@ -132,22 +132,10 @@ struct FetcherTests {
     }
 
     @Test func refusedConnectionIsConnectError() async throws {
-        // A port bound but not listening refuses every connection, and stays this test's while the socket is open
+        // A port bound but not listening refuses every connection, and stays this test's while it is held
         // (a port merely closed could be taken meanwhile by a server another test starts).
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(descriptor >= 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
-            }
-        }
-        try #require(bound)
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        let held = try #require(BoundLocalPort())
+        let port = held.port
         try await withFetcher { fetcher in
             let error = await #expect(throws: FetchError.self) {
                 try await fetcher.fetch(FetchRequest(url: "http://127.0.0.1:\(port)/x"))
@@ -155,6 +143,7 @@ struct FetcherTests {
             #expect(error?.code == .connect)
             #expect(error?.message.contains("127.0.0.1:\(port)") == true)
         }
+        withExtendedLifetime(held) {}
     }
 
     @Test func cancellationRemovesTheTransfer() async throws {

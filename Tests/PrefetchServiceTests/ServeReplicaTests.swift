@@ -206,20 +206,8 @@ import Testing
     }
 }
 
-/// A port nothing listens on right now (bind port 0 and read back the kernel's choice).
+/// A port nothing listens on right now (`unusedLocalPort`), or the error saying the system refused.
 func freeLocalPort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw CommandTestError(message: "socket failed") }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
-        }
-    }
-    guard bound else { throw CommandTestError(message: "bind failed") }
-    return Int(UInt16(bigEndian: address.sin_port))
+    guard let port = unusedLocalPort() else { throw CommandTestError(message: "cannot bind a socket to 127.0.0.1") }
+    return port
 }

@@ -125,21 +125,8 @@ final class RedisServer: Sendable {
 
 /// A port nothing listens on right now: bind port 0 and read back what the kernel chose.
 func freePort() throws -> Int {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard descriptor >= 0 else { throw RedisStoreError(code: "test", message: "socket failed") }
-    defer { close(descriptor) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = 0
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-            bind(descriptor, generic, length) == 0 && getsockname(descriptor, generic, &length) == 0
-        }
-    }
-    guard bound else { throw RedisStoreError(code: "test", message: "bind to port 0 failed") }
-    return Int(UInt16(bigEndian: address.sin_port))
+    guard let port = unusedLocalPort() else { throw RedisStoreError(code: "test", message: "cannot bind a socket to 127.0.0.1") }
+    return port
 }
 
 /// Runs `body` with a fresh redis-server (given extra `arguments`, see `RedisServer.start`) and always stops it
