@@ -293,7 +293,7 @@ public final class Orchestrator: Sendable {
 
     /// Whether ``trigger(page:headers:caller:trace:requestHeaders:origin:then:)`` takes a trigger: the store claims
     /// and settles flights, and the registry remembers tickets, without tasks.
-    public var triggersWithoutTasks: Bool { store.beginsAndSettlesWithoutTasks && tickets.insertsWithoutTasks }
+    public var triggersWithoutTasks: Bool { store.worksWithoutTasks && tickets.insertsWithoutTasks }
 
     /// Whether a trigger is done on return of ``triggerWithoutSuspending(page:headers:caller:trace:requestHeaders:origin:)``
     /// (an in-process store and registry).
@@ -593,7 +593,7 @@ public final class Orchestrator: Sendable {
     public func readAllWithoutSuspending(
         _ ticket: Ticket, canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
     ) -> ImmediateRead? {
-        guard store.readsWithoutTasks else { return nil }
+        guard store.worksWithoutTasks else { return nil }
         let (keys, keptPrivate) = readKeys(of: ticket)
         let withOwnCopies: @Sendable ([ReadOutcome]) -> Void = { [self] outcomes in
             if let done = ownCopies(ticket, keys: keys, keptPrivate: keptPrivate, outcomes, then: notify) { notify(done) }

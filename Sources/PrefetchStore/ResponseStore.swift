@@ -312,10 +312,10 @@ public protocol ResponseStore: Sendable {
     /// How the store is doing, for readiness (`GET /readyz`): an in-process store has no outage state.
     var health: StoreHealth { get }
 
-    /// Whether ``begin(_:then:)`` and ``settle(_:then:)`` always take their call: an in-process store, or a shared
-    /// one whose round trips run on event loops (Redis). A caller on an event loop may then start a page open and
-    /// settle its flights without a task.
-    var beginsAndSettlesWithoutTasks: Bool { get }
+    /// Whether ``begin(_:then:)``, ``settle(_:then:)`` and ``readWithoutSuspending(_:canWait:notify:)`` always take
+    /// their call: an in-process store, or a shared one whose round trips run on event loops (Redis). A caller on an
+    /// event loop may then start a page open, settle its flights and read them without a task.
+    var worksWithoutTasks: Bool { get }
 
     /// `begin(_:)` without a task: claims every request's flight as `begin(_:)` would and hands the outcomes, in
     /// order, to `done`, at once (an in-process store) or on the thread that has the store's answer (a Redis
@@ -326,11 +326,7 @@ public protocol ResponseStore: Sendable {
     /// store's answer. Returns false, having done nothing, when the store cannot. `done` must not block.
     func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void) -> Bool
 
-    /// Whether ``readWithoutSuspending(_:canWait:notify:)`` always takes its call: an in-process store, or a shared
-    /// one whose round trips run on event loops (Redis).
-    var readsWithoutTasks: Bool { get }
-
-    /// Reads `keys` without a task, when the store can, or nil, having done nothing. Every outcome is counted as
+    /// Reads `keys` without a task, when the store can (``worksWithoutTasks``), or nil, having done nothing. Every outcome is counted as
     /// `read` counts it and a no-store response is consumed alike. With `canWait`, keys in flight are waited for
     /// until the caller calls `expire()`: ``ImmediateRead/waiting(_:)``, and `notify` is called once, on the thread
     /// that settles the last of them (or that calls `expire()`); it must not block. A store that must ask a server
@@ -519,11 +515,8 @@ extension ResponseStore {
     /// See `ResponseStore.health`: in process.
     public var health: StoreHealth { .inProcess }
 
-    /// See `ResponseStore.readsWithoutTasks`: when the store answers without suspending.
-    public var readsWithoutTasks: Bool { answersWithoutSuspending }
-
-    /// See `ResponseStore.beginsAndSettlesWithoutTasks`: when the store answers without suspending.
-    public var beginsAndSettlesWithoutTasks: Bool { answersWithoutSuspending }
+    /// See `ResponseStore.worksWithoutTasks`: when the store answers without suspending.
+    public var worksWithoutTasks: Bool { answersWithoutSuspending }
 
     /// See `ResponseStore.begin(_:then:)`: through `beginWithoutSuspending`, at once, when the store can.
     public func begin(

@@ -4,9 +4,6 @@ public import PrefetchStore
 import Synchronization
 
 extension RedisStore {
-    /// See `ResponseStore.readsWithoutTasks`: always; the round trips run on the pool's event loops.
-    public var readsWithoutTasks: Bool { true }
-
     /// See `ResponseStore.readWithoutSuspending`: every key read as `read(_:wait:)` reads it (the same state machine:
     /// the local tier, the lead on this replica, the probe, the wait for the announcement with its polling, the
     /// fallback store), driven by callbacks instead of a task: the keys' probes go in one pipeline, a waiting key

@@ -194,8 +194,8 @@ public final class RedisStore: ResponseStore, Service {
         }
     }
 
-    /// See `ResponseStore.beginsAndSettlesWithoutTasks`: always, the round trips run on the pool's event loops.
-    public var beginsAndSettlesWithoutTasks: Bool { true }
+    /// See `ResponseStore.worksWithoutTasks`: always, the round trips run on the pool's event loops.
+    public var worksWithoutTasks: Bool { true }
 
     /// See `ResponseStore.begin(_:then:)`. Every key's script goes to Redis in one pipeline on one connection (one
     /// round trip for a page's requests instead of one each); Redis runs them in order, so each key's outcome is
