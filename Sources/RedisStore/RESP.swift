@@ -180,12 +180,13 @@ struct RESPParser {
                 guard replyElements <= limits.maximumElements else {
                     throw RESPError(kind: .limit, message: "a reply of more than \(limits.maximumElements) array elements")
                 }
+                // Every array counts for the depth, an empty one too (it is an array one level below its parent).
+                guard frames.count < limits.maximumDepth else {
+                    throw RESPError(kind: .limit, message: "arrays nested deeper than \(limits.maximumDepth)")
+                }
                 guard count > 0 else {
                     value = .array([])
                     break
-                }
-                guard frames.count < limits.maximumDepth else {
-                    throw RESPError(kind: .limit, message: "arrays nested deeper than \(limits.maximumDepth)")
                 }
                 // Room for what the header claims only up to a point: the claim is the server's, not yet backed by bytes.
                 var elements: [RedisValue] = []

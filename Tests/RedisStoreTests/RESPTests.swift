@@ -132,6 +132,8 @@ import Testing
         ("*11\r\n", .limit, "an array above the cap"),
         ("*4\r\n*4\r\n*4\r\n:1\r\n:2\r\n:3\r\n:4\r\n", .limit, "more elements in all than the cap"),
         ("*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", .limit, "deeper than the cap"),
+        // Found by FuzzRESP: an empty array one level past the cap was handed out.
+        ("*1\r\n*1\r\n*1\r\n*0\r\n", .limit, "an empty array deeper than the cap"),
         ("+" + String(repeating: "a", count: 41), .limit, "a line past its cap, before its CRLF arrives"),
         (
             "*3\r\n$95\r\n" + String(repeating: "a", count: 95) + "\r\n$95\r\n" + String(repeating: "b", count: 95) + "\r\n$95\r\n",
