@@ -16,15 +16,17 @@ import Testing
 @Suite struct FastHandoffTests {
     static let page = "https://m.example.com/item"
 
+    /// The page's entries live 10 minutes, so its ticket and read key outlive the longest run of these tests (the
+    /// differential test compares answers to the same reads on two services opened seconds apart).
     static func config(_ port: Int) -> String {
         let api = "http://127.0.0.1:\(port)"
         return configText(pages: [
             pageEntry(
                 page,
                 [
-                    #"{"name": "plain", "api": "\#(api)/plain?body=%7B%22ok%22%3Atrue%7D&cacheControl=max-age%3D60", "method": "GET", "urlParam": true}"#,
-                    #"{"name": "cookie", "api": "\#(api)/cookie?body=%7B%22me%22%3A1%7D&setCookie=sid%3Dabc%3B%20HttpOnly", "method": "GET", "urlParam": true}"#,
-                    #"{"name": "once", "api": "\#(api)/once?body=%7B%22n%22%3A1%7D&cacheControl=no-store", "method": "GET", "urlParam": true}"#,
+                    #"{"name": "plain", "api": "\#(api)/plain?body=%7B%22ok%22%3Atrue%7D&cacheControl=max-age%3D60", "method": "GET", "urlParam": true, "ttl": 600}"#,
+                    #"{"name": "cookie", "api": "\#(api)/cookie?body=%7B%22me%22%3A1%7D&setCookie=sid%3Dabc%3B%20HttpOnly", "method": "GET", "urlParam": true, "ttl": 600}"#,
+                    #"{"name": "once", "api": "\#(api)/once?body=%7B%22n%22%3A1%7D&cacheControl=no-store", "method": "GET", "urlParam": true, "ttl": 600}"#,
                     #"{"name": "slow", "api": "\#(api)/slow?hang=1", "method": "GET", "urlParam": true, "timeout": 10000}"#,
                 ]),
             pageEntry(
