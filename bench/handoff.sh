@@ -3,6 +3,9 @@
 # nginx (one worker, the same bytes as a static file) and a Node.js http server answering from a Map. The service
 # is measured twice in the same run: as shipped (the read answered on the event loop, `FastHandoff`) and with
 # `--no-fast-handoff` (every read routed through Hummingbird's handler task), the before and after of that path.
+# A fourth peer is the floor of any server on SwiftNIO: `prefetch-upstream --answer-file`, the same bytes answered
+# through NIO's own HTTP/1 server pipeline and one handler (no routing, no store, no checks), on as many event loops
+# as the service has.
 #
 # Every server gets the very same request URL and answers the very same 1,024 body bytes. wrk runs with one
 # thread (BENCH_WRK_THREADS) and 50 connections: `wrk -t1 -c50`. Two placements are measured:
@@ -141,6 +144,10 @@ start node 'listening on ' node "$BENCH_DIR/peers/map-server.js" "$WORK/www/hand
 NODE_PID=$STARTED_PID
 NODE_PORT="${STARTED_LINE##*:}"
 check_peer node "http://127.0.0.1:$NODE_PORT$PATH_QUERY"
+start nio 'listening on ' "$UPSTREAM" --threads "$(nproc)" --answer-file "$WORK/www/handoff.json"
+NIO_PID=$STARTED_PID
+NIO_PORT="${STARTED_LINE##*:}"
+check_peer nio "http://127.0.0.1:$NIO_PORT$PATH_QUERY"
 
 {
   echo "## handoff"
@@ -161,13 +168,16 @@ check_peer node "http://127.0.0.1:$NODE_PORT$PATH_QUERY"
     n_rps=$RPS n_p99=$P99_MS n_cpu=$CPU_PER_K
     measure node "http://127.0.0.1:$NODE_PORT$PATH_QUERY" "$placement" "$NODE_PID"
     o_rps=$RPS o_p99=$P99_MS o_cpu=$CPU_PER_K
+    measure nio "http://127.0.0.1:$NIO_PORT$PATH_QUERY" "$placement" "$NIO_PID"
+    f_rps=$RPS f_p99=$P99_MS f_cpu=$CPU_PER_K
     printf '%-8s %-8s %10s %10s %14s\n' placement server "req/s" "p99 ms" "cpu s/1k req"
     printf '%-8s %-8s %10s %10s %14s\n' "$placement" service "$s_rps" "$s_p99" "$s_cpu"
     printf '%-8s %-8s %10s %10s %14s\n' "$placement" routed "$r_rps" "$r_p99" "$r_cpu"
     printf '%-8s %-8s %10s %10s %14s\n' "$placement" nginx "$n_rps" "$n_p99" "$n_cpu"
     printf '%-8s %-8s %10s %10s %14s\n' "$placement" node "$o_rps" "$o_p99" "$o_cpu"
-    awk -v p="$placement" -v s="$s_rps" -v r="$r_rps" -v n="$n_rps" -v o="$o_rps" \
-      'BEGIN { printf "ratio %s service/nginx %.2fx  service/node %.2fx  (target: >= 0.8x nginx, > 1.5x node); routed/nginx %.2fx  routed/node %.2fx\n", p, s / n, s / o, r / n, r / o }'
+    printf '%-8s %-8s %10s %10s %14s\n' "$placement" nio-floor "$f_rps" "$f_p99" "$f_cpu"
+    awk -v p="$placement" -v s="$s_rps" -v r="$r_rps" -v n="$n_rps" -v o="$o_rps" -v f="$f_rps" \
+      'BEGIN { printf "ratio %s service/nginx %.2fx  service/node %.2fx  (target: >= 0.8x nginx, > 1.5x node); routed/nginx %.2fx  routed/node %.2fx; nio-floor/nginx %.2fx  service/nio-floor %.2fx\n", p, s / n, s / o, r / n, r / o, f / n, s / f }'
   done
   if [ -n "${PERF_PID:-}" ]; then
     wait "$PERF_PID" || true

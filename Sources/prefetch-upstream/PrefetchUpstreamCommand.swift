@@ -2,6 +2,7 @@
 // then serves until SIGTERM or SIGINT. It answers the offline demo (scripts/run.sh) and the scripts' and
 // benchmarks' plain upstreams; HTTPS and HTTP/2 are `prefetch-upstream-tls`'s, so this one builds without BoringSSL.
 import ArgumentParser
+import Foundation
 import PrefetchTestUpstream
 
 @main
@@ -14,8 +15,26 @@ struct PrefetchUpstreamCommand: AsyncParsableCommand {
 
     @OptionGroup var listen: UpstreamListenOptions
 
+    @Option(
+        help: ArgumentHelp(
+            "Answer every request 200 with this file's bytes as JSON, through NIO's own HTTP/1 server pipeline and nothing else (the handoff benchmark's floor for a server on NIO).",
+            valueName: "file"))
+    var answerFile: String?
+
     func run() async throws {
-        let upstream = try await TestUpstream.start(host: listen.host, port: listen.port, threads: listen.threads)
+        let upstream: TestUpstream
+        if let answerFile {
+            let bytes: [UInt8]
+            do {
+                bytes = try Array(Data(contentsOf: URL(fileURLWithPath: answerFile)))
+            } catch {
+                throw ValidationError("--answer-file \(answerFile): cannot be read (\(error.localizedDescription))")
+            }
+            upstream = try await TestUpstream.startConstant(
+                host: listen.host, port: listen.port, threads: listen.threads, body: bytes)
+        } else {
+            upstream = try await TestUpstream.start(host: listen.host, port: listen.port, threads: listen.threads)
+        }
         try await upstream.serveUntilTerminated()
     }
 }
