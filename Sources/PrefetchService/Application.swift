@@ -83,9 +83,10 @@ public func makeApplication(
             orchestrator: orchestrator, origins: origins, requestMetrics: FastHandoffMetrics(), renderers: parts.renderers)
         // The fast path keeps the connection's idle timeout itself (it answers requests the state handler never sees).
         let idleTimeout = pageHTTP1.idleTimeout
+        let decoder = pageHTTP1.httpDecoder
         pageHTTP1.idleTimeout = nil
         pageHTTP1.additionalChannelHandlers = {
-            [FastHandoffInstaller(handoff: handoff, guards: pageGuards, idleTimeout: idleTimeout)]
+            [FastHandoffInstaller(handoff: handoff, guards: pageGuards, idleTimeout: idleTimeout, decoder: decoder)]
         }
     }
     return Application(

@@ -65,11 +65,11 @@ struct FastHandoff: Sendable {
         case open
     }
 
-    typealias Deliver = @Sendable ((HTTPResponse, ByteBuffer)) -> Void
+    typealias Deliver = @Sendable (EncodedAnswer) -> Void
 
     /// An answer of the fast path: written now, or once `wait` is fulfilled, or once the shared store answered.
     enum Answer {
-        case now(HTTPResponse, ByteBuffer)
+        case now(EncodedAnswer)
         /// A results view waiting on the ticket's flights: the store's wait (expired at `deadline`) calls the
         /// handler's delivery.
         case later(StoreWait, deadline: Duration)
@@ -90,17 +90,42 @@ struct FastHandoff: Sendable {
     }
 
     /// The answer's final headers, as the router's answer has them: its own, the length, then the guard's CORS and
-    /// security headers; and its request metrics.
+    /// security headers.
+    private func finalFields(_ fields: HTTPFields, length: Int, origin: (origin: String?, grant: AllowedOrigins.Grant)) -> HTTPFields {
+        var fields = fields
+        fields[.contentLength] = String(length)
+        if let name = origin.origin { PageGuardMiddleware.decorate(&fields, origin: name, grant: origin.grant) }
+        PageGuardMiddleware.secure(&fields)
+        return fields
+    }
+
+    /// The answer with its final headers (``finalFields(_:length:origin:)``), encoded; and its request metrics.
     private func finish(
         _ status: HTTPResponse.Status, _ fields: HTTPFields, _ body: ByteBuffer, origin: (origin: String?, grant: AllowedOrigins.Grant),
         route: String, method: HTTPRequest.Method, started: UInt64
-    ) -> (HTTPResponse, ByteBuffer) {
-        var fields = fields
-        fields[.contentLength] = String(body.readableBytes)
-        if let name = origin.origin { PageGuardMiddleware.decorate(&fields, origin: name, grant: origin.grant) }
-        PageGuardMiddleware.secure(&fields)
+    ) -> EncodedAnswer {
+        let fields = finalFields(fields, length: body.readableBytes, origin: origin)
         requestMetrics.record(route: route, method: method, status: status, nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
-        return (HTTPResponse(status: status, headerFields: fields), body)
+        return EncodedAnswer(HTTPResponse(status: status, headerFields: fields), body: body)
+    }
+
+    /// A ready entry's replay (``PrefetchRoutes/replayParts(_:joined:)`` with ``finalFields(_:length:origin:)``),
+    /// its head taken from the connection's `heads` when it wrote one for the same entry and the same kind of reader
+    /// (the same `X-Prefetch`, the same origin's CORS headers), else encoded and kept there; and its request metrics.
+    private func replay(
+        _ stored: StoredResponse, joined: Bool, origin: (origin: String?, grant: AllowedOrigins.Grant), route: String, started: UInt64,
+        heads: ReplayHeads
+    ) -> EncodedAnswer {
+        requestMetrics.record(
+            route: route, method: .get, status: HTTPResponse.Status(code: stored.status),
+            nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
+        let variant = ReplayHeads.Variant(joined: joined, origin: origin.origin, grant: origin.grant)
+        if let head = heads.head(stored.token, variant) { return EncodedAnswer(head: head, body: stored.bodyBuffer) }
+        let (status, fields, body) = PrefetchRoutes.replayParts(stored, joined: joined)
+        let answer = EncodedAnswer(
+            HTTPResponse(status: status, headerFields: finalFields(fields, length: body.readableBytes, origin: origin)), body: body)
+        if case .bytes(let head) = answer.head { heads.keep(head, stored.token, variant) }
+        return answer
     }
 
     // MARK: Trigger
@@ -136,7 +161,7 @@ struct FastHandoff: Sendable {
         guard let origin = grant(head), let object = try? PrefetchRoutes.jsonObject(body), let page = try? PrefetchRoutes.pageURL(object),
             let headers = try? PrefetchRoutes.credentialHeaders(object, requestHeaders: head.headerFields)
         else { return nil }
-        let answer: @Sendable (Triggered) -> (HTTPResponse, ByteBuffer) = { [self] triggered in
+        let answer: @Sendable (Triggered) -> EncodedAnswer = { [self] triggered in
             let (status, fields, bytes) = TriggerResponse(answer: TriggerAnswer(triggered)).parts()
             orchestrator.metrics.eventLoopAnswer("trigger")
             return finish(status, fields, bytes, origin: origin, route: Self.triggerRoute, method: .post, started: started)
@@ -149,8 +174,7 @@ struct FastHandoff: Sendable {
                 requestHeaders: head.headerFields, origin: requestOrigin(head), then: { delivery?(answer($0)) })
             {
             case .triggered(let triggered)?:
-                let (response, body) = answer(triggered)
-                return .now(response, body)
+                return .now(answer(triggered))
             case .underway?:
                 return .underway
             case nil:
@@ -160,8 +184,7 @@ struct FastHandoff: Sendable {
             // An engine refusal, counted once: answered here as the router would answer it.
             guard let (status, fields, bytes) = try? APIError(error).parts() else { return nil }
             orchestrator.metrics.eventLoopAnswer("trigger")
-            let (response, body) = finish(status, fields, bytes, origin: origin, route: Self.triggerRoute, method: .post, started: started)
-            return .now(response, body)
+            return .now(finish(status, fields, bytes, origin: origin, route: Self.triggerRoute, method: .post, started: started))
         }
     }
 
@@ -181,7 +204,7 @@ struct FastHandoff: Sendable {
         else { return nil }
         // The open's answer once its trigger went one way or the other; a refused open hands the renderer back, as if
         // it was never leased.
-        let answer: @Sendable (Result<Triggered, PrefetchError>) -> (HTTPResponse, ByteBuffer) = { [self] outcome in
+        let answer: @Sendable (Result<Triggered, PrefetchError>) -> EncodedAnswer = { [self] outcome in
             var answer = OpenAnswer()
             answer.renderer = LeaseAnswer(lease)
             var failed: APIError?
@@ -205,13 +228,11 @@ struct FastHandoff: Sendable {
                 page: request.page, headers: request.headers, caller: caller, origin: requestOrigin(head),
                 then: { delivery?(answer(.success($0))) })
         } catch {
-            let (response, body) = answer(.failure(error))
-            return .now(response, body)
+            return .now(answer(.failure(error)))
         }
         switch progress {
         case .triggered(let triggered)?:
-            let (response, body) = answer(.success(triggered))
-            return .now(response, body)
+            return .now(answer(.success(triggered)))
         case .underway?:
             return .underway
         case nil:
@@ -224,7 +245,7 @@ struct FastHandoff: Sendable {
     /// The answer to a `GET` head, or nil to let the router answer it. A results view that must wait calls
     /// `deliver()` once for the function its answer goes to (called once, from whichever thread settles it; the
     /// handler's function brings it to the connection's event loop).
-    func answer(_ head: HTTPRequest, deliver: () -> Deliver) -> Answer? {
+    func answer(_ head: HTTPRequest, heads: ReplayHeads, deliver: () -> Deliver) -> Answer? {
         // A request that announces a body is routed: the answer is decided at the head and written at the end, so a
         // body that never ends would hold (a no-store entry: consume) an answer nobody gets.
         guard head.method == .get, let target = head.path, head.headerFields[.transferEncoding] == nil,
@@ -236,7 +257,7 @@ struct FastHandoff: Sendable {
         if path.hasPrefix("/v1/prefetch/"), !path.dropFirst("/v1/prefetch/".count).contains("/") {
             return results(head, id: String(path.dropFirst("/v1/prefetch/".count)), query: query, origin: origin, deliver: deliver)
         }
-        return data(head, path: path, query: query, origin: origin).map { .now($0.0, $0.1) }
+        return data(head, path: path, query: query, origin: origin, heads: heads).map { .now($0) }
     }
 
     /// The ticket named in a path, if this replica holds it and the reader is entitled to it (the routed
@@ -263,7 +284,7 @@ struct FastHandoff: Sendable {
         guard let ticket = entitledTicket(id, head), let milliseconds = try? PrefetchRoutes.waitParameter(query) else { return nil }
         let wait = orchestrator.clampWait(milliseconds, default: .zero)
         let started = DispatchTime.now().uptimeNanoseconds
-        let answer: @Sendable ([ReadOutcome]) -> (HTTPResponse, ByteBuffer) = { [self] outcomes in
+        let answer: @Sendable ([ReadOutcome]) -> EncodedAnswer = { [self] outcomes in
             let (status, fields, body) = ResultsAnswer(ticket: ticket, outcomes: outcomes, timings: ticket.timings.withLock { $0 }).parts()
             orchestrator.metrics.eventLoopAnswer("results")
             return finish(status, fields, body, origin: origin, route: Self.resultsRoute, method: .get, started: started)
@@ -283,8 +304,7 @@ struct FastHandoff: Sendable {
         }
         switch orchestrator.readAllWithoutSuspending(ticket, canWait: canWait, notify: notify) {
         case .done(let outcomes)?:
-            let (response, body) = answer(outcomes)
-            return .now(response, body)
+            return .now(answer(outcomes))
         case .waiting(let storeWait)?:
             return .later(storeWait, deadline: wait)
         case nil:
@@ -294,8 +314,9 @@ struct FastHandoff: Sendable {
 
     /// The data reads of a ready entry.
     private func data(
-        _ head: HTTPRequest, path: String, query: Parameters, origin: (origin: String?, grant: AllowedOrigins.Grant)
-    ) -> (HTTPResponse, ByteBuffer)? {
+        _ head: HTTPRequest, path: String, query: Parameters, origin: (origin: String?, grant: AllowedOrigins.Grant),
+        heads: ReplayHeads
+    ) -> EncodedAnswer? {
         let headers = head.headerFields
         // A malformed `wait` is the router's 400 to give; a valid one does not matter for an entry already ready.
         guard Self.isValidWait(query) else { return nil }
@@ -342,13 +363,12 @@ struct FastHandoff: Sendable {
         orchestrator.metrics.data(served.rawValue)
         orchestrator.metrics.fastHandoff()
         orchestrator.metrics.configData(role, result: served)
-        let (status, fields, body) = PrefetchRoutes.replayParts(response, joined: joined)
         if let (ticket, index) = ticketRead {
             ticket.recordRead(index, served: served, reason: nil, askedAt: asked, answeredAt: orchestrator.clock.now)
         } else if let key = pageKey {
             orchestrator.recordPageRead(key, served: served, reason: nil, askedAt: asked)
         }
-        return finish(status, fields, body, origin: origin, route: route, method: .get, started: started)
+        return replay(response, joined: joined, origin: origin, route: route, started: started, heads: heads)
     }
 
     private static func isValidWait(_ query: Parameters) -> Bool {
@@ -432,21 +452,30 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         /// It goes to the router.
         case passing
         /// Answered at its head; written at its end.
-        case answered(HTTPResponse, ByteBuffer, close: Bool)
+        case answered(EncodedAnswer, close: Bool)
         /// A trigger or an open whose body is being collected (under the body timer); decided at its end.
         case collecting(FastHandoff.Posted, HTTPRequestHead, HTTPRequest, ByteBuffer, Scheduled<Void>?, close: Bool)
         /// A results view waiting on its ticket's flights (its wait given), or a trigger or open underway in the
         /// shared store (none): `ended` once its end arrived, `ready` once its answer did.
-        case waiting(StoreWait?, Scheduled<Void>?, close: Bool, ended: Bool, ready: (HTTPResponse, ByteBuffer)?)
+        case waiting(StoreWait?, Scheduled<Void>?, close: Bool, ended: Bool, ready: EncodedAnswer?)
         /// The connection is closing after the guard's `408`: nothing more is read or answered.
         case closing
     }
 
     private let handoff: FastHandoff
     private let guards: ConnectionGuards
+    /// Where answers encoded here are written, below NIO's response encoder.
+    private let writer: EncodedAnswerWriter
+    /// The heads of this connection's last replays.
+    private let heads = ReplayHeads()
     private var current = Current.idle
     /// Requests passed to the router and not yet answered.
     private var routed = 0
+    /// For each request passed to the router whose answer has not begun, in order: its method when it is `HEAD` or
+    /// `CONNECT` (an answer without a body), else nil.
+    private var routedBodiless = CircularBuffer<NIOHTTP1.HTTPMethod?>()
+    /// The router's answer being written is one to `HEAD` or `CONNECT`: its body and end are not written.
+    private var suppressingBody = false
     /// Parts of later requests that arrived while an answer of this handler was outstanding.
     private var held = CircularBuffer<HTTPServerRequestPart>()
     /// A read was asked for while holding; it is passed on once the answer is written.
@@ -454,9 +483,10 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var state: ConnectionState
     private var idleTimer: Scheduled<Void>?
 
-    init(handoff: FastHandoff, guards: ConnectionGuards, idleTimeout: TimeAmount?) {
+    init(handoff: FastHandoff, guards: ConnectionGuards, idleTimeout: TimeAmount?, writer: EncodedAnswerWriter) {
         self.handoff = handoff
         self.guards = guards
+        self.writer = writer
         self.state = ConnectionState(idleTimeout: idleTimeout, now: .now())
     }
 
@@ -518,10 +548,10 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     current = .collecting(posted, nioHead, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
                     return
                 }
-                let answer = handoff.answer(head) { delivery(context: context) }
+                let answer = handoff.answer(head, heads: heads) { delivery(context: context) }
                 switch answer {
-                case .now(let response, let body)?:
-                    current = .answered(response, body, close: close)
+                case .now(let answer)?:
+                    current = .answered(answer, close: close)
                     return
                 case .later(let wait, let deadline)?:
                     let timer = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(deadline.milliseconds) * 1_000_000)) { wait.expire() }
@@ -535,6 +565,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             current = .passing
             routed += 1
+            routedBodiless.append(nioHead.method == .HEAD || nioHead.method == .CONNECT ? nioHead.method : nil)
             context.fireChannelRead(wrapInboundOut(part))
         case .body(let buffer):
             switch current {
@@ -554,9 +585,9 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .idle, .passing:
                 current = .idle
                 context.fireChannelRead(wrapInboundOut(part))
-            case .answered(let response, let body, let close):
+            case .answered(let answer, let close):
                 current = .idle
-                write(response, body, close: close, context: context)
+                write(answer, close: close, context: context)
             case .collecting(let posted, let nioHead, let head, let body, let timer, let close):
                 current = .idle
                 timer?.cancel()
@@ -568,8 +599,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     case .open: handoff.open(head, body: body, caller: caller, deliver: makeDelivery)
                     }
                 switch answered {
-                case .now(let response, let answer)?:
-                    write(response, answer, close: close, context: context)
+                case .now(let answer)?:
+                    write(answer, close: close, context: context)
                 case .underway?:
                     // Its end is in: later requests are held until the answer is written.
                     current = .waiting(nil, nil, close: close, ended: true, ready: nil)
@@ -578,14 +609,15 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 case nil:
                     // The router answers it, from the very head and body received.
                     routed += 1
+                    routedBodiless.append(nil)
                     context.fireChannelRead(wrapInboundOut(.head(nioHead)))
                     if body.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(.body(body))) }
                     context.fireChannelRead(wrapInboundOut(part))
                 }
             case .waiting(let wait, let timer, let close, _, let ready):
-                if let (response, body) = ready {
+                if let answer = ready {
                     current = .idle
-                    write(response, body, close: close, context: context)
+                    write(answer, close: close, context: context)
                 } else {
                     current = .waiting(wait, timer, close: close, ended: true, ready: nil)
                 }
@@ -622,7 +654,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A waiting results view's answer, on the event loop.
-    private func ready(_ answer: (HTTPResponse, ByteBuffer), context: ChannelHandlerContext) {
+    private func ready(_ answer: EncodedAnswer, context: ChannelHandlerContext) {
         guard case .waiting(let wait, let timer, let close, let ended, nil) = current else { return }
         timer?.cancel()
         guard ended else {
@@ -630,7 +662,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         current = .idle
-        write(answer.0, answer.1, close: close, context: context)
+        write(answer, close: close, context: context)
         // Later requests that waited behind it, in order; one of them may wait in turn. The router's channel takes
         // what it was handed at a read's completion, so this replay completes one.
         let replayed = !held.isEmpty
@@ -644,32 +676,68 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    private func write(_ response: HTTPResponse, _ body: ByteBuffer, close: Bool, context: ChannelHandlerContext) {
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(response))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
-        let end = wrapOutboundOut(.end(nil))
-        if close {
-            _ = state.answerEnd(now: .now())
-            context.writeAndFlush(end).assumeIsolated().whenComplete { _ in
-                context.close(mode: .output, promise: nil)
+    /// Writes an answer of this path: an encoded head and the body below NIO's response encoder, in one `writev`
+    /// (``EncodedAnswerWriter``); a head the encoder must frame through it, as the router's are.
+    private func write(_ answer: EncodedAnswer, close: Bool, context: ChannelHandlerContext) {
+        switch answer.head {
+        case .bytes(let head):
+            guard let wire = writer.context else {
+                preconditionFailure("the encoded-answer writer left the pipeline before its connection closed")
             }
-        } else {
-            writeEnd(end, promise: nil, flush: true, context: context)
+            wire.write(NIOAny(IOData.byteBuffer(head)), promise: nil)
+            if close {
+                _ = state.answerEnd(now: .now())
+                wire.writeAndFlush(NIOAny(IOData.byteBuffer(answer.body))).assumeIsolated().whenComplete { _ in
+                    context.close(mode: .output, promise: nil)
+                }
+                return
+            }
+            switch state.answerEnd(now: .now()) {
+            case .close:
+                wire.writeAndFlush(NIOAny(IOData.byteBuffer(answer.body)), promise: nil)
+                context.close(promise: nil)
+            case .armTimer(let deadline):
+                armIdleTimer(deadline, context: context)
+                fallthrough
+            case .none:
+                wire.writeAndFlush(NIOAny(IOData.byteBuffer(answer.body)), promise: nil)
+            }
+        case .framedByEncoder(let response):
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(response))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(answer.body))), promise: nil)
+            let end = wrapOutboundOut(.end(nil))
+            if close {
+                _ = state.answerEnd(now: .now())
+                context.writeAndFlush(end).assumeIsolated().whenComplete { _ in
+                    context.close(mode: .output, promise: nil)
+                }
+            } else {
+                writeEnd(end, promise: nil, flush: true, context: context)
+            }
         }
     }
 
     /// An answer's end, with the connection's bookkeeping: the idle timer re-armed, or the close a graceful
     /// shutdown waits for.
-    private func writeEnd(_ end: NIOAny, promise: EventLoopPromise<Void>?, flush: Bool, context: ChannelHandlerContext) {
+    private func writeEnd(_ end: NIOAny?, promise: EventLoopPromise<Void>?, flush: Bool, context: ChannelHandlerContext) {
+        // An end that writes nothing (a bodiless answer's) completes at once; what precedes it is flushed.
+        let send = { (flush: Bool) in
+            if let end {
+                if flush { context.writeAndFlush(end, promise: promise) } else { context.write(end, promise: promise) }
+            } else {
+                if flush { context.flush() }
+                promise?.succeed(())
+            }
+        }
         switch state.answerEnd(now: .now()) {
         case .close:
-            context.writeAndFlush(end, promise: promise)
+            send(true)
             context.close(promise: nil)
         case .armTimer(let deadline):
             armIdleTimer(deadline, context: context)
             fallthrough
         case .none:
-            if flush { context.writeAndFlush(end, promise: promise) } else { context.write(end, promise: promise) }
+            send(flush)
         }
     }
 
@@ -719,14 +787,36 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
 }
 
 extension FastHandoffHandler {
-    /// The router's answers pass here on their way out; the end of one means one routed request fewer.
+    /// The router's answers pass here on their way out; the end of one means one routed request fewer. An answer
+    /// to `HEAD` or `CONNECT` is framed here as NIO's encoder frames it when it knows the request's method (see
+    /// ``FastHandoffInstaller``): its head written below the encoder, its body refused, its end not written.
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        guard case .end = unwrapOutboundIn(data) else {
-            context.write(data, promise: promise)
-            return
+        switch unwrapOutboundIn(data) {
+        case .head(let head):
+            let code = head.status.code
+            // A non-final informational answer is followed by the real one, which answers the request.
+            let informational = (100..<200).contains(code) && code != 101
+            guard !informational, let method = routedBodiless.popFirst() ?? nil, let wire = writer.context else {
+                context.write(data, promise: promise)
+                return
+            }
+            suppressingBody = true
+            wire.write(NIOAny(IOData.byteBuffer(AnswerEncoding.bodiless(head, answering: method))), promise: promise)
+        case .body:
+            if suppressingBody {
+                promise?.fail(NIOHTTPResponseEncoderError.responseBodyNotAllowed)
+            } else {
+                context.write(data, promise: promise)
+            }
+        case .end:
+            if routed > 0 { routed -= 1 }
+            if suppressingBody {
+                suppressingBody = false
+                writeEnd(nil, promise: promise, flush: true, context: context)
+            } else {
+                writeEnd(data, promise: promise, flush: false, context: context)
+            }
         }
-        if routed > 0 { routed -= 1 }
-        writeEnd(data, promise: promise, flush: false, context: context)
     }
 
     /// No further read while later requests are held behind an outstanding answer.
@@ -749,9 +839,15 @@ extension FastHandoffHandler {
     }
 }
 
-/// Installs a `FastHandoffHandler` right before Hummingbird's `HTTPTypes` codec, on NIO's HTTP/1 types, then
-/// leaves. Hummingbird adds its extra handlers after that codec; the connection-state handler it adds after them
-/// runs without an idle timeout (``FastHandoffHandler`` keeps it for the connection).
+/// Installs a `FastHandoffHandler` right before Hummingbird's `HTTPTypes` codec, on NIO's HTTP/1 types, and an
+/// ``EncodedAnswerWriter`` right before NIO's response encoder, then leaves. Hummingbird adds its extra handlers
+/// after that codec; the connection-state handler it adds after them runs without an idle timeout
+/// (``FastHandoffHandler`` keeps it for the connection).
+///
+/// It also replaces NIO's request decoder with one of the same limits that does not tell the response encoder each
+/// request's method: the answers written below the encoder would leave their requests' methods queued there for
+/// ever, and the encoder would frame a later answer by an earlier request's method. ``FastHandoffHandler`` frames
+/// the router's answers to `HEAD` and `CONNECT` itself instead, as the encoder did.
 final class FastHandoffInstaller: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -759,18 +855,39 @@ final class FastHandoffInstaller: ChannelInboundHandler, RemovableChannelHandler
     private let handoff: FastHandoff
     private let guards: ConnectionGuards
     private let idleTimeout: TimeAmount?
+    private let decoderLimits: NIOHTTPDecoderLimitConfiguration
 
-    init(handoff: FastHandoff, guards: ConnectionGuards, idleTimeout: TimeAmount?) {
+    init(handoff: FastHandoff, guards: ConnectionGuards, idleTimeout: TimeAmount?, decoder: HTTP1Channel.Configuration.DecoderConfiguration)
+    {
         self.handoff = handoff
         self.guards = guards
         self.idleTimeout = idleTimeout
+        var limits = NIOHTTPDecoderLimitConfiguration()
+        limits.maxHeaderFieldSize = decoder.maxHeaderFieldSize
+        limits.maxHeaderListSize = decoder.maxHeaderListSize
+        limits.maxHeaderFieldCount = decoder.maxHeaderFieldCount
+        self.decoderLimits = limits
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         let operations = context.pipeline.syncOperations
-        if let codec = try? operations.context(handlerType: HTTP1ToHTTPServerCodec.self) {
-            try? operations.addHandler(
-                FastHandoffHandler(handoff: handoff, guards: guards, idleTimeout: idleTimeout), position: .before(codec.handler))
+        if let codec = try? operations.context(handlerType: HTTP1ToHTTPServerCodec.self),
+            let encoder = try? operations.context(handlerType: HTTPResponseEncoder.self),
+            let decoder = try? operations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self)
+        {
+            let writer = EncodedAnswerWriter()
+            do {
+                try operations.addHandler(writer, position: .before(encoder.handler))
+                try operations.addHandler(
+                    ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: decoderLimits)),
+                    position: .after(decoder.handler))
+                operations.removeHandler(context: decoder, promise: nil)
+                try operations.addHandler(
+                    FastHandoffHandler(handoff: handoff, guards: guards, idleTimeout: idleTimeout, writer: writer),
+                    position: .before(codec.handler))
+            } catch {
+                context.close(promise: nil)
+            }
         }
         let loop = context.eventLoop.assumeIsolated()
         loop.execute { [self] in operations.removeHandler(self, promise: nil) }
@@ -778,5 +895,24 @@ final class FastHandoffInstaller: ChannelInboundHandler, RemovableChannelHandler
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         context.fireChannelRead(data)
+    }
+}
+
+/// The connection's outbound end right below NIO's response encoder: ``FastHandoffHandler`` writes the answers it
+/// encoded itself (head and body, as bytes) through this handler's context, so they reach the socket without
+/// passing the encoder. Everything the encoder writes passes through untouched.
+final class EncodedAnswerWriter: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+
+    /// Its place in the pipeline while it is there.
+    private(set) var context: ChannelHandlerContext?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
     }
 }

@@ -20,13 +20,13 @@ import Darwin
 /// A response as the store keeps and hands it out.
 public struct StoredResponse: Sendable, Hashable {
     /// The HTTP status code.
-    public var status: Int
+    public var status: Int { didSet { token = ResponseToken() } }
     /// The response headers, in order, repeated ones (`Set-Cookie`) kept.
-    public var headers: HTTPFields
+    public var headers: HTTPFields { didSet { token = ResponseToken() } }
     /// The response body, as one immutable storage every reader's replay shares: a reader's answer is a view of
     /// it, written without a copy (`ByteBuffer` is copy-on-write, and nothing writes to a stored one). The
     /// initialisers keep it in storage of exactly its size (see ``rightSized(_:)``).
-    public var bodyBuffer: ByteBuffer
+    public var bodyBuffer: ByteBuffer { didSet { token = ResponseToken() } }
     /// The response body as an array: a copy of ``bodyBuffer``, for the few readers that need one (a dependent's
     /// JSON, the results view), never for a replay.
     public var body: [UInt8] {
@@ -40,6 +40,8 @@ public struct StoredResponse: Sendable, Hashable {
     public var noStore: Bool
     /// How long the upstream fetch took.
     public var elapsed: Duration
+    /// This response's identity for what readers derive from it (see ``ResponseToken``).
+    public private(set) var token = ResponseToken()
 
     /// Creates a response (its body copied once into storage of exactly its size, which its readers share).
     public init(

@@ -1,0 +1,130 @@
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import PrefetchStore
+
+/// An answer of the fast path as it goes on the wire: its head already in HTTP/1.1 bytes (status line, header
+/// lines, the blank line) and its body. ``FastHandoffHandler`` writes both below NIO's response encoder, in one
+/// `writev`, so an answer costs no `HTTPResponseHead` conversion, no encoder and one pass through the pipeline.
+struct EncodedAnswer: Sendable {
+    enum Head: Sendable {
+        /// The head's bytes, exactly what NIO's `HTTPResponseEncoder` writes for the same response.
+        case bytes(ByteBuffer)
+        /// A status that may not carry a body (1xx, `204`, `304`), whose framing headers NIO's encoder rewrites:
+        /// written through the encoder, as the router's answers are.
+        case framedByEncoder(HTTPResponse)
+    }
+
+    var head: Head
+    var body: ByteBuffer
+
+    init(_ response: HTTPResponse, body: ByteBuffer) {
+        self.head = AnswerEncoding.head(response).map(Head.bytes) ?? .framedByEncoder(response)
+        self.body = body
+    }
+
+    init(head: ByteBuffer, body: ByteBuffer) {
+        self.head = .bytes(head)
+        self.body = body
+    }
+}
+
+/// HTTP/1.1 response heads as bytes, written the way NIO's `HTTPResponseEncoder` writes them (with
+/// `HTTPResponseHead(_:)`'s conversion from `HTTPTypes`): `HTTP/1.1`, the status code and NIO's reason phrase, then
+/// each field as `name: value` in order, each line ended by CRLF, then CRLF. `AnswerEncodingTests` holds it to
+/// NIO's encoder byte for byte.
+enum AnswerEncoding {
+    /// The head of `response`, or nil when NIO's encoder would change its framing headers (a status that may not
+    /// carry a body) or would add some (no `Content-Length`: it would frame the body as chunked).
+    static func head(_ response: HTTPResponse) -> ByteBuffer? {
+        let status = HTTPResponseStatus(statusCode: response.status.code, reasonPhrase: response.status.reasonPhrase)
+        guard status.mayHaveResponseBody, response.headerFields[.contentLength] != nil,
+            response.headerFields[.transferEncoding] == nil
+        else { return nil }
+        var bytes = ByteBuffer()
+        bytes.reserveCapacity(minimumWritableBytes: estimatedSize(response.headerFields, reason: status.reasonPhrase))
+        bytes.writeStaticString("HTTP/1.1 ")
+        bytes.writeString(String(status.code))
+        bytes.writeStaticString(" ")
+        bytes.writeString(status.reasonPhrase)
+        bytes.writeStaticString("\r\n")
+        write(response.headerFields, into: &bytes)
+        bytes.writeStaticString("\r\n")
+        return bytes
+    }
+
+    /// Each field as `name: value` CRLF, in order.
+    static func write(_ fields: HTTPFields, into bytes: inout ByteBuffer) {
+        for field in fields {
+            bytes.writeString(field.name.rawName)
+            bytes.writeStaticString(": ")
+            bytes.writeString(field.value)
+            bytes.writeStaticString("\r\n")
+        }
+    }
+
+    /// The head of the router's answer to a `HEAD` or `CONNECT` request, framed as NIO's encoder frames an answer
+    /// to one: no body, so a `CONNECT` answer (or a status that may not carry a body) loses its framing headers and a
+    /// `HEAD` answer keeps them, or says `chunked` when it has no length, as the `GET` answer would.
+    static func bodiless(_ head: HTTPResponseHead, answering method: NIOHTTP1.HTTPMethod) -> ByteBuffer {
+        var headers = head.headers
+        if method == .CONNECT || !head.status.mayHaveResponseBody {
+            headers.remove(name: "content-length")
+            headers.remove(name: "transfer-encoding")
+        } else if headers.contains(name: "content-length") {
+            headers.remove(name: "transfer-encoding")
+        } else if head.version.major == 1 && head.version.minor >= 1 {
+            headers.replaceOrAdd(name: "transfer-encoding", value: "chunked")
+        }
+        var bytes = ByteBuffer()
+        bytes.writeString("HTTP/\(head.version.major).\(head.version.minor) \(head.status.code) \(head.status.reasonPhrase)\r\n")
+        for (name, value) in headers {
+            bytes.writeString(name)
+            bytes.writeStaticString(": ")
+            bytes.writeString(value)
+            bytes.writeStaticString("\r\n")
+        }
+        bytes.writeStaticString("\r\n")
+        return bytes
+    }
+
+    private static func estimatedSize(_ fields: HTTPFields, reason: String) -> Int {
+        fields.reduce(16 + reason.utf8.count) { $0 + $1.name.rawName.utf8.count + $1.value.utf8.count + 4 }
+    }
+}
+
+/// The heads of the last few replays one connection wrote, by stored response and reader variant: a read of the same
+/// entry by the same kind of reader (the same `X-Prefetch`, the same origin's CORS headers) writes the kept head
+/// instead of building and encoding it again. One per connection, used on its event loop only: no lock. It keeps
+/// ``capacity`` heads at most (each at most ``maximumHead`` bytes), and holds no body and no entry alive, only their
+/// tokens.
+final class ReplayHeads {
+    struct Variant: Equatable {
+        var joined: Bool
+        var origin: String?
+        var grant: AllowedOrigins.Grant
+    }
+
+    static let capacity = 4
+    static let maximumHead = 2048
+
+    private var slots: [(token: ResponseToken, variant: Variant, head: ByteBuffer)] = []
+    private var next = 0
+
+    /// The head kept for `token` and `variant`, if any.
+    func head(_ token: ResponseToken, _ variant: Variant) -> ByteBuffer? {
+        for slot in slots where slot.token === token && slot.variant == variant { return slot.head }
+        return nil
+    }
+
+    /// Keeps `head` in place of the oldest one kept.
+    func keep(_ head: ByteBuffer, _ token: ResponseToken, _ variant: Variant) {
+        guard head.readableBytes <= Self.maximumHead else { return }
+        if slots.count < Self.capacity {
+            slots.append((token, variant, head))
+        } else {
+            slots[next] = (token, variant, head)
+            next = (next + 1) % Self.capacity
+        }
+    }
+}
