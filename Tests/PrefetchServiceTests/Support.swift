@@ -25,16 +25,6 @@ extension TestUpstream {
 
 // MARK: Config
 
-/// A config envelope around page entries written as JSON text.
-func configText(version: String = "7", pages: [String]) -> String {
-    #"{"code": 200, "data": {"name": "prefetchConfig", "version": "\#(version)", "config": [\#(pages.joined(separator: ","))]}}"#
-}
-
-/// One page entry: its URL and interfaces written as JSON objects.
-func pageEntry(_ url: String, _ interfaces: [String]) -> String {
-    #"{"url": "\#(url)", "interfaces": [\#(interfaces.joined(separator: ","))]}"#
-}
-
 extension TestUpstream {
     /// An interface of this upstream: `api` is `path` on it.
     func interface(
@@ -45,8 +35,8 @@ extension TestUpstream {
     }
 }
 
-/// A config document as a test gives it: typed (``TestConfig``), or JSON text where the text itself is the point
-/// (a config that is not valid, a canary document).
+/// A config document as a test gives it: typed (``TestConfig``, a canary included), or JSON text where the text
+/// itself is the point (a config that is not valid).
 protocol ConfigDocument: Sendable {
     var documentText: String { get }
 }
