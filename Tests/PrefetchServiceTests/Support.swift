@@ -8,13 +8,14 @@ import NIOPosix
 import PrefetchCore
 import PrefetchEngine
 import PrefetchRuntime
-import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Prometheus
 import Synchronization
 import Testing
 import Tracing
+
+@testable import PrefetchService
 
 // MARK: Upstream
 
@@ -103,6 +104,13 @@ struct Reply: Sendable {
 
     /// The `error` code of a JSON error body.
     var errorCode: String? { json["error"] as? String }
+
+    /// The body decoded as the answer type `type` (dates in ISO 8601, as the service writes them).
+    func decoded<T: Decodable>(_ type: T.Type) throws -> T {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try decoder.decode(type, from: Data(body))
+    }
 }
 
 extension Echo {
