@@ -341,7 +341,7 @@ extension ResultsAnswer {
 }
 
 /// `GET /healthz`.
-struct HealthAnswer: JSONAnswer {
+struct HealthAnswer: JSONAnswer, Decodable {
     var status = "ok"
 }
 

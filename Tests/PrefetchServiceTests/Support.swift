@@ -118,6 +118,12 @@ extension Echo {
     init(_ reply: Reply) {
         self.init(json: reply.json)
     }
+
+    /// The echo a ready result of the results view carries as its body.
+    init(_ body: ResultsAnswer.Value?) throws {
+        let object = try JSONSerialization.jsonObject(with: JSONEncoder().encode(body ?? .null)) as? [String: Any]
+        self.init(json: object ?? [:])
+    }
 }
 
 /// A port learned from a server's start callback.
@@ -169,7 +175,7 @@ struct LiveService: Sendable {
     func ticket(_ page: String, credentials: [String: String]? = nil) async throws -> String {
         let reply = try await trigger(page, credentials: credentials)
         #expect(reply.status == 202, "trigger of \(page): \(reply.text)")
-        return try #require(reply.json["ticket"] as? String, "no ticket in \(reply.text)")
+        return try reply.decoded(TriggerAnswer.self).ticket
     }
 
     /// Sends one request on a connection of its own (for concurrent requests).
