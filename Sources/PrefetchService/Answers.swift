@@ -227,8 +227,121 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
     }
 }
 
+extension ResultsAnswer {
+    /// The answer as a client reads it (`openapi.yaml` `Results`): what ``parts()`` writes, decoded. It encodes the
+    /// same members back (the nulls the writer writes included), so a test can hold it to the written bytes.
+    struct Body: Codable, Sendable, Equatable {
+        var ticket: String
+        var page: String
+        var version: String
+        var results: [Result]
+    }
+
+    /// One request's result in ``Body`` (`openapi.yaml` `Result`).
+    struct Result: Codable, Sendable, Equatable {
+        enum State: String, Codable, Sendable { case pending, ready, failed, missing }
+        enum Served: String, Codable, Sendable { case hit, joined }
+        enum BodyEncoding: String, Codable, Sendable { case json, text, base64 }
+
+        var name: String
+        var api: String
+        var method: String
+        var state: State
+        /// How a ready result was served.
+        var served: Served?
+        /// The upstream's status: ready, and failed when the upstream answered.
+        var status: Int?
+        /// The upstream's response headers in order, as `[name, value]` pairs (ready).
+        var headers: [[String]]?
+        /// The upstream's body (ready): its JSON when `bodyEncoding` is `json`, else a string.
+        var body: Value?
+        var bodyEncoding: BodyEncoding?
+        /// The failure code (failed) or why nothing is there (missing).
+        var error: String?
+        /// What failed (failed).
+        var message: String?
+        /// How long the fetch took; nil while it is in flight.
+        var elapsedMs: Int?
+
+        private enum CodingKeys: String, CodingKey {
+            case name, api, method, state, served, status, headers, body, bodyEncoding, error, message, elapsedMs
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(name, forKey: .name)
+            try container.encode(api, forKey: .api)
+            try container.encode(method, forKey: .method)
+            try container.encode(state, forKey: .state)
+            try container.encodeIfPresent(served, forKey: .served)
+            // A failure without an upstream answer says `"status": null`; pending and missing results say nothing.
+            if state == .failed {
+                try container.encode(status, forKey: .status)
+            } else {
+                try container.encodeIfPresent(status, forKey: .status)
+            }
+            try container.encodeIfPresent(headers, forKey: .headers)
+            // A ready result always has a body: decoding reads an upstream's JSON `null` as nil.
+            if bodyEncoding != nil { try container.encode(body ?? .null, forKey: .body) }
+            try container.encodeIfPresent(bodyEncoding, forKey: .bodyEncoding)
+            try container.encode(error, forKey: .error)
+            try container.encodeIfPresent(message, forKey: .message)
+            try container.encode(elapsedMs, forKey: .elapsedMs)
+        }
+    }
+
+    /// A JSON value in a ``Result``'s body, as it decodes (numbers as `Double`).
+    enum Value: Codable, Sendable, Equatable {
+        case null
+        case bool(Bool)
+        case number(Double)
+        case string(String)
+        case array([Value])
+        case object([String: Value])
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if container.decodeNil() {
+                self = .null
+            } else if let value = try? container.decode(Bool.self) {
+                self = .bool(value)
+            } else if let value = try? container.decode(Double.self) {
+                self = .number(value)
+            } else if let value = try? container.decode(String.self) {
+                self = .string(value)
+            } else if let values = try? container.decode([Value].self) {
+                self = .array(values)
+            } else {
+                self = .object(try container.decode([String: Value].self))
+            }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .null: try container.encodeNil()
+            case .bool(let value): try container.encode(value)
+            case .number(let value): try container.encode(value)
+            case .string(let value): try container.encode(value)
+            case .array(let values): try container.encode(values)
+            case .object(let members): try container.encode(members)
+            }
+        }
+
+        /// The member `name` of an object.
+        subscript(name: String) -> Value? {
+            if case .object(let members) = self { members[name] } else { nil }
+        }
+
+        /// The string, when this is one (a text or base64 body, or a string in a JSON one).
+        var string: String? {
+            if case .string(let value) = self { value } else { nil }
+        }
+    }
+}
+
 /// `GET /healthz`.
-struct HealthAnswer: JSONAnswer {
+struct HealthAnswer: JSONAnswer, Decodable {
     var status = "ok"
 }
 

@@ -3,15 +3,18 @@ public import PrefetchCore
 
 /// A prefetch config as a test writes it: typed pages and interfaces, written as the envelope the service loads
 /// (`{"code": 200, "data": {"name", "version", "config": [...]}}`, README "The config"). Fields left nil are left
-/// out, so the service's defaults apply as they do to a config file that omits them.
+/// out, so the service's defaults apply as they do to a config file that omits them. A ``TestCanary`` adds the
+/// document's `canary` member (README "Canary configs").
 public struct TestConfig: Encodable, Sendable {
     public var name: String
     public var version: String
     public var pages: [TestPage]
+    public var canary: TestCanary?
 
-    public init(name: String = "prefetchConfig", version: String = "7", _ pages: [TestPage]) {
+    public init(name: String = "prefetchConfig", version: String = "7", canary: TestCanary? = nil, _ pages: [TestPage]) {
         self.name = name
         self.version = version
+        self.canary = canary
         self.pages = pages
     }
 
@@ -32,16 +35,44 @@ public struct TestConfig: Encodable, Sendable {
         try ConfigLoader.parse(Array(text.utf8), source: "test config").config
     }
 
-    private enum EnvelopeKeys: String, CodingKey { case code, data }
-    private enum DataKeys: String, CodingKey { case name, version, config }
+    private enum EnvelopeKeys: String, CodingKey { case code, data, canary }
 
     public func encode(to encoder: any Encoder) throws {
         var envelope = encoder.container(keyedBy: EnvelopeKeys.self)
         try envelope.encode(200, forKey: .code)
-        var data = envelope.nestedContainer(keyedBy: DataKeys.self, forKey: .data)
-        try data.encode(name, forKey: .name)
-        try data.encode(version, forKey: .version)
-        try data.encode(pages, forKey: .config)
+        try envelope.encode(ConfigData(name: name, version: version, config: pages), forKey: .data)
+        try envelope.encodeIfPresent(canary, forKey: .canary)
+    }
+}
+
+/// A document's `data` (or `canary.data`): the config's name, version and pages.
+private struct ConfigData: Encodable {
+    var name: String
+    var version: String
+    var config: [TestPage]
+}
+
+/// The candidate of a ``TestConfig``'s canary: `percent` of identified callers are served these pages as
+/// `version` (which must differ from the active version).
+public struct TestCanary: Encodable, Sendable {
+    public var percent: Double
+    public var name: String
+    public var version: String
+    public var pages: [TestPage]
+
+    public init(percent: Double, name: String = "prefetchConfig", version: String, _ pages: [TestPage]) {
+        self.percent = percent
+        self.name = name
+        self.version = version
+        self.pages = pages
+    }
+
+    private enum Keys: String, CodingKey { case percent, data }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(percent, forKey: .percent)
+        try container.encode(ConfigData(name: name, version: version, config: pages), forKey: .data)
     }
 }
 

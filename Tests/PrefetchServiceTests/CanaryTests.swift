@@ -18,8 +18,7 @@ import Testing
     }
 
     static func config(version: String) throws -> PrefetchConfig {
-        let text = #"{"code":200,"data":{"name":"n","version":"\#(version)","config":[]}}"#
-        return try ConfigLoader.parse(Array(text.utf8), source: "test").config
+        try TestConfig(name: "n", version: version, []).loaded()
     }
 
     static func canary(version: String = "5", basisPoints: Int) throws -> CanaryConfig {
@@ -97,15 +96,13 @@ import Testing
 @Suite struct CanaryServiceTests {
     /// The active config fetches `/v1/feed` (or `activePath`), the candidate `/v2/feed`.
     static func document(
-        base: String, active: String = "4", activePath: String = "/v1/feed", candidate: String? = "5", percent: String = "10"
-    ) -> String {
+        base: String, active: String = "4", activePath: String = "/v1/feed", candidate: String? = "5", percent: Double = 10
+    ) -> TestConfig {
         let page = "\(base)/pages/canary"
-        let activeData =
-            #"{"name": "prefetchConfig", "version": "\#(active)", "config": [\#(pageEntry(page, [#"{"name": "feed", "api": "\#(base)\#(activePath)", "method": "GET"}"#]))]}"#
-        guard let candidate else { return #"{"code": 200, "data": \#(activeData)}"# }
-        let candidateData =
-            #"{"name": "prefetchConfig", "version": "\#(candidate)", "config": [\#(pageEntry(page, [#"{"name": "feed", "api": "\#(base)/v2/feed", "method": "GET"}"#]))]}"#
-        return #"{"code": 200, "data": \#(activeData), "canary": {"percent": \#(percent), "data": \#(candidateData)}}"#
+        let canary = candidate.map {
+            TestCanary(percent: percent, version: $0, [TestPage(page, [TestInterface(name: "feed", api: "\(base)/v2/feed")])])
+        }
+        return TestConfig(version: active, canary: canary, [TestPage(page, [TestInterface(name: "feed", api: "\(base)\(activePath)")])])
     }
 
     static func metric(_ text: String, _ series: String) -> Double? {
@@ -212,7 +209,7 @@ import Testing
 
                 // The source publishes a new candidate: its versions changed, so it is applied; then an operator
                 // rolls it back and every user gets the active config.
-                try Data(Self.document(base: base, candidate: "6", percent: "50").utf8).write(to: URL(fileURLWithPath: file.path))
+                try Data(Self.document(base: base, candidate: "6", percent: 50).text.utf8).write(to: URL(fileURLWithPath: file.path))
                 clock.advance(by: .seconds(2))
                 let applied = await eventually {
                     let status = try? await service.admin(.get, "/v1/config")
@@ -236,14 +233,14 @@ import Testing
     @Test func aSourcePublishingTheCandidateAsDataPromotesIt() async throws {
         try await withUpstream { upstream in
             let base = upstream.base
-            let file = try TempConfig(Self.document(base: base, percent: "100"))
+            let file = try TempConfig(Self.document(base: base, percent: 100))
             defer { file.remove() }
             let clock = ManualClock()
             var settings = testSettings()
             settings.configSource = ConfigSourceSettings(source: file.path)
             try await withService(config: Self.document(base: base), settings: settings, clock: clock) { service in
                 #expect(await eventually { (try? await service.admin(.get, "/v1/config"))?.json["canary"] != nil })
-                try Data(Self.document(base: base, active: "5", activePath: "/v2/feed", candidate: nil).utf8).write(
+                try Data(Self.document(base: base, active: "5", activePath: "/v2/feed", candidate: nil).text.utf8).write(
                     to: URL(fileURLWithPath: file.path))
                 clock.advance(by: .seconds(2))
                 let promoted = await eventually {

@@ -32,7 +32,7 @@ import Testing
                 await propertyCheck(count: 12, input: Gen.int(in: 0...Int(Int32.max))) { seed in
                     let scenario = Scenario(seed: UInt64(seed), base: upstream.base)
                     do {
-                        let count = try await withService(config: scenario.configJSON) { service in
+                        let count = try await withService(config: scenario.config) { service in
                             try await scenario.run(replicas: [service], fetcher: fetcher)
                         }
                         served.withLock { $0 += count }
@@ -61,8 +61,8 @@ import Testing
                         shared.engine.identityKey = key
                         let settings = shared
                         do {
-                            let count = try await withService(config: scenario.configJSON, settings: settings) { first in
-                                try await withService(config: scenario.configJSON, settings: settings) { second in
+                            let count = try await withService(config: scenario.config, settings: settings) { first in
+                                try await withService(config: scenario.config, settings: settings) { second in
                                     try await scenario.run(replicas: [first, second], fetcher: fetcher)
                                 }
                             }
@@ -86,8 +86,8 @@ import Testing
 struct Scenario: Sendable {
     /// One interface of the page.
     struct Spec: Sendable {
-        var method: String
-        var credentials: String
+        var method: HTTPMethod
+        var credentials: CredentialsMode
         /// A guest-token leader: `credentials: omit`, sets a cookie, kept for its page open alone.
         var token: Bool
         /// An anonymous `Cache-Control: private` leader (`credentials: omit`): kept for its page open alone too.
@@ -132,8 +132,8 @@ struct Scenario: Sendable {
             }
             specs.append(
                 Spec(
-                    method: random.next(2) == 0 ? "GET" : "POST",
-                    credentials: token || isPrivate ? "omit" : ["omit", "same-site", "include"][random.next(3)],
+                    method: random.next(2) == 0 ? .GET : .POST,
+                    credentials: token || isPrivate ? .omit : [CredentialsMode.omit, .sameSite, .include][random.next(3)],
                     token: token, isPrivate: isPrivate, urlParam: random.next(2) == 0, references: references, delay: random.next(4) * 20))
         }
         self.specs = specs
@@ -157,22 +157,20 @@ struct Scenario: Sendable {
         self.operations = operations
     }
 
-    var configJSON: String {
-        let interfaces = specs.enumerated().map { index, spec -> String in
-            var fields = [
-                #""name": "n\#(index)""#,
-                #""api": "\#(base)/diff/\#(seed)/n\#(index)?mirror=1\#(spec.token ? "&token=1" : "")\#(spec.isPrivate ? "&cacheControl=private" : "")&delay=\#(spec.delay)""#,
-                #""method": "\#(spec.method)""#, #""credentials": "\#(spec.credentials)""#, #""urlParam": \#(spec.urlParam)"#,
-            ]
-            let query = spec.references.filter { $0.place == 0 }.map { #""q\#($0.from)": "${n\#($0.from):\#($0.pointer)}""# }
-            let body = spec.references.filter { $0.place == 1 }.map { #""b\#($0.from)": "${n\#($0.from):\#($0.pointer)}""# }
+    var config: TestConfig {
+        let interfaces = specs.enumerated().map { index, spec in
+            let query = spec.references.filter { $0.place == 0 }.map { ("q\($0.from)", TestJSON.string("${n\($0.from):\($0.pointer)}")) }
+            let body = spec.references.filter { $0.place == 1 }.map { ("b\($0.from)", TestJSON.string("${n\($0.from):\($0.pointer)}")) }
             let header = spec.references.filter { $0.place == 2 }.map { "${n\($0.from):\($0.pointer)}" }
-            if !query.isEmpty { fields.append(#""query": {\#(query.joined(separator: ","))}"#) }
-            if !body.isEmpty { fields.append(#""body": {\#(body.joined(separator: ","))}"#) }
-            if !header.isEmpty { fields.append(#""headers": {"X-Val": "\#(header.joined(separator: "|"))"}"#) }
-            return "{" + fields.joined(separator: ", ") + "}"
+            return TestInterface(
+                name: "n\(index)",
+                api:
+                    "\(base)/diff/\(seed)/n\(index)?mirror=1\(spec.token ? "&token=1" : "")\(spec.isPrivate ? "&cacheControl=private" : "")&delay=\(spec.delay)",
+                method: spec.method, urlParam: spec.urlParam, body: body.isEmpty ? nil : .object(Dictionary(uniqueKeysWithValues: body)),
+                headers: header.isEmpty ? nil : ["X-Val": header.joined(separator: "|")], credentials: spec.credentials,
+                query: query.isEmpty ? nil : .object(Dictionary(uniqueKeysWithValues: query)))
         }
-        return configText(version: "d\(seed)", pages: [pageEntry(page, interfaces)])
+        return TestConfig(version: "d\(seed)", [TestPage(page, interfaces)])
     }
 
     /// The page opens so far: user, params, trace id and ticket.
@@ -182,8 +180,7 @@ struct Scenario: Sendable {
 
     /// Runs the operations; returns how many reads were served (and so compared byte for byte).
     func run(replicas: [LiveService], fetcher: Fetcher) async throws -> Int {
-        let config = try ConfigLoader.parse(Array(configJSON.utf8), source: "differential").config
-        let oracle = Oracle(config: config, fetcher: fetcher)
+        let oracle = Oracle(config: try config.loaded(), fetcher: fetcher)
         var opens: [(user: Int, params: Int, trace: String, ticket: String?)] = []
         var served = 0
         for (step, operation) in operations.enumerated() {
@@ -205,7 +202,7 @@ struct Scenario: Sendable {
                         interface, user: opens[open].user, params: opens[open].params, trace: opens[open].trace, page: page)
                     #expect(
                         expected == reply.text,
-                        "seed \(seed) step \(step): n\(interface) read through the ticket of open \(open) (user \(opens[open].user), params \(opens[open].params)) served \(reply.text), its own fetch answers \(expected ?? "nothing it may read")\n\(configJSON)"
+                        "seed \(seed) step \(step): n\(interface) read through the ticket of open \(open) (user \(opens[open].user), params \(opens[open].params)) served \(reply.text), its own fetch answers \(expected ?? "nothing it may read")\n\(config.text)"
                     )
                 }
             case .readPage(let user, let params, let interface, let replica):
@@ -218,7 +215,7 @@ struct Scenario: Sendable {
                     let expected = try await oracle.answer(interface, user: user, params: params, trace: nil, page: page)
                     #expect(
                         expected == reply.text,
-                        "seed \(seed) step \(step): n\(interface) read by page= (user \(user), params \(params)) served \(reply.text), its own fetch answers \(expected ?? "nothing it may read")\n\(configJSON)"
+                        "seed \(seed) step \(step): n\(interface) read by page= (user \(user), params \(params)) served \(reply.text), its own fetch answers \(expected ?? "nothing it may read")\n\(config.text)"
                     )
                 }
             }

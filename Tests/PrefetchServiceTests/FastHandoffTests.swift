@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import NIOPosix
+import PrefetchCore
 import PrefetchEngine
 import PrefetchRuntime
 import PrefetchTestSupport
@@ -18,28 +19,29 @@ import Testing
 
     /// The page's entries live 10 minutes, so its ticket and read key outlive the longest run of these tests (the
     /// differential test compares answers to the same reads on two services opened seconds apart).
-    static func config(_ port: Int) -> String {
+    static func config(_ port: Int) -> TestConfig {
         let api = "http://127.0.0.1:\(port)"
-        return configText(pages: [
-            pageEntry(
+        return TestConfig([
+            TestPage(
                 page,
                 [
-                    #"{"name": "plain", "api": "\#(api)/plain?body=%7B%22ok%22%3Atrue%7D&cacheControl=max-age%3D60", "method": "GET", "urlParam": true, "ttl": 600}"#,
-                    #"{"name": "cookie", "api": "\#(api)/cookie?body=%7B%22me%22%3A1%7D&setCookie=sid%3Dabc%3B%20HttpOnly", "method": "GET", "urlParam": true, "ttl": 600}"#,
-                    #"{"name": "once", "api": "\#(api)/once?body=%7B%22n%22%3A1%7D&cacheControl=no-store", "method": "GET", "urlParam": true, "ttl": 600}"#,
-                    #"{"name": "slow", "api": "\#(api)/slow?hang=1", "method": "GET", "urlParam": true, "timeout": 10000}"#,
+                    TestInterface(
+                        name: "plain", api: "\(api)/plain?body=%7B%22ok%22%3Atrue%7D&cacheControl=max-age%3D60", urlParam: true, ttl: 600),
+                    TestInterface(
+                        name: "cookie", api: "\(api)/cookie?body=%7B%22me%22%3A1%7D&setCookie=sid%3Dabc%3B%20HttpOnly", urlParam: true,
+                        ttl: 600),
+                    TestInterface(
+                        name: "once", api: "\(api)/once?body=%7B%22n%22%3A1%7D&cacheControl=no-store", urlParam: true, ttl: 600),
+                    TestInterface(name: "slow", api: "\(api)/slow?hang=1", urlParam: true, timeout: 10000),
                 ]),
-            pageEntry(
+            TestPage(
                 "https://m.example.com/later",
                 [
-                    #"{"name": "soon", "api": "\#(api)/soon?body=%7B%22a%22%3A1%7D&cacheControl=max-age%3D60", "method": "GET", "urlParam": true}"#,
-                    #"{"name": "later", "api": "\#(api)/later?delay=300&body=%7B%22b%22%3A2%7D", "method": "GET", "urlParam": true}"#,
+                    TestInterface(name: "soon", api: "\(api)/soon?body=%7B%22a%22%3A1%7D&cacheControl=max-age%3D60", urlParam: true),
+                    TestInterface(name: "later", api: "\(api)/later?delay=300&body=%7B%22b%22%3A2%7D", urlParam: true),
                 ]),
-            pageEntry(
-                "https://m.example.com/account",
-                [
-                    #"{"name": "me", "api": "https://api.example.com/me", "method": "GET", "credentials": "include"}"#
-                ]),
+            TestPage(
+                "https://m.example.com/account", [TestInterface(name: "me", api: "https://api.example.com/me", credentials: .include)]),
         ])
     }
 

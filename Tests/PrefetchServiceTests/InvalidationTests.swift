@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -14,7 +15,7 @@ import Testing
 
     @Test func aLogoutOnOneReplicaTurnsTheNextReadOnAnotherIntoAMiss() async throws {
         try await replicas.withReplicas(interfaces: { upstream in
-            [#"{"name": "me", "api": "\#(upstream.base)/r/me", "method": "GET"}"#]
+            [upstream.interface("me", "/r/me")]
         }) { upstream, _, first, second, page in
             _ = try await replicas.trigger(first, page, cookie: "sid=alice")
             _ = try await replicas.trigger(first, page, cookie: "sid=bob")
@@ -55,14 +56,14 @@ import Testing
 struct InvalidationSecurityTests {
     static let page = "https://m.example.test/account"
 
-    static func config(_ base: String) -> String {
-        configText(pages: [
-            pageEntry(
+    static func config(_ base: String) -> TestConfig {
+        TestConfig([
+            TestPage(
                 page,
                 [
-                    #"{"name": "me", "api": "\#(base)/inv/me", "method": "GET", "credentials": "include"}"#,
-                    #"{"name": "cart", "api": "\#(base)/inv/cart?surrogateKey=cart%20catalog", "method": "GET", "credentials": "include"}"#,
-                    #"{"name": "many", "api": "\#(base)/inv/many?surrogateKeys=5000", "method": "GET"}"#,
+                    TestInterface(name: "me", api: "\(base)/inv/me", credentials: .include),
+                    TestInterface(name: "cart", api: "\(base)/inv/cart?surrogateKey=cart%20catalog", credentials: .include),
+                    TestInterface(name: "many", api: "\(base)/inv/many?surrogateKeys=5000"),
                 ])
         ])
     }

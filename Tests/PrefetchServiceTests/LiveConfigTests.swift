@@ -26,7 +26,8 @@ import Testing
         var url: String { "http://127.0.0.1:\(port)/prefetch.json" }
 
         /// Replaces the served config (atomically: a reader never sees half a file).
-        func serve(_ text: String) throws {
+        func serve(_ config: some ConfigDocument) throws {
+            let text = config.documentText
             let temporary = directory.appendingPathComponent(".next")
             try Data(text.utf8).write(to: temporary)
             _ = rename(temporary.path, directory.appendingPathComponent("prefetch.json").path)
@@ -44,9 +45,8 @@ import Testing
         }
     }
 
-    static func config(version: String, api: String) -> String {
-        configText(
-            version: version, pages: [pageEntry("https://m.example.test/live", [#"{"name": "feed", "api": "\#(api)", "method": "GET"}"#])])
+    static func config(version: String, api: String) -> TestConfig {
+        TestConfig(version: version, [TestPage("https://m.example.test/live", [TestInterface(name: "feed", api: api)])])
     }
 
     func planVersion(_ server: CommandTests.Server) async throws -> String? {
@@ -77,6 +77,7 @@ import Testing
         let plan = try await server.admin(.get, "/v1/plan?url=\(q("https://m.example.test/live"))")
         #expect(plan.text.contains("https://api.example.test/v2/feed"))
 
+        // Raw text: a broken push, which the loader must refuse ("nope" is no page URL).
         try configServer.serve(#"{"code": 200, "data": {"name": "broken", "version": "3", "config": [{"url": "nope"}]}}"#)
         let reported = await eventually(within: 10) {
             let status = try? await server.admin(.get, "/v1/config")

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchCore
 import PrefetchDNS
 import PrefetchEngine
 import PrefetchFetcher
@@ -27,12 +28,8 @@ import Testing
             settings.dns.allowPrivateAddresses = true
             settings.fetcher.caBundlePath = pki.caPath
             let page = "https://m.prefetch.test/pinned"
-            let config = configText(pages: [
-                pageEntry(
-                    page,
-                    [
-                        #"{"name": "info", "api": "https://\#(Self.host):\#(upstream.port)/tls/info", "method": "GET", "credentials": "include"}"#
-                    ])
+            let config = TestConfig([
+                TestPage(page, [TestInterface(name: "info", api: "https://\(Self.host):\(upstream.port)/tls/info", credentials: .include)])
             ])
             try await withService(config: config, settings: settings) { service in
                 try await body(service, page)

@@ -15,10 +15,11 @@ import HTTPTypes
 import PrefetchCore
 import PrefetchEngine
 import PrefetchRuntime
-import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
+
+@testable import PrefetchService
 
 /// The HTTP API end to end: the real application on a live socket, fetching from a real upstream on 127.0.0.1.
 @Suite("prefetch service API", .timeLimit(.minutes(1)))
@@ -56,13 +57,13 @@ struct PrefetchServiceTests {
                 let alice = ["Cookie": "sid=alice", "Authorization": "Bearer alice"]
                 let trigger = try await service.trigger(page, credentials: alice)
                 #expect(trigger.status == 202)
-                let ticket = try #require(trigger.json["ticket"] as? String)
-                #expect(trigger.json["page"] as? String == page)
-                #expect(trigger.json["matched"] as? String == samePage)
-                #expect(trigger.json["version"] as? String == "7")
-                let announced = trigger.json["requests"] as? [[String: Any]] ?? []
-                #expect(announced.map { $0["name"] as? String } == ["c.get", "c.post", "c.form", "c.omit"])
-                #expect(announced.allSatisfy { $0["state"] as? String == "pending" && $0["flight"] as? String == "leader" })
+                let answer = try trigger.decoded(TriggerAnswer.self)
+                let ticket = answer.ticket
+                #expect(answer.page == page)
+                #expect(answer.matched == samePage)
+                #expect(answer.version == "7")
+                #expect(answer.requests.map(\.name) == ["c.get", "c.post", "c.form", "c.omit"])
+                #expect(answer.requests.allSatisfy { $0.state == "pending" && $0.flight == "leader" })
 
                 // What the service planned is what the upstream received.
                 let plan = try await service.admin(.get, "/v1/plan?url=\(q(page))")
@@ -109,11 +110,11 @@ struct PrefetchServiceTests {
                 // The full results view reports the same responses.
                 let results = try await service.get("/v1/prefetch/\(ticket)?wait=5000", headers: alice)
                 #expect(results.status == 200)
-                let items = results.json["results"] as? [[String: Any]] ?? []
-                #expect(items.map { $0["state"] as? String } == ["ready", "ready", "ready", "ready"])
-                #expect(items.allSatisfy { $0["status"] as? Int == 200 && $0["bodyEncoding"] as? String == "json" })
+                let items = try results.decoded(ResultsAnswer.Body.self).results
+                #expect(items.map(\.state) == [.ready, .ready, .ready, .ready])
+                #expect(items.allSatisfy { $0.status == 200 && $0.bodyEncoding == .json })
                 #expect(
-                    items.compactMap { ($0["body"] as? [String: Any])?["path"] as? String } == [
+                    items.compactMap { $0.body?["path"]?.string } == [
                         "/compose/get", "/compose/post", "/compose/form", "/compose/omit",
                     ])
 
@@ -122,7 +123,7 @@ struct PrefetchServiceTests {
                 let bob = ["Cookie": "sid=bob", "Authorization": "Bearer bob"]
                 let cross = try await service.trigger(crossPage, requestHeaders: bob)
                 #expect(cross.status == 202)
-                let crossTicket = try #require(cross.json["ticket"] as? String)
+                let crossTicket = try cross.decoded(TriggerAnswer.self).ticket
                 let fallback = Echo(try await service.get("/v1/prefetch/\(crossTicket)/data?name=x.default&wait=5000", headers: bob))
                 #expect(fallback.path == "/cross/default")
                 #expect(fallback.values("Cookie").isEmpty)
@@ -173,7 +174,7 @@ struct PrefetchServiceTests {
                 #expect(upstream.hits(path: "/flight/b") == 1)
                 let second = try #require(replies[100])
                 #expect(second.status == 202)
-                let flights = (second.json["requests"] as? [[String: Any]] ?? []).compactMap { $0["flight"] as? String }
+                let flights = try second.decoded(TriggerAnswer.self).requests.map(\.flight)
                 #expect(flights.count == 2 && flights.allSatisfy { $0 == "joined" || $0 == "fresh" }, "\(flights)")
                 for index in 0..<100 {
                     let reply = try #require(replies[index])
@@ -259,7 +260,7 @@ struct PrefetchServiceTests {
                 #expect(firstReply.status == 200)
                 #expect(Echo(firstReply).values("Cookie").isEmpty)
                 let second = try await service.trigger(sharedPage, credentials: ["Cookie": "sid=bob"])
-                #expect((second.json["requests"] as? [[String: Any]])?.first?["flight"] as? String == "fresh")
+                #expect(try second.decoded(TriggerAnswer.self).requests.first?.flight == "fresh")
                 let carol = try await service.get("/v1/data?page=\(q(sharedPage))&name=shared", headers: ["Cookie": "sid=carol"])
                 #expect(carol.status == 200)
                 #expect(Echo(carol).hit == 1)
@@ -364,11 +365,11 @@ struct PrefetchServiceTests {
                 #expect(small.header("X-Prefetch") == "hit" || small.header("X-Prefetch") == "joined")
 
                 let results = try await service.get("/v1/prefetch/\(ticket)")
-                let items = results.json["results"] as? [[String: Any]] ?? []
-                #expect(items.map { $0["state"] as? String } == ["failed", "ready"])
-                #expect(items.first?["error"] as? String == "too-large")
-                #expect(items.last?["bodyEncoding"] as? String == "text")
-                #expect(items.last?["body"] as? String == "abcdefghij")
+                let items = try results.decoded(ResultsAnswer.Body.self).results
+                #expect(items.map(\.state) == [.failed, .ready])
+                #expect(items.first?.error == "too-large")
+                #expect(items.last?.bodyEncoding == .text)
+                #expect(items.last?.body == .string("abcdefghij"))
             }
         }
     }
@@ -407,10 +408,10 @@ struct PrefetchServiceTests {
                 #expect(Echo(gone).path == "/fault/gone")
 
                 let results = try await service.get("/v1/prefetch/\(ticket)?wait=5000")
-                let items = results.json["results"] as? [[String: Any]] ?? []
-                #expect(items.map { $0["state"] as? String } == ["failed", "failed", "failed", "ready", "ready"])
-                #expect(items.map { $0["error"] as? String } == ["timeout", "reset", "upstream-5xx", nil, nil])
-                #expect(items.map { $0["status"] as? Int } == [nil, nil, 503, 200, 404])
+                let items = try results.decoded(ResultsAnswer.Body.self).results
+                #expect(items.map(\.state) == [.failed, .failed, .failed, .ready, .ready])
+                #expect(items.map(\.error) == ["timeout", "reset", "upstream-5xx", nil, nil])
+                #expect(items.map(\.status) == [nil, nil, 503, 200, 404])
             }
         }
     }
@@ -508,11 +509,11 @@ struct PrefetchServiceTests {
         try await withService(config: config) { service in
             let health = try await service.get("/healthz")
             #expect(health.status == 200)
-            #expect(health.json["status"] as? String == "ok")
+            #expect(try health.decoded(HealthAnswer.self).status == "ok")
             let ready = try await service.get("/readyz")
             #expect(ready.status == 200)
-            #expect(ready.json["ready"] as? Bool == true)
-            #expect(ready.json["version"] as? String == "v42")
+            let readiness = try ready.decoded(ReadinessAnswer.self)
+            #expect(readiness.ready && readiness.version == "v42")
             let openAPI = try await service.get("/openapi.yaml")
             #expect(openAPI.status == 200)
             #expect(openAPI.text.hasPrefix("openapi:"))
@@ -529,7 +530,7 @@ struct PrefetchServiceTests {
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page + "?secret=s3cr3t")
                 let settled = try await service.get("/v1/prefetch/\(ticket)?wait=5000")
-                #expect((settled.json["results"] as? [[String: Any]])?.first?["state"] as? String == "ready")
+                #expect(try settled.decoded(ResultsAnswer.Body.self).results.first?.state == .ready)
                 let hit = try await service.get("/v1/data?page=\(q(page + "?secret=s3cr3t"))&name=m.get")
                 #expect(hit.status == 200)
                 #expect(hit.header("X-Prefetch") == "hit")

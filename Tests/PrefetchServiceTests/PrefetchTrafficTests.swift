@@ -11,12 +11,12 @@ import Testing
 
     /// A page at `/pages/<path>` whose GET interfaces `names` call `/<path>/<name>`; those in `quiet` opt out of
     /// `Sec-Purpose`.
-    static func page(_ base: String, _ path: String, _ names: [String], quiet: Set<String> = []) -> (page: String, config: String) {
+    static func page(_ base: String, _ path: String, _ names: [String], quiet: Set<String> = []) -> (page: String, config: TestConfig) {
         let page = "\(base)/pages/\(path)"
         let interfaces = names.map { name in
-            #"{"name": "\#(name)", "api": "\#(base)/\#(path)/\#(name)", "method": "GET"\#(quiet.contains(name) ? #", "secPurpose": false"# : "")}"#
+            TestInterface(name: name, api: "\(base)/\(path)/\(name)", secPurpose: quiet.contains(name) ? false : nil)
         }
-        return (page, configText(pages: [pageEntry(page, interfaces)]))
+        return (page, TestConfig([TestPage(page, interfaces)]))
     }
 
     /// Every upstream request carries `Sec-Purpose: prefetch` unless its interface opts out, and a trigger's

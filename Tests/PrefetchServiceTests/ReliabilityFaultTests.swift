@@ -2,11 +2,12 @@ import Foundation
 import HTTPTypes
 import PrefetchEngine
 import PrefetchRuntime
-import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import PrefetchTestUpstreamTLS
 import Testing
+
+@testable import PrefetchService
 
 /// One upstream misbehaviour and what the page must see for it.
 struct UpstreamFault: Sendable, CustomTestStringConvertible {
@@ -114,23 +115,22 @@ struct ReliabilityFaultTests {
             // The results endpoint reports the same state and code, and no body for a failure.
             let results = try await service.get("/v1/prefetch/\(ticket)?wait=8000")
             #expect(results.status == 200, "\(results.text)")
-            let items = results.json["results"] as? [[String: Any]] ?? []
+            let items = try results.decoded(ResultsAnswer.Body.self).results
             #expect(items.count == 2, "\(results.text)")
-            let faulty = items.first { $0["name"] as? String == "fault" } ?? [:]
+            let faulty = try #require(items.first { $0.name == "fault" }, "\(results.text)")
             if let code = fault.code {
-                #expect(faulty["state"] as? String == "failed", "\(results.text)")
-                #expect(faulty["error"] as? String == code, "\(results.text)")
-                #expect(faulty["status"] as? Int == fault.status, "\(results.text)")
-                #expect(faulty["body"] == nil, "\(results.text)")
+                #expect(faulty.state == .failed, "\(results.text)")
+                #expect(faulty.error == code, "\(results.text)")
+                #expect(faulty.status == fault.status, "\(results.text)")
+                #expect(faulty.body == nil && faulty.bodyEncoding == nil, "\(results.text)")
             } else {
-                #expect(faulty["state"] as? String == "ready", "\(results.text)")
-                #expect(faulty["status"] as? Int == 200)
-                #expect((faulty["body"] as? String)?.utf8.count == 64, "\(results.text)")
+                #expect(faulty.state == .ready, "\(results.text)")
+                #expect(faulty.status == 200)
+                #expect(faulty.body?.string?.utf8.count == 64, "\(results.text)")
             }
 
             // The other interface of the same page is unaffected.
-            let fine = items.first { $0["name"] as? String == "fine" } ?? [:]
-            #expect(fine["state"] as? String == "ready", "\(results.text)")
+            #expect(items.first { $0.name == "fine" }?.state == .ready, "\(results.text)")
             let fineReply = try await service.get("/v1/prefetch/\(ticket)/data?name=fine&wait=8000")
             #expect(fineReply.status == 200, "\(fineReply.text)")
             #expect(Echo(fineReply).path == "/fault/fine")

@@ -3,11 +3,12 @@ import HTTPTypes
 import PrefetchCore
 import PrefetchEngine
 import PrefetchRuntime
-import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Synchronization
 import Testing
+
+@testable import PrefetchService
 
 /// Many users (and anonymous visitors) opening the same pages at once, in a random interleaving replayable from
 /// its seed, reading by ticket, by page URL and by read key, and trying each other's tickets and keys: no response
@@ -236,10 +237,10 @@ struct Workload: Sendable {
             if reply.text.lowercased().contains("set-cookie") || reply.text.contains("guest=p") {
                 recorder.violations.withLock { $0.append("user \(user) results carried a cookie") }
             }
-            for item in reply.json["results"] as? [[String: Any]] ?? [] where item["state"] as? String == "ready" {
-                let name = item["name"] as? String ?? ""
-                let headers = (item["body"] as? [String: Any])?["headers"] as? [[String]] ?? []
-                let seen = headers.filter { $0.first?.lowercased() == "cookie" }.compactMap(\.last)
+            // An answer that is not the results view has no results to check.
+            for item in (try? reply.decoded(ResultsAnswer.Body.self))?.results ?? [] where item.state == .ready {
+                let name = item.name
+                let seen = (try? Echo(item.body))?.values("Cookie") ?? []
                 let wanted = expectedCookie(user, name).map { [$0] } ?? []
                 if seen != wanted {
                     recorder.violations.withLock { $0.append("user \(user) results \(name): expected \(wanted), got \(seen)") }

@@ -4,6 +4,8 @@ import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 
+@testable import PrefetchService
+
 /// The store's byte budget in a real `prefetch serve` process, in the style of Redis's maxmemory test: fill the
 /// store through real triggers, write as much again, and watch both the store's own accounting and the process.
 @Suite("reliability: memory budget", .timeLimit(.minutes(3)))
@@ -72,8 +74,8 @@ struct ReliabilityMemoryTests {
             // Wait for this batch to land in the store.
             for ticket in tickets {
                 let results = try await server.get("/v1/prefetch/\(ticket)?wait=5000")
-                let state = (results.json["results"] as? [[String: Any]])?.first?["state"] as? String
-                #expect(state == "ready" || state == "missing", "\(results.text.prefix(300))")
+                let state = try results.decoded(ResultsAnswer.Body.self).results.first?.state
+                #expect(state == .ready || state == .missing, "\(results.text.prefix(300))")
             }
             let metrics = try await server.admin(.get, "/metrics").text
             let bytes = try #require(metricValue(metrics, "prefetch_store_bytes"), "no prefetch_store_bytes in /metrics")

@@ -35,8 +35,7 @@ import Testing
         try
             #"{"renderers": {"main": {"kind": "process", "command": ["/bin/sh", "\#(script)", "\#(marker)"], "resetLine": "reset", "minIdle": 2, "maxSize": 3, "maxLeasesPerCaller": 3, "readyTimeoutMs": 10000}}}"#
             .write(toFile: renderers, atomically: true, encoding: .utf8)
-        let config = try TempConfig(
-            configText(pages: [pageEntry("https://m.example.test/r", [#"{"api": "https://api.example.test/r", "method": "GET"}"#])]))
+        let config = try TempConfig(TestConfig([TestPage("https://m.example.test/r", [TestInterface(api: "https://api.example.test/r")])]))
         defer { config.remove() }
 
         let server = try await CommandTests.Server.start(configPath: config.path, arguments: ["--renderers", renderers])

@@ -67,13 +67,6 @@ func withOperatorRouter<T: Sendable>(
 }
 
 extension Reply {
-    /// The body decoded as the answer type `type` (dates in ISO 8601, as the service writes them).
-    func decoded<T: Decodable>(_ type: T.Type) throws -> T {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return try decoder.decode(type, from: Data(body))
-    }
-
     /// The error answer `{"error", "message"}`, decoded, with its code read as a ``FailureCode``.
     func failure() throws -> (code: FailureCode?, message: String) {
         let body = try decoded(APIError.Body.self)

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import NIOCore
 import NIOPosix
+import PrefetchCore
 import PrefetchEngine
 import PrefetchRuntime
 import PrefetchTestSupport
@@ -21,17 +22,19 @@ struct SecurityTests {
 
     /// A config whose page calls a credentialed interface, an anonymous one that sets a guest cookie, a private
     /// one, an HTML one, one whose answer carries CORS headers, and a GET with a config body key.
-    static func config(_ base: String) -> String {
-        configText(pages: [
-            pageEntry(
+    static func config(_ base: String) -> TestConfig {
+        TestConfig([
+            TestPage(
                 page,
                 [
-                    #"{"name": "me", "api": "\#(base)/sec/me?setCookie=session%3Dalice-session", "method": "GET", "urlParam": true, "credentials": "include"}"#,
-                    #"{"name": "guest", "api": "\#(base)/sec/guest?setCookie=guest%3D\#(UUID().uuidString)", "method": "GET"}"#,
-                    #"{"name": "private", "api": "\#(base)/sec/private?cacheControl=private", "method": "GET"}"#,
-                    #"{"name": "html", "api": "\#(base)/sec/html?contentType=text/html&body=%3Cscript%3Ealert(1)%3C/script%3E", "method": "GET"}"#,
-                    #"{"name": "cors", "api": "\#(base)/sec/cors", "method": "GET", "headers": {"Origin": "https://upstream-origin.example"}}"#,
-                    #"{"name": "role", "api": "\#(base)/sec/role", "method": "GET", "urlParam": true, "body": {"role": "user", "scope": "read"}}"#,
+                    TestInterface(
+                        name: "me", api: "\(base)/sec/me?setCookie=session%3Dalice-session", urlParam: true, credentials: .include),
+                    TestInterface(name: "guest", api: "\(base)/sec/guest?setCookie=guest%3D\(UUID().uuidString)"),
+                    TestInterface(name: "private", api: "\(base)/sec/private?cacheControl=private"),
+                    TestInterface(
+                        name: "html", api: "\(base)/sec/html?contentType=text/html&body=%3Cscript%3Ealert(1)%3C/script%3E"),
+                    TestInterface(name: "cors", api: "\(base)/sec/cors", headers: ["Origin": "https://upstream-origin.example"]),
+                    TestInterface(name: "role", api: "\(base)/sec/role", urlParam: true, body: ["role": "user", "scope": "read"]),
                 ])
         ])
     }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Synchronization
@@ -62,14 +63,14 @@ import Testing
 
     /// Runs `body` with an upstream, a redis-server and two replicas on it; everything is stopped afterwards.
     func withReplicas(
-        interfaces: @Sendable (TestUpstream) -> [String],
+        interfaces: @Sendable (TestUpstream) -> [TestInterface],
         _ body: @Sendable (TestUpstream, Redis, CommandTests.Server, CommandTests.Server, String) async throws -> Void
     ) async throws {
         try await withUpstream { upstream in
             let redis = try Redis()
             try await redis.start()
             let page = "\(upstream.base)/pages/replicated"
-            let config = try TempConfig(configText(pages: [pageEntry(page, interfaces(upstream))]))
+            let config = try TempConfig(TestConfig([TestPage(page, interfaces(upstream))]))
             var servers: [CommandTests.Server] = []
             do {
                 for _ in 0..<2 {
@@ -102,7 +103,7 @@ import Testing
 
     @Test func aTicketFromOneReplicaIsServedByTheOther() async throws {
         try await withReplicas(interfaces: { upstream in
-            [#"{"name": "info", "api": "\#(upstream.base)/r/info", "method": "GET", "urlParam": true}"#]
+            [upstream.interface("info", "/r/info", urlParam: true)]
         }) { upstream, _, first, second, page in
             let ticket = try await trigger(first, page + "?id=7")
             let data = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticket)/data?name=info&wait=5000")
@@ -118,8 +119,8 @@ import Testing
     @Test func consumersOnBothReplicasCauseOneUpstreamFetch() async throws {
         try await withReplicas(interfaces: { upstream in
             [
-                #"{"name": "slow", "api": "\#(upstream.base)/r/slow?delay=300", "method": "GET"}"#,
-                #"{"name": "list", "api": "\#(upstream.base)/r/list", "method": "POST", "bodyParam": true}"#,
+                upstream.interface("slow", "/r/slow?delay=300"),
+                upstream.interface("list", "/r/list", method: .POST, bodyParam: true),
             ]
         }) { upstream, _, first, second, page in
             let target = page + "?q=1"
@@ -150,7 +151,7 @@ import Testing
 
     @Test func identitiesStayIsolatedAcrossReplicas() async throws {
         try await withReplicas(interfaces: { upstream in
-            [#"{"name": "me", "api": "\#(upstream.base)/r/me", "method": "GET"}"#]
+            [upstream.interface("me", "/r/me")]
         }) { upstream, _, first, second, page in
             let ticketA = try await trigger(first, page, cookie: "sid=alice")
             let ticketB = try await trigger(second, page, cookie: "sid=bob")
@@ -175,7 +176,7 @@ import Testing
 
     @Test func aRedisOutageKeepsBothAnsweringAndRecoversByItself() async throws {
         try await withReplicas(interfaces: { upstream in
-            [#"{"name": "info", "api": "\#(upstream.base)/r/outage", "method": "GET", "urlParam": true}"#]
+            [upstream.interface("info", "/r/outage", urlParam: true)]
         }) { _, redis, first, second, page in
             await redis.stop()
             for (index, server) in [first, second].enumerated() {

@@ -8,13 +8,14 @@ import NIOPosix
 import PrefetchCore
 import PrefetchEngine
 import PrefetchRuntime
-import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Prometheus
 import Synchronization
 import Testing
 import Tracing
+
+@testable import PrefetchService
 
 // MARK: Upstream
 
@@ -24,16 +25,6 @@ extension TestUpstream {
 }
 
 // MARK: Config
-
-/// A config envelope around page entries written as JSON text.
-func configText(version: String = "7", pages: [String]) -> String {
-    #"{"code": 200, "data": {"name": "prefetchConfig", "version": "\#(version)", "config": [\#(pages.joined(separator: ","))]}}"#
-}
-
-/// One page entry: its URL and interfaces written as JSON objects.
-func pageEntry(_ url: String, _ interfaces: [String]) -> String {
-    #"{"url": "\#(url)", "interfaces": [\#(interfaces.joined(separator: ","))]}"#
-}
 
 extension TestUpstream {
     /// An interface of this upstream: `api` is `path` on it.
@@ -45,8 +36,8 @@ extension TestUpstream {
     }
 }
 
-/// A config document as a test gives it: typed (``TestConfig``), or JSON text where the text itself is the point
-/// (a config that is not valid, a canary document).
+/// A config document as a test gives it: typed (``TestConfig``, a canary included), or JSON text where the text
+/// itself is the point (a config that is not valid).
 protocol ConfigDocument: Sendable {
     var documentText: String { get }
 }
@@ -113,12 +104,25 @@ struct Reply: Sendable {
 
     /// The `error` code of a JSON error body.
     var errorCode: String? { json["error"] as? String }
+
+    /// The body decoded as the answer type `type` (dates in ISO 8601, as the service writes them).
+    func decoded<T: Decodable>(_ type: T.Type) throws -> T {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try decoder.decode(type, from: Data(body))
+    }
 }
 
 extension Echo {
     /// The echo in a service reply's JSON body.
     init(_ reply: Reply) {
         self.init(json: reply.json)
+    }
+
+    /// The echo a ready result of the results view carries as its body.
+    init(_ body: ResultsAnswer.Value?) throws {
+        let object = try JSONSerialization.jsonObject(with: JSONEncoder().encode(body ?? .null)) as? [String: Any]
+        self.init(json: object ?? [:])
     }
 }
 
@@ -171,7 +175,7 @@ struct LiveService: Sendable {
     func ticket(_ page: String, credentials: [String: String]? = nil) async throws -> String {
         let reply = try await trigger(page, credentials: credentials)
         #expect(reply.status == 202, "trigger of \(page): \(reply.text)")
-        return try #require(reply.json["ticket"] as? String, "no ticket in \(reply.text)")
+        return try reply.decoded(TriggerAnswer.self).ticket
     }
 
     /// Sends one request on a connection of its own (for concurrent requests).
