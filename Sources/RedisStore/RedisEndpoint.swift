@@ -210,9 +210,8 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
 
     /// The URL with its user information shown as `user:***` (the user as written), so a password never
     /// reaches a log or an error.
-    private static func masked(_ url: String) -> String {
+    static func masked(_ url: String, scheme: String = "redis://") -> String {
         guard let at = url.lastIndex(of: "@") else { return url }
-        let scheme = "redis://"
         let hasScheme = url.lowercased().hasPrefix(scheme)
         let start = hasScheme ? url.index(url.startIndex, offsetBy: scheme.count) : url.startIndex
         let userInfo = url[start..<at]

@@ -10,11 +10,29 @@ import Darwin
 
 /// Connection settings shared by the pool and the subscriber.
 struct ConnectionSettings: Sendable {
+    /// The credentials and database every connection presents (with `redis://`, also the one server's address).
     var endpoint: RedisEndpoint
+    /// Where a new connection goes: `endpoint`, or the primary the sentinels name now.
+    var locator: PrimaryLocator
     var connectTimeout: Duration
     var commandTimeout: Duration
     /// What a reply may claim before the pool closes the connection (the subscriber's hiredis has its own bounds).
-    var limits = RESPLimits(maximumValueBytes: RedisStore.Configuration().maximumValueBytes)
+    var limits: RESPLimits
+    /// The sentinels that name the primary (nil with `redis://`); asked by the subscriber's thread.
+    var sentinels: SentinelEndpoints?
+
+    /// Settings for `endpoint`, or (with `sentinels`) for the primary they name, found by `locator`.
+    init(
+        endpoint: RedisEndpoint, locator: PrimaryLocator? = nil, sentinels: SentinelEndpoints? = nil, connectTimeout: Duration,
+        commandTimeout: Duration, limits: RESPLimits = RESPLimits(maximumValueBytes: RedisStore.Configuration().maximumValueBytes)
+    ) {
+        self.endpoint = endpoint
+        self.locator = locator ?? PrimaryLocator(fixed: endpoint)
+        self.sentinels = sentinels
+        self.connectTimeout = connectTimeout
+        self.commandTimeout = commandTimeout
+        self.limits = limits
+    }
 }
 
 /// A small pool of non-blocking Redis connections on NIO event loops (`MultiThreadedEventLoopGroup.singleton`, the
@@ -231,7 +249,10 @@ final class PooledConnection: Sendable {
 
     /// Opens a connection, authenticates and selects the database, then writes the calls that waited.
     private func connect() {
-        let endpoint = settings.endpoint
+        guard let endpoint = settings.locator.current else {
+            opened(.failure(RedisCallError(kind: .connect, message: "no Redis primary is known yet: the sentinels have not named one")))
+            return
+        }
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(TimeAmount(settings.connectTimeout))
             .channelOption(.tcpOption(.tcp_nodelay), value: 1)

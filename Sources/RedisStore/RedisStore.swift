@@ -59,8 +59,13 @@ public final class RedisStore: ResponseStore, Service {
         public init() {}
     }
 
-    /// Where Redis is.
+    /// Where Redis is: the server, or with Sentinel the credentials and database of the primary the sentinels name
+    /// (its host is then a stand-in; ``primary`` is where connections go).
     public let endpoint: RedisEndpoint
+    private let primaryLocator: PrimaryLocator
+
+    /// The server new connections go to: the endpoint, or the primary the sentinels named last (nil until they have).
+    public var primary: RedisEndpoint? { primaryLocator.current }
     /// The tuning in effect.
     public let configuration: Configuration
 
@@ -85,23 +90,44 @@ public final class RedisStore: ResponseStore, Service {
     /// `clock` times the reconnect backoff, the readers' polling and forgetting stale flights. The pooled connections
     /// live on `eventLoopGroup`'s event loops (nil: `MultiThreadedEventLoopGroup.singleton`, the group Hummingbird serves
     /// on).
+    ///
+    /// With `redis-sentinel://[user:password@]host:port[,host:port...]/primary-name[/db]` (see
+    /// `SentinelEndpoints.init(url:)`) the primary is the one the sentinels name, verified by its `ROLE`, and followed
+    /// through a failover (see `RedisSubscriber`).
     public convenience init(
         url: String, configuration: Configuration = Configuration(), logger: Logger,
         metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any ServiceClock = ContinuousClock(),
         eventLoopGroup: (any EventLoopGroup)? = nil
     ) throws(RedisStoreError) {
-        self.init(
-            endpoint: try RedisEndpoint(url: url), configuration: configuration, logger: logger,
-            metricsFactory: metricsFactory, clock: clock, eventLoopGroup: eventLoopGroup)
+        if url.lowercased().hasPrefix("redis-sentinel://") {
+            let sentinels = try SentinelEndpoints(url: url)
+            self.init(
+                endpoint: sentinels.template, sentinels: sentinels, configuration: configuration, logger: logger,
+                metricsFactory: metricsFactory, clock: clock, eventLoopGroup: eventLoopGroup)
+        } else {
+            self.init(
+                endpoint: try RedisEndpoint(url: url), configuration: configuration, logger: logger,
+                metricsFactory: metricsFactory, clock: clock, eventLoopGroup: eventLoopGroup)
+        }
     }
 
     /// Creates a store for `endpoint`. Does not connect. `clock` times the reconnect backoff, the readers' polling
     /// and forgetting stale flights. The pooled connections live on `eventLoopGroup`'s event loops (nil: the singleton
     /// group Hummingbird serves on).
-    public init(
+    public convenience init(
         endpoint: RedisEndpoint, configuration: Configuration = Configuration(), logger: Logger,
         metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any ServiceClock = ContinuousClock(),
         eventLoopGroup: (any EventLoopGroup)? = nil
+    ) {
+        self.init(
+            endpoint: endpoint, sentinels: nil, configuration: configuration, logger: logger, metricsFactory: metricsFactory,
+            clock: clock, eventLoopGroup: eventLoopGroup)
+    }
+
+    /// `endpoint` is the server (`sentinels` nil), or the credentials and database of the primary `sentinels` name.
+    init(
+        endpoint: RedisEndpoint, sentinels: SentinelEndpoints?, configuration: Configuration, logger: Logger,
+        metricsFactory: any MetricsFactory, clock: any ServiceClock, eventLoopGroup: (any EventLoopGroup)?
     ) {
         precondition(configuration.lockAge > .zero, "lockAge must be positive, got \(configuration.lockAge)")
         precondition(configuration.pollInterval > .zero, "pollInterval must be positive")
@@ -118,7 +144,8 @@ public final class RedisStore: ResponseStore, Service {
         let health = RedisHealthMonitor(endpoint: endpoint, state: state, clock: clock, logger: logger, factory: metricsFactory)
         self.monitor = health
         let settings = ConnectionSettings(
-            endpoint: endpoint, connectTimeout: configuration.connectTimeout,
+            endpoint: endpoint, locator: sentinels == nil ? PrimaryLocator(fixed: endpoint) : PrimaryLocator(), sentinels: sentinels,
+            connectTimeout: configuration.connectTimeout,
             commandTimeout: configuration.commandTimeout,
             limits: RESPLimits(maximumValueBytes: configuration.maximumValueBytes))
         let group = eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
@@ -126,6 +153,9 @@ public final class RedisStore: ResponseStore, Service {
         self.timerLoop = group.next()
         let waiters = LocalWaiters()
         self.waiters = waiters
+        // Sentinel mode: each failover followed (a move from one known primary to another).
+        let primaryMoves = Counter(label: "prefetch_store_redis_primary_moves_total", factory: metricsFactory)
+        self.primaryLocator = settings.locator
         let fallback = MemoryStore(
             budgetBytes: configuration.fallbackBudgetBytes, lockAge: configuration.lockAge, logger: logger,
             metricsFactory: metricsFactory)
@@ -149,6 +179,12 @@ public final class RedisStore: ResponseStore, Service {
             onResubscribed: {
                 state.withLock { $0.resubscribed() }
                 waiters.notifyAll()
+            },
+            onPrimaryMoved: { [primaryMoves] from, to in
+                primaryMoves.increment()
+                logger.warning(
+                    "the Redis sentinels moved the primary: new connections go to the new one",
+                    metadata: ["redis.primary.old": "\(from.address)", "redis.primary.new": "\(to.address)"])
             })
         self.metrics = RedisStoreMetrics(factory: metricsFactory)
     }

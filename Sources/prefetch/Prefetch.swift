@@ -292,7 +292,7 @@ extension Prefetch {
 
         @Option(
             help:
-                "Response store: memory (default) or redis://[user[:password]@]host:port[/db] shared by replicas (env PREFETCH_STORE; prefer the env for a password)."
+                "Response store: memory (default), redis://[user[:password]@]host:port[/db] shared by replicas, or redis-sentinel://[user[:password]@]host:port[,host:port...]/primary-name[/db] for a Sentinel-managed primary (env PREFETCH_STORE; prefer the env for a password)."
         )
         var store: String?
 
@@ -347,10 +347,11 @@ extension Prefetch {
             settings.configSource = source
             let storeChoice = store ?? environment.value("PREFETCH_STORE") ?? "memory"
             if storeChoice != "memory" {
-                guard storeChoice.hasPrefix("redis://") else {
+                guard storeChoice.hasPrefix("redis://") || storeChoice.hasPrefix("redis-sentinel://") else {
                     // Never echo the value: it may carry a password.
                     throw ValidationError(
-                        "--store must be memory or redis://[user[:password]@]host:port[/db] (the value given starts otherwise)")
+                        "--store must be memory, redis://[user[:password]@]host:port[/db] or redis-sentinel://[user[:password]@]host:port[,host:port...]/primary-name[/db] (the value given starts otherwise)"
+                    )
                 }
                 settings.store.url = storeChoice
             }

@@ -63,14 +63,7 @@ final class RedisServer: Sendable {
     /// Kills the server (SIGKILL: it keeps no data, and a child may inherit a blocked SIGTERM) and waits until it
     /// has exited.
     func stop() async {
-        guard
-            let running = process.withLock({ current -> TestProcess? in
-                defer { current = nil }
-                return current
-            })
-        else { return }
-        running.signal(SIGKILL)
-        _ = await eventually { !running.isRunning }
+        await killHeld(process)
     }
 
     /// Whether the server answers a `PING` on a socket of its own: `+PONG`, or `-NOAUTH` from a server that wants a
@@ -104,23 +97,39 @@ final class RedisServer: Sendable {
     /// Runs one `redis-cli` command against the server (authenticated like the readiness check); its output, or
     /// nil when it did not finish within 2 s.
     func cli(_ command: [String]) async -> String? {
-        let cli = TestProcess()
-        cli.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
-        cli.arguments =
-            ["-h", "127.0.0.1", "-p", "\(port)"] + cliAuth + (cliAuth.isEmpty ? [] : ["--no-auth-warning"])
-            + command
-        let pipe = Pipe()
-        cli.standardOutput = pipe
-        cli.standardError = FileHandle.nullDevice
-        guard (try? launchSerially(cli)) != nil else { return nil }
-        _ = await eventually(within: 2) { !cli.isRunning }
-        if cli.isRunning {
-            cli.terminate()
-            return nil
-        }
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        return String(decoding: output, as: UTF8.self)
+        await redisCLI(port: port, auth: cliAuth, command)
     }
+}
+
+/// Kills the process `held` holds, if any (SIGKILL), forgets it, and waits until it has exited.
+func killHeld(_ held: borrowing Mutex<TestProcess?>) async {
+    guard
+        let running = held.withLock({ current -> TestProcess? in
+            defer { current = nil }
+            return current
+        })
+    else { return }
+    running.signal(SIGKILL)
+    _ = await eventually { !running.isRunning }
+}
+
+/// Runs one `redis-cli` command against 127.0.0.1:`port` (with `auth`: `--user`, `--pass`); its output, or nil when
+/// it did not finish within 2 s.
+func redisCLI(port: Int, auth: [String] = [], _ command: [String]) async -> String? {
+    let cli = TestProcess()
+    cli.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
+    cli.arguments = ["-h", "127.0.0.1", "-p", "\(port)"] + auth + (auth.isEmpty ? [] : ["--no-auth-warning"]) + command
+    let pipe = Pipe()
+    cli.standardOutput = pipe
+    cli.standardError = FileHandle.nullDevice
+    guard (try? launchSerially(cli)) != nil else { return nil }
+    _ = await eventually(within: 2) { !cli.isRunning }
+    if cli.isRunning {
+        cli.terminate()
+        return nil
+    }
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    return String(decoding: output, as: UTF8.self)
 }
 
 /// A port nothing listens on right now: bind port 0 and read back what the kernel chose.

@@ -1,0 +1,164 @@
+import Synchronization
+
+/// A Redis deployment managed by Sentinel: the sentinels to ask, the name of the primary they watch, and what every
+/// connection to a data node presents (credentials, database). Parsed from
+/// `redis-sentinel://[user:password@]host:port[,host:port...]/primary-name[/db]`; its `description` never shows the
+/// password.
+public struct SentinelEndpoints: Sendable, Hashable, CustomStringConvertible {
+    /// A sentinel's address.
+    public struct Address: Sendable, Hashable, CustomStringConvertible {
+        public let host: String
+        public let port: Int
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    }
+
+    /// The port of a sentinel whose address names none (Sentinel's default).
+    public static let defaultPort = 26379
+
+    /// The sentinels, in the order given.
+    public let sentinels: [Address]
+    /// The name the sentinels know the primary by (`sentinel monitor <name> ...`).
+    public let primaryName: String
+    /// What the primary is connected with: its credentials and database (host and port come from the sentinels).
+    public let template: RedisEndpoint
+
+    /// Parses `redis-sentinel://[user:password@]host:port[,host:port...]/primary-name[/db]`. Each address follows
+    /// `redis://`'s rules (IPv6 in brackets; the port defaults to 26379); the credentials are the data nodes' (`AUTH`
+    /// on the primary; the sentinels are asked without them); the name is letters, digits, `.`, `_` and `-`. The
+    /// error names the URL (password masked) and what is wrong.
+    public init(url: String) throws(RedisStoreError) {
+        let scheme = "redis-sentinel://"
+        func invalid(_ why: String) -> RedisStoreError {
+            let shown = RedisEndpoint.masked(url, scheme: scheme)
+            return RedisStoreError(
+                code: RedisStoreError.invalidURLCode,
+                message:
+                    "invalid Redis Sentinel URL '\(shown)': \(why); expected redis-sentinel://[user:password@]host:port[,host:port...]/primary-name[/db]"
+            )
+        }
+        guard url.lowercased().hasPrefix(scheme) else { throw invalid("the scheme must be redis-sentinel://") }
+        var rest = Substring(url.dropFirst(scheme.count))
+        var userInfo = ""
+        if let at = rest.lastIndex(of: "@") {
+            userInfo = String(rest[...at])
+            rest = rest[rest.index(after: at)...]
+        }
+        guard let slash = rest.firstIndex(of: "/") else { throw invalid("the primary's name is missing") }
+        let hosts = rest[..<slash]
+        let path = rest[rest.index(after: slash)...].split(separator: "/", omittingEmptySubsequences: false)
+        guard let name = path.first, !name.isEmpty else { throw invalid("the primary's name is missing") }
+        guard name.count <= 128, name.allSatisfy({ ($0.isASCII && ($0.isLetter || $0.isNumber)) || "._-".contains($0) }) else {
+            throw invalid("'\(name)' is not a primary name (letters, digits, '.', '_' and '-')")
+        }
+        guard path.count <= 2 else { throw invalid("unexpected '\(path.dropFirst(2).joined(separator: "/"))' after the database") }
+        let database = path.count == 2 ? "/" + path[1] : ""
+        var sentinels: [Address] = []
+        for part in hosts.split(separator: ",", omittingEmptySubsequences: false) {
+            guard !part.isEmpty else { throw invalid("an address in the list is empty") }
+            let withPort = part.hasSuffix("]") || !part.contains(":") ? "\(part):\(Self.defaultPort)" : String(part)
+            let parsed: RedisEndpoint
+            do throws(RedisStoreError) {
+                parsed = try RedisEndpoint(url: "redis://\(withPort)")
+            } catch {
+                throw invalid("the sentinel address '\(part)' is not host:port")
+            }
+            sentinels.append(Address(host: parsed.host, port: parsed.port))
+        }
+        guard sentinels.count <= 16 else { throw invalid("at most 16 sentinels may be listed, got \(sentinels.count)") }
+        let template: RedisEndpoint
+        do throws(RedisStoreError) {
+            // The credentials and the database by the rules of redis:// (the host is a stand-in, never used).
+            template = try RedisEndpoint(url: "redis://\(userInfo)sentinel-primary\(database)")
+        } catch {
+            throw invalid(String(error.message.split(separator: ": ", maxSplits: 1).last?.split(separator: ";").first ?? "bad credentials"))
+        }
+        self.sentinels = sentinels
+        self.primaryName = String(name)
+        self.template = template
+    }
+
+    /// The primary at `host:port`, with the URL's credentials and database.
+    func primary(at address: Address) -> RedisEndpoint {
+        RedisEndpoint(host: address.host, port: address.port, database: template.database, credentials: template.credentials)
+    }
+
+    /// `redis-sentinel://user:***@a:26379,b:26379/name/db`: never the password.
+    public var description: String {
+        let shownCredentials = template.credentials.map { "\($0)@" } ?? ""
+        return
+            "redis-sentinel://\(shownCredentials)\(sentinels.map(\.description).joined(separator: ","))/\(primaryName)/\(template.database)"
+    }
+}
+
+/// Where the store's connections go: the one endpoint of a `redis://` URL, or the primary the sentinels name now.
+/// Read by every new connection (the pool's, the subscriber's); written only by the subscriber's thread when the
+/// sentinels name another primary.
+final class PrimaryLocator: Sendable {
+    private let primary: Mutex<RedisEndpoint?>
+
+    /// A fixed endpoint (`redis://`).
+    init(fixed endpoint: RedisEndpoint) {
+        primary = Mutex(endpoint)
+    }
+
+    /// Not known until the sentinels are asked.
+    init() {
+        primary = Mutex(nil)
+    }
+
+    /// The endpoint to connect to now; nil while no primary is known.
+    var current: RedisEndpoint? { primary.withLock { $0 } }
+
+    func set(_ endpoint: RedisEndpoint?) {
+        primary.withLock { $0 = endpoint }
+    }
+}
+
+/// What the store does with what the sentinels say, as a value: no I/O, so every rule has a unit test
+/// (`SentinelTests`). The subscriber's thread asks the sentinels in ``order`` (the one that answered last first, as
+/// the Sentinel client guidelines say), takes the first address one of them reports, asks that server its `ROLE`,
+/// and hands both here.
+struct PrimaryDiscovery: Sendable {
+    /// What a server said of itself (`ROLE`'s first element).
+    enum Role: Sendable, Equatable {
+        case primary
+        case replica
+        /// No answer, or not one of the above.
+        case unknown
+    }
+
+    enum Decision: Sendable, Equatable {
+        /// Nothing changes: the same primary, or nothing verified to move to.
+        case keep
+        /// A verified primary other than the current one (or the first one): connect there from now on.
+        case switchTo(SentinelEndpoints.Address)
+    }
+
+    /// Sentinel indices in the order to ask them.
+    private(set) var order: [Int]
+    /// The primary connections go to (nil before the first one is known).
+    private(set) var current: SentinelEndpoints.Address?
+
+    init(sentinels: Int) {
+        order = Array(0..<sentinels)
+    }
+
+    /// The sentinel at `index` reported `reported` (nil: none of them answered with an address), and that server's
+    /// `ROLE` said `role`. Only a server that says it is the primary is moved to; a sentinel that answered moves to
+    /// the front of ``order``.
+    mutating func observed(sentinel index: Int?, reported: SentinelEndpoints.Address?, role: Role) -> Decision {
+        if let index, let position = order.firstIndex(of: index), position != 0 {
+            order.remove(at: position)
+            order.insert(index, at: 0)
+        }
+        guard let reported, role == .primary, reported != current else { return .keep }
+        current = reported
+        return .switchTo(reported)
+    }
+}

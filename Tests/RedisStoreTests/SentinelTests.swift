@@ -1,0 +1,228 @@
+import Foundation
+import MetricsTestKit
+import PrefetchCore
+import PrefetchStore
+import PrefetchTestSupport
+import Synchronization
+import Testing
+
+@testable import RedisStore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `redis-sentinel://` URLs, and what the store does with what the sentinels say (no I/O).
+@Suite struct SentinelRuleTests {
+    @Test func sentinelURLsAreParsedWithEveryPart() throws {
+        let plain = try SentinelEndpoints(url: "redis-sentinel://127.0.0.1:26380,sentinel-b,[::1]:26382/prefetch")
+        #expect(plain.sentinels.map(\.description) == ["127.0.0.1:26380", "sentinel-b:26379", "[::1]:26382"])
+        #expect(plain.primaryName == "prefetch")
+        #expect(plain.template.database == 0 && plain.template.credentials == nil)
+        let full = try SentinelEndpoints(url: "redis-sentinel://app:s%40cret@10.0.0.1:26379/cache.main/3")
+        #expect(full.template.database == 3)
+        #expect(full.template.credentials == RedisCredentials(user: "app", password: "s@cret"))
+        #expect(full.description == "redis-sentinel://app:***@10.0.0.1:26379/cache.main/3")
+        #expect(full.primary(at: .init(host: "10.0.0.9", port: 6380)).description == "redis://app:***@10.0.0.9:6380/3")
+    }
+
+    @Test func badSentinelURLsSayWhatIsWrongWithoutThePassword() {
+        let cases: [(String, String)] = [
+            ("redis-sentinel://127.0.0.1:26379", "the primary's name is missing"),
+            ("redis-sentinel://127.0.0.1:26379/", "the primary's name is missing"),
+            ("redis-sentinel://127.0.0.1:26379/na me", "is not a primary name"),
+            ("redis-sentinel://127.0.0.1:26379,/p", "an address in the list is empty"),
+            ("redis-sentinel://127.0.0.1:99999/p", "the sentinel address '127.0.0.1:99999' is not host:port"),
+            ("redis-sentinel://127.0.0.1/p/x", "the database 'x' is not a non-negative number"),
+            ("redis-sentinel://127.0.0.1/p/1/2", "unexpected '2' after the database"),
+            ("redis-sentinel://user:hunter2@h/p/x", "the database 'x'"),
+            ("redis://127.0.0.1/p", "the scheme must be redis-sentinel://"),
+        ]
+        for (url, why) in cases {
+            do {
+                _ = try SentinelEndpoints(url: url)
+                Issue.record("\(url) was accepted")
+            } catch {
+                #expect(error.code == RedisStoreError.invalidURLCode)
+                #expect(error.message.contains(why), "\(url): \(error.message)")
+                #expect(!error.message.contains("hunter2"), "\(url): \(error.message)")
+            }
+        }
+    }
+
+    @Test func onlyAVerifiedPrimaryIsMovedToAndTheSentinelThatAnsweredIsAskedFirst() {
+        let a = SentinelEndpoints.Address(host: "127.0.0.1", port: 7001)
+        let b = SentinelEndpoints.Address(host: "127.0.0.1", port: 7002)
+        var discovery = PrimaryDiscovery(sentinels: 3)
+        // No sentinel answered: nothing to move to.
+        #expect(discovery.observed(sentinel: nil, reported: nil, role: .unknown) == .keep)
+        #expect(discovery.current == nil && discovery.order == [0, 1, 2])
+        // A reported server that is not (yet) a primary is not trusted.
+        #expect(discovery.observed(sentinel: 1, reported: a, role: .replica) == .keep)
+        #expect(discovery.observed(sentinel: 1, reported: a, role: .unknown) == .keep)
+        #expect(discovery.order == [1, 0, 2])
+        // The first verified primary; then the same one again changes nothing.
+        #expect(discovery.observed(sentinel: 1, reported: a, role: .primary) == .switchTo(a))
+        #expect(discovery.observed(sentinel: 1, reported: a, role: .primary) == .keep)
+        // A failover: another verified primary.
+        #expect(discovery.observed(sentinel: 2, reported: b, role: .primary) == .switchTo(b))
+        #expect(discovery.current == b && discovery.order == [2, 1, 0])
+        // A stale sentinel naming the old one, which now says it is a replica: kept on the new.
+        #expect(discovery.observed(sentinel: 0, reported: a, role: .replica) == .keep)
+        #expect(discovery.current == b)
+    }
+}
+
+/// A primary, its replica and three sentinels, started from Debian's redis-server on free ports; two stores
+/// ("replicas" of the service) follow the sentinels through the primary's death.
+@Suite(.serialized) struct SentinelFailoverTests {
+    static let name = "prefetch"
+
+    final class Sentinel: Sendable {
+        let port: Int
+        let directory: URL
+        private let process = Mutex<TestProcess?>(nil)
+
+        init(monitoring primary: Int) throws {
+            port = try freePort()
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-sentinel-\(port)-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            // Sentinel rewrites its file as it learns the deployment: a file of its own, in a directory of its own.
+            let config = """
+                port \(port)
+                bind 127.0.0.1
+                dir \(directory.path)
+                sentinel monitor \(SentinelFailoverTests.name) 127.0.0.1 \(primary) 2
+                sentinel down-after-milliseconds \(SentinelFailoverTests.name) 500
+                sentinel failover-timeout \(SentinelFailoverTests.name) 3000
+                sentinel parallel-syncs \(SentinelFailoverTests.name) 1
+
+                """
+            try config.write(to: directory.appendingPathComponent("sentinel.conf"), atomically: true, encoding: .utf8)
+        }
+
+        func start() throws {
+            let launched = TestProcess()
+            launched.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
+            launched.arguments = [directory.appendingPathComponent("sentinel.conf").path, "--sentinel"]
+            launched.standardOutput = FileHandle.nullDevice
+            launched.standardError = FileHandle.nullDevice
+            try launchSerially(launched)
+            process.withLock { $0 = launched }
+        }
+
+        func stop() async {
+            await killHeld(process)
+            try? FileManager.default.removeItem(at: directory)
+        }
+
+        /// One `redis-cli` command to this sentinel: its output, or nil.
+        func cli(_ command: [String]) async -> String? {
+            await redisCLI(port: port, command)
+        }
+
+        /// The primary's port as this sentinel names it.
+        func primaryPort() async -> Int? {
+            let lines = await cli(["SENTINEL", "get-master-addr-by-name", SentinelFailoverTests.name])?.split(separator: "\n")
+            return lines.flatMap { $0.count == 2 ? Int($0[1]) : nil }
+        }
+
+        /// A field of `SENTINEL master <name>`.
+        func field(_ name: String) async -> String? {
+            guard let lines = await cli(["SENTINEL", "master", SentinelFailoverTests.name])?.split(separator: "\n").map(String.init),
+                let index = lines.firstIndex(of: name), index + 1 < lines.count
+            else { return nil }
+            return lines[index + 1]
+        }
+    }
+
+    @Test func theFleetFollowsTheSentinelsThroughThePrimarysDeath() async throws {
+        let primary = try await RedisServer.start()
+        let replica = try await RedisServer.start(arguments: ["--replicaof", "127.0.0.1", "\(primary.port)"])
+        var sentinels: [Sentinel] = []
+        func stopAll() async {
+            for sentinel in sentinels { await sentinel.stop() }
+            await replica.stop()
+            await primary.stop()
+        }
+        do {
+            // The replica in sync before the sentinels start, so their first look at the primary finds it.
+            let linked = await eventually(within: 20) {
+                await replica.cli(["INFO", "replication"])?.contains("master_link_status:up") == true
+            }
+            try #require(linked, "the replica never synced with the primary")
+            for _ in 0..<3 {
+                let sentinel = try Sentinel(monitoring: primary.port)
+                try sentinel.start()
+                sentinels.append(sentinel)
+            }
+            // Each sentinel knows the replica and the two others (a failover needs a quorum and an elected leader).
+            let acquainted = await eventually(within: 30) {
+                for sentinel in sentinels {
+                    guard await sentinel.field("num-slaves") == "1", await sentinel.field("num-other-sentinels") == "2" else {
+                        return false
+                    }
+                }
+                return true
+            }
+            try #require(acquainted, "the sentinels never saw the replica and each other")
+
+            let url = "redis-sentinel://" + sentinels.map { "127.0.0.1:\($0.port)" }.joined(separator: ",") + "/\(Self.name)"
+            let metrics = [TestMetrics(), TestMetrics()]
+            let stores = try (0..<2).map { index in
+                try RedisStore(url: url, configuration: testConfiguration(), logger: quietLogger, metricsFactory: metrics[index])
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for store in stores { group.addTask { try await store.run() } }
+                defer { group.cancelAll() }
+                let (a, b) = (stores[0], stores[1])
+                let found = await eventually(within: 10) { stores.allSatisfy { $0.primary?.port == primary.port && $0.isListening } }
+                try #require(found, "the stores never found the primary through the sentinels")
+                // Single flight across the replicas, on the first primary.
+                let before = try #require(await a.begin(key("/before"), policy: policy()).token)
+                #expect(await b.begin(key("/before"), policy: policy()) == .joined)
+                await a.complete(key("/before"), token: before, result: .success(response("first")))
+                #expect(await b.read(key("/before"), wait: .seconds(5)).content == Content(response("first")))
+
+                // The primary dies; the sentinels promote the replica; both stores follow.
+                await primary.stop()
+                let promoted = await eventually(within: 60) { await sentinels[0].primaryPort() == replica.port }
+                try #require(promoted, "the sentinels never promoted the replica")
+                let followed = await eventually(within: 30) {
+                    guard stores.allSatisfy({ $0.primary?.port == replica.port }) else { return false }
+                    // Until a call reaches the new primary the store is degraded; probe with a harmless read.
+                    _ = await a.read(key("/probe"), wait: .zero)
+                    _ = await b.read(key("/probe"), wait: .zero)
+                    return !a.isDegraded && !b.isDegraded && stores.allSatisfy(\.isListening)
+                }
+                try #require(followed, "the stores did not follow the sentinels to the new primary")
+                for store in metrics {
+                    #expect(try store.expectCounter("prefetch_store_redis_primary_moves_total").totalValue == 1)
+                }
+
+                // Single flight is exact again across the replicas, on the new primary: 40 begins, one leader.
+                let outcomes = await withTaskGroup(of: BeginOutcome.self) { group in
+                    for index in 0..<40 {
+                        let store = stores[index % 2]
+                        group.addTask { await store.begin(key("/after"), policy: policy()) }
+                    }
+                    return await group.reduce(into: [BeginOutcome]()) { $0.append($1) }
+                }
+                #expect(outcomes.count { $0.token != nil } == 1, "\(outcomes)")
+                #expect(outcomes.count { $0 == .joined } == 39)
+                let leader = try #require(outcomes.first { $0.token != nil }?.token)
+                let leading = outcomes.firstIndex { $0.token != nil }! % 2 == 0 ? a : b
+                await leading.complete(key("/after"), token: leader, result: .success(response("second")))
+                for store in stores {
+                    #expect(await store.read(key("/after"), wait: .seconds(5)).content == Content(response("second")))
+                }
+                // What the replica holds is what the new primary holds: the entry written before the failover too.
+                #expect(await b.read(key("/before"), wait: .zero).content == Content(response("first")))
+            }
+        } catch {
+            await stopAll()
+            throw error
+        }
+        await stopAll()
+    }
+}
