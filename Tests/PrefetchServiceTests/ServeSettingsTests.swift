@@ -36,6 +36,16 @@ import Testing
         }
         // The same key from the environment is taken.
         #expect(try settings(["--store", "redis://127.0.0.1:6390"], ["PREFETCH_IDENTITY_KEY": key]).store.url != nil)
+        // Sentinel is a shared store too.
+        let sentinel = "redis-sentinel://127.0.0.1:26379,127.0.0.1:26380/prefetch"
+        #expect(throws: (any Error).self) { try settings(["--store", sentinel]) }
+        #expect(try settings(["--store", sentinel, "--identity-key", key]).store.url == sentinel)
+        // Anything else is refused without echoing it (it may carry a password).
+        #expect {
+            try settings(["--store", "rediss://user:hunter2@host/0", "--identity-key", key])
+        } throws: { error in
+            String(describing: error).contains("redis-sentinel://") && !String(describing: error).contains("hunter2")
+        }
     }
 
     @Test func aBadNumberInTheEnvironmentNamesTheVariable() throws {
