@@ -23,7 +23,7 @@ for pair in CCurl:PrefetchFetcher CHiredis:RedisStore; do
   fi
 done
 hadolint Dockerfile
-kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
+kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml deploy/kubernetes/sentinel/*.yaml
 python3 - <<'PY'
 import yaml
 from openapi_spec_validator import validate
