@@ -6,7 +6,10 @@
 #   2. cross-instance handoff: a response fetched through instance A, read through instance B with
 #      GET /v1/data?page=...&api=... under wrk (-t2 -c50), against the same read from a memory-store instance;
 #   3. fan-out through a Redis-backed instance (bench/clients/fanout-client.js, 8 interfaces, 50 ms upstream),
-#      against the memory store: overhead p50/p99 and CPU of the service plus redis-server per 1,000 requests.
+#      against the memory store: overhead p50/p99 and CPU of the service plus redis-server per 1,000 requests;
+#   4. Sentinel failover: two instances on a Sentinel-managed primary (a replica, three sentinels with
+#      down-after-milliseconds 1000); the primary is killed, and the time until the sentinels name the replica
+#      and until a page triggered through A is again a cross-instance hit on B is measured.
 # The script stops with "not run" when this build has no --store option.
 # Env: BENCH_DURATION (wrk seconds, default 10), BENCH_CONCURRENCY (default 32), BENCH_PAGES (default 2000).
 source "$(dirname "$0")/lib.sh"
@@ -107,6 +110,62 @@ read -r M_RPS M_P99 <<<"$(wrk_run "$M_URL/v1/data?$QUERY")"
 node "$BENCH_DIR/clients/fanout-client.js" service "$A_URL" "$CONCURRENCY" 300 "$PAGES" "server=$A_PID,redis=$REDIS_PID" 11 "$DELAY" >"$WORK/fan-redis.json"
 node "$BENCH_DIR/clients/fanout-client.js" service "$M_URL" "$CONCURRENCY" 300 "$PAGES" "server=$M_PID" 12 "$DELAY" >"$WORK/fan-memory.json"
 
+# 4. Sentinel failover.
+PRIMARY_PORT="$(free_port)"
+start sentinel_primary 'Ready to accept connections' redis-server --port "$PRIMARY_PORT" --bind 127.0.0.1 --save '' --appendonly no --daemonize no
+PRIMARY_PID=$STARTED_PID
+REPLICA_PORT="$(free_port)"
+start sentinel_replica 'MASTER <-> REPLICA sync: Finished with success' redis-server --port "$REPLICA_PORT" --bind 127.0.0.1 --save '' \
+  --appendonly no --daemonize no --replicaof 127.0.0.1 "$PRIMARY_PORT"
+SENTINEL_PORTS=()
+for k in 1 2 3; do
+  port="$(free_port)"
+  mkdir -p "$WORK/sentinel$k"
+  printf 'port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor bench 127.0.0.1 %s 2\nsentinel down-after-milliseconds bench 1000\nsentinel failover-timeout bench 5000\n' \
+    "$port" "$WORK/sentinel$k" "$PRIMARY_PORT" >"$WORK/sentinel$k/sentinel.conf"
+  start "sentinel$k" 'Sentinel ID is' redis-server "$WORK/sentinel$k/sentinel.conf" --sentinel
+  SENTINEL_PORTS+=("$port")
+done
+sentinel_field() { # PORT FIELD: a field of SENTINEL master bench
+  redis-cli -p "$1" sentinel master bench 2>/dev/null | awk -v f="$2" 'found { print; exit } $0 == f { found = 1 }'
+}
+for _ in $(seq 1 600); do
+  ready=1
+  for port in "${SENTINEL_PORTS[@]}"; do
+    [ "$(sentinel_field "$port" num-slaves)" = 1 ] && [ "$(sentinel_field "$port" num-other-sentinels)" = 2 ] || ready=0
+  done
+  [ "$ready" = 1 ] && break
+  sleep 0.1
+done
+[ "$ready" = 1 ] || { echo "the sentinels never saw the replica and each other" >&2; exit 1; }
+SENTINEL_URL="redis-sentinel://$(IFS=,; echo "${SENTINEL_PORTS[*]/#/127.0.0.1:}")/bench"
+start_serve sentinel_a "$PREFETCH" serve --config "$WORK/config.json" --store "$SENTINEL_URL" --identity-key "$IDENTITY_KEY" --trigger-rate 0
+SA_URL="$PAGE_URL"
+start_serve sentinel_b "$PREFETCH" serve --config "$WORK/config.json" --store "$SENTINEL_URL" --identity-key "$IDENTITY_KEY" --trigger-rate 0
+SB_URL="$PAGE_URL"
+cross_hit() { # N: page N triggered through A, read through B; succeeds on a cross-instance hit
+  local page="https://bench.example.com/fan/$1" query
+  query="page=$(node -p 'encodeURIComponent(process.argv[1])' "$page")&api=$(node -p 'encodeURIComponent(process.argv[1])' "$API")"
+  curl -sf -m 2 -X POST "$SA_URL/v1/prefetch" -H 'Content-Type: application/json' -d "{\"url\": \"$page\"}" >/dev/null || return 1
+  curl -sf -m 2 -o /dev/null "$SA_URL/v1/data?$query&wait=1000" || return 1
+  curl -sfi -m 2 "$SB_URL/v1/data?$query" | grep -qi '^X-Prefetch: hit'
+}
+n=500000
+until cross_hit "$n"; do n=$((n + 1)); sleep 0.1; [ "$n" -lt 500100 ] || { echo "no cross-instance hit through Sentinel" >&2; exit 1; }; done
+KILLED_AT="$(date +%s%N)"
+kill -9 "$PRIMARY_PID"
+PROMOTED_MS="" RECOVERED_MS=""
+while [ -z "$RECOVERED_MS" ]; do
+  now="$(date +%s%N)"
+  [ $(((now - KILLED_AT) / 1000000)) -lt 60000 ] || { echo "the fleet did not recover within 60 s of the primary's death" >&2; exit 1; }
+  if [ -z "$PROMOTED_MS" ] && [ "$(redis-cli -p "${SENTINEL_PORTS[0]}" sentinel get-master-addr-by-name bench 2>/dev/null | tail -1)" = "$REPLICA_PORT" ]; then
+    PROMOTED_MS=$(((now - KILLED_AT) / 1000000))
+  fi
+  n=$((n + 1))
+  if cross_hit "$n"; then RECOVERED_MS=$((($(date +%s%N) - KILLED_AT) / 1000000)); else sleep 0.05; fi
+done
+[ -n "$PROMOTED_MS" ] || PROMOTED_MS="$RECOVERED_MS"
+
 {
   echo "## scaleout"
   echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -121,4 +180,5 @@ node "$BENCH_DIR/clients/fanout-client.js" service "$M_URL" "$CONCURRENCY" 300 "
     console.log(`fan-out redis store: overhead p50 ${redis.overheadMs.p50} ms p99 ${redis.overheadMs.p99} ms, cpu s/1k upstream req service ${perK(redis, ["server"])} + redis ${perK(redis, ["redis"])}, errors ${redis.errors}`);
     console.log(`fan-out memory store: overhead p50 ${memory.overheadMs.p50} ms p99 ${memory.overheadMs.p99} ms, cpu s/1k upstream req ${perK(memory, ["server"])}, errors ${memory.errors}`);
   ' "$WORK/fan-redis.json" "$WORK/fan-memory.json"
+  echo "sentinel failover (primary killed, down-after-milliseconds 1000): sentinels named the replica after $PROMOTED_MS ms; cross-instance hits again after $RECOVERED_MS ms"
 } | report scaleout
