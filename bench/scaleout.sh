@@ -153,7 +153,7 @@ cross_hit() { # N: page N triggered through A, read through B; succeeds on a cro
 n=500000
 until cross_hit "$n"; do n=$((n + 1)); sleep 0.1; [ "$n" -lt 500100 ] || { echo "no cross-instance hit through Sentinel" >&2; exit 1; }; done
 KILLED_AT="$(date +%s%N)"
-kill -9 "$PRIMARY_PID"
+{ kill -9 "$PRIMARY_PID" && wait "$PRIMARY_PID"; } 2>/dev/null || true
 PROMOTED_MS="" RECOVERED_MS=""
 while [ -z "$RECOVERED_MS" ]; do
   now="$(date +%s%N)"
