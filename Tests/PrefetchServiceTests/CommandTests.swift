@@ -86,6 +86,7 @@ struct CommandTests {
     }
 
     @Test func serveRefusesAnInvalidConfigWithExitCode2() async throws {
+        // Raw text: the config is invalid on purpose (an ftp:// api), written as the file serve must refuse.
         let config = try TempConfig(
             #"{"code": 200, "data": {"name": "x", "version": "1", "config": [{"url": "https://m.example.test/p", "interfaces": [{"api": "ftp://x", "method": "GET"}]}]}}"#
         )

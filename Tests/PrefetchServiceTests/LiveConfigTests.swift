@@ -126,6 +126,7 @@ import Testing
 }
 
 extension LiveConfigTests {
+    // Raw text: files that are no config at all (empty, cut off mid-document, binary).
     @Test(arguments: ["", "{\"code\": 200, \"data\": {\"na", "\u{01}\u{02}\u{FF}binary"])
     func aConfigFileReplacedByGarbageKeepsTheRunningConfig(garbage: String) async throws {
         let file = try TempConfig(Self.config(version: "1", api: "https://api.example.test/v1/feed"))

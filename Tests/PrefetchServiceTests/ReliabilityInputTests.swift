@@ -294,7 +294,7 @@ struct ReliabilityInputTests {
                 _ = FileManager.default.createFile(atPath: path, contents: nil)
                 let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
                 defer { try? handle.close() }
-                try handle.write(contentsOf: Data(#"{"code": 200, "data": {"name": "x", "version": "1", "config": []}}"#.utf8))
+                try handle.write(contentsOf: Data(TestConfig(name: "x", version: "1", []).text.utf8))
                 for _ in 0..<50 { try handle.write(contentsOf: chunk) }
             }
         ),

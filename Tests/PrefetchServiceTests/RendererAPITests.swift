@@ -8,15 +8,15 @@ import PrefetchCore
 import PrefetchEngine
 import PrefetchRuntime
 import PrefetchService
+import PrefetchTestSupport
 import RendererPool
 import Testing
 
 /// The renderer pool through the HTTP API: `/v1/renderers/*` and `/v1/open`.
 @Suite struct RendererAPITests {
-    static let pageConfig = #"""
-        {"code":200,"data":{"name":"t","version":"1","config":[
-          {"url":"https://m.example.test/page","interfaces":[{"name":"info","api":"http://127.0.0.1:9/info","method":"GET","timeout":200}]}]}}
-        """#
+    static let pageConfig = TestConfig(
+        name: "t", version: "1",
+        [TestPage("https://m.example.test/page", [TestInterface(name: "info", api: "http://127.0.0.1:9/info", timeout: 200)])])
 
     func settings(main: RendererProfile, plain: RendererProfile? = nil) -> ServiceSettings {
         var settings = ServiceSettings()
@@ -41,7 +41,7 @@ import Testing
 
     /// Runs the app; `test` gets a client of the page surface and the operator surface's port.
     func withApp(_ settings: ServiceSettings, _ test: @Sendable (any TestClientProtocol, Int) async throws -> Void) async throws {
-        let config = try ConfigLoader.parse(Array(Self.pageConfig.utf8), source: "test").config
+        let config = try Self.pageConfig.loaded()
         let adminPort = PortBox()
         let app = try buildApplication(
             settings: settings, config: ConfigHolder(config), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })

@@ -21,12 +21,16 @@ import Testing
     /// `test` gets a client of the page surface and the operator surface's port.
     func withApp(delayMs: Int = 0, _ test: @Sendable (any TestClientProtocol, Int) async throws -> Void) async throws {
         let upstream = try await TestUpstream.start()
-        let config = """
-            {"code":200,"data":{"name":"webshell","version":"7","config":[
-              {"url":"\(Self.page)","interfaces":[
-                {"name":"info","api":"http://127.0.0.1:\(upstream.port)/info?delay=\(delayMs)","method":"GET"},
-                {"name":"broken","api":"http://127.0.0.1:\(upstream.port)/broken?status=503","method":"GET"}]}]}}
-            """
+        let config = TestConfig(
+            name: "webshell", version: "7",
+            [
+                TestPage(
+                    Self.page,
+                    [
+                        upstream.interface("info", "/info?delay=\(delayMs)"),
+                        upstream.interface("broken", "/broken?status=503"),
+                    ])
+            ])
         var settings = ServiceSettings()
         settings.listeners.port = 0
         settings.listeners.adminPort = 0
@@ -36,7 +40,7 @@ import Testing
         profile.minIdle = 0
         settings.renderers = ["main": profile]
         do {
-            let loaded = try ConfigLoader.parse(Array(config.utf8), source: "test").config
+            let loaded = try config.loaded()
             let adminPort = PortBox()
             let app = try buildApplication(
                 settings: settings, config: ConfigHolder(loaded), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })
