@@ -33,7 +33,7 @@ struct ConfigRoutes: Sendable {
         var ready: Bool
     }
 
-    struct RefreshAnswer: Encodable, Sendable {
+    struct RefreshAnswer: Codable, Sendable {
         var outcome: String
         var coalesced: Bool
         var errors: [String]

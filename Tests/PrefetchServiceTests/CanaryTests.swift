@@ -9,6 +9,8 @@ import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 
+@testable import PrefetchService
+
 /// Who gets a canary candidate: a stable, salted share of identified callers, never anonymous ones.
 @Suite struct CanaryAssignmentTests {
     static let key = try! IdentityKey(secret: Array(repeating: UInt8(7), count: 32))
@@ -105,6 +107,11 @@ import Testing
         return TestConfig(version: active, canary: canary, [TestPage(page, [TestInterface(name: "feed", api: "\(base)\(activePath)")])])
     }
 
+    /// `GET /v1/config` of the operator surface, nil when it does not answer a status.
+    static func configStatus(_ service: LiveService) async -> ConfigStatus? {
+        try? await service.admin(.get, "/v1/config").decoded(ConfigStatus.self)
+    }
+
     static func metric(_ text: String, _ series: String) -> Double? {
         for line in text.split(separator: "\n") where line.hasPrefix(series + " ") {
             return Double(line.dropFirst(series.count + 1))
@@ -124,14 +131,11 @@ import Testing
             settings.configSource = ConfigSourceSettings(
                 source: file.path, stateDirectory: file.directory.appendingPathComponent("state").path)
             try await withService(config: Self.document(base: base), settings: settings, clock: clock) { service in
-                let loaded = await eventually {
-                    let status = try? await service.admin(.get, "/v1/config")
-                    return (status?.json["canary"] as? [String: Any])?["version"] as? String == "5"
-                }
+                let loaded = await eventually { await Self.configStatus(service)?.canary?.version == "5" }
                 #expect(loaded)
-                let status = try await service.admin(.get, "/v1/config")
-                #expect(status.json["version"] as? String == "4")
-                #expect((status.json["canary"] as? [String: Any])?["percent"] as? Double == 10)
+                let status = try await service.admin(.get, "/v1/config").decoded(ConfigStatus.self)
+                #expect(status.version == "4")
+                #expect(status.canary?.percent == 10)
 
                 // 300 users open the page; about 10 % of them are planned with the candidate and fetch its api.
                 let users = 300
@@ -140,8 +144,9 @@ import Testing
                 for user in 0..<users {
                     let reply = try await service.trigger(page, credentials: ["Cookie": "session=user-\(user)"])
                     #expect(reply.status == 202, "\(reply.text)")
-                    versions[user] = reply.json["version"] as? String
-                    if versions[user] == "5", candidateTicket == nil, let ticket = reply.json["ticket"] as? String {
+                    let answer = try? reply.decoded(TriggerAnswer.self)
+                    versions[user] = answer?.version
+                    if versions[user] == "5", candidateTicket == nil, let ticket = answer?.ticket {
                         candidateTicket = (user, ticket)
                     }
                 }
@@ -158,7 +163,7 @@ import Testing
                 // The same cookie gets the same version again.
                 for user in [0, 1, 2, candidateTicket?.user ?? 3] {
                     let again = try await service.trigger(page, credentials: ["Cookie": "session=user-\(user)"])
-                    #expect(again.json["version"] as? String == versions[user])
+                    #expect(try again.decoded(TriggerAnswer.self).version == versions[user])
                 }
 
                 // A candidate user reads the candidate's response, by ticket and by page.
@@ -193,16 +198,18 @@ import Testing
                 // source still carries the document it overruled.
                 let promoted = try await service.admin(.post, "/v1/config/canary/promote", body: "{}")
                 #expect(promoted.status == 200, "\(promoted.text)")
-                #expect(promoted.json["version"] as? String == "5")
-                #expect(promoted.json["canary"] == nil)
-                #expect((promoted.json["canaryDecision"] as? [String: Any])?["action"] as? String == "promote")
+                let promotedStatus = try promoted.decoded(ConfigStatus.self)
+                #expect(promotedStatus.version == "5")
+                #expect(promotedStatus.canary == nil)
+                #expect(promotedStatus.canaryDecision?.action == .promote)
                 let activeUser = try #require(versions.first { $0.value == "4" }?.key)
                 let afterPromote = try await service.trigger(page, credentials: ["Cookie": "session=user-\(activeUser)"])
-                #expect(afterPromote.json["version"] as? String == "5")
+                #expect(try afterPromote.decoded(TriggerAnswer.self).version == "5")
                 clock.advance(by: .seconds(2))
                 let refreshed = try await service.admin(.post, "/v1/config/refresh", body: "{}")
-                #expect(refreshed.json["outcome"] as? String == "unchanged", "\(refreshed.text)")
-                #expect((refreshed.json["status"] as? [String: Any])?["version"] as? String == "5")
+                let refresh = try refreshed.decoded(ConfigRoutes.RefreshAnswer.self)
+                #expect(refresh.outcome == "unchanged", "\(refreshed.text)")
+                #expect(refresh.status.version == "5")
                 let nothing = try await service.admin(.post, "/v1/config/canary/rollback", body: "{}")
                 #expect(nothing.status == 409)
                 #expect(nothing.errorCode == "no-canary")
@@ -211,17 +218,15 @@ import Testing
                 // rolls it back and every user gets the active config.
                 try Data(Self.document(base: base, candidate: "6", percent: 50).text.utf8).write(to: URL(fileURLWithPath: file.path))
                 clock.advance(by: .seconds(2))
-                let applied = await eventually {
-                    let status = try? await service.admin(.get, "/v1/config")
-                    return (status?.json["canary"] as? [String: Any])?["version"] as? String == "6"
-                }
+                let applied = await eventually { await Self.configStatus(service)?.canary?.version == "6" }
                 #expect(applied)
                 let rolledBack = try await service.admin(.post, "/v1/config/canary/rollback", body: "{}")
                 #expect(rolledBack.status == 200, "\(rolledBack.text)")
-                #expect(rolledBack.json["version"] as? String == "4")
-                #expect(rolledBack.json["canary"] == nil)
+                let rolledBackStatus = try rolledBack.decoded(ConfigStatus.self)
+                #expect(rolledBackStatus.version == "4")
+                #expect(rolledBackStatus.canary == nil)
                 let afterRollback = try await service.trigger(page, credentials: cookie)
-                #expect(afterRollback.json["version"] as? String == "4")
+                #expect(try afterRollback.decoded(TriggerAnswer.self).version == "4")
                 metrics = try await service.admin(.get, "/metrics").text
                 #expect(Self.metric(metrics, "prefetch_config_canary_percent") == 0)
                 let badBody = try await service.admin(.post, "/v1/config/canary/promote", body: "[1]")
@@ -239,13 +244,13 @@ import Testing
             var settings = testSettings()
             settings.configSource = ConfigSourceSettings(source: file.path)
             try await withService(config: Self.document(base: base), settings: settings, clock: clock) { service in
-                #expect(await eventually { (try? await service.admin(.get, "/v1/config"))?.json["canary"] != nil })
+                #expect(await eventually { await Self.configStatus(service)?.canary != nil })
                 try Data(Self.document(base: base, active: "5", activePath: "/v2/feed", candidate: nil).text.utf8).write(
                     to: URL(fileURLWithPath: file.path))
                 clock.advance(by: .seconds(2))
                 let promoted = await eventually {
-                    let status = try? await service.admin(.get, "/v1/config")
-                    return status?.json["version"] as? String == "5" && status?.json["canary"] == nil
+                    let status = await Self.configStatus(service)
+                    return status?.version == "5" && status?.canary == nil
                 }
                 #expect(promoted)
                 let plan = try await service.admin(.get, "/v1/plan?url=\(q("\(base)/pages/canary"))")

@@ -5,6 +5,8 @@ import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 
+@testable import PrefetchService
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -64,7 +66,7 @@ struct CommandTests {
             let server = try await Server.start(configPath: config.path)
             do {
                 let trigger = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)"}"#)
-                let ticket = try #require(trigger.json["ticket"] as? String, "\(trigger.text)")
+                let ticket = try trigger.decoded(TriggerAnswer.self).ticket
                 async let view = oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)?wait=9000")
                 // The view is waiting (the store counts its reader) before the signal is sent.
                 let waiting = await eventually {
@@ -86,6 +88,7 @@ struct CommandTests {
     }
 
     @Test func serveRefusesAnInvalidConfigWithExitCode2() async throws {
+        // Raw text: the config is invalid on purpose (an ftp:// api), written as the file serve must refuse.
         let config = try TempConfig(
             #"{"code": 200, "data": {"name": "x", "version": "1", "config": [{"url": "https://m.example.test/p", "interfaces": [{"api": "ftp://x", "method": "GET"}]}]}}"#
         )

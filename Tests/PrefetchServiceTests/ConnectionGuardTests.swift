@@ -74,9 +74,9 @@ struct ConnectionGuardTests {
             #expect(attack.closed, "the server kept a slow trigger's connection open: \(attack.answer.prefix(300))")
             #expect(rawStatus(attack.answer) == 408, "\(attack.answer.prefix(300))")
             let body = attack.answer.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
-            let json = try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any]
-            #expect(json?["error"] as? String == "body-timeout", "\(body)")
-            #expect((json?["message"] as? String)?.contains("3000 ms") == true, "\(body)")
+            let error = try JSONDecoder().decode(APIError.Body.self, from: Data(body.utf8))
+            #expect(error.error == "body-timeout", "\(body)")
+            #expect(error.message.contains("3000 ms"), "\(body)")
         }
     }
 

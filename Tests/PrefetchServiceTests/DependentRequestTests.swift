@@ -5,6 +5,8 @@ import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 
+@testable import PrefetchService
+
 /// Dependent requests through a real upstream: the second request of a page takes a value from the first one's
 /// answer, and the upstream shows what it received.
 @Suite struct DependentRequestTests {
@@ -50,10 +52,10 @@ import Testing
                 // The page reads both; the dependent's timing shows what it waited for.
                 #expect(try await service.get("/v1/prefetch/\(ticket)/data?name=user.info&wait=0").status == 200)
                 let opens = try await service.admin(.get, "/v1/debug/opens?limit=1")
-                let requests = try #require((opens.json["opens"] as? [[String: Any]])?.first?["requests"] as? [[String: Any]])
-                let timing = try #require(requests.first { $0["name"] as? String == "orders" })
-                #expect(timing["needs"] as? [String] == ["user.info"])
-                let started = try #require(timing["startMs"] as? Int)
+                let requests = try #require(try opens.decoded(DebugRoutes.OpensAnswer.self).opens.first?.requests)
+                let timing = try #require(requests.first { $0.name == "orders" })
+                #expect(timing.needs == ["user.info"])
+                let started = timing.startMs
                 #expect(started >= 150, "its fetch started after user.info's 150 ms answer, at \(started) ms")
             }
         }

@@ -11,6 +11,8 @@ import PropertyBased
 import Synchronization
 import Testing
 
+@testable import PrefetchService
+
 /// The proof that an entry is keyed by everything that made it (SECURITY.md promise 25), as a differential test:
 /// random pages of request chains (credentialed, anonymous, `private` and guest-token leaders; `omit`, `same-site` and
 /// `include` dependents; values in the query, the body and a header), opened and read in random order by many
@@ -191,7 +193,7 @@ struct Scenario: Sendable {
                     page + DifferentialKeyingTests.params[params], credentials: Self.credentials(user),
                     requestHeaders: ["traceparent": "00-\(trace)-00f067aa0ba902b7-01"])
                 #expect(reply.status == 202, "seed \(seed) step \(step): trigger answered \(reply.status) \(reply.text)")
-                opens.append((user, params, trace, reply.json["ticket"] as? String))
+                opens.append((user, params, trace, (try? reply.decoded(TriggerAnswer.self))?.ticket))
             case .readTicket(let open, let interface, let replica):
                 guard let ticket = opens[open].ticket else { continue }
                 let reply = try await replicas[replica % replicas.count].get(

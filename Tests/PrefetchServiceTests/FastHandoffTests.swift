@@ -96,13 +96,13 @@ import Testing
     /// hanging one has its answer; returns the ticket and its read key.
     func openPage(_ service: LiveService) async throws -> (ticket: String, readKey: String) {
         let reply = try await service.trigger(Self.page)
-        let ticket = try #require(reply.json["ticket"] as? String)
-        let readKey = try #require(reply.json["readKey"] as? String)
+        let triggered = try reply.decoded(TriggerAnswer.self)
+        let ticket = triggered.ticket
+        let readKey = triggered.readKey
         let settled = try await eventually {
             let view = try await service.admin(.get, "/v1/debug/opens?ticket=\(ticket)")
-            let opens = view.json["opens"] as? [[String: Any]] ?? []
-            let requests = opens.first?["requests"] as? [[String: Any]] ?? []
-            return requests.filter { $0["status"] is Int }.count == 3
+            let requests = (try? view.decoded(DebugRoutes.OpensAnswer.self))?.opens.first?.requests ?? []
+            return requests.filter { $0.status != nil }.count == 3
         }
         #expect(settled, "the three answering interfaces did not answer")
         return (ticket, readKey)
@@ -212,7 +212,7 @@ import Testing
             var answers: [String] = []
             for service in [fast, routed] {
                 let reply = try await service.trigger("https://m.example.com/account", credentials: ["Cookie": "session=alice"])
-                let ticket = try #require(reply.json["ticket"] as? String)
+                let ticket = try reply.decoded(TriggerAnswer.self).ticket
                 answers.append(try await raw(service, "/v1/prefetch/\(ticket)/data?name=me", headers: ["Cookie": "session=mallory"]))
                 answers.append(try await raw(service, "/v1/prefetch/\(ticket)/data?name=me"))
             }
@@ -313,8 +313,8 @@ import Testing
             #expect(try await eventLoopAnswers(fast, "trigger") == before + 3)
 
             // The results view: Redis's answers, waited for on the event loop, the router's bytes.
-            let fastTicket = try #require(try await fast.trigger(Self.page).json["ticket"] as? String)
-            let routedTicket = try #require(try await routed.trigger(Self.page).json["ticket"] as? String)
+            let fastTicket = try await fast.trigger(Self.page).decoded(TriggerAnswer.self).ticket
+            let routedTicket = try await routed.trigger(Self.page).decoded(TriggerAnswer.self).ticket
             let viewsBefore = try await eventLoopAnswers(fast, "results")
             for wait in ["0", "300"] {
                 try await waitReady(fast, fastTicket, "plain")
@@ -349,7 +349,7 @@ import Testing
 
             // A page whose second interface answers after 300 ms: the view waits for it and shows both ready.
             let later = try await fast.trigger("https://m.example.com/later")
-            let ticket = try #require(later.json["ticket"] as? String)
+            let ticket = try later.decoded(TriggerAnswer.self).ticket
             let waited = try await raw(fast, "/v1/prefetch/\(ticket)?wait=5000")
             #expect(waited.components(separatedBy: #""state":"ready""#).count == 3, "\(waited)")
             #expect(waited.contains(#"{"b":2}"#), "\(waited)")
@@ -364,7 +364,7 @@ import Testing
             let opened = try await openPage(fast)
             try await waitReady(fast, opened.ticket, "plain")
             let later = try await fast.trigger("https://m.example.com/later")
-            let ticket = try #require(later.json["ticket"] as? String)
+            let ticket = try later.decoded(TriggerAnswer.self).ticket
             let host = "Host: 127.0.0.1:\(fast.port)\r\n"
             let text =
                 "GET /v1/prefetch/\(ticket)?wait=5000 HTTP/1.1\r\n\(host)\r\n"

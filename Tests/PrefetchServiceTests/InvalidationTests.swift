@@ -5,6 +5,8 @@ import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 
+@testable import PrefetchService
+
 /// A logout on one replica, seen on another: two `prefetch serve` processes sharing a real redis-server.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct InvalidationReplicaTests {
     let replicas = ServeReplicaTests()
@@ -25,7 +27,7 @@ import Testing
 
             let logout = try await oneRequest(port: first.port, .post, "/v1/invalidate", headers: ["Cookie": "sid=alice"], body: "{}")
             #expect(logout.status == 200, "\(logout.text)")
-            #expect(logout.json["dropped"] as? Int == 1)
+            #expect(try logout.decoded(InvalidationRoutes.Dropped.self).dropped == 1)
 
             var last: Reply?
             let missed = await eventually(within: 5) {
@@ -90,7 +92,7 @@ struct InvalidationSecurityTests {
         let body = String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
         let answer = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: body)
         #expect(answer.status == 202, "\(answer.text)")
-        let ticket = try #require(answer.json["ticket"] as? String)
+        let ticket = try answer.decoded(TriggerAnswer.self).ticket
         let headers = cookie.map { ["Cookie": $0] } ?? [:]
         let results = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)?wait=5000", headers: headers)
         #expect(results.status == 200, "\(results.text)")
@@ -123,7 +125,7 @@ struct InvalidationSecurityTests {
 
             let own = try await invalidate(server, headers: ["Cookie": "sid=alice", "Origin": "https://m.example.test"])
             #expect(own.status == 200, "\(own.text)")
-            #expect(own.json["dropped"] as? Int == 2)
+            #expect(try own.decoded(InvalidationRoutes.Dropped.self).dropped == 2)
             let gone = try await read(server, "me", cookie: "sid=alice")
             #expect(gone.status == 404 && gone.header("X-Prefetch-Reason") == "invalidated")
         }
@@ -142,7 +144,7 @@ struct InvalidationSecurityTests {
 
             let bob = try await invalidate(server, headers: ["Cookie": "sid=bob"])
             #expect(bob.status == 200, "\(bob.text)")
-            #expect(bob.json["dropped"] as? Int == 2)
+            #expect(try bob.decoded(InvalidationRoutes.Dropped.self).dropped == 2)
             #expect(try await read(server, "me", cookie: "sid=bob").header("X-Prefetch-Reason") == "invalidated")
             for name in ["me", "cart"] {
                 let alice = try await read(server, name, cookie: "sid=alice")
@@ -171,13 +173,13 @@ struct InvalidationSecurityTests {
 
             let byInterface = try await oneRequest(port: server.adminPort, .post, "/v1/store/invalidate", body: #"{"interface": "me"}"#)
             #expect(byInterface.status == 200, "\(byInterface.text)")
-            #expect(byInterface.json["dropped"] as? Int == 1)
+            #expect(try byInterface.decoded(InvalidationRoutes.Dropped.self).dropped == 1)
             #expect(try await read(server, "me", cookie: "sid=alice").header("X-Prefetch-Reason") == "invalidated")
             #expect(try await read(server, "cart", cookie: "sid=alice").status == 200)
 
             let bySurrogateKey = try await oneRequest(
                 port: server.adminPort, .post, "/v1/store/invalidate", body: #"{"surrogateKey": "catalog"}"#)
-            #expect(bySurrogateKey.json["dropped"] as? Int == 1)
+            #expect(try bySurrogateKey.decoded(InvalidationRoutes.Dropped.self).dropped == 1)
             #expect(try await read(server, "cart", cookie: "sid=alice").header("X-Prefetch-Reason") == "invalidated")
 
             let metrics = try await oneRequest(port: server.adminPort, .get, "/metrics")
@@ -220,7 +222,7 @@ struct InvalidationSecurityTests {
             for (body, code) in admin {
                 let reply = try await oneRequest(port: server.adminPort, .post, "/v1/store/invalidate", body: body)
                 #expect(reply.status == 400 && reply.errorCode == code, "\(body.prefix(40)): \(reply.text)")
-                #expect((reply.json["message"] as? String)?.isEmpty == false)
+                #expect(reply.apiError?.message.isEmpty == false)
             }
             let huge = try await oneRequest(
                 port: server.adminPort, .post, "/v1/store/invalidate",
@@ -233,11 +235,11 @@ struct InvalidationSecurityTests {
     @Test func aResponseWithThousandsOfSurrogateKeysIsBounded() async throws {
         try await withServe { server, _ in
             try await open(server, cookie: nil)
-            func purge(_ key: String) async throws -> Int? {
+            func purge(_ key: String) async throws -> Int {
                 let reply = try await oneRequest(
                     port: server.adminPort, .post, "/v1/store/invalidate", body: #"{"surrogateKey": "\#(key)"}"#)
                 #expect(reply.status == 200, "\(reply.text)")
-                return reply.json["dropped"] as? Int
+                return try reply.decoded(InvalidationRoutes.Dropped.self).dropped
             }
             #expect(try await purge("key-4999") == 0, "keys past the 32nd are not recorded")
             #expect(try await purge("key-32") == 0)

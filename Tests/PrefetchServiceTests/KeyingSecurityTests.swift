@@ -5,6 +5,8 @@ import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 
+@testable import PrefetchService
+
 /// The attacks of issue 22 on entry keys, through real sockets: a stored answer is keyed by everything that made
 /// it, so a dependent request built from one user's answer, one page's parameters or one page open's private
 /// answer never reaches another reader. Every upstream answer here is the test upstream's mirror (`mirror=1`): a
@@ -111,13 +113,13 @@ import Testing
             try await withService(config: config) { service in
                 // Two visits, told apart by their trace ids (from which the upstream makes each visit's token).
                 let first = try await service.trigger(page, requestHeaders: ["traceparent": Self.traceparent(1)])
-                let firstTicket = try #require(first.json["ticket"] as? String)
+                let firstTicket = try first.decoded(TriggerAnswer.self).ticket
                 let own = try await service.get("/v1/prefetch/\(firstTicket)/data?name=cart&wait=5000")
                 #expect(own.status == 200, "\(own.text)")
                 #expect((own.json["body"] as? String)?.contains(Self.token(1)) == true, "the visitor reads its own: \(own.text)")
 
                 let second = try await service.trigger(page, requestHeaders: ["traceparent": Self.traceparent(2)])
-                let secondTicket = try #require(second.json["ticket"] as? String)
+                let secondTicket = try second.decoded(TriggerAnswer.self).ticket
                 for read in ["/v1/prefetch/\(secondTicket)/data?name=cart&wait=5000", "/v1/data?page=\(q(page))&name=cart&wait=5000"] {
                     let reply = try await service.get(read)
                     #expect(!reply.text.contains(Self.token(1)), "\(read) carried the first visitor's token: \(reply.text)")
@@ -151,11 +153,11 @@ import Testing
             ])
             try await withService(config: config) { service in
                 let first = try await service.trigger(page, requestHeaders: ["traceparent": Self.traceparent(3)])
-                let firstTicket = try #require(first.json["ticket"] as? String)
+                let firstTicket = try first.decoded(TriggerAnswer.self).ticket
                 let own = try await service.get("/v1/prefetch/\(firstTicket)/data?name=dep&wait=5000")
                 #expect(own.status == 200 && own.text.contains(Self.token(3)), "\(own.text)")
                 let second = try await service.trigger(page, requestHeaders: ["traceparent": Self.traceparent(4)])
-                let secondTicket = try #require(second.json["ticket"] as? String)
+                let secondTicket = try second.decoded(TriggerAnswer.self).ticket
                 for name in ["guest", "dep"] {
                     for read in [
                         "/v1/prefetch/\(secondTicket)/data?name=\(name)&wait=5000", "/v1/data?page=\(q(page))&name=\(name)&wait=5000",
@@ -185,7 +187,7 @@ import Testing
             try await withService(config: config) { service in
                 let victim = try await service.trigger(
                     page, credentials: ["Cookie": ""], requestHeaders: ["traceparent": Self.traceparent(5)])
-                let ticket = try #require(victim.json["ticket"] as? String)
+                let ticket = try victim.decoded(TriggerAnswer.self).ticket
                 let own = try await service.get("/v1/prefetch/\(ticket)/data?name=guest&wait=5000")
                 #expect(own.status == 200 && own.text.contains(Self.token(5)), "\(own.text)")
                 let attacker = try await service.get("/v1/data?page=\(q(page))&name=guest&wait=0")
@@ -228,8 +230,9 @@ import Testing
                 let cookie = ["Cookie": "sid=victim"]
                 // The shell opens the victim's page natively (no Origin); the victim's page reads its own data.
                 let opened = try await service.trigger(victimPage, credentials: cookie)
-                let ticket = try #require(opened.json["ticket"] as? String)
-                let readKey = try #require(opened.json["readKey"] as? String)
+                let triggered = try opened.decoded(TriggerAnswer.self)
+                let ticket = triggered.ticket
+                let readKey = triggered.readKey
                 let ownRead = try await service.get(
                     "/v1/data?page=\(q(victimPage))&name=me&wait=5000", headers: cookie.merging(["Origin": Self.victim]) { $1 })
                 #expect(ownRead.status == 200, "\(ownRead.text)")
@@ -254,7 +257,7 @@ import Testing
                 let hits = upstream.hits(path: "/origin/me")
                 let trigger = try await service.trigger(victimPage, credentials: cookie, requestHeaders: ["Origin": Self.attacker])
                 #expect(trigger.status == 403 && trigger.errorCode == "origin-not-allowed", "\(trigger.text)")
-                #expect(trigger.json["ticket"] == nil)
+                #expect((try? trigger.decoded(TriggerAnswer.self))?.ticket == nil)
                 #expect(upstream.hits(path: "/origin/me") == hits, "the refused trigger fetched nothing")
 
                 // A script on B's host reading A's data same-origin (a gateway mounting the service on every page
@@ -274,8 +277,9 @@ import Testing
                 let fromPartner = cookie.merging(["Origin": Self.partner]) { $1 }
                 let partnerOpen = try await service.trigger(sharedPage, credentials: cookie, requestHeaders: ["Origin": Self.partner])
                 #expect(partnerOpen.status == 202, "\(partnerOpen.text)")
-                let partnerTicket = try #require(partnerOpen.json["ticket"] as? String)
-                let partnerKey = try #require(partnerOpen.json["readKey"] as? String)
+                let partnerAnswer = try partnerOpen.decoded(TriggerAnswer.self)
+                let partnerTicket = partnerAnswer.ticket
+                let partnerKey = partnerAnswer.readKey
                 for (path, headers) in [
                     ("/v1/data?page=\(q(sharedPage))&name=me&wait=5000", fromPartner),
                     ("/v1/prefetch/\(partnerTicket)/data?name=me&wait=5000", fromPartner),

@@ -1,8 +1,11 @@
+import ConfigUpdater
 import Foundation
 import HTTPTypes
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
+
+@testable import PrefetchService
 
 /// `serve` following a config URL: a real local HTTP server (python3's http.server over a directory the
 /// test rewrites) stands in for the config server.
@@ -80,19 +83,19 @@ import Testing
         // Raw text: a broken push, which the loader must refuse ("nope" is no page URL).
         try configServer.serve(#"{"code": 200, "data": {"name": "broken", "version": "3", "config": [{"url": "nope"}]}}"#)
         let reported = await eventually(within: 10) {
-            let status = try? await server.admin(.get, "/v1/config")
-            return (status?.json["lastError"] as? String)?.contains("data.config[0].url") == true
+            let status = try? await server.admin(.get, "/v1/config").decoded(ConfigStatus.self)
+            return status?.lastError?.contains("data.config[0].url") == true
         }
         #expect(reported)
         #expect(try await planVersion(server) == "2", "a broken push is never applied")
-        let status = try await server.admin(.get, "/v1/config")
-        #expect(status.json["version"] as? String == "2")
-        #expect(status.json["source"] as? String == configServer.url)
-        #expect((status.json["consecutiveAbnormal"] as? Int ?? 0) >= 1)
+        let status = try await server.admin(.get, "/v1/config").decoded(ConfigStatus.self)
+        #expect(status.version == "2")
+        #expect(status.source == configServer.url)
+        #expect(status.consecutiveAbnormal >= 1)
 
         let refresh = try await server.admin(.post, "/v1/config/refresh", body: #"{"trigger": "page_open"}"#)
         #expect(refresh.status == 200)
-        #expect(["abnormal", "throttled"].contains(refresh.json["outcome"] as? String ?? ""), "\(refresh.text)")
+        #expect(["abnormal", "throttled"].contains(try refresh.decoded(ConfigRoutes.RefreshAnswer.self).outcome), "\(refresh.text)")
         let badTrigger = try await server.admin(.post, "/v1/config/refresh", body: #"{"trigger": "whenever"}"#)
         #expect(badTrigger.status == 400)
 
@@ -105,7 +108,7 @@ import Testing
         let fromLastGood = await eventually(within: 10) { (try? await planVersion(restarted)) == "2" }
         #expect(fromLastGood, "\(restarted.child.stderr)")
         let ready = try await restarted.admin(.get, "/v1/config")
-        #expect(ready.json["active"] as? String == "last-good")
+        #expect(try ready.decoded(ConfigStatus.self).active == .lastGood)
     }
 
     @Test func withNoSourceAndNoLastGoodCopyTheServiceStartsNotReady() async throws {
@@ -114,7 +117,7 @@ import Testing
         defer { server.child.signal(SIGKILL) }
         let notReady = await eventually(within: 15) {
             let ready = try? await oneRequest(port: server.port, .get, "/readyz")
-            return ready?.status == 503 && (ready?.json["reason"] as? String)?.isEmpty == false
+            return ready?.status == 503 && (try? ready?.decoded(ReadinessAnswer.self))?.reason?.isEmpty == false
         }
         #expect(notReady)
         let trigger = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: #"{"url": "https://m.example.test/live"}"#)
@@ -126,6 +129,7 @@ import Testing
 }
 
 extension LiveConfigTests {
+    // Raw text: files that are no config at all (empty, cut off mid-document, binary).
     @Test(arguments: ["", "{\"code\": 200, \"data\": {\"na", "\u{01}\u{02}\u{FF}binary"])
     func aConfigFileReplacedByGarbageKeepsTheRunningConfig(garbage: String) async throws {
         let file = try TempConfig(Self.config(version: "1", api: "https://api.example.test/v1/feed"))
@@ -136,10 +140,10 @@ extension LiveConfigTests {
 
         try Data(garbage.utf8).write(to: URL(fileURLWithPath: file.path))
         let refresh = try await server.admin(.post, "/v1/config/refresh", body: #"{"trigger": "foreground"}"#)
-        #expect(refresh.json["outcome"] as? String == "abnormal", "\(refresh.text)")
+        #expect(try refresh.decoded(ConfigRoutes.RefreshAnswer.self).outcome == "abnormal", "\(refresh.text)")
         #expect(try await planVersion(server) == "1", "the running config keeps serving")
         let status = try await server.admin(.get, "/v1/config")
-        #expect((status.json["lastError"] as? String)?.contains(file.path) == true, "\(status.text)")
+        #expect(try status.decoded(ConfigStatus.self).lastError?.contains(file.path) == true, "\(status.text)")
         let trigger = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: #"{"url": "https://m.example.test/live"}"#)
         #expect(trigger.status == 202)
     }

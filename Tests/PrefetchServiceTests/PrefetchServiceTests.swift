@@ -437,7 +437,7 @@ struct PrefetchServiceTests {
                 func expectError(_ reply: Reply, _ status: Int, _ code: String, reason: Bool, _ comment: String) {
                     #expect(reply.status == status, "\(comment): \(reply.text)")
                     #expect(reply.errorCode == code, "\(comment)")
-                    #expect(!((reply.json["message"] as? String) ?? "").isEmpty, "\(comment)")
+                    #expect(reply.apiError?.message.isEmpty == false, "\(comment)")
                     #expect(reply.header("Content-Type") == "application/json", "\(comment)")
                     #expect((reply.header("X-Prefetch-Reason") == code) == reason, "\(comment)")
                 }
@@ -494,10 +494,10 @@ struct PrefetchServiceTests {
                 // Waits are clamped to [0, maximumWait], never refused.
                 let huge = try await service.get("\(data)?name=e.hang&wait=99999999999999999999999")
                 expectError(huge, 504, "pending", reason: true, "huge wait")
-                #expect((huge.json["message"] as? String)?.contains("after 400 ms") == true, "\(huge.text)")
+                #expect(huge.apiError?.message.contains("after 400 ms") == true, "\(huge.text)")
                 let negative = try await service.get("\(data)?name=e.hang&wait=-5")
                 expectError(negative, 504, "pending", reason: true, "negative wait")
-                #expect((negative.json["message"] as? String)?.contains("after 0 ms") == true, "\(negative.text)")
+                #expect(negative.apiError?.message.contains("after 0 ms") == true, "\(negative.text)")
             }
         }
     }

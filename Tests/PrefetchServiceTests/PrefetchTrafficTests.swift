@@ -5,6 +5,8 @@ import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 
+@testable import PrefetchService
+
 /// Prefetch traffic says so: what the upstream receives, read back from its echo of each request.
 @Suite struct PrefetchTrafficTests {
     static let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -28,7 +30,7 @@ import Testing
                 let trigger = try await service.trigger(
                     page, requestHeaders: ["traceparent": Self.traceparent, "tracestate": "vendor=abc,other=1"])
                 #expect(trigger.status == 202, "\(trigger.text)")
-                let ticket = try #require(trigger.json["ticket"] as? String)
+                let ticket = try trigger.decoded(TriggerAnswer.self).ticket
                 var spans: [String] = []
                 for name in ["a", "b", "quiet"] {
                     let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000")
@@ -55,7 +57,7 @@ import Testing
                     page,
                     requestHeaders: ["traceparent": "00-\(String(repeating: "0", count: 32))-00f067aa0ba902b7-01", "tracestate": "x=1"])
                 #expect(trigger.status == 202, "\(trigger.text)")
-                let ticket = try #require(trigger.json["ticket"] as? String)
+                let ticket = try trigger.decoded(TriggerAnswer.self).ticket
                 let echo = Echo(try await service.get("/v1/prefetch/\(ticket)/data?name=a&wait=5000"))
                 #expect(echo.values("traceparent").isEmpty)
                 #expect(echo.values("tracestate").isEmpty, "no trace state without a trace")
@@ -73,7 +75,7 @@ import Testing
             try await withService(config: config, tracer: tracer) { service in
                 let trigger = try await service.trigger(
                     page, requestHeaders: [InMemoryTracer.traceIDKey: "shell-trace", InMemoryTracer.spanIDKey: "shell-span"])
-                let ticket = try #require(trigger.json["ticket"] as? String)
+                let ticket = try trigger.decoded(TriggerAnswer.self).ticket
                 var seen: [String: String] = [:]
                 for name in ["a", "b"] {
                     let echo = Echo(try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000"))

@@ -2,10 +2,11 @@ import Foundation
 import HTTPTypes
 import PrefetchEngine
 import PrefetchRuntime
-import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
+
+@testable import PrefetchService
 
 /// Single flight when the one fetch goes wrong (cf. nginx proxy_cache_lock, Go singleflight): everyone waiting
 /// learns of the failure at once, the failure is forgotten after its negative TTL, and one consumer giving up
@@ -67,7 +68,7 @@ struct ReliabilityCoalescingTests {
                 // The next trigger leads a new fetch.
                 let again = try await service.trigger(page)
                 #expect(again.status == 202)
-                #expect((again.json["requests"] as? [[String: Any]])?.first?["flight"] as? String == "leader", "\(again.text)")
+                #expect(try again.decoded(TriggerAnswer.self).requests.first?.flight == "leader", "\(again.text)")
                 let retried = try await service.get("/v1/data?page=\(q(page))&name=c&wait=20000")
                 #expect(retried.errorCode == code, "\(retried.text)")
                 #expect(upstream.hits(path: "/coalesce/c") == 2)

@@ -3,10 +3,11 @@ import HTTPTypes
 import PrefetchCore
 import PrefetchEngine
 import PrefetchRuntime
-import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
+
+@testable import PrefetchService
 
 /// Hostile or broken input: page URLs that try to redirect a request or smuggle a header, malformed request
 /// bodies, junk tickets and waits, and config files that are not configs. Each gets a clear 4xx (or exit code 2)
@@ -51,7 +52,7 @@ struct ReliabilityInputTests {
                 for (index, url) in accepted.enumerated() {
                     let trigger = try await service.trigger(url, credentials: ["Cookie": "sid=\(index)"])
                     #expect(trigger.status == 202, "\(url.prefix(120)): \(trigger.text.prefix(300))")
-                    guard let ticket = trigger.json["ticket"] as? String else { continue }
+                    guard let ticket = (try? trigger.decoded(TriggerAnswer.self))?.ticket else { continue }
                     for name in ["i.get", "i.post", "i.form"] {
                         let reply = try await service.get(
                             "/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000", headers: ["Cookie": "sid=\(index)"])
@@ -114,7 +115,7 @@ struct ReliabilityInputTests {
                 let long = try await service.trigger(page + "?big=" + String(repeating: "x", count: 9 * 1024))
                 #expect(long.status == 400, "\(long.text.prefix(200))")
                 #expect(long.errorCode == "url-too-long")
-                #expect((long.json["message"] as? String)?.contains("8192") == true)
+                #expect(long.apiError?.message.contains("8192") == true)
                 // A query over the request body limit: 413, not a crash or a truncated URL.
                 let huge = try await service.separateRequest(
                     .post, "/v1/prefetch", body: #"{"url": "\#(page)?big=\#(String(repeating: "y", count: 64 * 1024))"}"#)
@@ -156,8 +157,9 @@ struct ReliabilityInputTests {
                 for (url, matched, name) in matching {
                     let trigger = try await service.trigger(url, credentials: ["Cookie": "sid=idn"])
                     #expect(trigger.status == 202, "\(url): \(trigger.text)")
-                    #expect(trigger.json["matched"] as? String == matched, "\(url): \(trigger.text)")
-                    let ticket = try #require(trigger.json["ticket"] as? String)
+                    let answer = try trigger.decoded(TriggerAnswer.self)
+                    #expect(answer.matched == matched, "\(url): \(trigger.text)")
+                    let ticket = answer.ticket
                     let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000", headers: ["Cookie": "sid=idn"])
                     #expect(reply.status == 200, "\(reply.text)")
                     #expect(Echo(reply).path == "/idn/\(name)")
@@ -242,7 +244,7 @@ struct ReliabilityInputTests {
                         #expect(reply.errorCode == "unknown-ticket", "\(uri.prefix(100))")
                         #expect(reply.header("X-Prefetch-Reason") == "unknown-ticket")
                         #expect(
-                            (reply.json["message"] as? String).map { $0.utf8.count < 400 } == true, "the message quotes the ticket bounded")
+                            reply.apiError.map { $0.message.utf8.count < 400 } == true, "the message quotes the ticket bounded")
                     }
                 }
 
@@ -294,7 +296,7 @@ struct ReliabilityInputTests {
                 _ = FileManager.default.createFile(atPath: path, contents: nil)
                 let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
                 defer { try? handle.close() }
-                try handle.write(contentsOf: Data(#"{"code": 200, "data": {"name": "x", "version": "1", "config": []}}"#.utf8))
+                try handle.write(contentsOf: Data(TestConfig(name: "x", version: "1", []).text.utf8))
                 for _ in 0..<50 { try handle.write(contentsOf: chunk) }
             }
         ),

@@ -187,8 +187,11 @@ struct Workload: Sendable {
         case .trigger(let user, let page):
             let headers = isAnonymous(user) ? "" : #", "headers": {"Cookie": "\#(cookies[user])"}"#
             let reply = try await service.separateRequest(.post, "/v1/prefetch", body: #"{"url": "\#(pages[page])?from=feed"\#(headers)}"#)
-            if let ticket = reply.json["ticket"] as? String { recorder.tickets.withLock { $0[user, default: []].append(ticket) } }
-            if let key = reply.json["readKey"] as? String { recorder.readKeys.withLock { $0[user] = key } }
+            // A refusal (by design for some of these triggers) has no ticket to record.
+            if let answer = try? reply.decoded(TriggerAnswer.self) {
+                recorder.tickets.withLock { $0[user, default: []].append(answer.ticket) }
+                recorder.readKeys.withLock { $0[user] = answer.readKey }
+            }
             recorder.answered.withLock { $0[reply.status, default: 0] += 1 }
         case .ticketData(let user, let interface, let withCookie, let wait):
             guard let ticket = recorder.tickets.withLock({ $0[user]?.last }) else { return }

@@ -63,7 +63,7 @@ struct ReliabilityMemoryTests {
                     group.addTask {
                         let reply = try await oneRequest(
                             port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)?i=\#(index)"}"#)
-                        return reply.json["ticket"] as? String
+                        return (try? reply.decoded(TriggerAnswer.self))?.ticket
                     }
                 }
                 var tickets: [String] = []

@@ -7,16 +7,17 @@ import NIOCore
 import PrefetchCore
 import PrefetchEngine
 import PrefetchRuntime
-import PrefetchService
+import PrefetchTestSupport
 import RendererPool
 import Testing
 
+@testable import PrefetchService
+
 /// The renderer pool through the HTTP API: `/v1/renderers/*` and `/v1/open`.
 @Suite struct RendererAPITests {
-    static let pageConfig = #"""
-        {"code":200,"data":{"name":"t","version":"1","config":[
-          {"url":"https://m.example.test/page","interfaces":[{"name":"info","api":"http://127.0.0.1:9/info","method":"GET","timeout":200}]}]}}
-        """#
+    static let pageConfig = TestConfig(
+        name: "t", version: "1",
+        [TestPage("https://m.example.test/page", [TestInterface(name: "info", api: "http://127.0.0.1:9/info", timeout: 200)])])
 
     func settings(main: RendererProfile, plain: RendererProfile? = nil) -> ServiceSettings {
         var settings = ServiceSettings()
@@ -41,7 +42,7 @@ import Testing
 
     /// Runs the app; `test` gets a client of the page surface and the operator surface's port.
     func withApp(_ settings: ServiceSettings, _ test: @Sendable (any TestClientProtocol, Int) async throws -> Void) async throws {
-        let config = try ConfigLoader.parse(Array(Self.pageConfig.utf8), source: "test").config
+        let config = try Self.pageConfig.loaded()
         let adminPort = PortBox()
         let app = try buildApplication(
             settings: settings, config: ConfigHolder(config), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })
@@ -50,21 +51,17 @@ import Testing
         }
     }
 
-    func json(_ buffer: ByteBuffer) throws -> [String: Any] {
-        try #require(try JSONSerialization.jsonObject(with: Data(buffer.readableBytesView)) as? [String: Any])
-    }
-
     func post(_ client: some TestClientProtocol, _ path: String, _ body: String) async throws -> TestResponse {
         try await client.execute(uri: path, method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: body))
     }
 
     /// Polls the pool state until `predicate` holds (bounded), returning the last state.
-    func waitForState(_ admin: Int, profile: String, _ predicate: ([String: Any]) -> Bool) async throws -> [String: Any] {
-        var state: [String: Any] = [:]
+    func waitForState(_ admin: Int, profile: String, _ predicate: (PoolsAnswer.Pool) -> Bool) async throws -> PoolsAnswer.Pool? {
+        var state: PoolsAnswer.Pool?
         for _ in 0..<100 {
             let response = try await oneRequest(port: admin, .get, "/v1/renderers")
-            state = (response.json["profiles"] as? [String: Any])?[profile] as? [String: Any] ?? [:]
-            if predicate(state) { return state }
+            state = try response.decoded(PoolsAnswer.self).profiles[profile]
+            if let state, predicate(state) { return state }
             try await Task.sleep(for: .milliseconds(50))
         }
         return state
@@ -72,16 +69,16 @@ import Testing
 
     @Test func theMainProfileIsKeptWarmAndAcquireIsAWarmHit() async throws {
         try await withApp(settings(main: profile(minIdle: 2, maxSize: 3))) { client, admin in
-            let warm = try await waitForState(admin, profile: "main") { ($0["idle"] as? Int) == 2 }
-            #expect(warm["idle"] as? Int == 2)
+            let warm = try await waitForState(admin, profile: "main") { $0.idle == 2 }
+            #expect(warm?.idle == 2)
             let response = try await post(client, "/v1/renderers/acquire", #"{"profile":"main","page":"https://m.example.test/page"}"#)
             #expect(response.status == .ok)
-            let lease = try json(response.body)
-            #expect(lease["warm"] as? Bool == true)
-            #expect(lease["uses"] as? Int == 1)
-            let id = try #require(lease["id"] as? String)
-            let after = try await waitForState(admin, profile: "main") { ($0["leased"] as? Int) == 1 }
-            #expect(after["warmHits"] as? Int == 1)
+            let lease = try Reply(response).decoded(LeaseAnswer.self)
+            #expect(lease.warm == true)
+            #expect(lease.uses == 1)
+            let id = lease.id
+            let after = try await waitForState(admin, profile: "main") { $0.leased == 1 }
+            #expect(after?.warmHits == 1)
 
             // The id is the capability: 22 random URL-safe characters; a guessed one releases nothing.
             #expect(
@@ -105,13 +102,13 @@ import Testing
         try await withApp(settings(main: profile(minIdle: 0, maxSize: 1, acquireTimeout: 200, perCaller: 2))) { client, admin in
             let first = try await post(client, "/v1/renderers/acquire", #"{"profile":"main"}"#)
             #expect(first.status == .ok)
-            #expect(try json(first.body)["warm"] as? Bool == false)
+            #expect(try Reply(first).decoded(LeaseAnswer.self).warm == false)
             let second = try await post(client, "/v1/renderers/acquire", #"{"profile":"main"}"#)
             #expect(second.status == .serviceUnavailable)
-            #expect(try json(second.body)["error"] as? String == "timeout")
-            let state = try await waitForState(admin, profile: "main") { ($0["timeouts"] as? Int) == 1 }
-            #expect(state["timeouts"] as? Int == 1)
-            #expect(state["coldStarts"] as? Int == 1)
+            #expect(Reply(second).errorCode == "timeout")
+            let state = try await waitForState(admin, profile: "main") { $0.timeouts == 1 }
+            #expect(state?.timeouts == 1)
+            #expect(state?.coldStarts == 1)
         }
     }
 
@@ -144,12 +141,12 @@ import Testing
         try await withApp(settings(main: profile(minIdle: 0, maxSize: 1))) { client, admin in
             let unknown = try await post(client, "/v1/renderers/acquire", #"{"profile":"nope"}"#)
             #expect(unknown.status == .notFound)
-            #expect(try json(unknown.body)["error"] as? String == "unknown-profile")
+            #expect(Reply(unknown).errorCode == "unknown-profile")
             let wrongType = try await post(client, "/v1/renderers/acquire", #"{"profile":7}"#)
             #expect(wrongType.status == .badRequest)
             let broken = try await post(client, "/v1/renderers/acquire", #"{"profile":"#)
             #expect(broken.status == .badRequest)
-            #expect(try json(broken.body)["error"] as? String == "bad-json")
+            #expect(Reply(broken).errorCode == "bad-json")
             let badHealthy = try await post(client, "/v1/renderers/x/release", #"{"healthy":"yes"}"#)
             #expect(badHealthy.status == .badRequest)
         }
@@ -157,17 +154,20 @@ import Testing
 
     @Test func openTriggersThePrefetchAndLeasesTheProfileForThePage() async throws {
         try await withApp(settings(main: profile(minIdle: 1, maxSize: 2), plain: profile(minIdle: 1, maxSize: 2))) { client, admin in
-            _ = try await waitForState(admin, profile: "plain") { ($0["idle"] as? Int) == 1 }
-            let known = try json(try await post(client, "/v1/open", #"{"url":"https://m.example.test/page?id=1"}"#).body)
-            let ticket = try #require(known["prefetch"] as? [String: Any])
-            #expect((ticket["ticket"] as? String)?.count == 22)
-            #expect((known["renderer"] as? [String: Any])?["profile"] as? String == "main")
+            _ = try await waitForState(admin, profile: "plain") { $0.idle == 1 }
+            let knownReply = Reply(try await post(client, "/v1/open", #"{"url":"https://m.example.test/page?id=1"}"#))
+            let known = try knownReply.decoded(OpenAnswer.self)
+            let ticket = try #require(known.prefetch)
+            #expect(ticket.ticket.count == 22)
+            #expect(known.renderer?.profile == "main")
 
-            let other = try json(try await post(client, "/v1/open", #"{"url":"https://elsewhere.example.test/x"}"#).body)
-            #expect(other["prefetch"] is NSNull)
-            #expect(known["prefetchError"] is NSNull && known["rendererError"] is NSNull)
-            #expect((other["prefetchError"] as? [String: Any])?["error"] as? String == "no-config")
-            #expect((other["renderer"] as? [String: Any])?["profile"] as? String == "plain")
+            let otherReply = Reply(try await post(client, "/v1/open", #"{"url":"https://elsewhere.example.test/x"}"#))
+            let other = try otherReply.decoded(OpenAnswer.self)
+            // Both halves are present as null when they did not happen, which a decoded optional cannot tell from absent.
+            #expect(otherReply.json["prefetch"] is NSNull)
+            #expect(knownReply.json["prefetchError"] is NSNull && knownReply.json["rendererError"] is NSNull)
+            #expect(other.prefetchError?.error == "no-config")
+            #expect(other.renderer?.profile == "plain")
 
             let invalid = try await post(client, "/v1/open", #"{"url":"not a url"}"#)
             #expect(invalid.status == .badRequest)
@@ -183,18 +183,18 @@ import Testing
             settings.listeners.fastHandoff = fast
             let collected = Answers()
             try await withApp(settings) { client, admin in
-                _ = try await waitForState(admin, profile: "main") { ($0["idle"] as? Int) == 2 }
+                _ = try await waitForState(admin, profile: "main") { $0.idle == 2 }
                 let port = try #require(client.port)
                 let body = #"{"url":"https://m.example.test/page?id=1","headers":{"Cookie":"sid=a"}}"#
                 await collected.add(try await rawExchange(port: port, rawPost("/v1/open", port: port, body: body)))
                 // The same client again: at its share (one lease), so its renderer half waits for the router.
                 await collected.add(try await rawExchange(port: port, rawPost("/v1/open", port: port, body: body)))
-                let state = try await waitForState(admin, profile: "main") { ($0["leased"] as? Int) == 1 }
+                let state = try await waitForState(admin, profile: "main") { $0.leased == 1 }
                 let metrics = try await oneRequest(port: admin, .get, "/metrics").text
                 let line = metrics.split(separator: "\n").first { $0.hasPrefix(#"prefetch_event_loop_answers_total{route="open"} "#) }
                 await collected.finish(
-                    eventLoop: line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0, leased: state["leased"] as? Int,
-                    warmHits: state["warmHits"] as? Int)
+                    eventLoop: line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0, leased: state?.leased,
+                    warmHits: state?.warmHits)
             }
             return await collected.result
         }

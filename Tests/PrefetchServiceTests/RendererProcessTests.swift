@@ -4,6 +4,8 @@ import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 
+@testable import PrefetchService
+
 /// Process renderers under a real `prefetch serve`: warm on start, leased through the API, and none left
 /// behind once the service has shut down.
 @Suite struct RendererProcessTests {
@@ -44,7 +46,7 @@ import Testing
             #expect(warm, "minIdle process renderers did not start: \(server.child.stderr)")
             let lease = try await oneRequest(port: server.port, .post, "/v1/renderers/acquire", body: #"{"profile": "main"}"#)
             #expect(lease.status == 200, "\(lease.text)")
-            #expect(lease.json["warm"] as? Bool == true)
+            #expect(try lease.decoded(LeaseAnswer.self).warm)
             let cold = try await oneRequest(port: server.port, .post, "/v1/renderers/acquire", body: #"{"profile": "main"}"#)
             #expect(cold.status == 200, "\(cold.text)")
             #expect(Self.processes(marked: marker).count >= 2)

@@ -9,6 +9,8 @@ import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
 
+@testable import PrefetchService
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -68,7 +70,7 @@ struct SecurityTests {
     @Test func aLeakedTicketIsNotABearerToken() async throws {
         try await withServe { server, _ in
             let answer = try await trigger(server, Self.page + "?id=1", cookie: "sid=alice")
-            let ticket = try #require(answer.json["ticket"] as? String)
+            let ticket = try answer.decoded(TriggerAnswer.self).ticket
             for uri in ["/v1/prefetch/\(ticket)/data?name=me&wait=5000", "/v1/prefetch/\(ticket)?wait=5000"] {
                 let stolen = try await oneRequest(port: server.port, .get, uri)
                 #expect(stolen.status == 401, "\(uri)")
@@ -91,7 +93,7 @@ struct SecurityTests {
     @Test func setCookieNeverAppearsInJSONAndIsReplayedOnlyToItsOwner() async throws {
         try await withServe { server, _ in
             let answer = try await trigger(server, Self.page + "?id=2", cookie: "sid=alice")
-            let ticket = try #require(answer.json["ticket"] as? String)
+            let ticket = try answer.decoded(TriggerAnswer.self).ticket
             let results = try await oneRequest(
                 port: server.port, .get, "/v1/prefetch/\(ticket)?wait=5000", headers: ["Cookie": "sid=alice"])
             #expect(results.status == 200)
@@ -108,7 +110,7 @@ struct SecurityTests {
     @Test func anonymousCookieAndPrivateResponsesAreNeverShared() async throws {
         try await withServe { server, upstream in
             let page = Self.page + "?id=3"
-            let victim = try #require(try await trigger(server, page).json["ticket"] as? String)
+            let victim = try await trigger(server, page).decoded(TriggerAnswer.self).ticket
             let own = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(victim)/data?name=guest&wait=5000")
             #expect(own.status == 200)
             let guestCookie = try #require(own.headers[values: .setCookie].first)
@@ -116,7 +118,7 @@ struct SecurityTests {
 
             // A later visitor of the same page: its trigger joins nothing it could read, and every way of asking
             // ends in the `private` miss, never the victim's cookie.
-            let attacker = try #require(try await trigger(server, page).json["ticket"] as? String)
+            let attacker = try await trigger(server, page).decoded(TriggerAnswer.self).ticket
             for (name, uri) in [
                 ("guest", "/v1/prefetch/\(attacker)/data?name=guest&wait=2000"), ("guest", "/v1/data?page=\(q(page))&name=guest&wait=2000"),
                 ("private", "/v1/prefetch/\(attacker)/data?name=private&wait=2000"),
@@ -282,7 +284,7 @@ struct SecurityTests {
     /// SECURITY.md: replays cannot run as the service's origin or carry the upstream's CORS decisions.
     @Test func replaysAreInertAndCarryNoUpstreamCORS() async throws {
         try await withServe { server, _ in
-            let ticket = try #require(try await trigger(server, Self.page + "?id=5").json["ticket"] as? String)
+            let ticket = try await trigger(server, Self.page + "?id=5").decoded(TriggerAnswer.self).ticket
             let html = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)/data?name=html&wait=5000")
             #expect(html.status == 200)
             #expect(html.header("Content-Type")?.hasPrefix("text/html") == true)
@@ -304,7 +306,7 @@ struct SecurityTests {
             // space and brackets (PHP), Unicode case folding (Java's equalsIgnoreCase: ſ is s), and `;` as a
             // pair separator.
             let page = Self.page + "?role=admin&ROLE=root&r%6Fle=x&%20role=a2&role[]=a3&%C5%BFcope=a4&scope.=a5&x=1;role=a6&keep=1"
-            let ticket = try #require(try await trigger(server, page).json["ticket"] as? String)
+            let ticket = try await trigger(server, page).decoded(TriggerAnswer.self).ticket
             let role = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)/data?name=role&wait=5000")
             #expect(role.status == 200)
             let query = Echo(role).query ?? ""
@@ -320,8 +322,9 @@ struct SecurityTests {
     @Test func readKeysAreBoundToTheirTicketAndOrigin() async throws {
         try await withServe(["--cors-origin", "https://shell.example.test"]) { server, _ in
             let answer = try await trigger(server, Self.page + "?id=6", cookie: "sid=alice")
-            let ticket = try #require(answer.json["ticket"] as? String)
-            let key = try #require(answer.json["readKey"] as? String)
+            let triggered = try answer.decoded(TriggerAnswer.self)
+            let ticket = triggered.ticket
+            let key = triggered.readKey
             #expect(!key.contains(ticket), "the key does not reveal its ticket")
             let uri = "/v1/data?name=me&wait=5000"
             let page = try await oneRequest(
@@ -353,7 +356,7 @@ struct SecurityTests {
                 port: server.port, .get, uri,
                 headers: ["X-Prefetch-Key": String(decoding: respelled, as: UTF8.self), "Origin": "https://m.example.test"])
             #expect(noncanonical.status == 403)
-            let other = try #require(try await trigger(server, Self.page + "?id=7", cookie: "sid=bob").json["ticket"] as? String)
+            let other = try await trigger(server, Self.page + "?id=7", cookie: "sid=bob").decoded(TriggerAnswer.self).ticket
             let misused = try await oneRequest(
                 port: server.port, .get, "/v1/prefetch/\(other)/data?name=me",
                 headers: ["X-Prefetch-Key": key, "Origin": "https://m.example.test"])

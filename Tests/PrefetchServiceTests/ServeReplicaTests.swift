@@ -6,6 +6,8 @@ import PrefetchTestUpstream
 import Synchronization
 import Testing
 
+@testable import PrefetchService
+
 /// Two `prefetch serve` processes sharing a real redis-server: what a load balancer in front of replicas needs.
 @Suite(.serialized) struct ServeReplicaTests {
     /// The identity key every replica shares (as a deployment does, from a Secret).
@@ -98,7 +100,7 @@ import Testing
         let text = String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self)
         let reply = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: text)
         #expect(reply.status == 202, "\(reply.text)")
-        return try #require(reply.json["ticket"] as? String)
+        return try reply.decoded(TriggerAnswer.self).ticket
     }
 
     @Test func aTicketFromOneReplicaIsServedByTheOther() async throws {
@@ -186,7 +188,7 @@ import Testing
             }
             let degraded = await eventually(within: 10) {
                 let ready = try? await oneRequest(port: first.port, .get, "/readyz")
-                return ready?.json["store"] as? String == "degraded"
+                return (try? ready?.decoded(ReadinessAnswer.self))?.store == "degraded"
             }
             #expect(degraded)
             let health = try await oneRequest(port: second.port, .get, "/healthz")
@@ -196,7 +198,7 @@ import Testing
             for server in [first, second] {
                 let recovered = await eventually(within: 15) {
                     let ready = try? await oneRequest(port: server.port, .get, "/readyz")
-                    return ready?.json["store"] as? String == "ok"
+                    return (try? ready?.decoded(ReadinessAnswer.self))?.store == "ok"
                 }
                 #expect(recovered)
             }

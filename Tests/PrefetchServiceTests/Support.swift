@@ -102,15 +102,33 @@ struct Reply: Sendable {
         (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] ?? [:]
     }
 
-    /// The `error` code of a JSON error body.
-    var errorCode: String? { json["error"] as? String }
+    /// The body as the error answer every refusal writes (`{"error", "message"}`), nil when it is not one.
+    var apiError: APIError.Body? { try? decoded(APIError.Body.self) }
 
-    /// The body decoded as the answer type `type` (dates in ISO 8601, as the service writes them).
+    /// The `error` code of a JSON error body.
+    var errorCode: String? { apiError?.error }
+
+    /// The body decoded as the answer type `type` (dates in ISO 8601, as the service writes them); a body that is
+    /// not one fails with the status and the text it was.
     func decoded<T: Decodable>(_ type: T.Type) throws -> T {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
-        return try decoder.decode(type, from: Data(body))
+        do {
+            return try decoder.decode(type, from: Data(body))
+        } catch {
+            throw UndecodableReply(type: "\(type)", status: status, text: String(text.prefix(500)), error: error)
+        }
     }
+}
+
+/// A reply whose body is not the answer a test expected.
+struct UndecodableReply: Error, CustomStringConvertible {
+    var type: String
+    var status: Int
+    var text: String
+    var error: any Error
+
+    var description: String { "not a \(type): \(status) \(text) (\(error))" }
 }
 
 extension Echo {

@@ -125,20 +125,18 @@ enum WebShellBrowser {
                 onServerRunning: { port in
                     let interfaces =
                         dependent
-                        ? """
-                        {"name":"demo.user","api":"\(data)","method":"GET","urlParam":true,"params":["run"]},
-                        {"name":"demo.orders","api":"\(orders)","method":"GET","urlParam":true,"params":["run"],
-                         "query":{"uid":"${demo.user:/data/uid}"}}
-                        """
-                        : """
-                        {"name":"demo.data","api":"\(data)","method":"GET","urlParam":true,"params":["run"]},
-                        {"name":"demo.broken","api":"\(broken)","method":"GET"}
-                        """
-                    let config = """
-                        {"code":200,"data":{"name":"webshell-demo","version":"1","config":[
-                          {"url":"http://127.0.0.1:\(port)/demo/page.html","interfaces":[\(interfaces)]}]}}
-                        """
-                    holder.replace(try? ConfigLoader.parse(Array(config.utf8), source: "test").config)
+                        ? [
+                            TestInterface(name: "demo.user", api: data, urlParam: true, params: ["run"]),
+                            TestInterface(
+                                name: "demo.orders", api: orders, urlParam: true, params: ["run"], query: ["uid": "${demo.user:/data/uid}"]),
+                        ]
+                        : [
+                            TestInterface(name: "demo.data", api: data, urlParam: true, params: ["run"]),
+                            TestInterface(name: "demo.broken", api: broken),
+                        ]
+                    let config = TestConfig(
+                        name: "webshell-demo", version: "1", [TestPage("http://127.0.0.1:\(port)/demo/page.html", interfaces)])
+                    holder.replace(try? config.loaded())
                 },
                 onAdminRunning: { adminPort.set($0) })
             try await app.test(.live) { client in

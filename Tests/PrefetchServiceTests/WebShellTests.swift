@@ -7,11 +7,12 @@ import NIOCore
 import PrefetchCore
 import PrefetchEngine
 import PrefetchRuntime
-import PrefetchService
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import RendererPool
 import Testing
+
+@testable import PrefetchService
 
 /// The page client, the demo pages, the debug view and its JSON endpoints, over HTTP.
 @Suite struct WebShellTests {
@@ -21,12 +22,16 @@ import Testing
     /// `test` gets a client of the page surface and the operator surface's port.
     func withApp(delayMs: Int = 0, _ test: @Sendable (any TestClientProtocol, Int) async throws -> Void) async throws {
         let upstream = try await TestUpstream.start()
-        let config = """
-            {"code":200,"data":{"name":"webshell","version":"7","config":[
-              {"url":"\(Self.page)","interfaces":[
-                {"name":"info","api":"http://127.0.0.1:\(upstream.port)/info?delay=\(delayMs)","method":"GET"},
-                {"name":"broken","api":"http://127.0.0.1:\(upstream.port)/broken?status=503","method":"GET"}]}]}}
-            """
+        let config = TestConfig(
+            name: "webshell", version: "7",
+            [
+                TestPage(
+                    Self.page,
+                    [
+                        upstream.interface("info", "/info?delay=\(delayMs)"),
+                        upstream.interface("broken", "/broken?status=503"),
+                    ])
+            ])
         var settings = ServiceSettings()
         settings.listeners.port = 0
         settings.listeners.adminPort = 0
@@ -36,7 +41,7 @@ import Testing
         profile.minIdle = 0
         settings.renderers = ["main": profile]
         do {
-            let loaded = try ConfigLoader.parse(Array(config.utf8), source: "test").config
+            let loaded = try config.loaded()
             let adminPort = PortBox()
             let app = try buildApplication(
                 settings: settings, config: ConfigHolder(loaded), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })
@@ -50,26 +55,22 @@ import Testing
         try await upstream.shutdown()
     }
 
-    func json(_ response: TestResponse) throws -> [String: Any] {
-        try #require(try JSONSerialization.jsonObject(with: Data(response.body.readableBytesView)) as? [String: Any])
-    }
-
     func trigger(_ client: some TestClientProtocol) async throws -> String {
         let response = try await client.execute(
             uri: "/v1/prefetch", method: .post, headers: [.contentType: "application/json"],
             body: ByteBuffer(string: #"{"url":"\#(Self.page)?id=1"}"#))
         #expect(response.status == .accepted)
-        return try #require(try json(response)["ticket"] as? String)
+        return try Reply(response).decoded(TriggerAnswer.self).ticket
     }
 
     func data(_ client: some TestClientProtocol, ticket: String, name: String, wait: Int = 2000) async throws -> TestResponse {
         try await client.execute(uri: "/v1/prefetch/\(ticket)/data?name=\(name)&wait=\(wait)", method: .get)
     }
 
-    func opens(_ admin: Int, _ query: String = "") async throws -> [[String: Any]] {
+    func opens(_ admin: Int, _ query: String = "") async throws -> [DebugRoutes.OpensAnswer.Open] {
         let response = try await oneRequest(port: admin, .get, "/v1/debug/opens" + query)
         #expect(response.status == 200)
-        return try #require(response.json["opens"] as? [[String: Any]])
+        return try response.decoded(DebugRoutes.OpensAnswer.self).opens
     }
 
     @Test func theClientScriptIsServedCacheableAndRevalidates() async throws {
@@ -118,31 +119,30 @@ import Testing
 
             let response = try await oneRequest(port: admin, .get, "/v1/debug/opens?limit=5")
             #expect(!response.text.contains(ticket))
-            let open = try #require(response.json["opens"] as? [[String: Any]]).first
-            #expect(open?["ticket"] as? String == String(ticket.prefix(8)) + "…")
-            #expect(open?["page"] as? String == Self.page + "?id=1")
-            #expect(open?["version"] as? String == "7")
-            let requests = try #require(open?["requests"] as? [[String: Any]])
-            #expect(requests.map { $0["name"] as? String } == ["info", "broken"])
+            let open = try #require(try response.decoded(DebugRoutes.OpensAnswer.self).opens.first)
+            #expect(open.ticket == String(ticket.prefix(8)) + "…")
+            #expect(open.page == Self.page + "?id=1")
+            #expect(open.version == "7")
+            let requests = open.requests
+            #expect(requests.map(\.name) == ["info", "broken"])
 
             let info = requests[0]
-            #expect(info["flight"] as? String == "leader")
-            #expect(info["status"] as? Int == 200)
-            #expect((info["bytes"] as? Int ?? 0) > 0)
-            let start = try #require(info["startMs"] as? Int)
-            let end = try #require(info["endMs"] as? Int)
+            #expect(info.flight == "leader")
+            #expect(info.status == 200)
+            #expect((info.bytes ?? 0) > 0)
+            let start = info.startMs
+            let end = try #require(info.endMs)
             #expect(end - start >= 1500)
-            let reads = try #require(info["reads"] as? [[String: Any]])
-            #expect(reads.map { $0["served"] as? String } == ["joined", "hit"])
-            #expect(reads.allSatisfy { ($0["answeredMs"] as? Int ?? -1) >= ($0["askedMs"] as? Int ?? 0) })
+            #expect(info.reads.map(\.served) == ["joined", "hit"])
+            #expect(info.reads.allSatisfy { $0.answeredMs >= $0.askedMs })
 
             let failed = requests[1]
-            #expect(failed["error"] as? String == "upstream-5xx")
-            #expect(failed["status"] as? Int == 503)
-            let missed = try #require(failed["reads"] as? [[String: Any]])
+            #expect(failed.error == "upstream-5xx")
+            #expect(failed.status == 503)
+            let missed = failed.reads
             #expect(missed.count == 1)
-            #expect(missed.first?["served"] as? String == "miss")
-            #expect(missed.first?["reason"] as? String == "upstream-5xx")
+            #expect(missed.first?.served == "miss")
+            #expect(missed.first?.reason == "upstream-5xx")
 
             // The shell holding the full ticket can select its own open.
             let selected = try await opens(admin, "?ticket=\(ticket)")
@@ -164,11 +164,11 @@ import Testing
                 _ = try await client.execute(
                     uri: "/v1/data?page=\(page)&name=\(name)&wait=3000", method: .get, headers: [.cookie: "sid=alice"])
             }
-            let requests = try #require((try await opens(admin)).first?["requests"] as? [[String: Any]])
-            let info = try #require(requests[0]["reads"] as? [[String: Any]])
-            #expect(info.count == 1 && ["hit", "joined"].contains(info.first?["served"] as? String ?? ""), "\(info)")
-            let broken = try #require(requests[1]["reads"] as? [[String: Any]])
-            #expect(broken.first?["served"] as? String == "miss" && broken.first?["reason"] as? String == "upstream-5xx", "\(broken)")
+            let requests = try #require((try await opens(admin)).first?.requests)
+            let info = requests[0].reads
+            #expect(info.count == 1 && ["hit", "joined"].contains(info.first?.served ?? ""), "\(info)")
+            let broken = requests[1].reads
+            #expect(broken.first?.served == "miss" && broken.first?.reason == "upstream-5xx", "\(broken)")
         }
     }
 
@@ -177,12 +177,12 @@ import Testing
             let response = try await client.execute(
                 uri: "/v1/prefetch", method: .post, headers: [.contentType: "application/json"],
                 body: ByteBuffer(string: #"{"url":"\#(Self.page)","headers":{"Cookie":"sid=alice"}}"#))
-            let ticket = try #require(try json(response)["ticket"] as? String)
+            let ticket = try Reply(response).decoded(TriggerAnswer.self).ticket
             let other = try await client.execute(
                 uri: "/v1/prefetch/\(ticket)/data?name=info&wait=2000", method: .get, headers: [.cookie: "sid=mallory"])
             #expect(other.status == .forbidden)
-            let reads = try #require((try await opens(admin)).first?["requests"] as? [[String: Any]])[0]["reads"] as? [[String: Any]]
-            #expect(reads?.first?["reason"] as? String == "identity-mismatch")
+            let reads = try #require((try await opens(admin)).first?.requests)[0].reads
+            #expect(reads.first?.reason == "identity-mismatch")
         }
     }
 
@@ -192,8 +192,8 @@ import Testing
             for _ in 0..<40 {
                 _ = try await data(client, ticket: ticket, name: "broken")
             }
-            let requests = try #require((try await opens(admin)).first?["requests"] as? [[String: Any]])
-            #expect((requests[1]["reads"] as? [[String: Any]])?.count == 32)
+            let requests = try #require((try await opens(admin)).first?.requests)
+            #expect(requests[1].reads.count == 32)
         }
     }
 
@@ -201,18 +201,16 @@ import Testing
         try await withApp { client, admin in
             let ticket = try await trigger(client)
             _ = try await data(client, ticket: ticket, name: "info")
-            let status = try await oneRequest(port: admin, .get, "/v1/debug/status").json
-            let store = try #require(status["store"] as? [String: Any])
-            #expect(store["budget"] as? Int == 2 * 1024 * 1024)
-            #expect((store["entries"] as? Int ?? 0) >= 1)
-            #expect((store["bytes"] as? Int ?? 0) > 0)
-            let profiles = try #require((status["renderers"] as? [String: Any])?["profiles"] as? [String: Any])
-            #expect(profiles.keys.sorted() == ["main"])
-            let config = try #require(status["config"] as? [String: Any])
-            #expect(config["name"] as? String == "webshell")
-            #expect(config["version"] as? String == "7")
-            #expect(config["source"] as? String == "configs/webshell-test.json")
-            #expect(config["interfaces"] as? Int == 2)
+            let status = try await oneRequest(port: admin, .get, "/v1/debug/status").decoded(DebugRoutes.StatusAnswer.self)
+            #expect(status.store.budget == 2 * 1024 * 1024)
+            #expect(status.store.entries >= 1)
+            #expect(status.store.bytes > 0)
+            #expect(status.renderers.profiles.keys.sorted() == ["main"])
+            let config = status.config
+            #expect(config.name == "webshell")
+            #expect(config.version == "7")
+            #expect(config.source == "configs/webshell-test.json")
+            #expect(config.interfaces == 2)
         }
     }
 
