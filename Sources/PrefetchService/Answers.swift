@@ -10,14 +10,19 @@ import Synchronization
 /// `POST /v1/prefetch`: the ticket, the read key for the page, and what each request is doing.
 struct TriggerAnswer: Codable, Sendable {
     struct Request: Codable, Sendable {
+        /// Whether a request's response was already there when the page was triggered.
+        enum State: String, Codable, Sendable {
+            case stored
+            case pending
+        }
+
         var name: String
         var api: String
         var method: String
         var url: String
-        /// `stored` (already there) or `pending`.
-        var state: String
-        /// `leader`, `joined` or `fresh`.
-        var flight: String
+        var state: State
+        /// `leader`, `joined` or `fresh` (`remote` only for a ticket read back from another replica, never here).
+        var flight: FlightRole
     }
 
     var ticket: String
@@ -44,7 +49,7 @@ struct TriggerAnswer: Codable, Sendable {
             let origin = timings[index].origin
             return Request(
                 name: request.name, api: request.api, method: request.method.rawValue, url: triggered.urls[index],
-                state: origin == .fresh ? "stored" : "pending", flight: origin.rawValue)
+                state: origin == .fresh ? .stored : .pending, flight: origin)
         }
     }
 }
@@ -83,13 +88,13 @@ struct TriggerResponse: ResponseGenerator, Sendable {
             writer.key("api")
             writer.string(item.api)
             writer.key("flight")
-            writer.string(item.flight)
+            writer.string(item.flight.rawValue)
             writer.key("method")
             writer.string(item.method)
             writer.key("name")
             writer.string(item.name)
             writer.key("state")
-            writer.string(item.state)
+            writer.string(item.state.rawValue)
             writer.key("url")
             writer.string(item.url)
             writer.endObject()

@@ -57,7 +57,7 @@ struct PageRouteTests {
                 #expect(answer.requests.map(\.name) == ["a", "b.get", "b.post"])
                 #expect(answer.requests.map(\.method) == ["GET", "GET", "POST"])
                 #expect(answer.requests[0].url == "\(upstream.base)/route/a?id=5", "urlParam forwards the page's query")
-                #expect(answer.requests.allSatisfy { $0.flight == "leader" && $0.state == "pending" })
+                #expect(answer.requests.allSatisfy { $0.flight == .leader && $0.state == .pending })
 
                 // Replayed through the routed read, with the trigger's credentials and with the read key.
                 let byTicket = try await service.get("/v1/prefetch/\(answer.ticket)/data?name=a&wait=5000", headers: ["Cookie": "sid=1"])

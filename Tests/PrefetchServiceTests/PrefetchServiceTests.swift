@@ -63,7 +63,7 @@ struct PrefetchServiceTests {
                 #expect(answer.matched == samePage)
                 #expect(answer.version == "7")
                 #expect(answer.requests.map(\.name) == ["c.get", "c.post", "c.form", "c.omit"])
-                #expect(answer.requests.allSatisfy { $0.state == "pending" && $0.flight == "leader" })
+                #expect(answer.requests.allSatisfy { $0.state == .pending && $0.flight == .leader })
 
                 // What the service planned is what the upstream received.
                 let plan = try await service.admin(.get, "/v1/plan?url=\(q(page))")
@@ -175,7 +175,7 @@ struct PrefetchServiceTests {
                 let second = try #require(replies[100])
                 #expect(second.status == 202)
                 let flights = try second.decoded(TriggerAnswer.self).requests.map(\.flight)
-                #expect(flights.count == 2 && flights.allSatisfy { $0 == "joined" || $0 == "fresh" }, "\(flights)")
+                #expect(flights.count == 2 && flights.allSatisfy { $0 == .joined || $0 == .fresh }, "\(flights)")
                 for index in 0..<100 {
                     let reply = try #require(replies[index])
                     #expect(reply.status == 200, "consumer \(index): \(reply.text)")
@@ -260,7 +260,7 @@ struct PrefetchServiceTests {
                 #expect(firstReply.status == 200)
                 #expect(Echo(firstReply).values("Cookie").isEmpty)
                 let second = try await service.trigger(sharedPage, credentials: ["Cookie": "sid=bob"])
-                #expect(try second.decoded(TriggerAnswer.self).requests.first?.flight == "fresh")
+                #expect(try second.decoded(TriggerAnswer.self).requests.first?.flight == .fresh)
                 let carol = try await service.get("/v1/data?page=\(q(sharedPage))&name=shared", headers: ["Cookie": "sid=carol"])
                 #expect(carol.status == 200)
                 #expect(Echo(carol).hit == 1)

@@ -68,7 +68,7 @@ struct ReliabilityCoalescingTests {
                 // The next trigger leads a new fetch.
                 let again = try await service.trigger(page)
                 #expect(again.status == 202)
-                #expect(try again.decoded(TriggerAnswer.self).requests.first?.flight == "leader", "\(again.text)")
+                #expect(try again.decoded(TriggerAnswer.self).requests.first?.flight == .leader, "\(again.text)")
                 let retried = try await service.get("/v1/data?page=\(q(page))&name=c&wait=20000")
                 #expect(retried.errorCode == code, "\(retried.text)")
                 #expect(upstream.hits(path: "/coalesce/c") == 2)
