@@ -839,32 +839,33 @@ struct Validator {
             if let range = last, let dot = text.lastIndex(of: UInt8(ascii: "."), in: range), dot != range.lowerBound {
                 last = range.lowerBound..<dot
             }
-            // Constants from here on: a nested function that captured the variables would box each on the heap.
-            let (lastSegment, previousSegment) = (last, previous)
-            // Leading `.`, `-` and `_` are dropped (after the mapping, which keeps them), then at most 64 bytes are kept,
-            // written straight into the `String`.
-            var skip = 0
-            let total = (previousSegment.map { $0.count + 1 } ?? 0) + (lastSegment?.count ?? 0)
-            func byte(at position: Int) -> UInt8 {
-                // The name's bytes as if joined: `previous`, `.`, `last`, each mapped.
-                var position = position
-                if let previousSegment {
-                    if position < previousSegment.count { return mapped(bytes[previousSegment.lowerBound + position]) }
-                    if position == previousSegment.count { return UInt8(ascii: ".") }
-                    position -= previousSegment.count + 1
+            // The name's bytes as if joined (`previous`, `.`, `last`, each mapped), written into a buffer of their count;
+            // leading `.`, `-` and `_` (after the mapping, which keeps them) are dropped, then at most 64 bytes kept.
+            let total = (previous.map { $0.count + 1 } ?? 0) + (last?.count ?? 0)
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(total, 1)) { joined -> String in
+                var count = 0
+                if let previous {
+                    for offset in previous {
+                        joined[count] = mapped(bytes[offset])
+                        count += 1
+                    }
+                    joined[count] = UInt8(ascii: ".")
+                    count += 1
                 }
-                return mapped(bytes[lastSegment!.lowerBound + position])
-            }
-            while skip < total {
-                let leading = byte(at: skip)
-                guard leading == UInt8(ascii: ".") || leading == UInt8(ascii: "-") || leading == UInt8(ascii: "_") else { break }
-                skip += 1
-            }
-            if skip == total { return "root" }
-            let count = min(total - skip, 64)
-            return String(unsafeUninitializedCapacity: count) { out in
-                for offset in 0..<count { out[offset] = byte(at: skip + offset) }
-                return count
+                if let last {
+                    for offset in last {
+                        joined[count] = mapped(bytes[offset])
+                        count += 1
+                    }
+                }
+                var skip = 0
+                while skip < count {
+                    let leading = joined[skip]
+                    guard leading == UInt8(ascii: ".") || leading == UInt8(ascii: "-") || leading == UInt8(ascii: "_") else { break }
+                    skip += 1
+                }
+                if skip == count { return "root" }
+                return String(decoding: UnsafeBufferPointer(rebasing: joined[skip..<min(count, skip + 64)]), as: UTF8.self)
             }
         }
         return onBytes ?? derivedNameFromCharacters(api.path)

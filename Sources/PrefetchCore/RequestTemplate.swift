@@ -18,6 +18,8 @@ struct RequestTemplate: Sendable {
     let fixed: [String]
     /// The `params` allow-list (a few names: comparing them beats hashing).
     let params: [String]?
+    /// Whether every name in ``fixed`` and ``params`` is ASCII: then a page name is compared with them as bytes.
+    let comparesAsBytes: Bool
     /// Whether a body key has an empty skeleton.
     let bodyKeyWithoutSkeleton: Bool
     /// Whether the configured body has no member.
@@ -45,19 +47,15 @@ struct RequestTemplate: Sendable {
         // api, by `Character`s otherwise.
         var prefix = api
         var asciiAPI = false
-        let cut = api.utf8.withContiguousStorageIfAvailable { bytes -> String? in
-            var hash: Int?
-            for offset in 0..<bytes.count {
-                if bytes[offset] >= 0x80 { return nil }
-                if hash == nil && bytes[offset] == UInt8(ascii: "#") { hash = offset }
-            }
+        if apiURL.textIsASCII && apiURL.text == api {
+            // The api is the parsed text and all ASCII (the loader's case): its first `#` is where the parser put the
+            // fragment, so there is nothing to scan.
             asciiAPI = true
-            return hash.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[..<$0]), as: UTF8.self) }
-        }
-        if asciiAPI {
-            if case .some(.some(let withoutFragment)) = cut { prefix = withoutFragment }
-        } else if let hash = prefix.firstIndex(of: "#") {
-            prefix = String(prefix[..<hash])
+            if let fragment = apiURL.fragmentRange {
+                prefix = String(api[..<api.utf8.index(api.startIndex, offsetBy: fragment.lowerBound - 1)])
+            }
+        } else {
+            (prefix, asciiAPI) = Composer.withoutFragment(api)
         }
         urlPrefix = prefix
         if apiURL.queryRange == nil {
@@ -84,6 +82,7 @@ struct RequestTemplate: Sendable {
         bodyKeyWithoutSkeleton = keyWithoutSkeleton
         self.bodyIsEmpty = bodyIsEmpty
         self.params = params.map { Array($0) }
+        comparesAsBytes = fixed.allSatisfy(\.isPlainASCII) && (self.params?.allSatisfy(\.isPlainASCII) ?? true)
 
         if method.carriesBody && bodyType == .json {
             jsonBodyHead = bodyJSONHead()
@@ -105,163 +104,30 @@ struct RequestTemplate: Sendable {
 
 extension Composer {
     /// ``composeByRules(interface:pairs:)`` from the interface's template: the same request, made by appending the
-    /// page's parts to the pieces made at load. Which pairs are forwarded is decided once per pair (in a stack buffer),
-    /// and the URL and a JSON body are each written into one `String` of exactly their size.
-    static func compose(interface: Interface, template: RequestTemplate, pairs: [QueryPair]) -> PlannedRequest {
-        pairs.withUnsafeBufferPointer { pairs in
-            withUnsafeTemporaryAllocation(of: Bool.self, capacity: pairs.count) { flags in
-                for index in pairs.indices {
-                    let pair = pairs[index]
-                    flags[index] =
-                        (template.params.map { $0.contains(pair.name) } ?? true)
-                        && (template.fixed.isEmpty || !template.fixed.contains(pair.skeleton))
-                }
-                return compose(interface: interface, template: template, pairs: pairs, forwarded: UnsafeBufferPointer(flags))
+    /// page's parts to the pieces made at load. `nil` where the template cannot say it: a page name or value a JSON body
+    /// must escape, or an allow-list or fixed name that is not ASCII (the table compares names as bytes).
+    static func compose(interface: Interface, template: RequestTemplate, parameters: PageParameters) -> PlannedRequest? {
+        guard template.comparesAsBytes else { return nil }
+        return withUnsafeTemporaryAllocation(of: Bool.self, capacity: max(parameters.count, 1)) { flags in
+            // Which pairs are forwarded is decided once per pair.
+            for index in 0..<parameters.count {
+                let pair = parameters.pairs[index]
+                flags[index] =
+                    (template.params.map { names in names.contains { Self.equals($0, parameters.bytes(pair.name)) } } ?? true)
+                    && !template.fixed.contains { Self.equals($0, parameters.bytes(pair.skeleton)) }
             }
+            return TemplateComposition(
+                interface: interface, template: template, parameters: parameters,
+                forwarded: UnsafeBufferPointer(rebasing: flags[..<parameters.count])
+            ).request()
         }
     }
 
-    private static func compose(
-        interface: Interface, template: RequestTemplate, pairs: UnsafeBufferPointer<QueryPair>, forwarded: UnsafeBufferPointer<Bool>
-    ) -> PlannedRequest {
-        /// The forwarded pairs as the merged body has them: each name once, at its first position, with its last value.
-        func forEachMerged(_ body: (String, JSONValue) -> Void) {
-            for index in pairs.indices where forwarded[index] {
-                var repeated = false
-                for earlier in 0..<index where forwarded[earlier] && pairs[earlier].name == pairs[index].name {
-                    repeated = true
-                    break
-                }
-                if repeated { continue }
-                var last = index
-                for later in (index + 1)..<pairs.count where forwarded[later] && pairs[later].name == pairs[index].name { last = later }
-                body(pairs[index].name, pairs[last].jsonValue)
-            }
-        }
-        /// The configured body form-encoded, then the merged pairs.
-        func formText(merging: Bool) -> String {
-            var text = template.formBody
-            guard merging else { return text }
-            var empty = template.bodyIsEmpty
-            forEachMerged { name, value in
-                if !empty { text += "&" }
-                empty = false
-                text += FormEncoding.encode(name: name, value: Self.text(of: value))
-            }
-            return text
-        }
-
-        var headers = interface.headers
-        var body: String?
-        /// The form-encoded body that goes into the query of a request without a body.
-        var bodyQuery: String?
-        if interface.method.carriesBody {
-            if interface.hasBody || interface.bodyParam {
-                headers = template.bodyHeaders
-                switch interface.bodyType {
-                case .json: body = jsonBody(template, merging: interface.bodyParam, forEachMerged)
-                case .form: body = formText(merging: interface.bodyParam)
-                }
-            }
-        } else if interface.bodyParam && !interface.urlParam {
-            // Page parameters already forwarded raw by urlParam are not repeated.
-            let text = formText(merging: true)
-            if !text.isEmpty { bodyQuery = text }
-        } else if !template.bodyIsEmpty {
-            bodyQuery = template.formBody
-        }
-
-        let url = joined(template.urlPrefix, first: template.separator) { part in
-            if interface.urlParam {
-                for index in pairs.indices where forwarded[index] { part(pairs[index].urlText) }
-            }
-            if let bodyQuery { part(bodyQuery) }
-            for text in template.queryParts { part(text) }
-        }
-        return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
-    }
-
-    /// The JSON body: the template's head, the merged pairs, `}`; in one `String` of its exact size when no name or value
-    /// needs escaping (nearly always), else through ``JSONWriter``.
-    private static func jsonBody(
-        _ template: RequestTemplate, merging: Bool, _ forEachMerged: ((String, JSONValue) -> Void) -> Void
-    ) -> String {
-        guard merging else { return template.jsonBodyHead + "}" }
-        var count = template.jsonBodyHead.utf8.count + 1
-        var plain = true
-        var members = 0
-        forEachMerged { name, value in
-            members += 1
-            count += name.utf8.count + 4  // `,"name":` (the comma counted for every member, one too many at most)
-            if JSONWriter.needsEscaping(name) { plain = false }
-            switch value {
-            case .number(let literal): count += literal.utf8.count
-            case .string(let text):
-                count += text.utf8.count + 2
-                if JSONWriter.needsEscaping(text) { plain = false }
-            default: plain = false
-            }
-        }
-        guard plain else {
-            var bytes = Array(template.jsonBodyHead.utf8)
-            var empty = template.bodyIsEmpty
-            forEachMerged { name, value in
-                if !empty { bytes.append(UInt8(ascii: ",")) }
-                empty = false
-                JSONWriter.writeString(name, into: &bytes)
-                bytes.append(UInt8(ascii: ":"))
-                JSONWriter.write(value, into: &bytes)
-            }
-            bytes.append(UInt8(ascii: "}"))
-            return String(decoding: bytes, as: UTF8.self)
-        }
-        if members == 0 { return template.jsonBodyHead + "}" }
-        return String(unsafeUninitializedCapacity: count) { out in
-            var writer = ByteWriter(out)
-            writer.put(template.jsonBodyHead)
-            var empty = template.bodyIsEmpty
-            forEachMerged { name, value in
-                if !empty { writer.put(UInt8(ascii: ",")) }
-                empty = false
-                writer.put(UInt8(ascii: "\""))
-                writer.put(name)
-                writer.put(UInt8(ascii: "\""))
-                writer.put(UInt8(ascii: ":"))
-                switch value {
-                case .number(let literal): writer.put(literal)
-                case .string(let text):
-                    writer.put(UInt8(ascii: "\""))
-                    writer.put(text)
-                    writer.put(UInt8(ascii: "\""))
-                default: break
-                }
-            }
-            writer.put(UInt8(ascii: "}"))
-            return writer.count
-        }
-    }
-
-    /// `prefix`, then each part `parts` yields, the first after `first` and the others after `&`, in one `String` of
-    /// exactly that size (`prefix` itself when there is no part).
-    static func joined(_ prefix: String, first: String, _ parts: ((String) -> Void) -> Void) -> String {
-        var count = prefix.utf8.count
-        var partCount = 0
-        parts { part in
-            count += part.utf8.count + (partCount == 0 ? first.utf8.count : 1)
-            partCount += 1
-        }
-        if partCount == 0 { return prefix }
-        return String(unsafeUninitializedCapacity: count) { out in
-            var writer = ByteWriter(out)
-            writer.put(prefix)
-            var isFirst = true
-            parts { part in
-                if isFirst { writer.put(first) } else { writer.put(UInt8(ascii: "&")) }
-                isFirst = false
-                writer.put(part)
-            }
-            return writer.count
-        }
+    /// Whether `text`'s UTF-8 is `bytes`.
+    @inline(__always)
+    static func equals(_ text: String, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        text.utf8.count == bytes.count
+            && (text.utf8.withContiguousStorageIfAvailable { ByteText($0).equals(0..<$0.count, bytes) } ?? text.utf8.elementsEqual(bytes))
     }
 
     /// A page value's text in a form: a string as it is, a number as written.
@@ -289,8 +155,171 @@ extension Composer {
     }
 }
 
+/// One request composed from a template and a page's parameters: what ``Composer/composeByRules(interface:pairs:)``
+/// composes, each text written into one `String` of exactly its size (counted first by the same code).
+struct TemplateComposition {
+    let interface: Interface
+    let template: RequestTemplate
+    let parameters: PageParameters
+    /// Whether each pair is forwarded (allowed by `params`, its skeleton not fixed by the config).
+    let forwarded: UnsafeBufferPointer<Bool>
+
+    /// What goes into the query of a request without a body, after the forwarded pairs.
+    enum BodyQuery {
+        case none
+        /// The configured body and the merged pairs, form-encoded.
+        case merged
+        /// The configured body, form-encoded (the template's).
+        case configured
+    }
+
+    func request() -> PlannedRequest? {
+        var headers = interface.headers
+        var body: String?
+        var bodyQuery = BodyQuery.none
+        if interface.method.carriesBody {
+            if interface.hasBody || interface.bodyParam {
+                headers = template.bodyHeaders
+                switch interface.bodyType {
+                case .json:
+                    guard let json = jsonBody() else { return nil }
+                    body = json
+                case .form:
+                    body = interface.bodyParam ? Self.string({ writeForm(into: &$0) }, { writeForm(into: &$0) }) : template.formBody
+                }
+            }
+        } else if interface.bodyParam && !interface.urlParam {
+            // Page parameters already forwarded raw by urlParam are not repeated.
+            var count = ByteCount()
+            writeForm(into: &count)
+            if count.count > 0 { bodyQuery = .merged }
+        } else if !template.bodyIsEmpty {
+            bodyQuery = .configured
+        }
+        let hasParts =
+            (interface.urlParam && forwarded.contains(true)) || { if case .none = bodyQuery { false } else { true } }()
+            || !template.queryParts.isEmpty
+        let url = hasParts ? Self.string({ writeURL(bodyQuery, into: &$0) }, { writeURL(bodyQuery, into: &$0) }) : template.urlPrefix
+        return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
+    }
+
+    /// The forwarded pairs as the merged body has them: each name once, at its first position, with its last value.
+    func forEachMerged(_ body: (_ name: Range<Int>, _ last: PageParameters.Pair) -> Void) {
+        for index in 0..<parameters.count where forwarded[index] {
+            var repeated = false
+            for earlier in 0..<index where forwarded[earlier] && parameters.sameName(earlier, index) {
+                repeated = true
+                break
+            }
+            if repeated { continue }
+            var last = index
+            for later in (index + 1)..<parameters.count where forwarded[later] && parameters.sameName(later, index) { last = later }
+            body(parameters.pairs[index].name, parameters.pairs[last])
+        }
+    }
+
+    /// The merged pairs written by `member`, each after `separator` but a first one in an empty body.
+    func writeMerged<Sink: ByteSink>(
+        after separator: UInt8, into out: inout Sink, _ member: (inout Sink, Range<Int>, PageParameters.Pair) -> Void
+    ) {
+        var empty = template.bodyIsEmpty
+        forEachMerged { name, pair in
+            if !empty { out.put(separator) }
+            empty = false
+            member(&out, name, pair)
+        }
+    }
+
+    /// The configured body form-encoded, then the merged pairs.
+    func writeForm(into out: inout some ByteSink) {
+        out.put(template.formBody)
+        writeMerged(after: UInt8(ascii: "&"), into: &out) { out, name, pair in
+            FormEncoding.encodeComponent(parameters.bytes(name), into: &out)
+            out.put(UInt8(ascii: "="))
+            FormEncoding.encodeComponent(parameters.bytes(pair.value), into: &out)
+        }
+    }
+
+    /// The JSON body: the template's head, the merged pairs, `}`; `nil` when a name or value needs escaping.
+    func jsonBody() -> String? {
+        guard interface.bodyParam else { return template.jsonBodyHead + "}" }
+        var plain = true
+        var members = 0
+        forEachMerged { name, pair in
+            members += 1
+            if JSONWriter.needsEscaping(parameters.bytes(name))
+                || (!pair.isNumber && JSONWriter.needsEscaping(parameters.bytes(pair.value)))
+            {
+                plain = false
+            }
+        }
+        guard plain else { return nil }
+        if members == 0 { return template.jsonBodyHead + "}" }
+        return Self.string({ writeJSONBody(into: &$0) }, { writeJSONBody(into: &$0) })
+    }
+
+    func writeJSONBody(into out: inout some ByteSink) {
+        out.put(template.jsonBodyHead)
+        writeMerged(after: UInt8(ascii: ","), into: &out) { out, name, pair in
+            out.put(UInt8(ascii: "\""))
+            out.put(parameters.bytes(name))
+            out.put(UInt8(ascii: "\""))
+            out.put(UInt8(ascii: ":"))
+            if pair.isNumber {
+                out.put(parameters.bytes(pair.value))
+            } else {
+                out.put(UInt8(ascii: "\""))
+                out.put(parameters.bytes(pair.value))
+                out.put(UInt8(ascii: "\""))
+            }
+        }
+        out.put(UInt8(ascii: "}"))
+    }
+
+    /// The URL: the prefix, then the query parts in order (the forwarded pairs with urlParam, the body of a bodiless
+    /// request, the `query` member's pairs), the first after the template's separator and the others after `&`.
+    func writeURL(_ bodyQuery: BodyQuery, into out: inout some ByteSink) {
+        out.put(template.urlPrefix)
+        var first = true
+        func separate() {
+            if first { out.put(template.separator) } else { out.put(UInt8(ascii: "&")) }
+            first = false
+        }
+        if interface.urlParam {
+            for index in 0..<parameters.count where forwarded[index] {
+                separate()
+                out.put(parameters.bytes(parameters.pairs[index].url))
+            }
+        }
+        switch bodyQuery {
+        case .none: break
+        case .merged:
+            separate()
+            writeForm(into: &out)
+        case .configured:
+            separate()
+            out.put(template.formBody)
+        }
+        for text in template.queryParts {
+            separate()
+            out.put(text)
+        }
+    }
+
+    /// What `write` writes, in one `String` of exactly its size (`count` sizes it, with the same code).
+    static func string(_ count: (inout ByteCount) -> Void, _ write: (inout ByteWriter) -> Void) -> String {
+        var counter = ByteCount()
+        count(&counter)
+        return String(unsafeUninitializedCapacity: counter.count) { out in
+            var writer = ByteWriter(out)
+            write(&writer)
+            return writer.count
+        }
+    }
+}
+
 /// Copies bytes into a buffer sized ahead (by a count made of the same pieces).
-struct ByteWriter {
+struct ByteWriter: ByteSink {
     let out: UnsafeMutableBufferPointer<UInt8>
     var count = 0
 
@@ -304,13 +333,15 @@ struct ByteWriter {
         count += 1
     }
 
-    mutating func put(_ text: String) {
-        let copied = text.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
-            guard let base = bytes.baseAddress, !bytes.isEmpty else { return true }
-            UnsafeMutableRawPointer(out.baseAddress! + count).copyMemory(from: base, byteCount: bytes.count)
-            count += bytes.count
-            return true
-        }
-        if copied == nil { for byte in text.utf8 { put(byte) } }
+    @inline(__always)
+    mutating func put(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        UnsafeMutableRawPointer(out.baseAddress! + count).copyMemory(from: base, byteCount: bytes.count)
+        count += bytes.count
     }
+}
+
+extension String {
+    /// Whether every UTF-8 byte is ASCII.
+    var isPlainASCII: Bool { utf8.allSatisfy { $0 < 0x80 } }
 }
