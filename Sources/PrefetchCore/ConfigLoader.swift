@@ -168,7 +168,7 @@ struct Validator {
     var canary: CanaryConfig?
     /// What `validatePage` needs per page, kept empty between pages.
     var pageScratch = PageScratch()
-    /// The buffer an interface's compact body is written into before it becomes the template's `String`.
+    /// The buffer an interface's template texts are written into before they are copied at their size.
     var compactScratch: [UInt8] = []
 
     init(reader: TapeReader, document: [UInt8]) {
@@ -647,10 +647,10 @@ struct Validator {
         let (name, explicit) = interfaceName(fields.name, apiURL: apiURL, path: path)
 
         guard problems.count == problemCount, let api, let apiURL, let method else { return nil }
-        // The compact body is written into the validator's buffer, taken for this interface and handed back.
-        var out: [UInt8] = []
-        swap(&out, &compactScratch)
-        defer { swap(&out, &compactScratch) }
+        // The template's texts are written into the validator's buffer, taken for this interface and handed back.
+        var scratch: [UInt8] = []
+        swap(&scratch, &compactScratch)
+        defer { swap(&scratch, &compactScratch) }
         let template = RequestTemplate(
             api: api, apiURL: apiURL, method: method, headers: headers, params: params, bodyType: bodyType,
             query: query, bodyIsEmpty: body.map { reader.isEmptyContainer($0) } ?? true,
@@ -658,13 +658,13 @@ struct Validator {
                 guard let body else { return }
                 for (key, _) in reader.members(body) { name(reader.string(key)) }
             },
-            bodyJSONHead: {
-                guard let body else { return "{" }
-                out.removeAll(keepingCapacity: true)
-                reader.writeCompact(body, into: &out)
-                return String(decoding: out[..<(out.count - 1)], as: UTF8.self)
+            bodyJSONHead: { text in
+                guard let body else { return text.append(UInt8(ascii: "{")) }
+                reader.writeCompact(body, into: &text)
+                text.removeLast()
             },
-            bodyObject: { body.map { reader.object($0) } ?? JSONObject() })
+            bodyObject: { body.map { reader.object($0) } ?? JSONObject() },
+            scratch: &scratch)
         let interface = Interface(
             name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam,
             body: body.map { .source(document, reader.sourceRange($0)) } ?? .empty, hasBody: body != nil, ttlSeconds: ttl,

@@ -11,37 +11,49 @@ struct RequestTemplate: Sendable {
     /// The api URL without its `#fragment`: every composed URL starts with it.
     let urlPrefix: String
     /// What goes between ``urlPrefix`` and the first query part: `?` when the api has no query, `&` when its query does
-    /// not already end in `?` or `&`, else nothing.
-    let separator: String
-    /// The skeletons (``Composer/nameSkeleton(_:)``) of the names the config fixes, the body's top-level keys and the
-    /// api query's names, empty ones left out.
-    let fixed: [String]
-    /// The `params` allow-list (a few names: comparing them beats hashing).
-    let params: [String]?
+    /// not already end in `?` or `&`, else nothing (0).
+    let separator: UInt8
+    /// Every text the template holds, in one buffer: one allocation per interface, none for an interface with no body,
+    /// allow-list or `query`. In order: ``jsonBodyHead``, ``formBody``, then the lists ``fixed``, ``params`` and
+    /// ``queryParts`` (``TextEntries``: each entry its length, then its bytes).
+    let text: [UInt8]
+    private let headEnd: UInt32
+    private let formEnd: UInt32
+    private let fixedEnd: UInt32
+    private let paramsEnd: UInt32
+    private let hasParams: Bool
     /// Whether every name in ``fixed`` and ``params`` is ASCII: then a page name is compared with them as bytes.
     let comparesAsBytes: Bool
     /// Whether a body key has an empty skeleton.
     let bodyKeyWithoutSkeleton: Bool
     /// Whether the configured body has no member.
     let bodyIsEmpty: Bool
-    /// The compact JSON of the configured body without its closing brace, for a method that carries a JSON body.
-    let jsonBodyHead: String
-    /// The configured body form-encoded: a form body's start, or the query part of a request without a body.
-    let formBody: String
-    /// The `query` member's pairs, each `name=value` form-encoded.
-    let queryParts: [String]
     /// The headers of a request that carries a body: the config's, then its `Content-Type`.
     let bodyHeaders: HTTPFields
+
+    /// The compact JSON of the configured body without its closing brace, for a method that carries a JSON body.
+    var jsonBodyHead: Range<Int> { 0..<Int(headEnd) }
+    /// The configured body form-encoded: a form body's start, or the query part of a request without a body.
+    var formBody: Range<Int> { Int(headEnd)..<Int(formEnd) }
+    /// The skeletons (``Composer/nameSkeleton(_:)``) of the names the config fixes, the body's top-level keys and the
+    /// api query's names, empty ones left out.
+    var fixed: Range<Int> { Int(formEnd)..<Int(fixedEnd) }
+    /// The `params` allow-list (a few names: comparing them beats hashing).
+    var params: Range<Int>? { hasParams ? Int(fixedEnd)..<Int(paramsEnd) : nil }
+    /// The `query` member's pairs, each `name=value` form-encoded.
+    var queryParts: Range<Int> { Int(paramsEnd)..<text.count }
 
     static let jsonContentType = HTTPFields([HTTPField(name: .contentType, value: "application/json")])
     static let formContentType = HTTPFields([HTTPField(name: .contentType, value: "application/x-www-form-urlencoded")])
 
     /// The template of an interface with these fields. The body is given by its member names (in order) and, when the
-    /// method needs them, its compact JSON text without the closing brace and its value.
+    /// method needs them, its compact JSON text without the closing brace (appended by `bodyJSONHead`) and its value.
+    /// The texts are written into `scratch` (emptied first, its capacity kept for the next template), then copied into
+    /// ``text`` at their size.
     init(
         api: String, apiURL: HTTPURL, method: HTTPMethod, headers: HTTPFields, params: Set<String>?, bodyType: BodyType,
-        query: [(name: String, value: String)], bodyIsEmpty: Bool, bodyNames: ((String) -> Void) -> Void, bodyJSONHead: () -> String,
-        bodyObject: () -> JSONObject
+        query: [(name: String, value: String)], bodyIsEmpty: Bool, bodyNames: ((String) -> Void) -> Void,
+        bodyJSONHead: (inout [UInt8]) -> Void, bodyObject: () -> JSONObject, scratch text: inout [UInt8]
     ) {
         // The fragment cut and the separator exactly as `Composer.composeByRules` decides them: on bytes for an ASCII
         // api, by `Character`s otherwise.
@@ -59,38 +71,52 @@ struct RequestTemplate: Sendable {
         }
         urlPrefix = prefix
         if apiURL.queryRange == nil {
-            separator = "?"
+            separator = UInt8(ascii: "?")
         } else if asciiAPI
             ? !(prefix.utf8.last == UInt8(ascii: "?") || prefix.utf8.last == UInt8(ascii: "&"))
             : !prefix.hasSuffix("?") && !prefix.hasSuffix("&")
         {
-            separator = "&"
+            separator = UInt8(ascii: "&")
         } else {
-            separator = ""
+            separator = 0
         }
 
-        var fixed: [String] = []
+        text.removeAll(keepingCapacity: true)
+        if method.carriesBody && bodyType == .json { bodyJSONHead(&text) }
+        headEnd = UInt32(text.count)
+        if (bodyType == .form || !method.carriesBody) && !bodyIsEmpty { text.put(FormEncoding.encode(bodyObject())) }
+        formEnd = UInt32(text.count)
         var keyWithoutSkeleton = false
+        var ascii = true
         bodyNames { name in
             let skeleton = Composer.nameSkeleton(name)
-            if skeleton.isEmpty { keyWithoutSkeleton = true } else { fixed.append(skeleton) }
+            if skeleton.isEmpty { keyWithoutSkeleton = true } else { ascii = TextEntries.append(skeleton, to: &text) && ascii }
         }
         if let query = apiURL.queryText, !query.isEmpty {
-            for pair in QueryPair.split(query) where !pair.skeleton.isEmpty { fixed.append(pair.skeleton) }
+            for pair in QueryPair.split(query) where !pair.skeleton.isEmpty {
+                ascii = TextEntries.append(pair.skeleton, to: &text) && ascii
+            }
         }
-        self.fixed = fixed
+        fixedEnd = UInt32(text.count)
+        for name in params ?? [] { ascii = TextEntries.append(name, to: &text) && ascii }
+        hasParams = params != nil
+        paramsEnd = UInt32(text.count)
+        for pair in query {
+            TextEntries.append(to: &text) { out in
+                out.put(FormEncoding.encodeComponent(pair.name))
+                out.put(UInt8(ascii: "="))
+                out.put(FormEncoding.encodeComponent(pair.value))
+            }
+        }
+        self.text =
+            text.isEmpty
+            ? []
+            : [UInt8](unsafeUninitializedCapacity: text.count) { copy, count in
+                count = copy.initialize(fromContentsOf: text)
+            }
+        comparesAsBytes = ascii
         bodyKeyWithoutSkeleton = keyWithoutSkeleton
         self.bodyIsEmpty = bodyIsEmpty
-        self.params = params.map { Array($0) }
-        comparesAsBytes = fixed.allSatisfy(\.isPlainASCII) && (self.params?.allSatisfy(\.isPlainASCII) ?? true)
-
-        if method.carriesBody && bodyType == .json {
-            jsonBodyHead = bodyJSONHead()
-        } else {
-            jsonBodyHead = ""
-        }
-        formBody = (bodyType == .form || !method.carriesBody) && !bodyIsEmpty ? FormEncoding.encode(bodyObject()) : ""
-        queryParts = query.map { FormEncoding.encodeComponent($0.name) + "=" + FormEncoding.encodeComponent($0.value) }
         let contentType = bodyType == .json ? Self.jsonContentType : Self.formContentType
         if headers.isEmpty {
             bodyHeaders = contentType
@@ -102,32 +128,64 @@ struct RequestTemplate: Sendable {
     }
 }
 
+/// The entries of a list in a template's ``RequestTemplate/text``: each its length (four bytes), then its bytes.
+struct TextEntries: Sequence, IteratorProtocol {
+    let text: UnsafeBufferPointer<UInt8>
+    var offset: Int
+    let end: Int
+
+    init(_ text: UnsafeBufferPointer<UInt8>, _ range: Range<Int>) {
+        self.text = text
+        offset = range.lowerBound
+        end = range.upperBound
+    }
+
+    mutating func next() -> UnsafeBufferPointer<UInt8>? {
+        guard offset < end else { return nil }
+        let count = Int(UnsafeRawBufferPointer(text).loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+        defer { offset += 4 + count }
+        return UnsafeBufferPointer(rebasing: text[(offset + 4)..<(offset + 4 + count)])
+    }
+
+    /// Appends an entry of what `write` writes.
+    static func append(to text: inout [UInt8], _ write: (inout [UInt8]) -> Void) {
+        let start = text.count
+        text.append(contentsOf: repeatElement(0, count: 4))
+        write(&text)
+        let count = UInt32(text.count - start - 4)
+        text.withUnsafeMutableBytes { $0.storeBytes(of: count, toByteOffset: start, as: UInt32.self) }
+    }
+
+    /// Appends `name` as an entry; whether it is ASCII.
+    static func append(_ name: String, to text: inout [UInt8]) -> Bool {
+        append(to: &text) { $0.put(name) }
+        return name.isPlainASCII
+    }
+}
+
 extension Composer {
     /// ``composeByRules(interface:pairs:)`` from the interface's template: the same request, made by appending the
     /// page's parts to the pieces made at load. `nil` where the template cannot say it: a page name or value a JSON body
     /// must escape, or an allow-list or fixed name that is not ASCII (the table compares names as bytes).
     static func compose(interface: Interface, template: RequestTemplate, parameters: PageParameters) -> PlannedRequest? {
         guard template.comparesAsBytes else { return nil }
-        return withUnsafeTemporaryAllocation(of: Bool.self, capacity: max(parameters.count, 1)) { flags in
-            // Which pairs are forwarded is decided once per pair.
-            for index in 0..<parameters.count {
-                let pair = parameters.pairs[index]
-                flags[index] =
-                    (template.params.map { names in names.contains { Self.equals($0, parameters.bytes(pair.name)) } } ?? true)
-                    && !template.fixed.contains { Self.equals($0, parameters.bytes(pair.skeleton)) }
+        return template.text.withUnsafeBufferPointer { text in
+            withUnsafeTemporaryAllocation(of: Bool.self, capacity: max(parameters.count, 1)) { flags in
+                // Which pairs are forwarded is decided once per pair.
+                for index in 0..<parameters.count {
+                    let pair = parameters.pairs[index]
+                    let name = parameters.bytes(pair.name)
+                    let skeleton = parameters.bytes(pair.skeleton)
+                    flags[index] =
+                        (template.params.map { TextEntries(text, $0).contains { ByteText($0).equals(0..<$0.count, name) } } ?? true)
+                        && !TextEntries(text, template.fixed).contains { ByteText($0).equals(0..<$0.count, skeleton) }
+                }
+                return TemplateComposition(
+                    interface: interface, template: template, text: text, parameters: parameters,
+                    forwarded: UnsafeBufferPointer(rebasing: flags[..<parameters.count])
+                ).request()
             }
-            return TemplateComposition(
-                interface: interface, template: template, parameters: parameters,
-                forwarded: UnsafeBufferPointer(rebasing: flags[..<parameters.count])
-            ).request()
         }
-    }
-
-    /// Whether `text`'s UTF-8 is `bytes`.
-    @inline(__always)
-    static func equals(_ text: String, _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        text.utf8.count == bytes.count
-            && (text.utf8.withContiguousStorageIfAvailable { ByteText($0).equals(0..<$0.count, bytes) } ?? text.utf8.elementsEqual(bytes))
     }
 
     /// A page value's text in a form: a string as it is, a number as written.
@@ -160,6 +218,8 @@ extension Composer {
 struct TemplateComposition {
     let interface: Interface
     let template: RequestTemplate
+    /// The template's ``RequestTemplate/text``.
+    let text: UnsafeBufferPointer<UInt8>
     let parameters: PageParameters
     /// Whether each pair is forwarded (allowed by `params`, its skeleton not fixed by the config).
     let forwarded: UnsafeBufferPointer<Bool>
@@ -185,7 +245,7 @@ struct TemplateComposition {
                     guard let json = jsonBody() else { return nil }
                     body = json
                 case .form:
-                    body = interface.bodyParam ? Self.string({ writeForm(into: &$0) }, { writeForm(into: &$0) }) : template.formBody
+                    body = Self.string({ writeForm(into: &$0) }, { writeForm(into: &$0) })
                 }
             }
         } else if interface.bodyParam && !interface.urlParam {
@@ -232,7 +292,8 @@ struct TemplateComposition {
 
     /// The configured body form-encoded, then the merged pairs.
     func writeForm(into out: inout some ByteSink) {
-        out.put(template.formBody)
+        out.put(bytes(template.formBody))
+        guard interface.bodyParam else { return }
         writeMerged(after: UInt8(ascii: "&"), into: &out) { out, name, pair in
             FormEncoding.encodeComponent(parameters.bytes(name), into: &out)
             out.put(UInt8(ascii: "="))
@@ -242,39 +303,44 @@ struct TemplateComposition {
 
     /// The JSON body: the template's head, the merged pairs, `}`; `nil` when a name or value needs escaping.
     func jsonBody() -> String? {
-        guard interface.bodyParam else { return template.jsonBodyHead + "}" }
         var plain = true
-        var members = 0
-        forEachMerged { name, pair in
-            members += 1
-            if JSONWriter.needsEscaping(parameters.bytes(name))
-                || (!pair.isNumber && JSONWriter.needsEscaping(parameters.bytes(pair.value)))
-            {
-                plain = false
+        if interface.bodyParam {
+            forEachMerged { name, pair in
+                if JSONWriter.needsEscaping(parameters.bytes(name))
+                    || (!pair.isNumber && JSONWriter.needsEscaping(parameters.bytes(pair.value)))
+                {
+                    plain = false
+                }
             }
         }
         guard plain else { return nil }
-        if members == 0 { return template.jsonBodyHead + "}" }
         return Self.string({ writeJSONBody(into: &$0) }, { writeJSONBody(into: &$0) })
     }
 
+    /// The template's head, the merged pairs when the interface merges them, `}`.
     func writeJSONBody(into out: inout some ByteSink) {
-        out.put(template.jsonBodyHead)
-        writeMerged(after: UInt8(ascii: ","), into: &out) { out, name, pair in
-            out.put(UInt8(ascii: "\""))
-            out.put(parameters.bytes(name))
-            out.put(UInt8(ascii: "\""))
-            out.put(UInt8(ascii: ":"))
-            if pair.isNumber {
-                out.put(parameters.bytes(pair.value))
-            } else {
+        out.put(bytes(template.jsonBodyHead))
+        if interface.bodyParam {
+            writeMerged(after: UInt8(ascii: ","), into: &out) { out, name, pair in
                 out.put(UInt8(ascii: "\""))
-                out.put(parameters.bytes(pair.value))
+                out.put(parameters.bytes(name))
                 out.put(UInt8(ascii: "\""))
+                out.put(UInt8(ascii: ":"))
+                if pair.isNumber {
+                    out.put(parameters.bytes(pair.value))
+                } else {
+                    out.put(UInt8(ascii: "\""))
+                    out.put(parameters.bytes(pair.value))
+                    out.put(UInt8(ascii: "\""))
+                }
             }
         }
         out.put(UInt8(ascii: "}"))
     }
+
+    /// The bytes of `range` of the template's text.
+    @inline(__always)
+    func bytes(_ range: Range<Int>) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: text[range]) }
 
     /// The URL: the prefix, then the query parts in order (the forwarded pairs with urlParam, the body of a bodiless
     /// request, the `query` member's pairs), the first after the template's separator and the others after `&`.
@@ -282,7 +348,11 @@ struct TemplateComposition {
         out.put(template.urlPrefix)
         var first = true
         func separate() {
-            if first { out.put(template.separator) } else { out.put(UInt8(ascii: "&")) }
+            if !first {
+                out.put(UInt8(ascii: "&"))
+            } else if template.separator != 0 {
+                out.put(template.separator)
+            }
             first = false
         }
         if interface.urlParam {
@@ -298,11 +368,11 @@ struct TemplateComposition {
             writeForm(into: &out)
         case .configured:
             separate()
-            out.put(template.formBody)
+            out.put(bytes(template.formBody))
         }
-        for text in template.queryParts {
+        for part in TextEntries(text, template.queryParts) {
             separate()
-            out.put(text)
+            out.put(part)
         }
     }
 
