@@ -185,25 +185,30 @@ public enum Composer {
     /// binders ignore `_` and `-`). Two names with the same skeleton are the same name for the fixed-name rule.
     static func nameSkeleton(_ name: String) -> String {
         // ASCII (nearly every name): NFKC changes nothing and case folding is lowercasing. Written straight into
-        // the result (a short one stays inline in the `String`, with no allocation); the first non-ASCII byte
-        // abandons it for the Unicode rules.
-        var ascii = true
-        let skeleton = String(unsafeUninitializedCapacity: name.utf8.count) { out in
-            var count = 0
-            for byte in name.utf8 {
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): out[count] = byte
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"): out[count] = byte + 32
-                case 0x80...:
-                    ascii = false
-                    return 0
-                default: continue
-                }
-                count += 1
+        // the result (a short one stays inline in the `String`, with no allocation); a non-ASCII byte takes the
+        // Unicode rules.
+        let ascii = name.utf8.withContiguousStorageIfAvailable { bytes -> String? in
+            guard ByteText(bytes).isASCII(0..<bytes.count) else { return nil }
+            return String(unsafeUninitializedCapacity: bytes.count) { out in
+                var writer = ByteWriter(out)
+                writeASCIISkeleton(bytes, into: &writer)
+                return writer.count
             }
-            return count
         }
-        return ascii ? skeleton : unicodeSkeleton(name)
+        if case .some(.some(let skeleton)) = ascii { return skeleton }
+        return unicodeSkeleton(name)
+    }
+
+    /// ``nameSkeleton(_:)`` of an ASCII name, written into `out`: its letters and digits, lowercased.
+    @inline(__always)
+    static func writeASCIISkeleton(_ name: UnsafeBufferPointer<UInt8>, into out: inout some ByteSink) {
+        for byte in name {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): out.put(byte)
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): out.put(byte + 32)
+            default: continue
+            }
+        }
     }
 
     /// ``nameSkeleton(_:)`` by the Unicode rules, for any name.

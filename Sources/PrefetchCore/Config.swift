@@ -262,7 +262,7 @@ public struct Interface: Sendable {
         var scratch: [UInt8] = []
         let template = RequestTemplate(
             api: api, apiURL: apiURL, method: method, headers: headers, params: params, bodyType: bodyType, query: query,
-            bodyIsEmpty: body.isEmpty, bodyNames: { name in for member in body.members { name(member.name) } },
+            bodyIsEmpty: body.isEmpty, bodyNames: { name in for member in body.members { name(.text(member.name)) } },
             bodyJSONHead: { $0.append(contentsOf: JSONValue.object(body).jsonText.utf8.dropLast()) }, bodyObject: { body },
             scratch: &scratch)
         self.init(

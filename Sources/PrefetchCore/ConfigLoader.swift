@@ -181,6 +181,10 @@ struct Validator {
     static let dataKeys: [StaticString] = ["name", "version", "config"]
     // A page's keys (`url`, `interfaces`) and an interface's are dispatched in one pass: see `validatePage` and
     // ``InterfaceFields``.
+    /// Each method by its name, to match a config's `method` on its bytes.
+    static let methodNames: [(text: StaticString, method: HTTPMethod)] = [
+        ("GET", .GET), ("POST", .POST), ("PUT", .PUT), ("PATCH", .PATCH), ("DELETE", .DELETE),
+    ]
     /// Headers a config may not set: the transport owns them, or they carry the page's credentials.
     static let forbiddenHeaders: Set<String> = [
         "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
@@ -588,7 +592,12 @@ struct Validator {
             }
         }
         var method: HTTPMethod?
-        if let text = string(fields.method, "\(path).method") {
+        if let value = fields.method, reader.kind(value) == .string,
+            let exact = Self.methodNames.first(where: { reader.string(value, is: $0.text) })
+        {
+            // A method spelled as its name (nearly every config): no `String` made.
+            method = exact.method
+        } else if let text = string(fields.method, "\(path).method") {
             method = HTTPMethod(rawValue: text) ?? HTTPMethod(rawValue: text.uppercased())
             if method == nil {
                 let supported = HTTPMethod.allCases.map(\.rawValue).joined(separator: ", ")
@@ -656,7 +665,11 @@ struct Validator {
             query: query, bodyIsEmpty: body.map { reader.isEmptyContainer($0) } ?? true,
             bodyNames: { name in
                 guard let body else { return }
-                for (key, _) in reader.members(body) { name(reader.string(key)) }
+                for (key, _) in reader.members(body) {
+                    name(
+                        reader.isPlainASCII(key)
+                            ? .ascii(UnsafeBufferPointer(rebasing: reader.bytes[reader.rawRange(key)])) : .text(reader.string(key)))
+                }
             },
             bodyJSONHead: { text in
                 guard let body else { return text.append(UInt8(ascii: "{")) }

@@ -117,17 +117,8 @@ struct PageParameters {
 
         /// The skeleton of an ASCII name, as ``Composer/nameSkeleton(_:)`` makes it.
         private mutating func skeleton(of name: Range<Int>) -> Range<Int> {
-            let start = used
-            for offset in name {
-                let byte = buffer[offset]
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): buffer[used] = byte
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"): buffer[used] = byte + 32
-                default: continue
-                }
-                used += 1
-            }
-            return start..<used
+            let bytes = UnsafeBufferPointer(rebasing: buffer[name])
+            return text { Composer.writeASCIISkeleton(bytes, into: &$0) }
         }
 
         /// A decoded name or value, as ``FormEncoding/decode(_:plusIsSpace:)-(UnsafeBufferPointer<UInt8>,_)`` decodes

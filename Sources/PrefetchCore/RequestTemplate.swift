@@ -52,7 +52,7 @@ struct RequestTemplate: Sendable {
     /// ``text`` at their size.
     init(
         api: String, apiURL: HTTPURL, method: HTTPMethod, headers: HTTPFields, params: Set<String>?, bodyType: BodyType,
-        query: [(name: String, value: String)], bodyIsEmpty: Bool, bodyNames: ((String) -> Void) -> Void,
+        query: [(name: String, value: String)], bodyIsEmpty: Bool, bodyNames: ((NameText) -> Void) -> Void,
         bodyJSONHead: (inout [UInt8]) -> Void, bodyObject: () -> JSONObject, scratch text: inout [UInt8]
     ) {
         // The fragment cut and the separator exactly as `Composer.composeByRules` decides them: on bytes for an ASCII
@@ -89,16 +89,29 @@ struct RequestTemplate: Sendable {
         var keyWithoutSkeleton = false
         var ascii = true
         bodyNames { name in
-            let skeleton = Composer.nameSkeleton(name)
-            if skeleton.isEmpty { keyWithoutSkeleton = true } else { ascii = TextEntries.append(skeleton, to: &text) && ascii }
+            let entry: Range<Int>
+            switch name {
+            case .ascii(let bytes): entry = TextEntries.append(to: &text) { Composer.writeASCIISkeleton(bytes, into: &$0) }
+            case .text(let name): entry = TextEntries.append(to: &text) { $0.put(Composer.nameSkeleton(name)) }
+            }
+            if entry.isEmpty {
+                keyWithoutSkeleton = true
+                text.removeLast(4)
+            } else {
+                ascii = TextEntries.isASCII(entry, of: text) && ascii
+            }
         }
         if let query = apiURL.queryText, !query.isEmpty {
             for pair in QueryPair.split(query) where !pair.skeleton.isEmpty {
-                ascii = TextEntries.append(pair.skeleton, to: &text) && ascii
+                let entry = TextEntries.append(to: &text) { $0.put(pair.skeleton) }
+                ascii = TextEntries.isASCII(entry, of: text) && ascii
             }
         }
         fixedEnd = UInt32(text.count)
-        for name in params ?? [] { ascii = TextEntries.append(name, to: &text) && ascii }
+        for name in params ?? [] {
+            let entry = TextEntries.append(to: &text) { $0.put(name) }
+            ascii = TextEntries.isASCII(entry, of: text) && ascii
+        }
         hasParams = params != nil
         paramsEnd = UInt32(text.count)
         for pair in query {
@@ -147,20 +160,27 @@ struct TextEntries: Sequence, IteratorProtocol {
         return UnsafeBufferPointer(rebasing: text[(offset + 4)..<(offset + 4 + count)])
     }
 
-    /// Appends an entry of what `write` writes.
-    static func append(to text: inout [UInt8], _ write: (inout [UInt8]) -> Void) {
+    /// Appends an entry of what `write` writes; its bytes' range.
+    @discardableResult
+    static func append(to text: inout [UInt8], _ write: (inout [UInt8]) -> Void) -> Range<Int> {
         let start = text.count
-        text.append(contentsOf: repeatElement(0, count: 4))
+        for _ in 0..<4 { text.append(0) }
         write(&text)
         let count = UInt32(text.count - start - 4)
         text.withUnsafeMutableBytes { $0.storeBytes(of: count, toByteOffset: start, as: UInt32.self) }
+        return (start + 4)..<text.count
     }
 
-    /// Appends `name` as an entry; whether it is ASCII.
-    static func append(_ name: String, to text: inout [UInt8]) -> Bool {
-        append(to: &text) { $0.put(name) }
-        return name.isPlainASCII
+    /// Whether the bytes of `range` of `text` are ASCII.
+    static func isASCII(_ range: Range<Int>, of text: [UInt8]) -> Bool {
+        text.withUnsafeBufferPointer { ByteText($0).isASCII(range) }
     }
+}
+
+/// A name as the loader hands it over: the bytes of a plain ASCII name (no `String` made), or the name.
+enum NameText {
+    case ascii(UnsafeBufferPointer<UInt8>)
+    case text(String)
 }
 
 extension Composer {
@@ -413,5 +433,7 @@ struct ByteWriter: ByteSink {
 
 extension String {
     /// Whether every UTF-8 byte is ASCII.
-    var isPlainASCII: Bool { utf8.allSatisfy { $0 < 0x80 } }
+    var isPlainASCII: Bool {
+        utf8.withContiguousStorageIfAvailable { ByteText($0).isASCII(0..<$0.count) } ?? utf8.allSatisfy { $0 < 0x80 }
+    }
 }
