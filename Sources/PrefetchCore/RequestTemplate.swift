@@ -91,8 +91,9 @@ struct RequestTemplate: Sendable {
         bodyNames { name in
             let entry: Range<Int>
             switch name {
-            case .ascii(let bytes): entry = TextEntries.append(to: &text) { Composer.writeASCIISkeleton(bytes, into: &$0) }
-            case .text(let name): entry = TextEntries.append(to: &text) { $0.put(Composer.nameSkeleton(name)) }
+            case .ascii(let bytes):
+                entry = TextEntries.append(to: &text, maximum: bytes.count) { Composer.writeASCIISkeleton(bytes, into: &$0) }
+            case .text(let name): entry = TextEntries.append(Composer.nameSkeleton(name), to: &text)
             }
             if entry.isEmpty {
                 keyWithoutSkeleton = true
@@ -103,23 +104,15 @@ struct RequestTemplate: Sendable {
         }
         if let query = apiURL.queryText, !query.isEmpty {
             for pair in QueryPair.split(query) where !pair.skeleton.isEmpty {
-                let entry = TextEntries.append(to: &text) { $0.put(pair.skeleton) }
-                ascii = TextEntries.isASCII(entry, of: text) && ascii
+                ascii = TextEntries.isASCII(TextEntries.append(pair.skeleton, to: &text), of: text) && ascii
             }
         }
         fixedEnd = UInt32(text.count)
-        for name in params ?? [] {
-            let entry = TextEntries.append(to: &text) { $0.put(name) }
-            ascii = TextEntries.isASCII(entry, of: text) && ascii
-        }
+        for name in params ?? [] { ascii = TextEntries.isASCII(TextEntries.append(name, to: &text), of: text) && ascii }
         hasParams = params != nil
         paramsEnd = UInt32(text.count)
         for pair in query {
-            TextEntries.append(to: &text) { out in
-                out.put(FormEncoding.encodeComponent(pair.name))
-                out.put(UInt8(ascii: "="))
-                out.put(FormEncoding.encodeComponent(pair.value))
-            }
+            TextEntries.append(FormEncoding.encodeComponent(pair.name) + "=" + FormEncoding.encodeComponent(pair.value), to: &text)
         }
         self.text =
             text.isEmpty
@@ -160,15 +153,24 @@ struct TextEntries: Sequence, IteratorProtocol {
         return UnsafeBufferPointer(rebasing: text[(offset + 4)..<(offset + 4 + count)])
     }
 
-    /// Appends an entry of what `write` writes; its bytes' range.
+    /// Appends an entry of at most `maximum` bytes, written by `write`; its bytes' range.
     @discardableResult
-    static func append(to text: inout [UInt8], _ write: (inout [UInt8]) -> Void) -> Range<Int> {
-        let start = text.count
-        for _ in 0..<4 { text.append(0) }
-        write(&text)
-        let count = UInt32(text.count - start - 4)
-        text.withUnsafeMutableBytes { $0.storeBytes(of: count, toByteOffset: start, as: UInt32.self) }
-        return (start + 4)..<text.count
+    static func append(to text: inout [UInt8], maximum: Int, _ write: (inout ByteWriter) -> Void) -> Range<Int> {
+        // Written on the stack, then appended in one copy.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4 + maximum) { entry in
+            var writer = ByteWriter(UnsafeMutableBufferPointer(rebasing: entry[4...]))
+            write(&writer)
+            UnsafeMutableRawPointer(entry.baseAddress!).storeBytes(of: UInt32(writer.count), as: UInt32.self)
+            let start = text.count + 4
+            text.append(contentsOf: UnsafeBufferPointer(rebasing: entry[..<(4 + writer.count)]))
+            return start..<text.count
+        }
+    }
+
+    /// Appends `entry`; its bytes' range.
+    @discardableResult
+    static func append(_ entry: String, to text: inout [UInt8]) -> Range<Int> {
+        append(to: &text, maximum: entry.utf8.count) { $0.put(entry) }
     }
 
     /// Whether the bytes of `range` of `text` are ASCII.

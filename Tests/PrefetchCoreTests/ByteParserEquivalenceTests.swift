@@ -366,6 +366,20 @@ private func newURL(_ text: String) -> Result<HTTPURL, URLProblem> {
     }
 }
 
+@Suite struct ReferenceScanEquivalence {
+    /// `Template.mayHold` (eight bytes at a time to the first `$`) finds a `${` exactly where a scan of every byte pair does.
+    @Test func mayHoldFindsEveryOpening() async {
+        let pieces = ["$", "{", "${", "a", "}", "é", "$$", "12345678", "\u{301}"]
+        let generator = Gen.int(in: 0...(pieces.count - 1)).array(of: 0...24)
+        await propertyCheck(count: 3000, input: generator) { indexes in
+            let text = indexes.map { pieces[$0] }.joined()
+            let bytes = Array(text.utf8)
+            let expected = bytes.indices.dropLast().contains { bytes[$0] == UInt8(ascii: "$") && bytes[$0 + 1] == UInt8(ascii: "{") }
+            #expect(Template.mayHold(text) == expected, "\(text.debugDescription)")
+        }
+    }
+}
+
 @Suite struct ByteJSONWriterEquivalence {
     static let texts = [
         "", "a", "\"", "\\", "\n", "\r\t", "\u{08}\u{0C}", "\u{1}", "\u{1F}", "\u{7F}", "é", "中", "😀", "\u{2028}", "\u{2029}", "\u{2027}",
