@@ -32,9 +32,30 @@ public import HTTPTypes
 public enum Composer {
     /// The requests for `match` when the page was opened with `page`.
     public static func compose(page: HTTPURL, match: PageMatch) -> [PlannedRequest] {
+        let interfaces = match.entry.interfaces
+        // Every request from its template and the page's parameters as bytes, when each template can say it and none
+        // depends on another (a dependent keeps the page's pairs, as `QueryPair`s).
+        if !interfaces.contains(where: { !$0.references.isEmpty }) {
+            let fromTemplates = page.withBytes { text in
+                PageParameters.with(query: page.queryRange.map { UnsafeBufferPointer(rebasing: text.bytes[$0]) }, captures: match.captures)
+                {
+                    parameters -> [PlannedRequest]? in
+                    var requests: [PlannedRequest] = []
+                    requests.reserveCapacity(interfaces.count)
+                    for interface in interfaces {
+                        guard let template = interface.template, !(interface.bodyParam && template.bodyKeyWithoutSkeleton),
+                            let request = compose(interface: interface, template: template, parameters: parameters)
+                        else { return nil }
+                        requests.append(request)
+                    }
+                    return requests
+                }
+            }
+            if let fromTemplates { return fromTemplates }
+        }
         var pairs = QueryPair.split(page.queryText)
         if !match.captures.isEmpty { pairs += match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) } }
-        var requests = match.entry.interfaces.map { compose(interface: $0, pairs: pairs) }
+        var requests = interfaces.map { compose(interface: $0, pairs: pairs) }
         if requests.contains(where: { !$0.interface.references.isEmpty }) {
             // Dependent requests keep the page's pairs, to be composed again once what they need has arrived.
             let names = requests.map(\.name)
@@ -48,8 +69,10 @@ public enum Composer {
 
     /// One interface's request: from its template when it has one that says it all, else by the rules.
     static func compose(interface: Interface, pairs: [QueryPair]) -> PlannedRequest {
-        if let template = interface.template, !(interface.bodyParam && template.bodyKeyWithoutSkeleton) {
-            return compose(interface: interface, template: template, pairs: pairs)
+        if let template = interface.template, !(interface.bodyParam && template.bodyKeyWithoutSkeleton),
+            let request = PageParameters.with(pairs, { compose(interface: interface, template: template, parameters: $0) })
+        {
+            return request
         }
         return composeByRules(interface: interface, pairs: pairs)
     }
@@ -91,23 +114,8 @@ public enum Composer {
             if !fromBody.isEmpty { bodyQuery = FormEncoding.encode(fromBody) }
         }
 
-        var url = interface.api
-        // Bytes decide for an ASCII api (a `#`, `?` or `&` byte is then that `Character`); otherwise `Character`s do.
-        var asciiAPI = false
-        let cut = url.utf8.withContiguousStorageIfAvailable { bytes -> String? in
-            var hash: Int?
-            for offset in 0..<bytes.count {
-                if bytes[offset] >= 0x80 { return nil }
-                if hash == nil && bytes[offset] == UInt8(ascii: "#") { hash = offset }
-            }
-            asciiAPI = true
-            return hash.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[..<$0]), as: UTF8.self) }
-        }
-        if asciiAPI {
-            if case .some(.some(let withoutFragment)) = cut { url = withoutFragment }
-        } else if let hash = url.firstIndex(of: "#") {
-            url = String(url[..<hash])
-        }
+        let (cut, asciiAPI) = withoutFragment(interface.api)
+        var url = cut
         // The query parts in order (the forwarded pairs with urlParam, then the body of a bodiless request), each
         // appended with its separator: `?` or `&` before the first (as the api's own query needs), `&` between.
         var partCount = 0
@@ -136,6 +144,27 @@ public enum Composer {
         return PlannedRequest(interface: interface, url: url, headers: headers, body: body)
     }
 
+    /// `api` without its `#fragment`, and whether it is all ASCII. Bytes decide for an ASCII api (a `#`, `?` or `&`
+    /// byte is then that `Character`); otherwise `Character`s do.
+    static func withoutFragment(_ api: String) -> (text: String, isASCII: Bool) {
+        var asciiAPI = false
+        let cut = api.utf8.withContiguousStorageIfAvailable { bytes -> String? in
+            var hash: Int?
+            for offset in 0..<bytes.count {
+                if bytes[offset] >= 0x80 { return nil }
+                if hash == nil && bytes[offset] == UInt8(ascii: "#") { hash = offset }
+            }
+            asciiAPI = true
+            return hash.map { String(decoding: UnsafeBufferPointer(rebasing: bytes[..<$0]), as: UTF8.self) }
+        }
+        if asciiAPI {
+            if case .some(.some(let withoutFragment)) = cut { return (withoutFragment, true) }
+            return (api, true)
+        }
+        if let hash = api.firstIndex(of: "#") { return (String(api[..<hash]), false) }
+        return (api, false)
+    }
+
     /// The lowercased names a page may not send: the config body's top-level keys and the decoded names
     /// of the api URL's own query.
     ///
@@ -156,25 +185,30 @@ public enum Composer {
     /// binders ignore `_` and `-`). Two names with the same skeleton are the same name for the fixed-name rule.
     static func nameSkeleton(_ name: String) -> String {
         // ASCII (nearly every name): NFKC changes nothing and case folding is lowercasing. Written straight into
-        // the result (a short one stays inline in the `String`, with no allocation); the first non-ASCII byte
-        // abandons it for the Unicode rules.
-        var ascii = true
-        let skeleton = String(unsafeUninitializedCapacity: name.utf8.count) { out in
-            var count = 0
-            for byte in name.utf8 {
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): out[count] = byte
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"): out[count] = byte + 32
-                case 0x80...:
-                    ascii = false
-                    return 0
-                default: continue
-                }
-                count += 1
+        // the result (a short one stays inline in the `String`, with no allocation); a non-ASCII byte takes the
+        // Unicode rules.
+        let ascii = name.utf8.withContiguousStorageIfAvailable { bytes -> String? in
+            guard ByteText(bytes).isASCII(0..<bytes.count) else { return nil }
+            return String(unsafeUninitializedCapacity: bytes.count) { out in
+                var writer = ByteWriter(out)
+                writeASCIISkeleton(bytes, into: &writer)
+                return writer.count
             }
-            return count
         }
-        return ascii ? skeleton : unicodeSkeleton(name)
+        if case .some(.some(let skeleton)) = ascii { return skeleton }
+        return unicodeSkeleton(name)
+    }
+
+    /// ``nameSkeleton(_:)`` of an ASCII name, written into `out`: its letters and digits, lowercased.
+    @inline(__always)
+    static func writeASCIISkeleton(_ name: UnsafeBufferPointer<UInt8>, into out: inout some ByteSink) {
+        for byte in name {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): out.put(byte)
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): out.put(byte + 32)
+            default: continue
+            }
+        }
     }
 
     /// ``nameSkeleton(_:)`` by the Unicode rules, for any name.
@@ -247,6 +281,13 @@ struct QueryPair: Sendable {
         return query.split(separator: "&", omittingEmptySubsequences: true).map { QueryPair(raw: $0) }
     }
 
+    init(urlText: String, name: String, skeleton: String, jsonValue: JSONValue) {
+        self.urlText = urlText
+        self.name = name
+        self.skeleton = skeleton
+        self.jsonValue = jsonValue
+    }
+
     init(raw: Substring) {
         // `;` is encoded (by `sanitizeQueryText`): a parser that splits pairs on it would otherwise read a page value
         // as a new pair.
@@ -298,15 +339,19 @@ struct QueryPair: Sendable {
 
     /// On bytes: a value that passes is all ASCII digits (after an optional `-`), where bytes are `Character`s.
     static func isCanonicalInteger(_ value: String) -> Bool {
-        let utf8 = value.utf8
-        var start = utf8.startIndex
-        let negative = utf8.first == UInt8(ascii: "-")
-        if negative { start = utf8.index(after: start) }
-        let count = utf8.distance(from: start, to: utf8.endIndex)
-        guard count > 0, count <= 15, utf8[start...].allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
-            return false
-        }
-        if utf8[start] == UInt8(ascii: "0") { return count == 1 && !negative }
+        if let answer = value.utf8.withContiguousStorageIfAvailable(isCanonicalInteger) { return answer }
+        return Array(value.utf8).withUnsafeBufferPointer(isCanonicalInteger)
+    }
+
+    /// ``isCanonicalInteger(_:)-(String)`` of a value's UTF-8.
+    static func isCanonicalInteger(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
+        var start = 0
+        let negative = value.first == UInt8(ascii: "-")
+        if negative { start = 1 }
+        let count = value.count - start
+        guard count > 0, count <= 15 else { return false }
+        for offset in start..<value.count where value[offset] < UInt8(ascii: "0") || value[offset] > UInt8(ascii: "9") { return false }
+        if value[start] == UInt8(ascii: "0") { return count == 1 && !negative }
         return true
     }
 }
@@ -345,24 +390,31 @@ enum FormEncoding {
         if bytes.allSatisfy({ isQuerySafe($0) && $0 != UInt8(ascii: ";") }) { return String(decoding: bytes, as: UTF8.self) }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
+        sanitizeQueryText(bytes, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// ``sanitizeQueryText(_:)-(Substring)`` written into `out`.
+    static func sanitizeQueryText(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout some ByteSink) {
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "%"), index + 2 < bytes.count, Hex.value(of: bytes[index + 1]) != nil,
                 Hex.value(of: bytes[index + 2]) != nil
             {
-                out += bytes[index...index + 2]
+                out.put(UnsafeBufferPointer(rebasing: bytes[index...index + 2]))
                 index += 3
                 continue
             }
             if isQuerySafe(byte), byte != UInt8(ascii: ";") {
-                out.append(byte)
+                out.put(byte)
             } else {
-                out += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]]
+                out.put(UInt8(ascii: "%"))
+                out.put(hexDigits[Int(byte >> 4)])
+                out.put(hexDigits[Int(byte & 0xF)])
             }
             index += 1
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Form-decodes `text`: `+` is a space (unless `plusIsSpace` is false), `%XX` a byte. A malformed `%`
@@ -378,37 +430,53 @@ enum FormEncoding {
         }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
+        decode(bytes, plusIsSpace: plusIsSpace, into: &out)
+        return String(validating: out, as: UTF8.self) ?? String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The bytes `bytes` form-decode to (`+` a space unless `plusIsSpace` is false, `%XX` a byte, a malformed `%`
+    /// literal), written into `out`, whether or not they are UTF-8.
+    static func decode(_ bytes: UnsafeBufferPointer<UInt8>, plusIsSpace: Bool, into out: inout some ByteSink) {
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "%"), index + 2 < bytes.count, let high = Hex.value(of: bytes[index + 1]),
                 let low = Hex.value(of: bytes[index + 2])
             {
-                out.append(high << 4 | low)
+                out.put(high << 4 | low)
                 index += 3
                 continue
             }
-            out.append(plusIsSpace && byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
+            out.put(plusIsSpace && byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
             index += 1
         }
-        return String(validating: out, as: UTF8.self) ?? String(decoding: bytes, as: UTF8.self)
     }
 
     /// Form-encodes one component: unreserved bytes pass, space is `+`, everything else `%XX`.
     static func encodeComponent(_ text: String) -> String {
         var out: [UInt8] = []
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "*"):
-                out.append(byte)
-            case UInt8(ascii: " "):
-                out.append(UInt8(ascii: "+"))
-            default:
-                out += [UInt8(ascii: "%"), hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0xF)]]
-            }
-        }
+        for byte in text.utf8 { encodeComponent(byte, into: &out) }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// ``encodeComponent(_:)-(String)`` of `bytes`, written into `out`.
+    static func encodeComponent(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout some ByteSink) {
+        for byte in bytes { encodeComponent(byte, into: &out) }
+    }
+
+    @inline(__always)
+    static func encodeComponent(_ byte: UInt8, into out: inout some ByteSink) {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "*"):
+            out.put(byte)
+        case UInt8(ascii: " "):
+            out.put(UInt8(ascii: "+"))
+        default:
+            out.put(UInt8(ascii: "%"))
+            out.put(hexDigits[Int(byte >> 4)])
+            out.put(hexDigits[Int(byte & 0xF)])
+        }
     }
 
     static func encode(name: String, value: String) -> String {

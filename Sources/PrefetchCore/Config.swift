@@ -259,10 +259,12 @@ public struct Interface: Sendable {
         credentials: CredentialsMode, secPurpose: Bool = true, query: [(name: String, value: String)] = [], references: [Reference] = [],
         referencePaths: [String] = []
     ) {
+        var scratch: [UInt8] = []
         let template = RequestTemplate(
             api: api, apiURL: apiURL, method: method, headers: headers, params: params, bodyType: bodyType, query: query,
-            bodyIsEmpty: body.isEmpty, bodyNames: { name in for member in body.members { name(member.name) } },
-            bodyJSONHead: { String(JSONValue.object(body).jsonText.dropLast()) }, bodyObject: { body })
+            bodyIsEmpty: body.isEmpty, bodyNames: { name in for member in body.members { name(.text(member.name)) } },
+            bodyJSONHead: { $0.append(contentsOf: JSONValue.object(body).jsonText.utf8.dropLast()) }, bodyObject: { body },
+            scratch: &scratch)
         self.init(
             name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam, body: .value(body),
             hasBody: hasBody, ttlSeconds: ttlSeconds, timeoutMilliseconds: timeoutMilliseconds, headers: headers, params: params,

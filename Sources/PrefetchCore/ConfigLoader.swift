@@ -168,7 +168,7 @@ struct Validator {
     var canary: CanaryConfig?
     /// What `validatePage` needs per page, kept empty between pages.
     var pageScratch = PageScratch()
-    /// The buffer an interface's compact body is written into before it becomes the template's `String`.
+    /// The buffer an interface's template texts are written into before they are copied at their size.
     var compactScratch: [UInt8] = []
 
     init(reader: TapeReader, document: [UInt8]) {
@@ -181,6 +181,10 @@ struct Validator {
     static let dataKeys: [StaticString] = ["name", "version", "config"]
     // A page's keys (`url`, `interfaces`) and an interface's are dispatched in one pass: see `validatePage` and
     // ``InterfaceFields``.
+    /// Each method by its name, to match a config's `method` on its bytes.
+    static let methodNames: [(text: StaticString, method: HTTPMethod)] = [
+        ("GET", .GET), ("POST", .POST), ("PUT", .PUT), ("PATCH", .PATCH), ("DELETE", .DELETE),
+    ]
     /// Headers a config may not set: the transport owns them, or they carry the page's credentials.
     static let forbiddenHeaders: Set<String> = [
         "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer",
@@ -588,7 +592,12 @@ struct Validator {
             }
         }
         var method: HTTPMethod?
-        if let text = string(fields.method, "\(path).method") {
+        if let value = fields.method, reader.kind(value) == .string,
+            let exact = Self.methodNames.first(where: { reader.string(value, is: $0.text) })
+        {
+            // A method spelled as its name (nearly every config): no `String` made.
+            method = exact.method
+        } else if let text = string(fields.method, "\(path).method") {
             method = HTTPMethod(rawValue: text) ?? HTTPMethod(rawValue: text.uppercased())
             if method == nil {
                 let supported = HTTPMethod.allCases.map(\.rawValue).joined(separator: ", ")
@@ -647,24 +656,28 @@ struct Validator {
         let (name, explicit) = interfaceName(fields.name, apiURL: apiURL, path: path)
 
         guard problems.count == problemCount, let api, let apiURL, let method else { return nil }
-        // The compact body is written into the validator's buffer, taken for this interface and handed back.
-        var out: [UInt8] = []
-        swap(&out, &compactScratch)
-        defer { swap(&out, &compactScratch) }
+        // The template's texts are written into the validator's buffer, taken for this interface and handed back.
+        var scratch: [UInt8] = []
+        swap(&scratch, &compactScratch)
+        defer { swap(&scratch, &compactScratch) }
         let template = RequestTemplate(
             api: api, apiURL: apiURL, method: method, headers: headers, params: params, bodyType: bodyType,
             query: query, bodyIsEmpty: body.map { reader.isEmptyContainer($0) } ?? true,
             bodyNames: { name in
                 guard let body else { return }
-                for (key, _) in reader.members(body) { name(reader.string(key)) }
+                for (key, _) in reader.members(body) {
+                    name(
+                        reader.isPlainASCII(key)
+                            ? .ascii(UnsafeBufferPointer(rebasing: reader.bytes[reader.rawRange(key)])) : .text(reader.string(key)))
+                }
             },
-            bodyJSONHead: {
-                guard let body else { return "{" }
-                out.removeAll(keepingCapacity: true)
-                reader.writeCompact(body, into: &out)
-                return String(decoding: out[..<(out.count - 1)], as: UTF8.self)
+            bodyJSONHead: { text in
+                guard let body else { return text.append(UInt8(ascii: "{")) }
+                reader.writeCompact(body, into: &text)
+                text.removeLast()
             },
-            bodyObject: { body.map { reader.object($0) } ?? JSONObject() })
+            bodyObject: { body.map { reader.object($0) } ?? JSONObject() },
+            scratch: &scratch)
         let interface = Interface(
             name: name, api: api, apiURL: apiURL, method: method, urlParam: urlParam, bodyParam: bodyParam,
             body: body.map { .source(document, reader.sourceRange($0)) } ?? .empty, hasBody: body != nil, ttlSeconds: ttl,
@@ -839,32 +852,33 @@ struct Validator {
             if let range = last, let dot = text.lastIndex(of: UInt8(ascii: "."), in: range), dot != range.lowerBound {
                 last = range.lowerBound..<dot
             }
-            // Constants from here on: a nested function that captured the variables would box each on the heap.
-            let (lastSegment, previousSegment) = (last, previous)
-            // Leading `.`, `-` and `_` are dropped (after the mapping, which keeps them), then at most 64 bytes are kept,
-            // written straight into the `String`.
-            var skip = 0
-            let total = (previousSegment.map { $0.count + 1 } ?? 0) + (lastSegment?.count ?? 0)
-            func byte(at position: Int) -> UInt8 {
-                // The name's bytes as if joined: `previous`, `.`, `last`, each mapped.
-                var position = position
-                if let previousSegment {
-                    if position < previousSegment.count { return mapped(bytes[previousSegment.lowerBound + position]) }
-                    if position == previousSegment.count { return UInt8(ascii: ".") }
-                    position -= previousSegment.count + 1
+            // The name's bytes as if joined (`previous`, `.`, `last`, each mapped), written into a buffer of their count;
+            // leading `.`, `-` and `_` (after the mapping, which keeps them) are dropped, then at most 64 bytes kept.
+            let total = (previous.map { $0.count + 1 } ?? 0) + (last?.count ?? 0)
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: max(total, 1)) { joined -> String in
+                var count = 0
+                if let previous {
+                    for offset in previous {
+                        joined[count] = mapped(bytes[offset])
+                        count += 1
+                    }
+                    joined[count] = UInt8(ascii: ".")
+                    count += 1
                 }
-                return mapped(bytes[lastSegment!.lowerBound + position])
-            }
-            while skip < total {
-                let leading = byte(at: skip)
-                guard leading == UInt8(ascii: ".") || leading == UInt8(ascii: "-") || leading == UInt8(ascii: "_") else { break }
-                skip += 1
-            }
-            if skip == total { return "root" }
-            let count = min(total - skip, 64)
-            return String(unsafeUninitializedCapacity: count) { out in
-                for offset in 0..<count { out[offset] = byte(at: skip + offset) }
-                return count
+                if let last {
+                    for offset in last {
+                        joined[count] = mapped(bytes[offset])
+                        count += 1
+                    }
+                }
+                var skip = 0
+                while skip < count {
+                    let leading = joined[skip]
+                    guard leading == UInt8(ascii: ".") || leading == UInt8(ascii: "-") || leading == UInt8(ascii: "_") else { break }
+                    skip += 1
+                }
+                if skip == count { return "root" }
+                return String(decoding: UnsafeBufferPointer(rebasing: joined[skip..<min(count, skip + 64)]), as: UTF8.self)
             }
         }
         return onBytes ?? derivedNameFromCharacters(api.path)

@@ -121,8 +121,12 @@ struct Template: Sendable, Hashable {
     static func mayHold(_ text: String) -> Bool {
         text.utf8.withContiguousStorageIfAvailable { bytes in
             guard bytes.count >= 2 else { return false }
-            for index in 0..<(bytes.count - 1) where bytes[index] == UInt8(ascii: "$") && bytes[index + 1] == UInt8(ascii: "{") {
-                return true
+            // Eight bytes at a time to the first word with a `$`.
+            var index = 0
+            while index + 8 <= bytes.count && ByteText.hasByte(ByteText.word(bytes, at: index), UInt8(ascii: "$")) == 0 { index += 8 }
+            while index < bytes.count - 1 {
+                if bytes[index] == UInt8(ascii: "$") && bytes[index + 1] == UInt8(ascii: "{") { return true }
+                index += 1
             }
             return false
         } ?? (firstOpening(in: Substring(text)) != nil)

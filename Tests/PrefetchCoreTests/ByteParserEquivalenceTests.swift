@@ -302,6 +302,84 @@ private func newURL(_ text: String) -> Result<HTTPURL, URLProblem> {
     }
 }
 
+/// The page's parameters as one byte table (what a plan composes from) held to the `QueryPair`s the rules read.
+@Suite struct PageParameterTableEquivalence {
+    static let pieces = ByteQuerySplitEquivalence.pieces + ["%C3%A9", "%FF", "%E2%80%A8", "%22", "%5C", "\u{7F}", "12", "-0", "x%3Dy"]
+    static let captures: [[(name: String, value: String)]] = [
+        [], [("id", "12")], [("id", "a%20b+c")], [("k", "%E4%B8%AD"), ("id", "%FF")], [("Role", "007")], [("é", "1")], [("n", "中")],
+    ]
+
+    /// The table's pairs as `QueryPair`s, or `nil` when there is no table.
+    static func tablePairs(query: String, captures: [(name: String, value: String)]) -> [QueryPair]? {
+        var query = query
+        return query.withUTF8 { bytes in
+            PageParameters.with(query: bytes, captures: captures) { table in
+                table.pairs.map { pair in
+                    let text = { (range: Range<Int>) in String(decoding: table.bytes(range), as: UTF8.self) }
+                    let value = text(pair.value)
+                    return QueryPair(
+                        urlText: text(pair.url), name: text(pair.name), skeleton: text(pair.skeleton),
+                        jsonValue: pair.isNumber ? .number(value) : .string(value))
+                }
+            }
+        }
+    }
+
+    @Test func randomQueriesMakeTheTableOfTheirPairs() async {
+        let generator = Gen.int(in: 0...999).array(of: 0...16)
+        await propertyCheck(count: 3000, input: generator) { numbers in
+            let query = numbers.dropFirst().map { Self.pieces[$0 % Self.pieces.count] }.joined()
+            let captures = Self.captures[(numbers.first ?? 0) % Self.captures.count]
+            let pairs = QueryPair.split(query) + captures.map { QueryPair(capturedName: $0.name, value: $0.value) }
+            guard let table = Self.tablePairs(query: query, captures: captures) else {
+                // No table only for a query with a non-ASCII byte or a name that is not ASCII.
+                #expect(!query.isPlainASCII || !pairs.allSatisfy(\.name.isPlainASCII), "\(query.debugDescription)")
+                return
+            }
+            #expect(table.map(\.urlText) == pairs.map(\.urlText), "\(query.debugDescription)")
+            #expect(table.map(\.name) == pairs.map(\.name), "\(query.debugDescription)")
+            #expect(table.map(\.skeleton) == pairs.map(\.skeleton), "\(query.debugDescription)")
+            #expect(table.map(\.jsonValue) == pairs.map(\.jsonValue), "\(query.debugDescription)")
+        }
+    }
+
+    /// A plan's requests (composed from templates and the table where they can be) are the rules' requests.
+    @Test func plansComposeAsTheRules() async throws {
+        let generator = Gen.int(in: 0...(ByteComposerEquivalence.pieces.count - 1)).array(of: 0...16)
+        await propertyCheck(count: 1500, input: generator) { indexes in
+            let query = indexes.map { ByteComposerEquivalence.pieces[$0] }.joined()
+            for path in ["/p/12", "/p/%E4%B8%AD", "/p/a+b%20c"] {
+                guard let page = try? HTTPURL(parsing: "https://m.example.com" + path + "?" + query),
+                    let match = ByteComposerEquivalence.config.matcher.match(page)
+                else { continue }
+                let pairs =
+                    ReferenceComposer.splitByCharacters(page.query)
+                    + match.captures.map { QueryPair(capturedName: $0.name, value: $0.value) }
+                let requests = Composer.compose(page: page, match: match)
+                for (request, interface) in zip(requests, match.entry.interfaces) {
+                    let old = ReferenceComposer.compose(interface: interface, pairs: pairs)
+                    #expect(request.url == old.url && request.body == old.body, "\(interface.name) \(path) \(query.debugDescription)")
+                    #expect(request.headers == old.headers)
+                }
+            }
+        }
+    }
+}
+
+@Suite struct ReferenceScanEquivalence {
+    /// `Template.mayHold` (eight bytes at a time to the first `$`) finds a `${` exactly where a scan of every byte pair does.
+    @Test func mayHoldFindsEveryOpening() async {
+        let pieces = ["$", "{", "${", "a", "}", "é", "$$", "12345678", "\u{301}"]
+        let generator = Gen.int(in: 0...(pieces.count - 1)).array(of: 0...24)
+        await propertyCheck(count: 3000, input: generator) { indexes in
+            let text = indexes.map { pieces[$0] }.joined()
+            let bytes = Array(text.utf8)
+            let expected = bytes.indices.dropLast().contains { bytes[$0] == UInt8(ascii: "$") && bytes[$0 + 1] == UInt8(ascii: "{") }
+            #expect(Template.mayHold(text) == expected, "\(text.debugDescription)")
+        }
+    }
+}
+
 @Suite struct ByteJSONWriterEquivalence {
     static let texts = [
         "", "a", "\"", "\\", "\n", "\r\t", "\u{08}\u{0C}", "\u{1}", "\u{1F}", "\u{7F}", "é", "中", "😀", "\u{2028}", "\u{2029}", "\u{2027}",

@@ -396,6 +396,32 @@ enum ConfigDocuments {
         #expect(try firstRequest("https://m.example.com/help/new?c=3", config).body == #"{"a":1,"c":3}"#)
     }
 
+    /// The template's texts are one buffer: the JSON head, the form body and the lists of fixed skeletons, allowed names
+    /// and query parts; an interface with none of them has an empty one (no allocation).
+    @Test func aTemplateKeepsItsTextsInOneBuffer() throws {
+        let config = try singleInterfaceConfig(
+            #"{"api":"https://api.example.com/x?Role=1&v=2","method":"POST","bodyParam":true,"body":{"a b":1,"Cé":"x"},"params":["id","é"],"query":{"k":"v w"}}"#
+        )
+        let template = try #require(config.pages[0].interfaces[0].template)
+        template.text.withUnsafeBufferPointer { text in
+            let string = { (bytes: UnsafeBufferPointer<UInt8>) in String(decoding: bytes, as: UTF8.self) }
+            #expect(string(UnsafeBufferPointer(rebasing: text[template.jsonBodyHead])) == #"{"a b":1,"Cé":"x""#)
+            #expect(template.formBody.isEmpty)
+            #expect(TextEntries(text, template.fixed).map(string) == ["ab", "cé", "role", "v"])
+            #expect(Set(TextEntries(text, template.params ?? 0..<0).map(string)) == ["id", "é"] && template.params != nil)
+            #expect(TextEntries(text, template.queryParts).map(string) == ["k=v+w"])
+        }
+        #expect(!template.comparesAsBytes)
+        let form = try singleInterfaceConfig(#"{"api":"https://api.example.com/x","method":"GET","body":{"q":"a&b"},"params":[]}"#)
+        let formTemplate = try #require(form.pages[0].interfaces[0].template)
+        formTemplate.text.withUnsafeBufferPointer { text in
+            #expect(String(decoding: UnsafeBufferPointer(rebasing: text[formTemplate.formBody]), as: UTF8.self) == "q=a%26b")
+            #expect(formTemplate.jsonBodyHead.isEmpty && formTemplate.params?.isEmpty == true)
+        }
+        let plain = try singleInterfaceConfig(#"{"api":"https://api.example.com/x","method":"GET","urlParam":true}"#)
+        #expect(try #require(plain.pages[0].interfaces[0].template).text.isEmpty)
+    }
+
     @Test func aPlannedRequestSharesItsInterface() throws {
         let config = try singleInterfaceConfig(#"{"api":"https://api.example.com/x","method":"GET"}"#)
         let request = try firstRequest("https://m.example.com/help/new", config)
