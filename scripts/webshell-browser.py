@@ -5,7 +5,8 @@
            page's own timing marks and prints the figures; the last stdout line is the result as JSON.
   ui       makes one real page open (trigger, inject the read key, navigate), loads /ui from the operator
            surface (--admin), and writes a screenshot (ui.png) and the DOM (ui.html) into --out; the last stdout
-           line is JSON.
+           line is JSON. With --same-site the shell injects no key: the trigger carries the user's cookie, the
+           browser holds it, and the page reads with `page=` and its cookies (the same-site deployment).
 
 The service must serve /demo/page.html and have a config entry for BASE/demo/page.html whose interfaces are the
 given --api URLs. Times are real (no virtual time). Chromium is always stopped; everything stays on 127.0.0.1.
@@ -24,6 +25,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+import uuid
 
 import websocket  # websocket-client
 
@@ -126,9 +128,13 @@ def page_url(base, apis, run):
     return base + "/demo/page.html?" + urllib.parse.urlencode(query)
 
 
-def trigger(base, page):
-    """POST /v1/prefetch as a shell does on tap; returns the answer (ticket, readKey, ...)."""
-    request = urllib.request.Request(base + "/v1/prefetch", data=json.dumps({"url": page}).encode(),
+def trigger(base, page, cookie=None):
+    """POST /v1/prefetch as a shell does on tap, with the user's `cookie` when given; returns the answer (ticket,
+    readKey, ...)."""
+    body = {"url": page}
+    if cookie:
+        body["headers"] = {"Cookie": cookie}
+    request = urllib.request.Request(base + "/v1/prefetch", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.load(response)
@@ -154,6 +160,14 @@ def open_page(browser, target, read_key):
                                 source=read_key_source(read_key, target))["identifier"]
     browser.call("Page.navigate", url=target)
     return injected
+
+
+def new_user(browser, base):
+    """A fresh identity: a cookie of its own for the service's host, in the browser; returns it as a header value."""
+    value = uuid.uuid4().hex
+    browser.call("Network.enable")
+    browser.call("Network.setCookie", name="prefetch-compare", value=value, url=base)
+    return "prefetch-compare=" + value
 
 
 def load(browser, base, apis, run, prefetch):
@@ -205,12 +219,14 @@ def compare(browser, args):
 
 def ui(browser, args):
     target = page_url(args.base, args.api, 1)
-    answer = trigger(args.base, target)
+    cookie = new_user(browser, args.base) if args.same_site else None
+    answer = trigger(args.base, target, cookie)
     ticket = answer["ticket"]
-    injected = open_page(browser, target, answer["readKey"])
+    injected = open_page(browser, target, None if args.same_site else answer["readKey"])
     marks = json.loads(browser.wait_for(
         "location.href === %s && document.getElementById('marks').textContent" % json.dumps(target)))
-    browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=injected)
+    if injected:
+        browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=injected)
     browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1, mobile=False)
     browser.call("Page.navigate", url=args.admin + "/ui?limit=5")
     browser.wait_for("document.body && document.body.getAttribute('data-loaded') === 'true'")
@@ -238,6 +254,8 @@ def main():
     parser.add_argument("--delay-ms", type=int, default=300, help="the upstream's answer time")
     parser.add_argument("--out", default=".build/test-output", help="where the result (and ui's files) go")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
+    parser.add_argument("--same-site", action="store_true", help="ui: the page reads with page= and the user's cookie "
+                        "(no read key injected)")
     parser.add_argument("--read-key-script", help="a command printing the document-start script for KEY URL "
                         "(Clients/PrefetchShell's prefetch-shell-script: the shell SDK's own)")
     args = parser.parse_args()
