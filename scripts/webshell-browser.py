@@ -2,7 +2,12 @@
 """Drives headless Chromium over the DevTools protocol against a running prefetch service.
 
   compare  loads the demo page with and without prefetch (alternating, after one warm-up load each), reads the
-           page's own timing marks and prints the figures; the last stdout line is the result as JSON.
+           page's own timing marks and prints the figures; the last stdout line is the result as JSON. Every load
+           is a fresh user: a cookie of its own (`prefetch-compare`, set in the browser and sent with the load's
+           trigger), so a plain load finds nothing an earlier load stored and a prefetch load reads what its own
+           trigger fetched. A plain load that reads a prefetched response (an interface whose entries the cookie
+           does not key: `credentials: omit`, or an api host off the page's site) fails the run rather than
+           report a saving that is not one.
   ui       makes one real page open (trigger, inject the read key, navigate), loads /ui from the operator
            surface (--admin), and writes a screenshot (ui.png) and the DOM (ui.html) into --out; the last stdout
            line is JSON. With --same-site the shell injects no key: the trigger carries the user's cookie, the
@@ -171,10 +176,11 @@ def new_user(browser, base):
 
 
 def load(browser, base, apis, run, prefetch):
-    """One page open; returns the page's marks (ms since navigation start)."""
+    """One page open by a fresh user; returns the page's marks (ms since navigation start)."""
     browser.call("Page.navigate", url="about:blank")
     target = page_url(base, apis, run)
-    read_key = trigger(base, target)["readKey"] if prefetch else None
+    cookie = new_user(browser, base)
+    read_key = trigger(base, target, cookie)["readKey"] if prefetch else None
     injected = open_page(browser, target, read_key)
     text = browser.wait_for(
         "location.href === %s && document.getElementById('marks') && document.getElementById('marks').textContent"
@@ -186,6 +192,12 @@ def load(browser, base, apis, run, prefetch):
         raise RuntimeError("the demo page failed: %s" % marks["error"])
     marks["mode"] = "prefetch" if prefetch else "plain"
     marks["url"] = target
+    if not prefetch:
+        served = [r["api"] for r in marks["results"] if r["source"] != "miss"]
+        if served:
+            raise RuntimeError("a plain load read prefetched responses of %s although its user triggered nothing: their "
+                               "entries are not keyed by the user's cookie (credentials omit, or an api host off the "
+                               "page's site), so plain loads would not measure a page without prefetch" % served)
     return marks
 
 
