@@ -575,14 +575,37 @@ public final class Orchestrator: Sendable {
     }
 
     /// Reads every request of `ticket` at once, waiting up to `wait` for those in flight, for a reader already
-    /// entitled to the ticket: what `read(_:index:wait:)` gives for each index, with one wait for the page.
+    /// entitled to the ticket: what `read(_:index:wait:)` gives for each index, with one wait for the page. The
+    /// outcomes are recorded as the ticket's reads (``recordResultsView(_:_:askedAt:)``).
     public func readAll(_ ticket: Ticket, wait: Duration) async -> [ReadOutcome] {
+        let asked = clock.now
         let (keys, keptPrivate) = readKeys(of: ticket)
         var outcomes = await store.read(keys, wait: wait)
         for index in ownCopiesToRead(keptPrivate, outcomes) {
             outcomes[index] = Self.ownCopy(await store.read(privateKey(keys[index], ticket: ticket.id), wait: .zero), else: outcomes[index])
         }
+        recordResultsView(ticket, outcomes, askedAt: asked)
         return outcomes
+    }
+
+    /// Records what a results view handed out as reads of the ticket's responses, as a data read records one: a ready
+    /// response `hit` (or `joined`), a failed or absent one a `miss` with its reason, each on the ticket (the waterfall,
+    /// the debug opens, the waste metric) and in `prefetch_config_data_total`. The store counted the same reads; one
+    /// still pending was not read.
+    func recordResultsView(_ ticket: Ticket, _ outcomes: [ReadOutcome], askedAt: ContinuousClock.Instant) {
+        let answered = clock.now
+        for (index, outcome) in outcomes.enumerated() {
+            let served: ReadResult
+            let reason: FailureCode?
+            switch outcome {
+            case .ready(_, let joined): (served, reason) = (ReadResult(joined: joined), nil)
+            case .failed(let failure, _): (served, reason) = (.miss, failure.code)
+            case .absent(let why): (served, reason) = (.miss, FailureCode(rawValue: why.rawValue))
+            case .pending: continue
+            }
+            ticket.recordRead(index, served: served, reason: reason, askedAt: askedAt, answeredAt: answered)
+            metrics.configData(ticket.role, result: served)
+        }
     }
 
     /// ``readAll(_:wait:)`` without a task, for an event loop, when the store reads without tasks (else nil): the
@@ -594,6 +617,11 @@ public final class Orchestrator: Sendable {
         _ ticket: Ticket, canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
     ) -> ImmediateRead? {
         guard store.worksWithoutTasks else { return nil }
+        let asked = clock.now
+        let notify: @Sendable ([ReadOutcome]) -> Void = { [self] outcomes in
+            recordResultsView(ticket, outcomes, askedAt: asked)
+            notify(outcomes)
+        }
         let (keys, keptPrivate) = readKeys(of: ticket)
         let withOwnCopies: @Sendable ([ReadOutcome]) -> Void = { [self] outcomes in
             if let done = ownCopies(ticket, keys: keys, keptPrivate: keptPrivate, outcomes, then: notify) { notify(done) }
@@ -604,6 +632,7 @@ public final class Orchestrator: Sendable {
                 // The store must ask Redis for the ticket's own copies: the outcomes come to `notify`.
                 return .waiting(StoreWait {})
             }
+            recordResultsView(ticket, done, askedAt: asked)
             return .done(done)
         case .waiting(let wait): return .waiting(wait)
         case nil: return nil
