@@ -375,7 +375,6 @@ public final class Orchestrator: Sendable {
     ) throws(PrefetchError) -> PreparedOpen {
         var extracted = ServiceContext.topLevel
         tracer.extract(requestHeaders, into: &extracted, using: HTTPFieldsExtractor())
-        let traceContext = extracted
         let credentials = credentials(in: headers)
         // The caller's identity picks the active config or a canary candidate, the same one for as long as it stands.
         let plan: Plan
@@ -414,6 +413,14 @@ public final class Orchestrator: Sendable {
                 headers: sentHeaders(planned, credentials: sends ? credentials : nil, trace: trace), sendsCredentials: sends)
         }
         let requests = prepared.map(\.ticketRequest)
+        // The page open's span (a child of the shell's when the trigger carried its context): the parent of each
+        // upstream request's span and of the page's reads (recorded on the ticket).
+        let openSpan = tracer.startSpan("prefetch open", context: extracted, ofKind: .server)
+        openSpan.attributes["prefetch.page"] = plan.matched
+        openSpan.attributes["prefetch.config.version"] = plan.version
+        openSpan.attributes["prefetch.requests"] = plan.requests.count
+        let traceContext = openSpan.context
+        openSpan.end()
         let ticket = Ticket(
             id: ticketID, page: page, pageOrigin: plan.pageURL.origin, partnerOrigins: plan.origins.partners, matched: plan.matched,
             version: plan.version,
@@ -421,7 +428,8 @@ public final class Orchestrator: Sendable {
             timings: requests.map { _ in RequestTiming(origin: .leader, startedAt: now) }, now: now,
             dependents: plan.requests.reduce(into: [Int: Int]()) { counts, request in
                 for index in request.dependencies { counts[index, default: 0] += 1 }
-            }
+            },
+            trace: tracer is NoOpTracer ? nil : Ticket.Trace(tracer: tracer, context: traceContext)
         )
         return PreparedOpen(
             plan: plan, role: role, credentials: credentials, trace: trace, traceContext: traceContext, ticket: ticket, requests: prepared,
