@@ -147,7 +147,8 @@ public final class Ticket: Sendable {
     public static let readLimit = 32
 
     /// Records how a read of request `index` was served (`hit`, `joined`) or why it missed, for the debug view.
-    /// One uncontended lock and no allocation: the log's storage is made with the ticket.
+    /// One uncontended lock and no allocation (the log's storage is made with the ticket); with a tracer, also the
+    /// read's span under the page open's.
     public func recordRead(
         _ index: Int, served: ReadResult, reason: FailureCode?, askedAt: ContinuousClock.Instant, answeredAt: ContinuousClock.Instant
     ) {
