@@ -63,6 +63,8 @@ public final class Orchestrator: Sendable {
     /// Where each upstream request's span goes (swift-distributed-tracing): the bootstrapped tracer by default,
     /// which is a no-op until a deployment bootstraps one.
     let tracer: any Tracer
+    /// Whether `tracer` records anything: without it a page open makes no span of its own and its ticket no read spans.
+    let isTracing: Bool
     private let credentialNames: Set<String>
     /// The `--cors-origin` origins (normalised; `*` excluded): an operator's grant of every page's data.
     let trustedOrigins: Set<String>
@@ -82,6 +84,7 @@ public final class Orchestrator: Sendable {
         self.settings = settings
         self.clock = clock
         self.tracer = tracer
+        self.isTracing = !(tracer is NoOpTracer)
         self.store = store
         self.fetcher = fetcher
         self.resolver = resolver
@@ -415,12 +418,15 @@ public final class Orchestrator: Sendable {
         let requests = prepared.map(\.ticketRequest)
         // The page open's span (a child of the shell's when the trigger carried its context): the parent of each
         // upstream request's span and of the page's reads (recorded on the ticket).
-        let openSpan = tracer.startSpan("prefetch open", context: extracted, ofKind: .server)
-        openSpan.attributes["prefetch.page"] = plan.matched
-        openSpan.attributes["prefetch.config.version"] = plan.version
-        openSpan.attributes["prefetch.requests"] = plan.requests.count
-        let traceContext = openSpan.context
-        openSpan.end()
+        var traceContext = extracted
+        if isTracing {
+            let openSpan = tracer.startSpan("prefetch open", context: extracted, ofKind: .server)
+            openSpan.attributes["prefetch.page"] = plan.matched
+            openSpan.attributes["prefetch.config.version"] = plan.version
+            openSpan.attributes["prefetch.requests"] = plan.requests.count
+            traceContext = openSpan.context
+            openSpan.end()
+        }
         let ticket = Ticket(
             id: ticketID, page: page, pageOrigin: plan.pageURL.origin, partnerOrigins: plan.origins.partners, matched: plan.matched,
             version: plan.version,
@@ -429,7 +435,7 @@ public final class Orchestrator: Sendable {
             dependents: plan.requests.reduce(into: [Int: Int]()) { counts, request in
                 for index in request.dependencies { counts[index, default: 0] += 1 }
             },
-            trace: tracer is NoOpTracer ? nil : Ticket.Trace(tracer: tracer, context: traceContext)
+            trace: isTracing ? Ticket.Trace(tracer: tracer, context: traceContext) : nil
         )
         return PreparedOpen(
             plan: plan, role: role, credentials: credentials, trace: trace, traceContext: traceContext, ticket: ticket, requests: prepared,
