@@ -24,3 +24,8 @@ if [ "${1:-build}" = "test" ] && ! python3 -c 'import websocket' 2>/dev/null; th
   echo "installing: websocket-client (PyPI)" >&2
   python3 -m pip install --quiet --disable-pip-version-check websocket-client
 fi
+# The OTLP test's receiver (scripts/otlp-receiver.py) decodes the export requests with the protocol's own messages.
+if [ "${1:-build}" = "test" ] && ! python3 -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null; then
+  echo "installing: opentelemetry-proto (PyPI)" >&2
+  python3 -m pip install --quiet --disable-pip-version-check opentelemetry-proto
+fi

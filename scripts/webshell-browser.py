@@ -2,10 +2,16 @@
 """Drives headless Chromium over the DevTools protocol against a running prefetch service.
 
   compare  loads the demo page with and without prefetch (alternating, after one warm-up load each), reads the
-           page's own timing marks and prints the figures; the last stdout line is the result as JSON.
+           page's own timing marks and prints the figures; the last stdout line is the result as JSON. Every load
+           is a fresh user: a cookie of its own (`prefetch-compare`, set in the browser and sent with the load's
+           trigger), so a plain load finds nothing an earlier load stored and a prefetch load reads what its own
+           trigger fetched. A plain load that reads a prefetched response (an interface whose entries the cookie
+           does not key: `credentials: omit`, or an api host off the page's site) fails the run rather than
+           report a saving that is not one.
   ui       makes one real page open (trigger, inject the read key, navigate), loads /ui from the operator
            surface (--admin), and writes a screenshot (ui.png) and the DOM (ui.html) into --out; the last stdout
-           line is JSON.
+           line is JSON. With --same-site the shell injects no key: the trigger carries the user's cookie, the
+           browser holds it, and the page reads with `page=` and its cookies (the same-site deployment).
 
 The service must serve /demo/page.html and have a config entry for BASE/demo/page.html whose interfaces are the
 given --api URLs. Times are real (no virtual time). Chromium is always stopped; everything stays on 127.0.0.1.
@@ -24,6 +30,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
+import uuid
 
 import websocket  # websocket-client
 
@@ -126,9 +133,13 @@ def page_url(base, apis, run):
     return base + "/demo/page.html?" + urllib.parse.urlencode(query)
 
 
-def trigger(base, page):
-    """POST /v1/prefetch as a shell does on tap; returns the answer (ticket, readKey, ...)."""
-    request = urllib.request.Request(base + "/v1/prefetch", data=json.dumps({"url": page}).encode(),
+def trigger(base, page, cookie=None):
+    """POST /v1/prefetch as a shell does on tap, with the user's `cookie` when given; returns the answer (ticket,
+    readKey, ...)."""
+    body = {"url": page}
+    if cookie:
+        body["headers"] = {"Cookie": cookie}
+    request = urllib.request.Request(base + "/v1/prefetch", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.load(response)
@@ -156,11 +167,20 @@ def open_page(browser, target, read_key):
     return injected
 
 
+def new_user(browser, base):
+    """A fresh identity: a cookie of its own for the service's host, in the browser; returns it as a header value."""
+    value = uuid.uuid4().hex
+    browser.call("Network.enable")
+    browser.call("Network.setCookie", name="prefetch-compare", value=value, url=base)
+    return "prefetch-compare=" + value
+
+
 def load(browser, base, apis, run, prefetch):
-    """One page open; returns the page's marks (ms since navigation start)."""
+    """One page open by a fresh user; returns the page's marks (ms since navigation start)."""
     browser.call("Page.navigate", url="about:blank")
     target = page_url(base, apis, run)
-    read_key = trigger(base, target)["readKey"] if prefetch else None
+    cookie = new_user(browser, base)
+    read_key = trigger(base, target, cookie)["readKey"] if prefetch else None
     injected = open_page(browser, target, read_key)
     text = browser.wait_for(
         "location.href === %s && document.getElementById('marks') && document.getElementById('marks').textContent"
@@ -172,6 +192,12 @@ def load(browser, base, apis, run, prefetch):
         raise RuntimeError("the demo page failed: %s" % marks["error"])
     marks["mode"] = "prefetch" if prefetch else "plain"
     marks["url"] = target
+    if not prefetch:
+        served = [r["api"] for r in marks["results"] if r["source"] != "miss"]
+        if served:
+            raise RuntimeError("a plain load read prefetched responses of %s although its user triggered nothing: their "
+                               "entries are not keyed by the user's cookie (credentials omit, or an api host off the "
+                               "page's site), so plain loads would not measure a page without prefetch" % served)
     return marks
 
 
@@ -205,12 +231,14 @@ def compare(browser, args):
 
 def ui(browser, args):
     target = page_url(args.base, args.api, 1)
-    answer = trigger(args.base, target)
+    cookie = new_user(browser, args.base) if args.same_site else None
+    answer = trigger(args.base, target, cookie)
     ticket = answer["ticket"]
-    injected = open_page(browser, target, answer["readKey"])
+    injected = open_page(browser, target, None if args.same_site else answer["readKey"])
     marks = json.loads(browser.wait_for(
         "location.href === %s && document.getElementById('marks').textContent" % json.dumps(target)))
-    browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=injected)
+    if injected:
+        browser.call("Page.removeScriptToEvaluateOnNewDocument", identifier=injected)
     browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1, mobile=False)
     browser.call("Page.navigate", url=args.admin + "/ui?limit=5")
     browser.wait_for("document.body && document.body.getAttribute('data-loaded') === 'true'")
@@ -238,6 +266,8 @@ def main():
     parser.add_argument("--delay-ms", type=int, default=300, help="the upstream's answer time")
     parser.add_argument("--out", default=".build/test-output", help="where the result (and ui's files) go")
     parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
+    parser.add_argument("--same-site", action="store_true", help="ui: the page reads with page= and the user's cookie "
+                        "(no read key injected)")
     parser.add_argument("--read-key-script", help="a command printing the document-start script for KEY URL "
                         "(Clients/PrefetchShell's prefetch-shell-script: the shell SDK's own)")
     args = parser.parse_args()

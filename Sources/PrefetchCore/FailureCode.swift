@@ -101,7 +101,6 @@ public enum FailureCode: String, Sendable, Hashable, Codable, CaseIterable, Cust
     case badSurrogateKey = "bad-surrogate-key"
     case missingURL = "missing-url"
     case missingPage = "missing-page"
-    case missingAPI = "missing-api"
     case missingTarget = "missing-target"
     case ambiguousTarget = "ambiguous-target"
     case invalidWait = "invalid-wait"

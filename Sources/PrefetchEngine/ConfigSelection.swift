@@ -39,8 +39,9 @@ extension EngineMetrics {
         counter("prefetch_config_requests_total", ("config", role.rawValue)).increment(by: Int64(requests))
     }
 
-    /// Counts a data read of a ticket planned with `role`'s config: `prefetch_config_data_total{config, result}`,
-    /// `result` being `hit`, `joined` or `miss` (every answer that is not the response: pending, failed, a miss reason).
+    /// Counts a read of a response of a ticket planned with `role`'s config (a data read, or a result a results view
+    /// handed out): `prefetch_config_data_total{config, result}`, `result` being `hit`, `joined` or `miss` (every
+    /// answer that is not the response: pending, failed, a miss reason).
     public func configData(_ role: ConfigRole, result: ReadResult) {
         counter("prefetch_config_data_total", ("config", role.rawValue), ("result", result.rawValue)).increment()
     }

@@ -63,6 +63,8 @@ public final class Orchestrator: Sendable {
     /// Where each upstream request's span goes (swift-distributed-tracing): the bootstrapped tracer by default,
     /// which is a no-op until a deployment bootstraps one.
     let tracer: any Tracer
+    /// Whether `tracer` records anything: without it a page open makes no span of its own and its ticket no read spans.
+    let isTracing: Bool
     private let credentialNames: Set<String>
     /// The `--cors-origin` origins (normalised; `*` excluded): an operator's grant of every page's data.
     let trustedOrigins: Set<String>
@@ -82,6 +84,7 @@ public final class Orchestrator: Sendable {
         self.settings = settings
         self.clock = clock
         self.tracer = tracer
+        self.isTracing = !(tracer is NoOpTracer)
         self.store = store
         self.fetcher = fetcher
         self.resolver = resolver
@@ -375,7 +378,6 @@ public final class Orchestrator: Sendable {
     ) throws(PrefetchError) -> PreparedOpen {
         var extracted = ServiceContext.topLevel
         tracer.extract(requestHeaders, into: &extracted, using: HTTPFieldsExtractor())
-        let traceContext = extracted
         let credentials = credentials(in: headers)
         // The caller's identity picks the active config or a canary candidate, the same one for as long as it stands.
         let plan: Plan
@@ -414,6 +416,17 @@ public final class Orchestrator: Sendable {
                 headers: sentHeaders(planned, credentials: sends ? credentials : nil, trace: trace), sendsCredentials: sends)
         }
         let requests = prepared.map(\.ticketRequest)
+        // The page open's span (a child of the shell's when the trigger carried its context): the parent of each
+        // upstream request's span and of the page's reads (recorded on the ticket).
+        var traceContext = extracted
+        if isTracing {
+            let openSpan = tracer.startSpan("prefetch open", context: extracted, ofKind: .server)
+            openSpan.attributes["prefetch.page"] = plan.matched
+            openSpan.attributes["prefetch.config.version"] = plan.version
+            openSpan.attributes["prefetch.requests"] = plan.requests.count
+            traceContext = openSpan.context
+            openSpan.end()
+        }
         let ticket = Ticket(
             id: ticketID, page: page, pageOrigin: plan.pageURL.origin, partnerOrigins: plan.origins.partners, matched: plan.matched,
             version: plan.version,
@@ -421,7 +434,8 @@ public final class Orchestrator: Sendable {
             timings: requests.map { _ in RequestTiming(origin: .leader, startedAt: now) }, now: now,
             dependents: plan.requests.reduce(into: [Int: Int]()) { counts, request in
                 for index in request.dependencies { counts[index, default: 0] += 1 }
-            }
+            },
+            trace: isTracing ? Ticket.Trace(tracer: tracer, context: traceContext) : nil
         )
         return PreparedOpen(
             plan: plan, role: role, credentials: credentials, trace: trace, traceContext: traceContext, ticket: ticket, requests: prepared,
@@ -575,14 +589,37 @@ public final class Orchestrator: Sendable {
     }
 
     /// Reads every request of `ticket` at once, waiting up to `wait` for those in flight, for a reader already
-    /// entitled to the ticket: what `read(_:index:wait:)` gives for each index, with one wait for the page.
+    /// entitled to the ticket: what `read(_:index:wait:)` gives for each index, with one wait for the page. The
+    /// outcomes are recorded as the ticket's reads (``recordResultsView(_:_:askedAt:)``).
     public func readAll(_ ticket: Ticket, wait: Duration) async -> [ReadOutcome] {
+        let asked = clock.now
         let (keys, keptPrivate) = readKeys(of: ticket)
         var outcomes = await store.read(keys, wait: wait)
         for index in ownCopiesToRead(keptPrivate, outcomes) {
             outcomes[index] = Self.ownCopy(await store.read(privateKey(keys[index], ticket: ticket.id), wait: .zero), else: outcomes[index])
         }
+        recordResultsView(ticket, outcomes, askedAt: asked)
         return outcomes
+    }
+
+    /// Records what a results view handed out as reads of the ticket's responses, as a data read records one: a ready
+    /// response `hit` (or `joined`), a failed or absent one a `miss` with its reason, each on the ticket (the waterfall,
+    /// the debug opens, the waste metric) and in `prefetch_config_data_total`. The store counted the same reads; one
+    /// still pending was not read.
+    func recordResultsView(_ ticket: Ticket, _ outcomes: [ReadOutcome], askedAt: ContinuousClock.Instant) {
+        let answered = clock.now
+        for (index, outcome) in outcomes.enumerated() {
+            let served: ReadResult
+            let reason: FailureCode?
+            switch outcome {
+            case .ready(_, let joined): (served, reason) = (ReadResult(joined: joined), nil)
+            case .failed(let failure, _): (served, reason) = (.miss, failure.code)
+            case .absent(let why): (served, reason) = (.miss, FailureCode(rawValue: why.rawValue))
+            case .pending: continue
+            }
+            ticket.recordRead(index, served: served, reason: reason, askedAt: askedAt, answeredAt: answered)
+            metrics.configData(ticket.role, result: served)
+        }
     }
 
     /// ``readAll(_:wait:)`` without a task, for an event loop, when the store reads without tasks (else nil): the
@@ -594,6 +631,11 @@ public final class Orchestrator: Sendable {
         _ ticket: Ticket, canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
     ) -> ImmediateRead? {
         guard store.worksWithoutTasks else { return nil }
+        let asked = clock.now
+        let notify: @Sendable ([ReadOutcome]) -> Void = { [self] outcomes in
+            recordResultsView(ticket, outcomes, askedAt: asked)
+            notify(outcomes)
+        }
         let (keys, keptPrivate) = readKeys(of: ticket)
         let withOwnCopies: @Sendable ([ReadOutcome]) -> Void = { [self] outcomes in
             if let done = ownCopies(ticket, keys: keys, keptPrivate: keptPrivate, outcomes, then: notify) { notify(done) }
@@ -604,6 +646,7 @@ public final class Orchestrator: Sendable {
                 // The store must ask Redis for the ticket's own copies: the outcomes come to `notify`.
                 return .waiting(StoreWait {})
             }
+            recordResultsView(ticket, done, askedAt: asked)
             return .done(done)
         case .waiting(let wait): return .waiting(wait)
         case nil: return nil

@@ -151,6 +151,19 @@ final class PageOpen: Sendable {
         return span
     }
 
+    /// Ends an upstream request's span with what came back: the upstream's status, or the failure code.
+    private static func end(_ span: any Span, with result: Result<FetchResponse, FetchError>) {
+        switch result {
+        case .success(let response):
+            span.attributes["http.response.status_code"] = response.status
+            if response.status >= 500 { span.setStatus(SpanStatus(code: .error)) }
+        case .failure(let error):
+            span.attributes["prefetch.failure"] = error.code.rawValue
+            span.setStatus(SpanStatus(code: .error, message: error.code.rawValue))
+        }
+        span.end()
+    }
+
     // MARK: Completions
 
     /// Results from the fetcher's loop thread, once per loop iteration: `completions` index into `indices`, the
@@ -161,7 +174,7 @@ final class PageOpen: Sendable {
         for completion in completions {
             let index = indices[completion.index]
             guard let sent = state.withLock({ $0.inFlight.removeValue(forKey: index) }), let flight = flights[index] else { continue }
-            sent.span?.end()
+            if let span = sent.span { Self.end(span, with: completion.result) }
             posted.append((index, settle(flight, index: index, sent: sent, result: completion.result, into: &settlements)))
         }
         orchestrator.metrics.inFlight.record(orchestrator.fetcher.inFlight)

@@ -2,6 +2,7 @@ public import Foundation
 public import PrefetchCore
 public import PrefetchStore
 public import Synchronization
+import Tracing
 
 /// A page open: the handle a shell keeps to read the prefetched responses.
 ///
@@ -34,13 +35,23 @@ public final class Ticket: Sendable {
     private let readLog: Mutex<ReadLog>
     /// Its leaders' answers, for its dependent requests.
     public let answers: AnswerBoard
+    /// Where its reads' spans go: the tracer and the page open's span context (nil without a tracer, or for a ticket
+    /// triggered on another replica).
+    let trace: Trace?
+
+    /// A page open's trace: each read becomes a span under the open's.
+    struct Trace: Sendable {
+        var tracer: any Tracer
+        var context: ServiceContext
+    }
 
     init(
         id: String, page: String, pageOrigin: String, partnerOrigins: [String] = [], matched: String, version: String,
         identity: Identity, owner: String, requests: [TicketRequest], role: ConfigRole = .active, timings: [RequestTiming],
-        now: ContinuousClock.Instant, dependents: [Int: Int] = [:]
+        now: ContinuousClock.Instant, dependents: [Int: Int] = [:], trace: Trace? = nil
     ) {
         self.answers = AnswerBoard(consumers: dependents)
+        self.trace = trace
         self.readLog = Mutex(ReadLog(requests: requests.count))
         self.id = id
         self.owner = owner
@@ -61,6 +72,7 @@ public final class Ticket: Sendable {
     /// A ticket read back from a shared store (triggered on another replica): its timings are not known here.
     init(record: TicketRecord, now: ContinuousClock.Instant) {
         self.answers = AnswerBoard()
+        self.trace = nil
         self.readLog = Mutex(ReadLog(requests: record.requests.count))
         let remaining = Duration.milliseconds(max(0, record.expiresAtMs - Int64(Date().timeIntervalSince1970 * 1000)))
         self.id = record.id
@@ -135,12 +147,27 @@ public final class Ticket: Sendable {
     public static let readLimit = 32
 
     /// Records how a read of request `index` was served (`hit`, `joined`) or why it missed, for the debug view.
-    /// One uncontended lock and no allocation: the log's storage is made with the ticket.
+    /// One uncontended lock and no allocation (the log's storage is made with the ticket); with a tracer, also the
+    /// read's span under the page open's.
     public func recordRead(
         _ index: Int, served: ReadResult, reason: FailureCode?, askedAt: ContinuousClock.Instant, answeredAt: ContinuousClock.Instant
     ) {
         let read = TicketRead(index: index, served: served, reason: reason, askedAt: askedAt, answeredAt: answeredAt)
         readLog.withLock { $0.append(read, served: served != .miss) }
+        if let trace { span(of: read, in: trace) }
+    }
+
+    /// The read as a span under the page open's, timed from when it was asked to when it was answered.
+    private func span(of read: TicketRead, in trace: Trace) {
+        let end = DefaultTracerClock.now
+        let (seconds, attoseconds) = (read.answeredAt - read.askedAt).components
+        let took = UInt64(max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+        let start = WallInstant(nanosecondsSinceEpoch: end.nanosecondsSinceEpoch &- min(took, end.nanosecondsSinceEpoch))
+        let span = trace.tracer.startSpan("prefetch read", context: trace.context, ofKind: .server, at: start)
+        span.attributes["prefetch.interface"] = requests[read.index].name
+        span.attributes["prefetch.served"] = read.served.rawValue
+        if let reason = read.reason { span.attributes["prefetch.reason"] = reason.rawValue }
+        span.end(at: end)
     }
 
     /// The last ``readLimit`` reads, oldest first.
@@ -150,4 +177,10 @@ public final class Ticket: Sendable {
     public var unreadCount: Int {
         requests.count - readLog.withLock { $0.servedCount }
     }
+}
+
+/// A wall-clock instant for a span that began before it was made.
+private struct WallInstant: TracerInstant {
+    var nanosecondsSinceEpoch: UInt64
+    static func < (lhs: Self, rhs: Self) -> Bool { lhs.nanosecondsSinceEpoch < rhs.nanosecondsSinceEpoch }
 }

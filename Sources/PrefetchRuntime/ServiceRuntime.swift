@@ -3,6 +3,7 @@
 import ConfigUpdater
 public import Hummingbird
 public import Logging
+public import Metrics
 public import PrefetchCore
 import PrefetchDNS
 public import PrefetchEngine
@@ -29,6 +30,7 @@ public import Tracing
 ///   - config: a fixed prefetch config, used when `settings.configSource` is nil (tests); with a config
 ///     source the service loads and follows it itself.
 ///   - registry: where metrics are collected; `GET /metrics` renders it.
+///   - exportedMetrics: where the same metrics also go (the OTLP exporter's factory, ``OTLPExport``), or nil.
 ///   - logger: the service logger.
 ///   - onServerRunning: called with the page surface's bound port once it listens.
 ///   - onAdminRunning: called with the operator surface's bound port once it listens.
@@ -38,13 +40,15 @@ public func buildApplication(
     settings: ServiceSettings,
     config: ConfigHolder? = nil,
     registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry(),
+    exportedMetrics: (any MetricsFactory)? = nil,
     logger: Logger,
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in },
     onAdminRunning: @escaping @Sendable (Int) async -> Void = { _ in },
     clock: any ServiceClock = ContinuousClock(),
     tracer: any Tracer = InstrumentationSystem.tracer
 ) throws -> some ApplicationProtocol {
-    let factory = PrometheusMetricsFactory(registry: registry)
+    let prometheus = PrometheusMetricsFactory(registry: registry)
+    let factory: any MetricsFactory = exportedMetrics.map { MultiplexMetricsHandler(factories: [prometheus, $0]) } ?? prometheus
     let metrics = EngineMetrics(factory: factory)
     var services: [any Service] = []
     var fetcherConfiguration = settings.fetcher

@@ -28,6 +28,8 @@ public struct ServiceSettings: Sendable {
     public var renderers: [String: RendererProfile] = RendererSettings.defaultProfiles
     /// How long graceful shutdown may take before in-flight work is cancelled. Default 10 s.
     public var shutdownGrace: Duration = .seconds(10)
+    /// Whether traces and metrics are also exported over OTLP/HTTP (``OTLPExport``); off by default.
+    public var otlp = false
 
     /// The defaults.
     public init() {}

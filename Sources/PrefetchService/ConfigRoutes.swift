@@ -110,13 +110,18 @@ struct ConfigRoutes: Sendable {
 }
 
 extension ConfigRoutes {
-    /// Promotes or rolls back the canary candidate and answers the new status. The body is empty or a JSON object
-    /// (nothing in it is read); `409 no-canary` when no candidate is served, `409 fixed-config` without a source.
+    /// Promotes or rolls back the canary candidate and answers the new status. The body is empty or `{}` (the
+    /// decision takes no parameters; anything else is a 400, as the document says); `409 no-canary` when no
+    /// candidate is served, `409 fixed-config` without a source.
     func canaryDecision(_ request: Request, promote: Bool) async throws -> Response {
         let buffer = try await readBody(request, limit: 4096, timeout: bodyTimeout)
         if buffer.readableBytes > 0 {
-            guard case .object? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
+            guard case .object(let object)? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
                 throw APIError.badRequest(.badJSON, "the body must be empty or a JSON object")
+            }
+            if let member = object.members.first {
+                throw APIError.badRequest(
+                    .badJSON, "unknown member \(quoted(member.name, limit: 60)); the body is empty or {}: the decision takes no parameters")
             }
         }
         guard let updater else {

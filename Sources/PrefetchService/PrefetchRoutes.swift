@@ -69,16 +69,16 @@ struct PrefetchRoutes: Sendable {
             headers = requestHeaders
         case .object(let given):
             for member in given.members {
-                // The config's rule for a header (`HeaderRules`): a token name, a value without control characters.
-                guard let name = HeaderRules.name(member.name) else {
-                    throw APIError.badRequest(.badHeaders, "headers: \(quoted(member.name, limit: 60)) is not a header name")
-                }
+                // The config's rule for a header (`HeaderRules`): a value without control characters, and a token
+                // name. A member whose name is no token names no header, so it is dropped, never sent: the document
+                // cannot constrain an object's member names (OpenAPI 3.0), so the service accepts any.
                 guard case .string(let text) = member.value else {
                     throw APIError.badRequest(.badHeaders, "headers.\(member.name) must be a string, got \(member.value.kindName)")
                 }
                 if HeaderRules.hasControlCharacter(text) {
                     throw APIError.badRequest(.badHeaders, "headers.\(member.name) contains a control character")
                 }
+                guard let name = HeaderRules.name(member.name) else { continue }
                 headers.append(HTTPField(name: name, value: text))
             }
         case .some(let other):
@@ -262,7 +262,8 @@ struct PrefetchRoutes: Sendable {
         }
     }
 
-    /// The index of the interface chosen by `api` (as written in the config), `method` and `name`.
+    /// The index of the interface chosen by `api` (as written in the config), `method` and `name`; without `api`
+    /// and `name`, the only interface. A selection that fits several is a 409: the request names no single one.
     static func select(_ candidates: [(name: String, api: String, method: HTTPMethod)], request: Request) throws(APIError) -> Int {
         try select(candidates, query: request.uri.queryParameters)
     }
@@ -271,9 +272,6 @@ struct PrefetchRoutes: Sendable {
     static func select(_ candidates: [(name: String, api: String, method: HTTPMethod)], query: Parameters) throws(APIError) -> Int {
         let api = query.get("api")
         let name = query.get("name")
-        guard api != nil || name != nil else {
-            throw APIError.badRequest(.missingAPI, "the query parameter api (the interface URL as in the config) or name is required")
-        }
         var method: HTTPMethod?
         if let text = query.get("method") {
             guard let parsed = HTTPMethod(rawValue: text.uppercased()) else {
@@ -292,7 +290,7 @@ struct PrefetchRoutes: Sendable {
         }
         if matches.count > 1 {
             let names = matches.map { candidates[$0].name }.joined(separator: ", ")
-            throw APIError.badRequest(.ambiguousAPI, "several interfaces match (\(names)); add method= or name=")
+            throw APIError(status: .conflict, code: .ambiguousAPI, message: "several interfaces match (\(names)); add name= or method=")
         }
         return matches[0]
     }

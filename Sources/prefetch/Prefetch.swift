@@ -15,6 +15,7 @@ import PrefetchStore
 import Prometheus
 import RendererPool
 import ServiceLifecycle
+import Tracing
 import UnixSignals
 
 /// The `prefetch` command line. Each subcommand parses its arguments and calls into the libraries.
@@ -176,7 +177,7 @@ extension Prefetch {
                 PREFETCH_ADMIN_PORT, PREFETCH_ADMIN_TOKEN, PREFETCH_IDENTITY_KEY, PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS \
                 (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, PREFETCH_CONFIG_FALLBACK, \
                 PREFETCH_CONFIG_INTERVAL, PREFETCH_CONFIG_FATIGUE, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_TRIGGER_RATE, \
-                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_FAST_HANDOFF, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
+                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_FAST_HANDOFF, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_OTLP, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
                 the environment, not on the command line. \
                 --config may be a file or an http(s) URL; the service follows it (interval, SIGHUP, POST /v1/config/refresh). \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
@@ -325,6 +326,13 @@ extension Prefetch {
             help: "Extra CA bundle (PEM) for private upstreams; TLS verification is never off (env PREFETCH_CA_BUNDLE).")
         var caBundle: String?
 
+        @Flag(
+            name: .customLong("otlp"),
+            help:
+                "Also export traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318; env PREFETCH_OTLP=1)."
+        )
+        var otlp = false
+
         @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
         var logLevel: String?
 
@@ -446,6 +454,7 @@ extension Prefetch {
             }
             settings.dns.httpdns = httpdns ?? environment.value("PREFETCH_HTTPDNS")
             settings.listeners.fastHandoff = !(noFastHandoff || environment.value("PREFETCH_FAST_HANDOFF") == "0")
+            settings.otlp = otlp || environment.value("PREFETCH_OTLP") == "1"
             settings.dns.allowPrivateAddresses = httpdnsAllowPrivate || environment.value("PREFETCH_HTTPDNS_ALLOW_PRIVATE") == "1"
             do {
                 try settings.dns.validate()
@@ -492,7 +501,15 @@ extension Prefetch {
                 Console.error("warning: could not set the allocator's mmap threshold; RSS may grow past the store budget")
             }
             let registry = PrometheusCollectorRegistry()
-            MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+            // With --otlp every metric goes to both: /metrics and the OTLP exporter; the page open's spans go to the
+            // exporter's tracer (the engine takes the bootstrapped one).
+            let otlp = settings.otlp ? try OTLPExport.make() : nil
+            if let otlp {
+                MetricsSystem.bootstrap(MultiplexMetricsHandler(factories: [PrometheusMetricsFactory(registry: registry), otlp.metrics]))
+                InstrumentationSystem.bootstrap(otlp.tracer)
+            } else {
+                MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+            }
             let logger = Logger(label: "prefetch")
             if let source = settings.configSource, !source.source.contains("://") {
                 // A local file that does not validate is an operator's mistake: refuse to start (exit 2, every
@@ -501,7 +518,7 @@ extension Prefetch {
                 if !hasLastGood { _ = try config.load() }
             }
             let app = try buildApplication(
-                settings: settings, registry: registry, logger: logger,
+                settings: settings, registry: registry, exportedMetrics: otlp?.metrics, logger: logger,
                 onServerRunning: { port in
                     Console.out("prefetch listening on http://\(settings.listeners.host):\(port) (config \(settings.configPath))")
                 },
@@ -510,7 +527,9 @@ extension Prefetch {
                         "prefetch operator surface on http://\(settings.listeners.adminHost):\(port)\(settings.listeners.adminToken == nil ? "" : " (bearer token required)")"
                     )
                 })
-            var configuration = ServiceGroupConfiguration(services: [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            // A group stops its services in reverse order: the exporters after the app, so they flush its last spans.
+            var configuration = ServiceGroupConfiguration(
+                services: (otlp?.services ?? []) + [app], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
             // Past the grace period, in-flight work is cancelled rather than holding shutdown forever.
             configuration.maximumGracefulShutdownDuration = settings.shutdownGrace
             try await ServiceGroup(configuration: configuration).run()

@@ -79,6 +79,7 @@ struct OperatorRouteTests {
                 (.post, "/v1/config/refresh", #"{"trigger": "cron"}"#, 400, .badTrigger, #"trigger "cron" is not one of"#),
                 (.post, "/v1/config/refresh", "", 409, .fixedConfig, "fixed config"),
                 (.post, "/v1/config/canary/promote", "", 409, .fixedConfig, "no canary to change"),
+                (.post, "/v1/config/canary/rollback", #"{"force": true}"#, 400, .badJSON, #"unknown member "force""#),
                 (.post, "/v1/config/refresh", nil, 415, .unsupportedMediaType, "send application/json"),
             ]
             for refusal in refused {

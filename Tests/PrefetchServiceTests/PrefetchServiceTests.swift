@@ -478,11 +478,11 @@ struct PrefetchServiceTests {
                     try await service.get("\(data)?api=\(q("\(base)/errors/other"))"), 404, "unknown-api", reason: true, "unknown api")
                 expectError(try await service.get("\(data)?name=nope"), 404, "unknown-api", reason: true, "unknown name")
                 expectError(
-                    try await service.get("\(data)?api=\(q("\(base)/errors/same"))"), 400, "ambiguous-api", reason: false, "ambiguous")
+                    try await service.get("\(data)?api=\(q("\(base)/errors/same"))"), 409, "ambiguous-api", reason: false, "ambiguous")
                 expectError(
                     try await service.get("\(data)?api=\(q("\(base)/errors/same"))&method=TRACE"), 400, "invalid-method", reason: false,
                     "bad method")
-                expectError(try await service.get(data), 400, "missing-api", reason: false, "no api")
+                expectError(try await service.get(data), 409, "ambiguous-api", reason: false, "no api, several interfaces")
 
                 // method= resolves the ambiguity.
                 let chosen = try await eventually(within: 5) {

@@ -66,8 +66,9 @@ import Testing
         }
     }
 
-    /// With a tracer (swift-distributed-tracing), each upstream request is a client span continuing the context the
-    /// tracer extracted from the trigger, and the tracer's own propagation reaches the upstream.
+    /// With a tracer (swift-distributed-tracing), the page open is a span continuing the context the tracer extracted
+    /// from the trigger, each upstream request a client span under it, and the tracer's own propagation reaches the
+    /// upstream.
     @Test func eachUpstreamRequestIsASpanOfTheTriggersTrace() async throws {
         try await withUpstream { upstream in
             let (page, config) = Self.page(upstream.base, "traced", ["a", "b"])
@@ -82,11 +83,15 @@ import Testing
                     #expect(echo.values(InMemoryTracer.traceIDKey) == ["shell-trace"], "\(name)")
                     seen[name] = echo.values(InMemoryTracer.spanIDKey).first
                 }
-                let spans = tracer.finishedSpans.filter { $0.operationName.hasPrefix("prefetch ") }
-                #expect(Set(spans.map(\.operationName)) == ["prefetch a", "prefetch b"])
+                let open = try #require(tracer.finishedSpans.first { $0.operationName == "prefetch open" })
+                #expect(
+                    open.spanContext.traceID == "shell-trace" && open.spanContext.parentSpanID == "shell-span",
+                    "a child of the shell's span")
+                let spans = tracer.finishedSpans.filter { ["prefetch a", "prefetch b"].contains($0.operationName) }
+                #expect(spans.count == 2)
                 for span in spans {
                     #expect(span.spanContext.traceID == "shell-trace")
-                    #expect(span.spanContext.parentSpanID == "shell-span", "a child of the shell's span")
+                    #expect(span.spanContext.parentSpanID == open.spanContext.spanID, "a child of the page open's span")
                     #expect(seen[String(span.operationName.dropFirst("prefetch ".count))] == span.spanContext.spanID)
                 }
             }

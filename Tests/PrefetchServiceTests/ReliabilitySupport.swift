@@ -82,11 +82,14 @@ struct ServeProcess {
     /// The operator surface.
     let adminPort: Int
 
-    /// Starts `prefetch serve --config <path> --port 0 --admin-port 0 [arguments]` and waits (at most 30 s) for
-    /// both listening lines.
-    static func start(configPath: String, arguments: [String] = [], logLevel: String = "info") async throws -> ServeProcess {
+    /// Starts `prefetch serve --config <path> --port 0 --admin-port 0 [arguments]` (with `environment` added) and waits
+    /// (at most 30 s) for both listening lines.
+    static func start(
+        configPath: String, arguments: [String] = [], logLevel: String = "info", environment: [String: String] = [:]
+    ) async throws -> ServeProcess {
         let child = try ChildProcess(
-            "prefetch", ["serve", "--config", configPath, "--port", "0", "--admin-port", "0", "--log-level", logLevel] + arguments)
+            "prefetch", ["serve", "--config", configPath, "--port", "0", "--admin-port", "0", "--log-level", logLevel] + arguments,
+            environment: environment)
         var ports: (Int, Int)?
         _ = await eventually(within: 30) {
             if let page = listeningPort(in: child.stdout, prefix: "prefetch listening on http://127.0.0.1:"),

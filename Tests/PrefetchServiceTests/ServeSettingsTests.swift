@@ -28,6 +28,14 @@ import Testing
         #expect(defaults.listeners.host == "127.0.0.1" && defaults.listeners.port == 8080 && defaults.store.url == nil)
     }
 
+    @Test func theOTLPExportIsOffUnlessAskedFor() throws {
+        #expect(try settings([]).otlp == false)
+        #expect(try settings(["--otlp"]).otlp)
+        #expect(try settings([], ["PREFETCH_OTLP": "1"]).otlp)
+        #expect(
+            try settings([], ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"]).otlp == false, "an endpoint alone turns nothing on")
+    }
+
     @Test func aSharedStoreWithoutAnIdentityKeyIsRefusedNamingTheOption() throws {
         #expect {
             try settings(["--store", "redis://127.0.0.1:6390"])

@@ -283,8 +283,8 @@ final class ChildProcess: Sendable {
     let stdoutPath: String
     let stderrPath: String
 
-    /// Starts the package executable `name` with `arguments`.
-    init(_ name: String, _ arguments: [String]) throws {
+    /// Starts the package executable `name` with `arguments`, and `environment` added to this process's.
+    init(_ name: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         let url = try #require(builtExecutable(name), "\(name) executable not found next to the test bundle")
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-child-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -295,6 +295,9 @@ final class ChildProcess: Sendable {
         let process = TestProcess()
         process.executableURL = url
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let out = try FileHandle(forWritingTo: URL(fileURLWithPath: stdoutPath))
         let err = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
         defer {

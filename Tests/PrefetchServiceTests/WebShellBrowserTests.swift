@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import HummingbirdTesting
 import Logging
 import PrefetchCore
@@ -91,6 +92,65 @@ struct WebShellBrowserTests {
     }
 }
 
+extension WebShellBrowserTests {
+    /// The same-site deployment in a real browser: the shell triggers with the user's cookie and injects no key; the
+    /// page reads both interfaces with `page=` and the cookie the browser holds. The waterfall marks both read, and
+    /// every view of the session agrees: the debug opens' reads, the per-version data and waste counters, and the
+    /// store's counters in `/metrics` and in `/v1/debug/status`.
+    @Test func aSameSitePageOpenIsReadInTheWaterfallAndEveryCounterAgrees() async throws {
+        try await WebShellBrowser.withService(sameSite: true) { base, admin, data, more in
+            let result = try await WebShellBrowser.harness([
+                "ui", "--same-site", "--base", base, "--admin", admin, "--api", data, "--api", more,
+            ])
+            let marks = try #require(result["marks"] as? [String: Any])
+            let results = try #require(marks["results"] as? [[String: Any]])
+            #expect(results.count == 2 && results.allSatisfy { $0["via"] as? String == "credentials" }, "\(results)")
+            #expect(results.allSatisfy { ["hit", "joined"].contains($0["source"] as? String ?? "") }, "\(results)")
+
+            // The waterfall (the /ui DOM) marks both interfaces read.
+            let dom = try String(contentsOfFile: try #require(result["dom"] as? String), encoding: .utf8)
+            let readMarks = dom.components(separatedBy: ">hit @").count + dom.components(separatedBy: ">joined @").count - 2
+            #expect(readMarks == 2, "read marks in the waterfall: \(readMarks)")
+
+            let adminPort = try #require(Int(admin.split(separator: ":").last ?? ""))
+            let opens = try #require(try await oneRequest(port: adminPort, .get, "/v1/debug/opens").json["opens"] as? [[String: Any]])
+            #expect(opens.count == 1)
+            let requests = try #require(opens.first?["requests"] as? [[String: Any]])
+            let reads = requests.flatMap { $0["reads"] as? [[String: Any]] ?? [] }
+            #expect(requests.count == 2 && requests.allSatisfy { ($0["reads"] as? [[String: Any]])?.count == 1 }, "\(requests)")
+            func served(_ kind: String) -> Double { Double(reads.filter { $0["served"] as? String == kind }.count) }
+
+            // A second page open takes the registry's only place: the first ticket leaves, and its unread requests (none)
+            // count as waste.
+            let next = try await oneRequest(
+                port: try #require(Int(base.split(separator: ":").last ?? "")), .post, "/v1/prefetch",
+                body: #"{"url": "\#(base)/demo/page.html?run=2"}"#)
+            #expect(next.status == 202, "\(next.text)")
+
+            let metrics = try await oneRequest(port: adminPort, .get, "/metrics").text
+            func metric(_ name: String, _ labels: String) -> Double { metricValue(metrics, name, labels: labels) ?? -1 }
+            #expect(metric("prefetch_config_data_total", #"config="active",result="hit""#) == served("hit"), "\(metrics)")
+            #expect(metric("prefetch_config_data_total", #"config="active",result="joined""#) == served("joined"))
+            #expect(metric("prefetch_config_data_total", #"config="active",result="miss""#) == 0)
+            #expect(metric("prefetch_config_unread_total", #"config="active""#) == 0, "both reads count, so nothing was wasted")
+            // Every series of `name` whose labels contain `labels`, summed (one per interface).
+            func total(_ name: String, _ labels: String) -> Double {
+                metrics.split(separator: "\n").filter { $0.hasPrefix(name + "{") && $0.contains(labels) }
+                    .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+            }
+            #expect(total("prefetch_data_total", #"result="hit""#) == served("hit"))
+            #expect(total("prefetch_data_total", #"result="joined""#) == served("joined"))
+            let leaders = Double(requests.filter { $0["flight"] as? String == "leader" }.count)
+            #expect(leaders == 2 && total("prefetch_flights_total", #"role="leader""#) == leaders + 2, "two page opens, each fetching both")
+            let status = try await oneRequest(port: adminPort, .get, "/v1/debug/status").json
+            let store = try #require(status["store"] as? [String: Any])
+            #expect(Double(store["hits"] as? Int ?? -1) == metricValue(metrics, "prefetch_store_hits_total"), "\(store)")
+            #expect(Double(store["joins"] as? Int ?? -1) == metricValue(metrics, "prefetch_store_joins_total"), "\(store)")
+            #expect(Double((store["hits"] as? Int ?? 0) + (store["joins"] as? Int ?? 0)) == served("hit") + served("joined"))
+        }
+    }
+}
+
 enum WebShellBrowser {
     static let root: String = {
         var parts = #filePath.split(separator: "/", omittingEmptySubsequences: false)
@@ -102,8 +162,10 @@ enum WebShellBrowser {
     /// `body` with the page and operator surfaces' base URLs and the two interface URLs; stops both.
     /// With `dependent`, the page's interfaces are `demo.user` (a JSON answer in 300 ms) and `demo.orders`, which
     /// needs its `/data/uid` (another 300 ms); `body` gets demo.user's URL in the place of the data interface's.
+    /// With `sameSite`, the second interface is `demo.more` (an answer in 100 ms) in the place of the failing one, and
+    /// the service holds one ticket (a second page open makes the first leave, and count its waste).
     static func withService(
-        dependent: Bool = false, _ body: @Sendable @escaping (String, String, String, String) async throws -> Void
+        dependent: Bool = false, sameSite: Bool = false, _ body: @Sendable @escaping (String, String, String, String) async throws -> Void
     ) async throws {
         let upstream = try await TestUpstream.start()
         let userJSON = #"{"data":{"uid":"u-42 7"}}"#.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
@@ -111,13 +173,15 @@ enum WebShellBrowser {
             dependent
             ? "http://127.0.0.1:\(upstream.port)/demo/user?delay=300&contentType=application%2Fjson&body=\(userJSON)"
             : "http://127.0.0.1:\(upstream.port)/demo/data?delay=300"
-        let broken = "http://127.0.0.1:\(upstream.port)/demo/broken?status=503"
+        let broken =
+            sameSite ? "http://127.0.0.1:\(upstream.port)/demo/more?delay=100" : "http://127.0.0.1:\(upstream.port)/demo/broken?status=503"
         let orders = "http://127.0.0.1:\(upstream.port)/demo/orders?delay=300"
         let holder = ConfigHolder(nil)
         var settings = ServiceSettings()
         settings.listeners.port = 0
         settings.listeners.adminPort = 0
         settings.configPath = "webshell-browser-test"
+        if sameSite { settings.engine.ticketCapacity = 1 }
         let adminPort = PortBox()
         do {
             let app = try buildApplication(
@@ -132,7 +196,7 @@ enum WebShellBrowser {
                         ]
                         : [
                             TestInterface(name: "demo.data", api: data, urlParam: true, params: ["run"]),
-                            TestInterface(name: "demo.broken", api: broken),
+                            TestInterface(name: sameSite ? "demo.more" : "demo.broken", api: broken),
                         ]
                     let config = TestConfig(
                         name: "webshell-demo", version: "1", [TestPage("http://127.0.0.1:\(port)/demo/page.html", interfaces)])

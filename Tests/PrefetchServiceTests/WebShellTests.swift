@@ -172,6 +172,26 @@ import Testing
         }
     }
 
+    /// A shell that reads its results view was handed the responses: the ticket records the reads (so the waterfall
+    /// and the waste metric agree with the store, which counted them), a failed result as a miss with its code.
+    @Test func aResultsViewIsRecordedAsReadsOfTheTicket() async throws {
+        try await withApp { client, admin in
+            let ticket = try await trigger(client)
+            let results = try await client.execute(uri: "/v1/prefetch/\(ticket)?wait=3000", method: .get)
+            #expect(results.status == .ok)
+            let requests = try #require((try await opens(admin)).first?["requests"] as? [[String: Any]])
+            let info = try #require(requests[0]["reads"] as? [[String: Any]])
+            #expect(info.count == 1 && ["hit", "joined"].contains(info.first?["served"] as? String ?? ""), "\(info)")
+            let broken = try #require(requests[1]["reads"] as? [[String: Any]])
+            #expect(broken.first?["served"] as? String == "miss" && broken.first?["reason"] as? String == "upstream-5xx", "\(broken)")
+            let metrics = try await oneRequest(port: admin, .get, "/metrics").text
+            let served = metricValue(metrics, "prefetch_config_data_total", labels: #"config="active",result="hit""#) ?? 0
+            let joined = metricValue(metrics, "prefetch_config_data_total", labels: #"config="active",result="joined""#) ?? 0
+            #expect(
+                served + joined == 1 && metricValue(metrics, "prefetch_config_data_total", labels: #"config="active",result="miss""#) == 1)
+        }
+    }
+
     @Test func aReadWithAnotherUsersCredentialsIsRecordedAsAMiss() async throws {
         try await withApp { client, admin in
             let response = try await client.execute(

@@ -11,8 +11,8 @@ public struct PrefetchShellConfiguration: Sendable {
     /// invalidates; no other cookie of the shell ever goes to the service. Empty: no cookies are sent at all.
     public var apiURLs: [URL]
 
-    /// The renderer profile to lease a warm renderer of with each page open (`POST /v1/renderers/acquire`, at the
-    /// same time as the trigger `POST /v1/prefetch`), or nil to only trigger.
+    /// The renderer profile to lease a warm renderer of with each page open (`POST /v1/open`: the trigger and the lease
+    /// in one round trip), or nil to only trigger (`POST /v1/prefetch`).
     public var rendererProfile: String?
 
     /// How long each kind of call may take before the shell gives up on it and goes on without the service.

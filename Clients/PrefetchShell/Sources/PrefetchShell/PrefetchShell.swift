@@ -255,53 +255,42 @@ extension PrefetchShell {
         }
     }
 
-    /// The trigger and a renderer lease at once (`POST /v1/prefetch` and `POST /v1/renderers/acquire`): a failed trigger
-    /// still returns the lease, so the caller can give it back or use it.
-    ///
-    /// Not `POST /v1/open`, which does both in one round trip: its answer's halves are `anyOf` a schema and `JSONNull`,
-    /// and the generated decoder reads JSON null as neither (every answer has a null half), so it decodes no answer.
+    /// The trigger and a renderer lease in one round trip (`POST /v1/open`): each half is its value or its own error, so
+    /// a failed trigger still returns the lease, and the caller can give it back or use it.
     static func open(_ page: URL, profile: String, credentials: Credentials, api: ServiceAPI) async throws -> TriggerAnswer {
-        async let leased = acquire(profile: profile, page: page, api: api)
-        var answer: TriggerAnswer
-        do {
-            answer = try await trigger(page, credentials: credentials, api: api)
-        } catch {
-            answer = TriggerAnswer(outcome: .failed(failure(error)))
+        let body = Operations.OpenPage.Input.Body.JsonPayload(
+            url: page.absoluteString, profile: profile, headers: credentialHeaders(credentials))
+        let halves: Operations.OpenPage.Output.Ok.Body.JsonPayload
+        switch try await api.client().openPage(body: .json(body)) {
+        case .ok(let ok): halves = try ok.body.json
+        case .badRequest(let answer): return refusedOpen(answer, status: 400)
+        case .forbidden(let answer): return refusedOpen(answer, status: 403)
+        case .requestTimeout(let answer): return refusedOpen(answer, status: 408)
+        case .contentTooLarge(let answer): return refusedOpen(answer, status: 413)
+        case .unsupportedMediaType(let answer): return refusedOpen(answer, status: 415)
+        case .undocumented(let status, _): return try undocumented(status)
         }
-        switch await leased {
-        case .success(let lease): answer.renderer = lease
-        case .failure(let refusal): answer.rendererError = refusal.code
+        var answer: TriggerAnswer
+        if let ticket = halves.prefetch?.value1 {
+            answer = TriggerAnswer(outcome: .triggered, ticket: ticket)
+        } else {
+            let code = halves.prefetchError?.value1.error ?? "bad-answer"
+            // The trigger's 503 refusals (`POST /v1/prefetch` answers them with that status): the service is not serving.
+            let unavailable: Set<String> = ["not-ready", "overloaded", "shutdown"]
+            answer = TriggerAnswer(outcome: unavailable.contains(code) ? .failed(.serviceError) : .refused(code: code))
+        }
+        if let lease = halves.renderer?.value1 {
+            answer.renderer = RendererLease(id: lease.id.value1, profile: lease.profile, warm: lease.warm)
+        } else {
+            answer.rendererError = halves.rendererError?.value1.error ?? "bad-answer"
         }
         return answer
     }
 
-    /// A renderer refusal (`unknown-profile`, `caller-limit`, `timeout`, ...) or why no answer came.
-    struct RendererRefusal: Error {
-        var code: String
-    }
-
-    static func acquire(profile: String, page: URL, api: ServiceAPI) async -> Result<RendererLease, RendererRefusal> {
-        do {
-            let output = try await api.client().acquireRenderer(body: .json(.init(profile: profile, page: page.absoluteString)))
-            let refusal: String
-            switch output {
-            case .ok(let ok):
-                let lease = try ok.body.json
-                return .success(RendererLease(id: lease.id.value1, profile: lease.profile, warm: lease.warm))
-            case .badRequest(let answer): refusal = answer.code(status: 400)
-            case .forbidden(let answer): refusal = answer.code(status: 403)
-            case .notFound(let answer): refusal = answer.code(status: 404)
-            case .requestTimeout(let answer): refusal = answer.code(status: 408)
-            case .contentTooLarge(let answer): refusal = answer.code(status: 413)
-            case .unsupportedMediaType(let answer): refusal = answer.code(status: 415)
-            case .tooManyRequests(let answer): refusal = answer.code(status: 429)
-            case .serviceUnavailable(let answer): refusal = answer.code(status: 503)
-            case .undocumented(let status, _): refusal = "status-\(status)"
-            }
-            return .failure(RendererRefusal(code: refusal))
-        } catch {
-            return .failure(RendererRefusal(code: failure(error).rawValue))
-        }
+    /// A whole `POST /v1/open` refused: neither a prefetch nor a renderer.
+    static func refusedOpen(_ answer: some ErrorAnswer, status: Int) -> TriggerAnswer {
+        let code = answer.code(status: status)
+        return TriggerAnswer(outcome: .refused(code: code), rendererError: code)
     }
 
     /// The `Set-Cookie` of one replay of the ticket, as cookies of the interface's request host.

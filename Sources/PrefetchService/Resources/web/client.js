@@ -7,10 +7,11 @@
  *   const data = await response.json();      // response.prefetch = {source: 'hit'|'joined'|'miss', reason, via}
  *
  * Two ways to read, chosen per call (never a ticket in a URL):
+ * Both send page=<this page's URL>, as the service's document requires.
  * - With a read key (options.readKey, else window.__PREFETCH_READ_KEY__ set by the shell's JS bridge, else
  *   sessionStorage 'prefetchReadKey'): GET /v1/data with the key in the X-Prefetch-Key header and no cookies.
  *   The service accepts the key only from the page's own origin. For a service on another site.
- * - Without: GET /v1/data?page=<this page's URL> with the page's own cookies (credentials: 'include'). For a
+ * - Without: GET /v1/data with the page's own cookies (credentials: 'include'), page= locating the data. For a
  *   service on the page's site, where the browser sends it the user's cookies.
  * The service is the origin this script was loaded from (PrefetchClient.base to change it). Any miss, error,
  * slow answer (PrefetchClient.timeout ms beyond the wait) or unreachable service falls back to
@@ -58,11 +59,11 @@
     var key = client.readKey(options);
     var via = key ? 'read-key' : 'credentials';
     var init = {cache: 'no-store'};
+    query.set('page', global.location.href);
     if (key) {
       init.credentials = 'omit';
       init.headers = {'X-Prefetch-Key': key};
     } else {
-      query.set('page', global.location.href);
       init.credentials = 'include';
     }
     var controller = new AbortController();
