@@ -22,14 +22,14 @@ struct OTLPExportTests {
             let receiver = try OTLPReceiver.start()
             defer { receiver.stop() }
             let config = try TempConfig(
-                configText(pages: [
-                    pageEntry(
+                TestConfig([
+                    TestPage(
                         Self.page,
                         [
-                            #"{"name": "info", "api": "\#(upstream.base)/traced/info", "method": "GET"}"#,
-                            #"{"name": "broken", "api": "\#(upstream.base)/traced/broken?status=503", "method": "GET"}"#,
+                            TestInterface(name: "info", api: "\(upstream.base)/traced/info"),
+                            TestInterface(name: "broken", api: "\(upstream.base)/traced/broken?status=503"),
                         ])
-                ]))
+                ]).text)
             defer { config.remove() }
             let server = try await ServeProcess.start(
                 configPath: config.path, arguments: ["--otlp"], logLevel: "warning",

@@ -179,11 +179,11 @@ import Testing
             let ticket = try await trigger(client)
             let results = try await client.execute(uri: "/v1/prefetch/\(ticket)?wait=3000", method: .get)
             #expect(results.status == .ok)
-            let requests = try #require((try await opens(admin)).first?["requests"] as? [[String: Any]])
-            let info = try #require(requests[0]["reads"] as? [[String: Any]])
-            #expect(info.count == 1 && ["hit", "joined"].contains(info.first?["served"] as? String ?? ""), "\(info)")
-            let broken = try #require(requests[1]["reads"] as? [[String: Any]])
-            #expect(broken.first?["served"] as? String == "miss" && broken.first?["reason"] as? String == "upstream-5xx", "\(broken)")
+            let requests = try #require((try await opens(admin)).first?.requests)
+            let info = requests[0].reads
+            #expect(info.count == 1 && ["hit", "joined"].contains(info.first?.served ?? ""), "\(info)")
+            let broken = requests[1].reads
+            #expect(broken.first?.served == "miss" && broken.first?.reason == "upstream-5xx", "\(broken)")
             let metrics = try await oneRequest(port: admin, .get, "/metrics").text
             let served = metricValue(metrics, "prefetch_config_data_total", labels: #"config="active",result="hit""#) ?? 0
             let joined = metricValue(metrics, "prefetch_config_data_total", labels: #"config="active",result="joined""#) ?? 0
