@@ -30,11 +30,11 @@ public enum CheckOutcome: String, Sendable, Codable, CaseIterable {
     /// The primary answered normally with the version already loaded.
     case unchanged
     /// The fallback served a new version, which is now current.
-    case fallbackApplied = "fallback_applied"
+    case fallbackApplied = "fallback-applied"
     /// The fallback answered normally with the version already loaded.
-    case fallbackUnchanged = "fallback_unchanged"
+    case fallbackUnchanged = "fallback-unchanged"
     /// Nothing was loaded and no source answered normally; the last-good copy was loaded instead.
-    case lastGood = "last_good"
+    case lastGood = "last-good"
     /// No source answered normally; whatever was loaded keeps serving.
     case abnormal
     /// Inside the fatigue window: nothing was asked.
@@ -61,9 +61,9 @@ public enum ConfigCheckErrorCode: String, Sendable, Codable, CaseIterable {
     /// The transfer failed (connect, timeout, reset, too large, ...).
     case transfer
     /// The HTTP status was not 2xx.
-    case httpStatus = "http_status"
+    case httpStatus = "http-status"
     /// The envelope's `code` was not 200.
-    case remoteCode = "remote_code"
+    case remoteCode = "remote-code"
     /// The body is not a valid config.
     case invalid
     /// A file source (or the last-good copy) could not be read.

@@ -2,7 +2,7 @@ import PrefetchCore
 
 /// Why a `RedisStore` could not be created. `code` is from a small fixed vocabulary, safe as a metric label.
 public struct RedisStoreError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// A bounded code; today only `invalid_url`.
+    /// A bounded code; today only `invalid-url`.
     public var code: String
     /// A human explanation naming the offending input (credentials, if any, are never repeated).
     public var message: String
@@ -14,7 +14,7 @@ public struct RedisStoreError: Error, Sendable, Hashable, CustomStringConvertibl
     }
 
     /// Code of the error for a Redis URL that cannot be used.
-    public static let invalidURLCode = "invalid_url"
+    public static let invalidURLCode = "invalid-url"
 
     /// A `description` of the form `code: message`.
     public var description: String { "\(code): \(message)" }

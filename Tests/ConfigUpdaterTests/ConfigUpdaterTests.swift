@@ -168,7 +168,7 @@ struct URLSourceTests {
 
                 #expect(try metrics.expectCounter("prefetch_config_checks_total", [("outcome", "abnormal")]).totalValue == 4)
                 #expect(
-                    try metrics.expectCounter("prefetch_config_checks_total", [("outcome", "fallback_applied")]).totalValue == 1)
+                    try metrics.expectCounter("prefetch_config_checks_total", [("outcome", "fallback-applied")]).totalValue == 1)
                 #expect(
                     try metrics.expectCounter(
                         "prefetch_config_errors_total", [("source", "primary"), ("reason", "invalid")]
@@ -418,8 +418,8 @@ struct SettingsAndStatusTests {
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
         #expect(object["loadedAt"] as? String == "2023-11-14T22:13:20.250Z")
         #expect(object["active"] as? String == "last-good")
-        #expect(object["lastCheckOutcome"] as? String == "last_good")
-        #expect(object["lastErrorCode"] as? String == "http_status")
+        #expect(object["lastCheckOutcome"] as? String == "last-good")
+        #expect(object["lastErrorCode"] as? String == "http-status")
         #expect(object["notReadyReason"] == nil)
         #expect(try JSONDecoder().decode(ConfigStatus.self, from: data) == status)
     }

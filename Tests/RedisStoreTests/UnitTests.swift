@@ -26,7 +26,7 @@ import Testing
             try RedisEndpoint(url: url)
         } throws: { error in
             guard let error = error as? RedisStoreError else { return false }
-            return error.code == "invalid_url" && error.message.contains("'\(url)'")
+            return error.code == "invalid-url" && error.message.contains("'\(url)'")
         }
     }
 }
