@@ -201,17 +201,19 @@ import Glibc
                 }
 
                 // Single flight is exact again across the replicas, on the new primary: 40 begins, one leader.
-                let outcomes = await withTaskGroup(of: BeginOutcome.self) { group in
+                let begun = await withTaskGroup(of: (Int, BeginOutcome).self) { group in
                     for index in 0..<40 {
                         let store = stores[index % 2]
-                        group.addTask { await store.begin(key("/after"), policy: policy()) }
+                        group.addTask { (index % 2, await store.begin(key("/after"), policy: policy())) }
                     }
-                    return await group.reduce(into: [BeginOutcome]()) { $0.append($1) }
+                    return await group.reduce(into: [(Int, BeginOutcome)]()) { $0.append($1) }
                 }
+                let outcomes = begun.map(\.1)
                 #expect(outcomes.count { $0.token != nil } == 1, "\(outcomes)")
                 #expect(outcomes.count { $0 == .joined } == 39)
-                let leader = try #require(outcomes.first { $0.token != nil }?.token)
-                let leading = outcomes.firstIndex { $0.token != nil }! % 2 == 0 ? a : b
+                // The replica that leads completes its flight (the other would be ignored: it does not lead it).
+                let (leading, leader) = try #require(
+                    begun.first { $0.1.token != nil }.flatMap { pair in pair.1.token.map { (stores[pair.0], $0) } })
                 await leading.complete(key("/after"), token: leader, result: .success(response("second")))
                 for store in stores {
                     #expect(await store.read(key("/after"), wait: .seconds(5)).content == Content(response("second")))
