@@ -116,7 +116,8 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
                 throw invalid("the user is not valid percent-encoded UTF-8")
             }
             guard let rawPassword, !rawPassword.isEmpty else {
-                throw invalid(user.isEmpty ? "the password is empty" : "user '\(user)' has no password")
+                // The user is not repeated: a password written without its colon would be shown.
+                throw invalid(user.isEmpty ? "the password is empty" : "a user without a password (for the default user write :password@)")
             }
             guard let password = Self.percentDecoded(rawPassword) else {
                 throw invalid("the password is not valid percent-encoded UTF-8")

@@ -180,8 +180,8 @@ final class PooledConnection: Sendable {
         case idle
         /// Connecting (and authenticating); the calls wait, in order.
         case connecting([RedisCall])
-        /// Open and ready: calls are written at once.
-        case open(RedisConnectionHandler)
+        /// Open and ready, to the primary of a locator generation: calls are written at once.
+        case open(RedisConnectionHandler, generation: Int)
         /// The pool is gone.
         case closed
     }
@@ -206,7 +206,7 @@ final class PooledConnection: Sendable {
     func close() {
         eventLoop.execute {
             switch self.state.value {
-            case .open(let handler): handler.retire()
+            case .open(let handler, _): handler.retire()
             case .connecting(let waiting):
                 for call in waiting { call.finish(failing: RedisCallError(kind: .io, message: "the Redis pool was closed")) }
             case .idle, .closed: break
@@ -219,8 +219,14 @@ final class PooledConnection: Sendable {
     /// not: it goes to a fresh connection whatever the health says, as the first attempt already claimed its turn).
     private func submitOnLoop(_ call: RedisCall, gated: Bool) {
         var call = call
+        if case .open(let handler, let generation) = state.value, generation != settings.locator.generation {
+            // Opened to a server the sentinels no longer name as the primary: finish what is on it, and connect to
+            // the one they name now.
+            handler.retire()
+            state.value = .idle
+        }
         if gated {
-            if !health.isUp, case .open(let handler) = state.value {
+            if !health.isUp, case .open(let handler, _) = state.value {
                 // Opened before the outage: finish what is on it, and start afresh.
                 handler.retire()
                 state.value = .idle
@@ -232,7 +238,7 @@ final class PooledConnection: Sendable {
             }
         }
         switch state.value {
-        case .open(let handler):
+        case .open(let handler, _):
             call.mayRetry = !call.retried
             handler.send(call)
         case .connecting(var waiting):
@@ -249,6 +255,7 @@ final class PooledConnection: Sendable {
 
     /// Opens a connection, authenticates and selects the database, then writes the calls that waited.
     private func connect() {
+        let generation = settings.locator.generation
         guard let endpoint = settings.locator.current else {
             opened(.failure(RedisCallError(kind: .connect, message: "no Redis primary is known yet: the sentinels have not named one")))
             return
@@ -282,7 +289,7 @@ final class PooledConnection: Sendable {
                     return
                 }
                 handler.onClose = { closing, retry in self.connectionClosed(closing, retry: retry) }
-                self.handshake(handler)
+                self.handshake(handler, endpoint: endpoint, generation: generation)
             case .failure(let error):
                 self.opened(.failure(RedisCallError(kind: .connect, message: "cannot connect to \(endpoint): \(error)")))
             }
@@ -290,13 +297,12 @@ final class PooledConnection: Sendable {
     }
 
     /// `AUTH` and `SELECT` as one pipeline, when the endpoint needs either.
-    private func handshake(_ handler: RedisConnectionHandler) {
-        let endpoint = settings.endpoint
+    private func handshake(_ handler: RedisConnectionHandler, endpoint: RedisEndpoint, generation: Int) {
         var commands: [[[UInt8]]] = []
         if let credentials = endpoint.credentials { commands.append(credentials.authCommand.map { Array($0.utf8) }) }
         if endpoint.database != 0 { commands.append(["SELECT", String(endpoint.database)].map { Array($0.utf8) }) }
         guard !commands.isEmpty else {
-            opened(.success(handler))
+            opened(.success(handler), generation: generation)
             return
         }
         let box = NIOLoopBound(handler, eventLoop: eventLoop)
@@ -307,9 +313,9 @@ final class PooledConnection: Sendable {
                     let handler = box.value
                     if let failure = Self.handshakeFailure(results, endpoint: endpoint) {
                         handler.retire()
-                        self.opened(.failure(failure))
+                        self.opened(.failure(failure), generation: generation)
                     } else {
-                        self.opened(.success(handler))
+                        self.opened(.success(handler), generation: generation)
                     }
                 }))
     }
@@ -343,7 +349,7 @@ final class PooledConnection: Sendable {
     }
 
     /// The connection attempt ended: write the waiting calls on it, or fail them all.
-    private func opened(_ result: Result<RedisConnectionHandler, RedisCallError>) {
+    private func opened(_ result: Result<RedisConnectionHandler, RedisCallError>, generation: Int = 0) {
         guard case .connecting(let waiting) = state.value else {
             // The pool closed meanwhile.
             if case .success(let handler) = result { handler.retire() }
@@ -352,7 +358,7 @@ final class PooledConnection: Sendable {
         switch result.flatMap({ handler in handler.closeError.map { .failure($0) } ?? .success(handler) }) {
         case .success(let handler):
             health.succeeded()
-            state.value = .open(handler)
+            state.value = .open(handler, generation: generation)
             for call in waiting { handler.send(call) }
         case .failure(let error):
             health.failed(error)
@@ -363,7 +369,7 @@ final class PooledConnection: Sendable {
 
     /// `handler`'s connection closed; `retry` are the calls on it that the server closed before they got a reply.
     private func connectionClosed(_ handler: RedisConnectionHandler, retry: [RedisCall]) {
-        if case .open(let current) = state.value, current === handler { state.value = .idle }
+        if case .open(let current, _) = state.value, current === handler { state.value = .idle }
         for var call in retry {
             call.retried = true
             call.mayRetry = false

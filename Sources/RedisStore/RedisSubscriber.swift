@@ -142,10 +142,10 @@ final class RedisSubscriber: Sendable {
     }
 }
 
-/// The subscriber thread's view of the sentinels (Sentinel client guidelines): ask them in turn for the primary's
-/// address (`SENTINEL get-master-addr-by-name`), the one that answered last first; ask that server its `ROLE`; hand
-/// both to ``PrimaryDiscovery``, which decides; point the ``PrimaryLocator`` where it says. Blocking calls, bounded by
-/// short timeouts, on the subscriber's own thread only.
+/// The subscriber thread's view of the sentinels (Sentinel client guidelines): ask every one for the primary's
+/// address (`SENTINEL get-master-addr-by-name`); ask the address a majority names its `ROLE` when it is not the
+/// current primary; hand both to ``PrimaryDiscovery``, which decides; point the ``PrimaryLocator`` where it says.
+/// Blocking calls, bounded by short timeouts, on the subscriber's own thread only.
 final class SentinelWatch {
     /// How often the sentinels are asked.
     static let interval = Duration.milliseconds(500)
@@ -160,7 +160,7 @@ final class SentinelWatch {
         self.sentinels = sentinels
         self.settings = settings
         self.onMoved = onMoved
-        self.discovery = PrimaryDiscovery(sentinels: sentinels.sentinels.count)
+        self.discovery = PrimaryDiscovery()
     }
 
     var isDue: Bool { ContinuousClock.now >= next }
@@ -170,22 +170,21 @@ final class SentinelWatch {
     func check() -> RedisEndpoint? {
         next = ContinuousClock.now + Self.interval
         let timeout = min(settings.connectTimeout, .milliseconds(500))
-        var answered: (index: Int, address: SentinelEndpoints.Address)?
-        for index in discovery.order {
-            let sentinel = sentinels.sentinels[index]
+        let reports = sentinels.sentinels.map { sentinel -> SentinelEndpoints.Address? in
             let asked = RedisEndpoint(host: sentinel.host, port: sentinel.port)
             guard let connection = try? RedisConnection.open(asked, connectTimeout: timeout, commandTimeout: timeout),
                 let reply = try? connection.command(["SENTINEL", "get-master-addr-by-name", sentinels.primaryName]),
                 case .array(let parts) = reply, parts.count == 2, let host = parts[0].text,
-                let port = parts[1].text.flatMap({ Int($0) })
-            else { continue }
-            answered = (index, SentinelEndpoints.Address(host: host, port: port))
-            break
+                let port = parts[1].text.flatMap({ Int($0) }), (1...65535).contains(port)
+            else { return nil }
+            return SentinelEndpoints.Address(host: host, port: port)
         }
-        let role = answered.map { self.role(of: sentinels.primary(at: $0.address), timeout: timeout) } ?? .unknown
+        let named = PrimaryDiscovery.majority(reports, of: sentinels.sentinels.count)
+        // The credentials go only to a server most of the sentinels name, and only once it is a new one.
+        let role: PrimaryDiscovery.Role =
+            if let named, named != discovery.current { self.role(of: sentinels.primary(at: named), timeout: timeout) } else { .unknown }
         let previous = settings.locator.current
-        guard case .switchTo(let address) = discovery.observed(sentinel: answered?.index, reported: answered?.address, role: role)
-        else { return nil }
+        guard case .switchTo(let address) = discovery.observed(named: named, role: role) else { return nil }
         let primary = sentinels.primary(at: address)
         settings.locator.set(primary)
         guard let previous else { return nil }

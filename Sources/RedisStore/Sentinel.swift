@@ -101,6 +101,9 @@ public struct SentinelEndpoints: Sendable, Hashable, CustomStringConvertible {
 /// sentinels name another primary.
 final class PrimaryLocator: Sendable {
     private let primary: Mutex<RedisEndpoint?>
+    /// How many times the primary was set: a connection opened under an earlier generation goes to a server that is
+    /// no longer the primary (read without a lock on every pool call).
+    private let changes = Atomic<Int>(0)
 
     /// A fixed endpoint (`redis://`).
     init(fixed endpoint: RedisEndpoint) {
@@ -115,15 +118,19 @@ final class PrimaryLocator: Sendable {
     /// The endpoint to connect to now; nil while no primary is known.
     var current: RedisEndpoint? { primary.withLock { $0 } }
 
+    /// Which primary is current: it changes whenever ``set(_:)`` is called.
+    var generation: Int { changes.load(ordering: .acquiring) }
+
     func set(_ endpoint: RedisEndpoint?) {
         primary.withLock { $0 = endpoint }
+        changes.add(1, ordering: .releasing)
     }
 }
 
 /// What the store does with what the sentinels say, as a value: no I/O, so every rule has a unit test
-/// (`SentinelTests`). The subscriber's thread asks the sentinels in ``order`` (the one that answered last first, as
-/// the Sentinel client guidelines say), takes the first address one of them reports, asks that server its `ROLE`,
-/// and hands both here.
+/// (`SentinelRuleTests`). Each round the subscriber's thread asks every sentinel for the primary's address; the
+/// address a majority of all the configured sentinels name (``majority(_:of:)``) is asked its `ROLE`, and both come
+/// here. One stale or lying sentinel cannot move the store: it takes as many as Sentinel's own failover needs.
 struct PrimaryDiscovery: Sendable {
     /// What a server said of itself (`ROLE`'s first element).
     enum Role: Sendable, Equatable {
@@ -140,25 +147,22 @@ struct PrimaryDiscovery: Sendable {
         case switchTo(SentinelEndpoints.Address)
     }
 
-    /// Sentinel indices in the order to ask them.
-    private(set) var order: [Int]
     /// The primary connections go to (nil before the first one is known).
     private(set) var current: SentinelEndpoints.Address?
 
-    init(sentinels: Int) {
-        order = Array(0..<sentinels)
+    /// The address more than half of `total` sentinels reported (each report: the address one sentinel named, nil
+    /// when it named none or did not answer); nil when no address has a majority.
+    static func majority(_ reports: [SentinelEndpoints.Address?], of total: Int) -> SentinelEndpoints.Address? {
+        var counts: [SentinelEndpoints.Address: Int] = [:]
+        for case let address? in reports { counts[address, default: 0] += 1 }
+        return counts.first { $0.value * 2 > total }?.key
     }
 
-    /// The sentinel at `index` reported `reported` (nil: none of them answered with an address), and that server's
-    /// `ROLE` said `role`. Only a server that says it is the primary is moved to; a sentinel that answered moves to
-    /// the front of ``order``.
-    mutating func observed(sentinel index: Int?, reported: SentinelEndpoints.Address?, role: Role) -> Decision {
-        if let index, let position = order.firstIndex(of: index), position != 0 {
-            order.remove(at: position)
-            order.insert(index, at: 0)
-        }
-        guard let reported, role == .primary, reported != current else { return .keep }
-        current = reported
-        return .switchTo(reported)
+    /// A majority of the sentinels named `named` (nil: no majority), and that server's `ROLE` said `role`. Only a
+    /// server that says it is the primary is moved to.
+    mutating func observed(named: SentinelEndpoints.Address?, role: Role) -> Decision {
+        guard let named, role == .primary, named != current else { return .keep }
+        current = named
+        return .switchTo(named)
     }
 }

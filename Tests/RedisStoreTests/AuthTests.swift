@@ -152,7 +152,7 @@ import Testing
     }
 
     @Test(arguments: [
-        ("redis://app@127.0.0.1:6379", "user 'app' has no password"),
+        ("redis://app@127.0.0.1:6379", "a user without a password"),
         ("redis://:@127.0.0.1:6379", "the password is empty"),
         ("redis://app:hunter2@127.0.0.1:notaport", "the port 'notaport'"),
         ("redis://app:hunter2%zz@127.0.0.1", "the password is not valid percent-encoded UTF-8"),

@@ -36,6 +36,7 @@ import Glibc
             ("redis-sentinel://127.0.0.1/p/x", "the database 'x' is not a non-negative number"),
             ("redis-sentinel://127.0.0.1/p/1/2", "unexpected '2' after the database"),
             ("redis-sentinel://user:hunter2@h/p/x", "the database 'x'"),
+            ("redis-sentinel://hunter2@h/p", "a user without a password"),
             ("redis://127.0.0.1/p", "the scheme must be redis-sentinel://"),
         ]
         for (url, why) in cases {
@@ -50,25 +51,30 @@ import Glibc
         }
     }
 
-    @Test func onlyAVerifiedPrimaryIsMovedToAndTheSentinelThatAnsweredIsAskedFirst() {
+    @Test func onlyAPrimaryMostSentinelsNameAndThatSaysSoIsMovedTo() {
         let a = SentinelEndpoints.Address(host: "127.0.0.1", port: 7001)
         let b = SentinelEndpoints.Address(host: "127.0.0.1", port: 7002)
-        var discovery = PrimaryDiscovery(sentinels: 3)
-        // No sentinel answered: nothing to move to.
-        #expect(discovery.observed(sentinel: nil, reported: nil, role: .unknown) == .keep)
-        #expect(discovery.current == nil && discovery.order == [0, 1, 2])
-        // A reported server that is not (yet) a primary is not trusted.
-        #expect(discovery.observed(sentinel: 1, reported: a, role: .replica) == .keep)
-        #expect(discovery.observed(sentinel: 1, reported: a, role: .unknown) == .keep)
-        #expect(discovery.order == [1, 0, 2])
+        // A majority is of every configured sentinel, answering or not.
+        #expect(PrimaryDiscovery.majority([a, a, b], of: 3) == a)
+        #expect(PrimaryDiscovery.majority([a, nil, nil], of: 3) == nil, "one sentinel of three is no majority")
+        #expect(PrimaryDiscovery.majority([a, b, nil, nil], of: 4) == nil)
+        #expect(PrimaryDiscovery.majority([a, a, b, nil], of: 4) == nil, "two of four is not more than half")
+        #expect(PrimaryDiscovery.majority([a, a, a, b], of: 4) == a)
+        var discovery = PrimaryDiscovery()
+        // No majority: nothing to move to.
+        #expect(discovery.observed(named: nil, role: .unknown) == .keep)
+        #expect(discovery.current == nil)
+        // A named server that is not (yet) a primary is not trusted.
+        #expect(discovery.observed(named: a, role: .replica) == .keep)
+        #expect(discovery.observed(named: a, role: .unknown) == .keep)
         // The first verified primary; then the same one again changes nothing.
-        #expect(discovery.observed(sentinel: 1, reported: a, role: .primary) == .switchTo(a))
-        #expect(discovery.observed(sentinel: 1, reported: a, role: .primary) == .keep)
-        // A failover: another verified primary.
-        #expect(discovery.observed(sentinel: 2, reported: b, role: .primary) == .switchTo(b))
-        #expect(discovery.current == b && discovery.order == [2, 1, 0])
-        // A stale sentinel naming the old one, which now says it is a replica: kept on the new.
-        #expect(discovery.observed(sentinel: 0, reported: a, role: .replica) == .keep)
+        #expect(discovery.observed(named: a, role: .primary) == .switchTo(a))
+        #expect(discovery.observed(named: a, role: .unknown) == .keep)
+        // A failover: most sentinels name another server, which says it is the primary.
+        #expect(discovery.observed(named: b, role: .primary) == .switchTo(b))
+        #expect(discovery.current == b)
+        // The old primary named again but now a replica: kept on the new.
+        #expect(discovery.observed(named: a, role: .replica) == .keep)
         #expect(discovery.current == b)
     }
 }

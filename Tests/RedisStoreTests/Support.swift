@@ -50,6 +50,8 @@ final class RedisServer: Sendable {
         launched.arguments =
             [
                 "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
+                // A replica writes the primary's snapshot to its directory: a temporary one, never the repository.
+                "--dir", FileManager.default.temporaryDirectory.path,
             ] + arguments
         launched.standardOutput = FileHandle.nullDevice
         launched.standardError = FileHandle.nullDevice
