@@ -43,24 +43,33 @@ enum AnswerEncoding {
         else { return nil }
         var bytes = ByteBuffer()
         bytes.reserveCapacity(minimumWritableBytes: estimatedSize(response.headerFields, reason: status.reasonPhrase))
-        bytes.writeStaticString("HTTP/1.1 ")
-        bytes.writeString(String(status.code))
-        bytes.writeStaticString(" ")
-        bytes.writeString(status.reasonPhrase)
-        bytes.writeStaticString("\r\n")
-        write(response.headerFields, into: &bytes)
+        writeStatusLine(status, into: &bytes)
+        for field in response.headerFields { writeField(field.name.rawName, field.value, into: &bytes) }
         bytes.writeStaticString("\r\n")
         return bytes
     }
 
-    /// Each field as `name: value` CRLF, in order.
-    static func write(_ fields: HTTPFields, into bytes: inout ByteBuffer) {
-        for field in fields {
-            bytes.writeString(field.name.rawName)
-            bytes.writeStaticString(": ")
-            bytes.writeString(field.value)
-            bytes.writeStaticString("\r\n")
-        }
+    /// `HTTP/<major>.<minor> <code> <reason>` CRLF.
+    private static func writeStatusLine(
+        _ status: HTTPResponseStatus, version: HTTPVersion = .http1_1, into bytes: inout ByteBuffer
+    ) {
+        bytes.writeStaticString("HTTP/")
+        bytes.writeString(String(version.major))
+        bytes.writeStaticString(".")
+        bytes.writeString(String(version.minor))
+        bytes.writeStaticString(" ")
+        bytes.writeString(String(status.code))
+        bytes.writeStaticString(" ")
+        bytes.writeString(status.reasonPhrase)
+        bytes.writeStaticString("\r\n")
+    }
+
+    /// `name: value` CRLF.
+    private static func writeField(_ name: String, _ value: String, into bytes: inout ByteBuffer) {
+        bytes.writeString(name)
+        bytes.writeStaticString(": ")
+        bytes.writeString(value)
+        bytes.writeStaticString("\r\n")
     }
 
     /// The head of the router's answer to a `HEAD` or `CONNECT` request, framed as NIO's encoder frames an answer
@@ -77,13 +86,8 @@ enum AnswerEncoding {
             headers.replaceOrAdd(name: "transfer-encoding", value: "chunked")
         }
         var bytes = ByteBuffer()
-        bytes.writeString("HTTP/\(head.version.major).\(head.version.minor) \(head.status.code) \(head.status.reasonPhrase)\r\n")
-        for (name, value) in headers {
-            bytes.writeString(name)
-            bytes.writeStaticString(": ")
-            bytes.writeString(value)
-            bytes.writeStaticString("\r\n")
-        }
+        writeStatusLine(head.status, version: head.version, into: &bytes)
+        for (name, value) in headers { writeField(name, value, into: &bytes) }
         bytes.writeStaticString("\r\n")
         return bytes
     }
