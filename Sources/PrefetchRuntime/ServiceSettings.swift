@@ -39,7 +39,8 @@ public struct ServiceSettings: Sendable {
 public struct StoreSettings: Sendable {
     /// `redis://[user[:password]@]host:port[/db]`: share stored responses, single flights and tickets with other
     /// replicas through Redis; `redis-sentinel://[user[:password]@]host:port[,host:port...]/primary-name[/db]`: the
-    /// same, on the primary the sentinels name, followed through failovers. `nil`: the in-memory store (the default).
+    /// same, on the primary the sentinels name, followed through failovers; `redis-cluster://[user[:password]@]host:port[,...]`:
+    /// the same, sharded over a Redis Cluster's primaries. `nil`: the in-memory store (the default).
     public var url: String?
     /// Pooled connections to Redis (NIO channels on the event loops) when `url` is set; `nil`: the Redis store's
     /// default. Calls are pipelined behind whatever is outstanding on a connection, so a few carry the load.

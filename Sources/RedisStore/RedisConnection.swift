@@ -62,6 +62,9 @@ final class RedisConnection {
         return connection
     }
 
+    /// The connection's socket, to wait on it together with others (`poll`).
+    var descriptor: Int32 { prefetch_redis_fd(context) }
+
     /// Sends one command and waits (bounded by the command timeout) for its reply.
     func command(_ arguments: [String]) throws(RedisCallError) -> RedisValue {
         try command(arguments.map { Array($0.utf8) })

@@ -35,6 +35,26 @@ struct ConnectionSettings: Sendable {
     }
 }
 
+/// Where the store sends its commands: one server's pool (`RedisPool`, also for a Sentinel-managed primary), or a
+/// cluster's, which routes each command to its slot's primary (`ClusterPool`).
+protocol RedisCommands: Sendable {
+    /// Runs `commands` pipelined: those for one server in one write, in order, so Redis runs them one after another.
+    /// Returns one result per command, in order.
+    func execute(batch commands: [[[UInt8]]]) async -> [Result<RedisValue, RedisCallError>]
+    /// ``execute(batch:)`` without a task: the results go to `done` on an event loop (or at once, when Redis is known
+    /// to be down). `done` must not block.
+    func submit(batch commands: [[[UInt8]]], then done: @escaping @Sendable (RedisCall.Results) -> Void)
+    /// One runner per primary, for the commands that address every server rather than a key (`SCAN`).
+    func everyPrimary() async -> [any RedisCommands]
+}
+
+extension RedisCommands {
+    /// Runs one command.
+    func execute(_ arguments: [[UInt8]]) async -> Result<RedisValue, RedisCallError> {
+        await execute(batch: [arguments])[0]
+    }
+}
+
 /// A small pool of non-blocking Redis connections on NIO event loops (`MultiThreadedEventLoopGroup.singleton`, the
 /// group Hummingbird serves on, unless another is given), speaking RESP2 through our own codec (`RESP.swift`).
 ///
@@ -63,7 +83,7 @@ struct ConnectionSettings: Sendable {
 ///   the call's unanswered commands fail `.auth`.
 /// - Every call that reached Redis reports to the health monitor: `succeeded()` when all its replies arrived,
 ///   `failed(_)` when it failed for want of Redis.
-final class RedisPool: Sendable {
+final class RedisPool: RedisCommands {
     private let connections: [PooledConnection]
     private let next = Atomic<Int>(0)
 
@@ -80,10 +100,8 @@ final class RedisPool: Sendable {
         for connection in connections { connection.close() }
     }
 
-    /// Runs one command on the next connection, round robin.
-    func execute(_ arguments: [[UInt8]]) async -> Result<RedisValue, RedisCallError> {
-        await execute(batch: [arguments])[0]
-    }
+    /// One server: this pool.
+    func everyPrimary() async -> [any RedisCommands] { [self] }
 
     /// Runs `commands` pipelined on the next connection, round robin: one write for the lot, in order, on one
     /// connection, so Redis runs them one after another as if sent one by one. Returns one result per command, in

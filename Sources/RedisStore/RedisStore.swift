@@ -73,7 +73,8 @@ public final class RedisStore: ResponseStore, Service {
     private let calls: RedisStoreState.Calls
     let state: SharedStoreState
     private let monitor: RedisHealthMonitor
-    let pool: RedisPool
+    /// The commands' way to Redis: one server's pool, or a cluster's, routing by slot.
+    let pool: any RedisCommands
     /// Where reads without a task keep their timers (an event loop of the pool's group).
     let timerLoop: any EventLoop
     private let subscriber: RedisSubscriber
@@ -93,7 +94,8 @@ public final class RedisStore: ResponseStore, Service {
     ///
     /// With `redis-sentinel://[user:password@]host:port[,host:port...]/primary-name[/db]` (see
     /// `SentinelEndpoints.init(url:)`) the primary is the one the sentinels name, verified by its `ROLE`, and followed
-    /// through a failover (see `RedisSubscriber`).
+    /// through a failover (see `RedisSubscriber`). With `redis-cluster://[user:password@]host:port[,host:port...]` (see
+    /// `ClusterEndpoints.init(url:)`) each command goes to the primary of its key's slot (see `ClusterPool`).
     public convenience init(
         url: String, configuration: Configuration = Configuration(), logger: Logger,
         metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any ServiceClock = ContinuousClock(),
@@ -103,6 +105,11 @@ public final class RedisStore: ResponseStore, Service {
             let sentinels = try SentinelEndpoints(url: url)
             self.init(
                 endpoint: sentinels.template, sentinels: sentinels, configuration: configuration, logger: logger,
+                metricsFactory: metricsFactory, clock: clock, eventLoopGroup: eventLoopGroup)
+        } else if url.lowercased().hasPrefix("redis-cluster://") {
+            let cluster = try ClusterEndpoints(url: url)
+            self.init(
+                endpoint: cluster.seeds[0], sentinels: nil, cluster: cluster, configuration: configuration, logger: logger,
                 metricsFactory: metricsFactory, clock: clock, eventLoopGroup: eventLoopGroup)
         } else {
             self.init(
@@ -124,9 +131,11 @@ public final class RedisStore: ResponseStore, Service {
             clock: clock, eventLoopGroup: eventLoopGroup)
     }
 
-    /// `endpoint` is the server (`sentinels` nil), or the credentials and database of the primary `sentinels` name.
+    /// `endpoint` is the server (`sentinels` and `cluster` nil), the credentials and database of the primary
+    /// `sentinels` name, or the first node of `cluster`.
     init(
-        endpoint: RedisEndpoint, sentinels: SentinelEndpoints?, configuration: Configuration, logger: Logger,
+        endpoint: RedisEndpoint, sentinels: SentinelEndpoints?, cluster: ClusterEndpoints? = nil, configuration: Configuration,
+        logger: Logger,
         metricsFactory: any MetricsFactory, clock: any ServiceClock, eventLoopGroup: (any EventLoopGroup)?
     ) {
         precondition(configuration.lockAge > .zero, "lockAge must be positive, got \(configuration.lockAge)")
@@ -149,7 +158,13 @@ public final class RedisStore: ResponseStore, Service {
             commandTimeout: configuration.commandTimeout,
             limits: RESPLimits(maximumValueBytes: configuration.maximumValueBytes))
         let group = eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
-        self.pool = RedisPool(size: configuration.connections, settings: settings, health: health, eventLoopGroup: group)
+        let clusterPool = cluster.map {
+            ClusterPool(
+                cluster: $0, settings: settings, connectionsPerNode: configuration.connections, health: health,
+                eventLoopGroup: group)
+        }
+        self.pool =
+            clusterPool ?? RedisPool(size: configuration.connections, settings: settings, health: health, eventLoopGroup: group)
         self.timerLoop = group.next()
         let waiters = LocalWaiters()
         self.waiters = waiters
@@ -161,7 +176,7 @@ public final class RedisStore: ResponseStore, Service {
             metricsFactory: metricsFactory)
         self.fallback = fallback
         self.subscriber = RedisSubscriber(
-            settings: settings, channel: keySpace.channel, health: health,
+            settings: settings, keySpace: keySpace, cluster: clusterPool, health: health,
             onMessage: { message in
                 switch KeySpace.parseMessage(message) {
                 case .completed(let digest, let payload):
@@ -433,45 +448,46 @@ public final class RedisStore: ResponseStore, Service {
     public func retain(labels: Set<String>) async -> Int {
         state.withLock { $0.retain(labels: labels) }
         var dropped = Set<String>()
-        var cursor = "0"
-        let keptLabels = labels.sorted().map { Array($0.utf8) }
-        repeat {
-            let scan = await pool.execute(
-                ["SCAN", cursor, "MATCH", "\(keySpace.namespace):*", "COUNT", "500"].map { Array($0.utf8) })
-            guard case .success(.array(let parts)) = scan, parts.count == 2, let next = parts[0].text,
-                case .array(let found) = parts[1]
-            else {
-                logger.warning("retain could not scan Redis; shared entries were not dropped")
-                break
+        let scanned = await scan(match: "\(keySpace.namespace):*", count: 500) { names in
+            let reply = await eval(calls.retain(labels, names: names))
+            var all: [String] = []
+            for result in reply {
+                guard case .success(.array(let digests)) = result else { return nil }
+                all += digests.compactMap(\.text)
             }
-            cursor = next
-            var pairs: [[UInt8]] = []
-            for case .string(let name) in found {
-                let text = String(decoding: name, as: UTF8.self)
-                guard let tombstone = keySpace.tombstone(forValueOrLock: text) else { continue }
-                pairs.append(name)
-                pairs.append(Array(tombstone.utf8))
-            }
-            guard !pairs.isEmpty else { continue }
-            let reply = await eval(
-                ScriptCall(
-                    Scripts.retain, keys: pairs,
-                    arguments: [
-                        Array(String(milliseconds(configuration.tombstoneAge)).utf8), Array(keySpace.channel.utf8),
-                        Array(String(KeySpace.digestLength).utf8),
-                    ] + keptLabels))
-            guard case .success(.array(let digests)) = reply else {
-                logger.warning("retain could not drop entries in Redis")
-                break
-            }
-            for case .string(let digest) in digests {
-                let text = String(decoding: digest, as: UTF8.self)
-                dropped.insert(text)
-                waiters.notify(text)
-            }
-        } while cursor != "0"
+            return all
+        }
+        if !scanned.complete { logger.warning("retain could not scan or drop every entry in Redis; some shared entries remain") }
+        for digest in scanned.found {
+            dropped.insert(digest)
+            waiters.notify(digest)
+        }
         let droppedInFallback = await fallback.retain(labels: labels)
         return dropped.count + droppedInFallback
+    }
+
+    /// Scans every primary for names matching `match` and hands each batch found to `each`, which returns what it
+    /// made of it (nil: it failed, and the scan stops). Returns everything `each` returned, and whether the scan
+    /// went through every primary.
+    private func scan(
+        match: String, count: Int, _ each: ([String]) async -> [String]?
+    ) async -> (found: [String], complete: Bool) {
+        var found: [String] = []
+        for primary in await pool.everyPrimary() {
+            var cursor = "0"
+            repeat {
+                let scan = await primary.execute(["SCAN", cursor, "MATCH", match, "COUNT", String(count)].map { Array($0.utf8) })
+                guard case .success(.array(let parts)) = scan, parts.count == 2, let next = parts[0].text,
+                    case .array(let names) = parts[1]
+                else { return (found, false) }
+                cursor = next
+                let batch = names.compactMap(\.text)
+                guard !batch.isEmpty else { continue }
+                guard let made = await each(batch) else { return (found, false) }
+                found += made
+            } while cursor != "0"
+        }
+        return (found, true)
     }
 
     /// See `ResponseStore.invalidate(identity:)`. Drops the identity's values in Redis (found through its index set)
@@ -479,57 +495,54 @@ public final class RedisStore: ResponseStore, Service {
     /// and its fallback store's entries too.
     /// - Throws: ``StoreUnavailable`` when Redis cannot be reached: only this replica's copies were dropped.
     public func invalidate(identity: Identity) async throws(StoreUnavailable) -> Int {
-        guard let set = keySpace.identityIndex(identity) else { return 0 }
+        guard identity != .anonymous else { return 0 }
         let local = fallback.invalidate(identity: identity)
-        return try await invalidateIndexed(set, scope: .identity(identity)) + local
+        let sets = calls.invalidateIndexed { [keySpace] group in keySpace.identityIndex(identity, group: group)! }
+        return try await invalidateIndexed(sets, scope: .identity(identity)) + local
     }
 
-    /// See `ResponseStore.invalidate(surrogateKey:)`, through the key's index set, as `invalidate(identity:)`.
+    /// See `ResponseStore.invalidate(surrogateKey:)`, through the key's index sets, as `invalidate(identity:)`.
     /// - Throws: ``StoreUnavailable`` when Redis cannot be reached: only this replica's copies were dropped.
     public func invalidate(surrogateKey: String) async throws(StoreUnavailable) -> Int {
         guard SurrogateKeys.isValid(surrogateKey) else { return 0 }
         let local = fallback.invalidate(surrogateKey: surrogateKey)
-        return try await invalidateIndexed(keySpace.surrogateIndex(surrogateKey), scope: .surrogateKey(surrogateKey)) + local
+        let sets = calls.invalidateIndexed { [keySpace] group in keySpace.surrogateIndex(surrogateKey, group: group) }
+        return try await invalidateIndexed(sets, scope: .surrogateKey(surrogateKey)) + local
     }
 
-    /// See `ResponseStore.invalidate(label:)`. Labels are not indexed: this scans the store's keys (`SCAN`, as
-    /// `retain` does), so it is for operators, not for every request.
+    /// See `ResponseStore.invalidate(label:)`. Labels are not indexed: this scans the store's keys on every primary
+    /// (`SCAN`, as `retain` does), so it is for operators, not for every request.
     /// - Throws: ``StoreUnavailable`` when Redis cannot be reached part-way: what was found until then is dropped.
     public func invalidate(label: String) async throws(StoreUnavailable) -> Int {
         let local = fallback.invalidate(label: label)
-        var dropped: [String] = []
-        var failure: StoreUnavailable?
-        var cursor = "0"
-        repeat {
-            let scan = await pool.execute(
-                ["SCAN", cursor, "MATCH", "\(keySpace.namespace):e:*", "COUNT", "500"].map { Array($0.utf8) })
-            guard case .success(.array(let parts)) = scan, parts.count == 2, let next = parts[0].text,
-                case .array(let found) = parts[1]
-            else {
-                failure = StoreUnavailable(message: "Redis could not be scanned; entries stored there may remain")
-                break
+        let scanned = await scan(match: "\(keySpace.namespace):{*}:e:*", count: 500) { names in
+            var dropped: [String] = []
+            for result in await eval(calls.invalidateLabel(label, valueKeys: names)) {
+                guard case .success(.array(let digests)) = result else { return nil }
+                dropped += digests.compactMap(\.text)
             }
-            cursor = next
-            let names = found.compactMap(\.text)
-            guard let call = calls.invalidateLabel(label, valueKeys: names) else { continue }
-            guard case .success(.array(let digests)) = await eval(call) else {
-                failure = StoreUnavailable(message: "Redis could not drop the entries it holds; some may remain")
-                break
-            }
-            dropped += digests.compactMap(\.text)
-        } while cursor != "0"
-        await announce(dropped, scope: .label(label))
-        if let failure { throw failure }
-        return dropped.count + local
+            return dropped
+        }
+        await announce(scanned.found, scope: .label(label))
+        if !scanned.complete {
+            throw StoreUnavailable(message: "Redis could not be scanned or could not drop the entries it holds; some may remain")
+        }
+        return scanned.found.count + local
     }
 
-    /// Runs the invalidation script on the index set `set` and announces what it dropped.
-    private func invalidateIndexed(_ set: String, scope: KeySpace.Invalidation) async throws(StoreUnavailable) -> Int {
-        guard case .success(.array(let digests)) = await eval(calls.invalidateIndexed(set: set)) else {
-            throw StoreUnavailable(message: "Redis could not be reached; entries stored there were not dropped")
+    /// Runs the invalidation scripts (one per group's index set) and announces what they dropped.
+    private func invalidateIndexed(_ calls: [ScriptCall], scope: KeySpace.Invalidation) async throws(StoreUnavailable) -> Int {
+        var dropped: [String] = []
+        var failed = false
+        for result in await eval(calls) {
+            guard case .success(.array(let digests)) = result else {
+                failed = true
+                continue
+            }
+            dropped += digests.compactMap(\.text)
         }
-        let dropped = digests.compactMap(\.text)
         await announce(dropped, scope: scope)
+        if failed { throw StoreUnavailable(message: "Redis could not be reached; entries stored there were not all dropped") }
         return dropped.count
     }
 
@@ -539,8 +552,8 @@ public final class RedisStore: ResponseStore, Service {
         let now = clock.now
         state.withLock { $0.dropped(digests, now: now) }
         let messages = KeySpace.dropAnnouncements(digests) + [KeySpace.scopeAnnouncement(scope)]
-        let channel = Array(keySpace.channel.utf8)
-        let replies = await pool.execute(batch: messages.map { [Array("PUBLISH".utf8), channel, $0] })
+        let channel = Array(keySpace.invalidationChannel.utf8)
+        let replies = await pool.execute(batch: messages.map { [Array("SPUBLISH".utf8), channel, $0] })
         if replies.contains(where: { if case .success(.integer) = $0 { false } else { true } }) {
             logger.warning(
                 "an invalidation could not be announced; other replicas may serve their local copies for up to localTTL",
@@ -564,16 +577,9 @@ public final class RedisStore: ResponseStore, Service {
     public func snapshot() async -> StoreSnapshot {
         var entries = 0
         var pending = 0
-        var cursor = "0"
-        repeat {
-            let scan = await pool.execute(
-                ["SCAN", cursor, "MATCH", "\(keySpace.namespace):*", "COUNT", "1000"].map { Array($0.utf8) })
-            guard case .success(.array(let parts)) = scan, parts.count == 2, let next = parts[0].text,
-                case .array(let found) = parts[1]
-            else { break }
-            cursor = next
-            for case .string(let name) in found {
-                switch keySpace.kind(of: String(decoding: name, as: UTF8.self)) {
+        _ = await scan(match: "\(keySpace.namespace):*", count: 1000) { [keySpace] names in
+            for name in names {
+                switch keySpace.kind(of: name) {
                 case .entry: entries += 1
                 case .lock:
                     entries += 1
@@ -581,7 +587,8 @@ public final class RedisStore: ResponseStore, Service {
                 case nil: break
                 }
             }
-        } while cursor != "0"
+            return []
+        }
         let memory = await fallback.snapshot()
         let tier = state.withLock { (bytes: $0.local.bytes, budget: $0.local.maxBytes) }
         let totals = metrics.totals

@@ -151,10 +151,11 @@ struct RedisStoreState: Sendable {
             return .completeInFallback(fallbackToken: fallbackToken, digest: flight.digest, policy: flight.policy)
         case .redis(let lockValue):
             leads.ended(flight.digest, token: token)
+            let keys = calls.keySpace.keys(digest: flight.digest)
             return .completeInRedis(
                 RedisLead(
-                    keys: calls.keySpace.keys(digest: flight.digest), lockValue: lockValue, policy: flight.policy,
-                    identityIndex: calls.keySpace.identityIndex(flight.key.identity)))
+                    keys: keys, lockValue: lockValue, policy: flight.policy,
+                    identityIndex: calls.keySpace.identityIndex(flight.key.identity, group: keys.group)))
         }
     }
 
@@ -469,7 +470,7 @@ extension RedisStoreState {
                 arguments: [lockValue, Array(String(milliseconds(lockAge)).utf8)])
             return Claim(
                 key: key, policy: policy, token: token, lockValue: lockValue, keys: keys, call: call,
-                identityIndex: keySpace.identityIndex(key.identity))
+                identityIndex: keySpace.identityIndex(key.identity, group: keys.group))
         }
 
         /// How long Redis keeps `result` under `policy`: a response its TTL (a no-store one at least 1 ms, since it
@@ -493,8 +494,8 @@ extension RedisStoreState {
                 Scripts.complete, keys: [keys.entry, keys.lock, keys.tombstone] + indexes(lead, result: result),
                 arguments: [
                     lead.lockValue, encoded, Array(String(kept ? milliseconds(keep) : 0).utf8),
-                    Array(String(milliseconds(tombstoneAge)).utf8), Array(keySpace.channel.utf8), announcement,
-                    Array(keys.digest.utf8), Array(keySpace.namespace.utf8),
+                    Array(String(milliseconds(tombstoneAge)).utf8), Array(keySpace.channel(group: keys.group).utf8),
+                    announcement, Array(keys.digest.utf8), Array(keySpace.prefix(group: keys.group).utf8),
                 ])
             return Completion(lead: lead, result: result, keep: keep, payload: kept ? nil : encoded, call: call)
         }
@@ -504,32 +505,59 @@ extension RedisStoreState {
         func indexes(_ lead: RedisLead, result: Result<StoredResponse, StoreFailure>) -> [String] {
             var indexes = lead.identityIndex.map { [$0] } ?? []
             if case .success(let response) = result {
-                indexes += SurrogateKeys.keys(in: response.headers).map(keySpace.surrogateIndex)
+                indexes += SurrogateKeys.keys(in: response.headers).map { keySpace.surrogateIndex($0, group: lead.keys.group) }
             }
             return indexes
         }
 
-        /// The script call dropping every value the index set `set` holds.
-        func invalidateIndexed(set: String) -> ScriptCall {
-            ScriptCall(
-                Scripts.invalidateIndexed, keys: [set],
-                arguments: [Array(keySpace.namespace.utf8), Array(String(milliseconds(tombstoneAge)).utf8)])
+        /// The script calls dropping every value an index is kept for: one per group, each on the group's set named
+        /// by `set` (`KeySpace.identityIndex` or `KeySpace.surrogateIndex` for that group).
+        func invalidateIndexed(set: (_ group: String) -> String) -> [ScriptCall] {
+            KeySpace.groups.map { group in
+                ScriptCall(
+                    Scripts.invalidateIndexed, keys: [set(group)],
+                    arguments: [Array(keySpace.prefix(group: group).utf8), Array(String(milliseconds(tombstoneAge)).utf8)])
+            }
         }
 
-        /// The script call dropping, among the values named `valueKeys` (found by a scan), those whose label is
-        /// `label`. Names that are not value keys are left out.
-        func invalidateLabel(_ label: String, valueKeys: [String]) -> ScriptCall? {
-            var pairs: [String] = []
-            for name in valueKeys where keySpace.kind(of: name) == .entry {
-                guard let tombstone = keySpace.tombstone(forValueOrLock: name) else { continue }
-                pairs += [name, tombstone]
+        /// The script calls dropping, among the values named `valueKeys` (found by a scan), those whose label is
+        /// `label`: one per group found, since a script touches one group's keys. Names that are not value keys are
+        /// left out.
+        func invalidateLabel(_ label: String, valueKeys: [String]) -> [ScriptCall] {
+            Self.byGroup(valueKeys.filter { keySpace.kind(of: $0) == .entry }, in: keySpace).map { pairs in
+                ScriptCall(
+                    Scripts.invalidateLabel, keys: pairs,
+                    arguments: [
+                        Array(String(milliseconds(tombstoneAge)).utf8), Array(String(KeySpace.digestLength).utf8),
+                        Array(label.utf8),
+                    ])
             }
-            guard !pairs.isEmpty else { return nil }
-            return ScriptCall(
-                Scripts.invalidateLabel, keys: pairs,
-                arguments: [
-                    Array(String(milliseconds(tombstoneAge)).utf8), Array(String(KeySpace.digestLength).utf8), Array(label.utf8),
-                ])
+        }
+
+        /// The script calls dropping, among the values and locks named `names` (found by a scan), those whose label
+        /// is not in `keptLabels`: one per group found.
+        func retain(_ keptLabels: Set<String>, names: [String]) -> [ScriptCall] {
+            let kept = keptLabels.sorted().map { Array($0.utf8) }
+            return Self.byGroup(names, in: keySpace).compactMap { pairs in
+                guard let group = keySpace.group(ofName: pairs[0]) else { return nil }
+                return ScriptCall(
+                    Scripts.retain, keys: pairs,
+                    arguments: [
+                        Array(String(milliseconds(tombstoneAge)).utf8), Array(keySpace.channel(group: group).utf8),
+                        Array(String(KeySpace.digestLength).utf8),
+                    ] + kept)
+            }
+        }
+
+        /// (name, tombstone) pairs of the value and lock names among `names`, one list per group, in group order.
+        static func byGroup(_ names: [String], in keySpace: KeySpace) -> [[String]] {
+            var groups: [String: [String]] = [:]
+            for name in names {
+                guard let group = keySpace.group(ofName: name), let tombstone = keySpace.tombstone(forValueOrLock: name)
+                else { continue }
+                groups[group, default: []] += [name, tombstone]
+            }
+            return groups.sorted { $0.key < $1.key }.map(\.value)
         }
 
         /// The read script call for the key named `keys`.

@@ -7,20 +7,30 @@ import Glibc
 import Darwin
 #endif
 
-/// The store's one pub/sub connection, on its own dispatch queue (a thread of its own for as long as it runs).
+/// The store's pub/sub connections, on their own dispatch queue (a thread of its own for as long as it runs).
 ///
-/// It subscribes to the store's completion channel and hands each message to `onMessage`. It also probes Redis:
-/// when its connection breaks it reports the failure, and it reconnects on the shared health backoff, so the store
-/// notices both an outage and the recovery without any traffic. After every (re)subscription `onResubscribed` runs,
-/// because messages published while it was disconnected are lost.
+/// Completions and drops are announced on shard channels, one per key group (`KeySpace.channel(group:)`), so every
+/// announcement stays on the node serving its keys. The subscriber listens to all 256: on one server, one connection
+/// that `SSUBSCRIBE`s to every group; on a cluster, one connection per primary, each subscribed to the groups whose
+/// slots that primary serves (``SlotMap/groupsByPrimary(namespace:)``), followed as the map changes (a node that
+/// gives a slot away unsubscribes its channels, and the map is refreshed). It hands each message to `onMessage`,
+/// waiting on every connection at once (`poll`).
+///
+/// It also probes Redis: when a connection breaks it reports the failure, and it reconnects on the shared health
+/// backoff, so the store notices both an outage and the recovery without any traffic. Once every group is listened
+/// to again after a connection was (re)made, `onResubscribed` runs, because messages published meanwhile are lost.
 ///
 /// With Sentinel (`redis-sentinel://`) its thread also finds the primary: before its first subscription and every
 /// ``SentinelWatch/interval`` after, it asks the sentinels and verifies the named server's `ROLE`
 /// (``SentinelWatch``). When they name another primary (a failover), new connections go there from then on, and the
 /// move is reported to the health monitor as a failure, so the store treats it as an outage that ends at once: the
 /// pool stops using connections opened before it, the subscription is made again on the new primary, and the store
-/// serves from its local tier and fallback until the new primary answers.
+/// serves from its local tier and fallback until the new primary answers. With a cluster its thread asks for a fresh
+/// slot map every ``clusterRefreshInterval``.
 final class RedisSubscriber: Sendable {
+    /// How often, on a cluster, the slot map is asked for even when nothing suggests it changed.
+    static let clusterRefreshInterval = Duration.seconds(2)
+
     private struct State {
         var started = false
         var stopRequested = false
@@ -28,8 +38,16 @@ final class RedisSubscriber: Sendable {
         var finishWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
+    /// One subscribed connection: to a server, for some groups.
+    private struct Link {
+        let connection: RedisConnection
+        let groups: [String]
+    }
+
     private let settings: ConnectionSettings
-    private let channel: String
+    private let keySpace: KeySpace
+    /// The cluster whose primaries are listened to (nil on one server).
+    private let cluster: ClusterPool?
     private let health: RedisHealthMonitor
     private let onMessage: @Sendable ([UInt8]) -> Void
     private let onResubscribed: @Sendable () -> Void
@@ -39,13 +57,14 @@ final class RedisSubscriber: Sendable {
     private let state = Mutex(State())
 
     init(
-        settings: ConnectionSettings, channel: String, health: RedisHealthMonitor,
+        settings: ConnectionSettings, keySpace: KeySpace, cluster: ClusterPool? = nil, health: RedisHealthMonitor,
         onMessage: @escaping @Sendable ([UInt8]) -> Void, onResubscribed: @escaping @Sendable () -> Void,
         onPrimaryMoved: @escaping @Sendable (_ from: RedisEndpoint, _ to: RedisEndpoint) -> Void = { _, _ in }
     ) {
         self.onPrimaryMoved = onPrimaryMoved
         self.settings = settings
-        self.channel = channel
+        self.keySpace = keySpace
+        self.cluster = cluster
         self.health = health
         self.onMessage = onMessage
         self.onResubscribed = onResubscribed
@@ -80,39 +99,90 @@ final class RedisSubscriber: Sendable {
 
     private var stopRequested: Bool { state.withLock { $0.stopRequested } }
 
+    /// The groups to listen to, by the server that announces them: on one server all of them there (none while the
+    /// sentinels name no primary); on a cluster, each primary's own. `complete` is false while some group has no
+    /// known server.
+    private func wanted() -> (servers: [RedisEndpoint: [String]], complete: Bool) {
+        guard let cluster else {
+            guard let primary = settings.locator.current else { return ([:], false) }
+            return ([primary: KeySpace.groups], true)
+        }
+        var servers: [RedisEndpoint: [String]] = [:]
+        var listened = 0
+        for (node, groups) in cluster.topology.map.groupsByPrimary(namespace: keySpace.namespace) {
+            servers[cluster.endpoint(of: node)] = groups
+            listened += groups.count
+        }
+        return (servers, listened == KeySpace.groups.count)
+    }
+
     /// Runs on `queue` until stopped; blocking here is fine, this thread does nothing else.
     private func loop() {
-        var connection: RedisConnection?
-        // The sentinels' watch lives on this thread (nil with `redis://`).
+        var links: [RedisEndpoint: Link] = [:]
+        // Messages may have been missed since a connection was (re)made: told once every group is listened to.
+        var missedMessages = false
+        var nextRefresh = ContinuousClock.now
+        // The sentinels' watch lives on this thread (nil with `redis://` and `redis-cluster://`).
         let watch = settings.sentinels.map { SentinelWatch(sentinels: $0, settings: settings, onMoved: onPrimaryMoved) }
         while !stopRequested {
             if let watch, watch.isDue, let moved = watch.check() {
                 // A failover: the subscription is made again on the new primary, and the pool's connections to the
                 // old one are given up as in an outage.
-                connection = nil
+                links = [:]
                 health.failed(RedisCallError(kind: .connect, message: "the sentinels moved the primary to \(moved.address)"))
             }
-            guard let current = connection else {
-                if health.isUp || health.claimAttempt() {
-                    connection = subscribe()
-                }
-                if connection == nil { usleep(50_000) }
-                continue
+            if let cluster, ContinuousClock.now >= nextRefresh {
+                nextRefresh = ContinuousClock.now + Self.clusterRefreshInterval
+                cluster.refresh()
             }
-            do throws(RedisCallError) {
-                for reply in try current.receive(timeoutMilliseconds: 100) {
-                    if case .array(let parts) = reply, parts.count == 3, parts[0].text == "message",
-                        case .string(let payload) = parts[2]
-                    {
-                        onMessage(payload)
+            let (servers, complete) = wanted()
+            for (server, link) in links where servers[server] != link.groups {
+                // A slot moved: its channels are listened to where it went.
+                links[server] = nil
+            }
+            for (server, groups) in servers where links[server] == nil {
+                guard health.isUp || health.claimAttempt() else { break }
+                guard let connection = subscribe(server, groups: groups) else { break }
+                links[server] = Link(connection: connection, groups: groups)
+                missedMessages = true
+            }
+            if missedMessages, complete, links.count == servers.count {
+                missedMessages = false
+                onResubscribed()
+            }
+            if links.isEmpty || !complete || links.count < servers.count {
+                if !complete { cluster?.refresh() }
+                if links.isEmpty {
+                    usleep(50_000)
+                    continue
+                }
+            }
+            var heard = false
+            for (server, link) in links {
+                do throws(RedisCallError) {
+                    for reply in try link.connection.receive(timeoutMilliseconds: 0) {
+                        heard = true
+                        guard case .array(let parts) = reply, parts.count == 3 else { continue }
+                        switch parts[0].text {
+                        case "smessage":
+                            if case .string(let payload) = parts[2] { onMessage(payload) }
+                        case "sunsubscribe":
+                            // The server gave the slot of this channel away (a reshard): listen where it went.
+                            links[server] = nil
+                            cluster?.refresh()
+                        default:
+                            break
+                        }
                     }
+                } catch {
+                    links[server] = nil
+                    health.failed(error)
+                    cluster?.refresh()
                 }
-            } catch {
-                connection = nil
-                health.failed(error)
             }
+            if !heard { Self.waitForAny(links.values.map(\.connection), milliseconds: 100) }
         }
-        connection = nil
+        links = [:]
         let waiters = state.withLock { state in
             state.finished = true
             defer { state.finishWaiters = [] }
@@ -121,22 +191,37 @@ final class RedisSubscriber: Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
-    private func subscribe() -> RedisConnection? {
+    /// Waits until one of `connections` has something to read, at most `milliseconds`.
+    private static func waitForAny(_ connections: [RedisConnection], milliseconds: Int32) {
+        var descriptors = connections.map { pollfd(fd: $0.descriptor, events: Int16(POLLIN), revents: 0) }
+        guard !descriptors.isEmpty else { return }
+        _ = poll(&descriptors, nfds_t(descriptors.count), milliseconds)
+    }
+
+    /// A connection to `server` subscribed to the shard channels of `groups` (one `SSUBSCRIBE` each, pipelined: on a
+    /// cluster one command may only name channels of one slot); nil when it cannot be made.
+    private func subscribe(_ server: RedisEndpoint, groups: [String]) -> RedisConnection? {
         do throws(RedisCallError) {
-            guard let primary = settings.locator.current else {
-                throw RedisCallError(kind: .connect, message: "no Redis primary is known yet: the sentinels have not named one")
-            }
-            let opened = try RedisConnection.open(primary, connectTimeout: settings.connectTimeout, commandTimeout: settings.commandTimeout)
-            let reply = try opened.command(["SUBSCRIBE", channel])
-            guard case .array(let parts) = reply, parts.first?.text == "subscribe" else {
-                health.failed(RedisCallError(kind: .io, message: "unexpected reply to SUBSCRIBE: \(reply)"))
-                return nil
+            let opened = try RedisConnection.open(server, connectTimeout: settings.connectTimeout, commandTimeout: settings.commandTimeout)
+            let commands = groups.map { group in [Array("SSUBSCRIBE".utf8), Array(keySpace.channel(group: group).utf8)] }
+            let (replies, error) = opened.pipeline(commands)
+            if let error { throw error }
+            for reply in replies {
+                guard case .array(let parts) = reply, parts.first?.text == "ssubscribe" else {
+                    if case .error(let message) = reply, Redirection(message) != nil {
+                        // The map is stale: not an outage.
+                        cluster?.refresh()
+                        return nil
+                    }
+                    health.failed(RedisCallError(kind: .io, message: "unexpected reply to SSUBSCRIBE from \(server.address): \(reply)"))
+                    return nil
+                }
             }
             health.succeeded()
-            onResubscribed()
             return opened
         } catch {
             health.failed(error)
+            cluster?.refresh()
             return nil
         }
     }

@@ -17,7 +17,8 @@ struct LuaScript: Sendable, Hashable {
 
 /// The store's scripts. Keys per store key: `E` the value, `L` the leader lock, `T` the tombstone (why the value
 /// is gone: `expired`, `consumed`, `evicted` or `invalidated`). Values start with a kind byte and a 2-byte label
-/// length (see `EntryCodec`).
+/// length (see `EntryCodec`). Every call's keys, the names it builds and the channel it announces on share one
+/// group's hash tag (see `KeySpace`), so each runs in one slot, as Redis Cluster requires.
 enum Scripts {
     /// KEYS E L T; ARGV lockValue lockAgeMs. `fresh` while a value exists; otherwise takes the lock (`leader`,
     /// clearing the previous generation's tombstone) unless another flight holds it (`joined`).
@@ -31,10 +32,11 @@ enum Scripts {
         return 'joined'
         """)
 
-    /// KEYS E L T index*; ARGV lockValue value keepMs tombstoneMs channel message digest namespace. Only the lock
+    /// KEYS E L T index*; ARGV lockValue value keepMs tombstoneMs channel message digest groupPrefix. Only the lock
     /// holder completes: releases the lock, keeps the value for keepMs (0: not kept), leaves an `expired` tombstone
     /// that outlives it, records the digest in each index set (the identity's, the surrogate keys'; see `KeySpace`),
-    /// each living at least as long as the value, and announces the completion. Returns 1, or 0 for a stale or
+    /// each living at least as long as the value, and announces the completion on the group's shard channel
+    /// (`SPUBLISH`). Returns 1, or 0 for a stale or
     /// unknown lock. An index set keeps the digests of values that expired until it expires itself, so each addition
     /// also removes those among three random members: a set holds about one and a half times its live values.
     static let complete = LuaScript(
@@ -53,7 +55,7 @@ enum Scripts {
             end
           end
         end
-        redis.call('PUBLISH', ARGV[5], ARGV[6])
+        redis.call('SPUBLISH', ARGV[5], ARGV[6])
         return 1
         """)
 
@@ -87,8 +89,9 @@ enum Scripts {
         return {3, 'not-triggered'}
         """)
 
-    /// KEYS (target, tombstone) pairs; ARGV tombstoneMs channel digestLength keptLabel*. Deletes every value or
-    /// lock whose label is not kept, leaves an `evicted` tombstone, announces it, and returns the dropped digests.
+    /// KEYS (target, tombstone) pairs of one group; ARGV tombstoneMs channel digestLength keptLabel*. Deletes every
+    /// value or lock whose label is not kept, leaves an `evicted` tombstone, announces it on the group's channel, and
+    /// returns the dropped digests.
     static let retain = LuaScript(
         """
         local keep = {}
@@ -104,7 +107,7 @@ enum Scripts {
               redis.call('DEL', KEYS[i])
               redis.call('SET', KEYS[i + 1], 'evicted', 'PX', ARGV[1])
               local digest = string.sub(KEYS[i], -digestLength)
-              redis.call('PUBLISH', ARGV[2], digest)
+              redis.call('SPUBLISH', ARGV[2], digest)
               dropped[#dropped + 1] = digest
             end
           end
@@ -114,7 +117,8 @@ enum Scripts {
 }
 
 extension Scripts {
-    /// KEYS S (an index set); ARGV namespace tombstoneMs. Drops every value whose digest the set holds, leaving an
+    /// KEYS S (an index set of one group); ARGV groupPrefix tombstoneMs. Drops every value whose digest the set
+    /// holds (all of the set's group), leaving an
     /// `invalidated` tombstone, deletes the set, and returns the digests of the values it dropped. Locks (flights in
     /// progress) are not touched.
     static let invalidateIndexed = LuaScript(
@@ -130,7 +134,8 @@ extension Scripts {
         return dropped
         """)
 
-    /// KEYS (value, tombstone) pairs; ARGV tombstoneMs digestLength label. Drops every value whose label is `label`,
+    /// KEYS (value, tombstone) pairs of one group; ARGV tombstoneMs digestLength label. Drops every value whose label
+    /// is `label`,
     /// leaving an `invalidated` tombstone, and returns the digests of the values it dropped.
     static let invalidateLabel = LuaScript(
         """

@@ -293,7 +293,7 @@ extension Prefetch {
 
         @Option(
             help:
-                "Response store: memory (default), redis://[user[:password]@]host:port[/db] shared by replicas, or redis-sentinel://[user[:password]@]host:port[,host:port...]/primary-name[/db] for a Sentinel-managed primary (env PREFETCH_STORE; prefer the env for a password)."
+                "Response store: memory (default), redis://[user[:password]@]host:port[/db] shared by replicas, redis-sentinel://[user[:password]@]host:port[,host:port...]/primary-name[/db] for a Sentinel-managed primary, or redis-cluster://[user[:password]@]host:port[,host:port...] for a Redis Cluster (env PREFETCH_STORE; prefer the env for a password)."
         )
         var store: String?
 
@@ -355,10 +355,10 @@ extension Prefetch {
             settings.configSource = source
             let storeChoice = store ?? environment.value("PREFETCH_STORE") ?? "memory"
             if storeChoice != "memory" {
-                guard storeChoice.hasPrefix("redis://") || storeChoice.hasPrefix("redis-sentinel://") else {
+                guard ["redis://", "redis-sentinel://", "redis-cluster://"].contains(where: storeChoice.hasPrefix) else {
                     // Never echo the value: it may carry a password.
                     throw ValidationError(
-                        "--store must be memory, redis://[user[:password]@]host:port[/db] or redis-sentinel://[user[:password]@]host:port[,host:port...]/primary-name[/db] (the value given starts otherwise)"
+                        "--store must be memory, redis://[user[:password]@]host:port[/db], redis-sentinel://[user[:password]@]host:port[,host:port...]/primary-name[/db] or redis-cluster://[user[:password]@]host:port[,host:port...] (the value given starts otherwise)"
                     )
                 }
                 settings.store.url = storeChoice

@@ -42,7 +42,7 @@ import Testing
         #expect(await put(stores[0], key(path), .success(response("shared"))))
         #expect(await stores[1].read(key(path), wait: .zero).body == "shared")
         let subscribed = await eventually {
-            let numsub = await server.cli(["PUBSUB", "NUMSUB", "prefetch:v1:done:\(stores[0].endpoint.database)"])
+            let numsub = await server.cli(["PUBSUB", "SHARDNUMSUB", "prefetch:v1:{00}:done:\(stores[0].endpoint.database)"])
             return numsub?.split(separator: "\n").last == "2"
         }
         #expect(subscribed, "both subscribers authenticated and subscribed")

@@ -45,7 +45,8 @@ import Testing
                 #expect(anonymousDropped == 0)
                 #expect(await a.read(key("/cart"), wait: .zero).body == "shared")
                 // The identity's index went with it, and the next trigger leads again.
-                #expect(await server.cli(["EXISTS", "prefetch:v1:i:\(Self.alice.digest)"])?.hasPrefix("0") == true)
+                let indexes = await server.cli(["--scan", "--pattern", "prefetch:v1:{*}:i:\(Self.alice.digest)"])
+                #expect(indexes?.isEmpty == true, "every group's index set of the identity is gone")
                 #expect(await b.begin(key("/cart", identity: Self.alice), policy: policy()).token != nil)
             }
         }
@@ -121,9 +122,10 @@ import Testing
             try await withReplicas(server, count: 1) { replicas in
                 let many = (0..<5000).map { "key-\($0)" }.joined(separator: " ")
                 #expect(await put(replicas[0], key("/many"), .success(tagged("many", many)), policy: policy(ttl: .seconds(30))))
-                let listed = await server.cli(["--scan", "--pattern", "prefetch:v1:s:*"]) ?? ""
+                let listed = await server.cli(["--scan", "--pattern", "prefetch:v1:{*}:s:*"]) ?? ""
                 #expect(listed.split(separator: "\n").count == SurrogateKeys.maximumCount)
-                let set = KeySpace(namespace: "prefetch:v1", database: 0).surrogateIndex("key-0")
+                let keySpace = KeySpace(namespace: "prefetch:v1", database: 0)
+                let set = keySpace.surrogateIndex("key-0", group: keySpace.keys(for: key("/many")).group)
                 let ttl = Int((await server.cli(["PTTL", set]) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
                 #expect(ttl > 0 && ttl <= 30_000, "an index set expires with the value it names, got \(ttl)")
                 let lastRecordedKeyDropped = try await replicas[0].invalidate(surrogateKey: "key-31")
@@ -204,11 +206,19 @@ import Testing
         let tagged = StoredResponse(status: 200, headers: [SurrogateKeys.headerName: "cart user-1"], body: [])
         #expect(
             state.calls.indexes(lead, result: .success(tagged)) == [
-                "prefetch:v1:i:\(identity.digest)", state.calls.keySpace.surrogateIndex("cart"),
-                state.calls.keySpace.surrogateIndex("user-1"),
+                "prefetch:v1:{\(lead.keys.group)}:i:\(identity.digest)",
+                state.calls.keySpace.surrogateIndex("cart", group: lead.keys.group),
+                state.calls.keySpace.surrogateIndex("user-1", group: lead.keys.group),
             ])
         #expect(
-            state.calls.indexes(lead, result: .failure(StoreFailure(code: .timeout, message: ""))) == ["prefetch:v1:i:\(identity.digest)"])
+            state.calls.indexes(lead, result: .failure(StoreFailure(code: .timeout, message: "")))
+                == ["prefetch:v1:{\(lead.keys.group)}:i:\(identity.digest)"])
+        // The value, its lock, its tombstone and its index sets share the group's hash tag, so one slot on a cluster.
+        let slot = HashSlot.of(lead.keys.entry)
+        #expect(
+            ([lead.keys.lock, lead.keys.tombstone] + state.calls.indexes(lead, result: .success(tagged))).allSatisfy {
+                HashSlot.of($0) == slot
+            })
         let anonymous = state.calls.claim(key("/cart"), policy: policy(), token: FlightToken(2)).lead
         #expect(state.calls.indexes(anonymous, result: .success(tagged)).count == 2)
     }

@@ -1,0 +1,248 @@
+import NIOCore
+import Synchronization
+
+/// The store's commands on a Redis Cluster: each command goes to the primary serving its key's slot, through a
+/// ``RedisPool`` per primary (so everything `RedisPool` promises, per node: pipelining, bounds, retries, health).
+///
+/// The slot map (``SlotMap``) starts empty and is filled by `CLUSTER SHARDS`, asked of a known node without a task
+/// when a command finds its slot unknown, when a node answers a redirection or fails, and every few seconds by the
+/// subscriber's thread. A command whose slot is unknown goes to a seed node, whose `MOVED` then teaches the map.
+///
+/// A batch is split by node, keeping each node's commands in batch order in one pipeline (the store's scripts for one
+/// key, a begin and its complete for instance, share a slot and so a node and a pipeline, in order). The replies:
+/// - `MOVED slot node`: the map learns the slot's new primary, a refresh is asked for, and the command goes again,
+///   through the map (with the other commands of the batch moved with it, in order).
+/// - `ASK slot node`: the command goes once to `node`, preceded by `ASKING`, and the map stays (a slot being
+///   migrated: its keys that already moved are served there).
+/// - `TRYAGAIN`: a script's keys are split by a migration in progress; the command goes again 25 ms later.
+/// A command is redirected at most ``maximumRedirections`` times; past that its last error reply stands (the store
+/// treats it as a failed call: the key falls back to this replica's memory store).
+final class ClusterPool: RedisCommands {
+    /// The most redirections one command follows.
+    static let maximumRedirections = 5
+
+    private struct Routes {
+        var map = SlotMap()
+        /// Bumped whenever the map is replaced by a refresh or patched by `MOVED`.
+        var generation = 0
+        var pools: [ClusterNode: RedisPool] = [:]
+    }
+
+    private let cluster: ClusterEndpoints
+    private let settings: ConnectionSettings
+    private let health: RedisHealthMonitor
+    private let connectionsPerNode: Int
+    private let eventLoopGroup: any EventLoopGroup
+    private let routes = Mutex(Routes())
+    private let refreshing = Atomic<Bool>(false)
+    private let nextSeed = Atomic<Int>(0)
+
+    /// A pool for `cluster`; `settings` gives the timeouts and limits of every node's connections. Connects nothing
+    /// until the first command.
+    init(
+        cluster: ClusterEndpoints, settings: ConnectionSettings, connectionsPerNode: Int, health: RedisHealthMonitor,
+        eventLoopGroup: any EventLoopGroup
+    ) {
+        self.cluster = cluster
+        self.settings = settings
+        self.health = health
+        self.connectionsPerNode = connectionsPerNode
+        self.eventLoopGroup = eventLoopGroup
+    }
+
+    /// The slot map now, and its generation (bumped on every change).
+    var topology: (map: SlotMap, generation: Int) {
+        routes.withLock { ($0.map, $0.generation) }
+    }
+
+    /// The node `endpoint` is: with the URL's credentials, for the subscriber's connections.
+    func endpoint(of node: ClusterNode) -> RedisEndpoint {
+        cluster.node(node)
+    }
+
+    func execute(batch commands: [[[UInt8]]]) async -> [Result<RedisValue, RedisCallError>] {
+        await withCheckedContinuation { continuation in
+            submit(batch: commands) { continuation.resume(returning: $0) }
+        }
+    }
+
+    func submit(batch commands: [[[UInt8]]], then done: @escaping @Sendable (RedisCall.Results) -> Void) {
+        guard !commands.isEmpty else { return done([]) }
+        let gather = Gather(count: commands.count, done: done)
+        dispatch(commands.indices.map { Pending(index: $0, command: commands[$0]) }, gather: gather)
+    }
+
+    /// A pool per primary (the seeds' while the map knows none), after refreshing the map when it is incomplete: what
+    /// `SCAN` must visit to see every key.
+    func everyPrimary() async -> [any RedisCommands] {
+        if !routes.withLock({ $0.map.isComplete }) { await refreshNow() }
+        return routes.withLock { routes in
+            let nodes = routes.map.primaries
+            return (nodes.isEmpty ? cluster.seeds.map(ClusterNode.init) : nodes).map { Self.pool(for: $0, in: &routes, self) }
+        }
+    }
+
+    /// Asks a known node for `CLUSTER SHARDS` and waits for the answer (or for every node to fail): for callers about
+    /// to visit every primary.
+    func refreshNow() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            refresh(force: true) { continuation.resume() }
+        }
+    }
+
+    /// Asks for a new slot map without waiting for it: one refresh at a time (`done`, if given, runs when it ends;
+    /// a call made while one runs returns at once unless `force`d to wait for a turn of its own).
+    func refresh(force: Bool = false, then done: (@Sendable () -> Void)? = nil) {
+        guard refreshing.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else {
+            done?()
+            return
+        }
+        let candidates = routes.withLock { routes -> [ClusterNode] in
+            var seen = Set<ClusterNode>()
+            return (routes.map.primaries + cluster.seeds.map(ClusterNode.init)).filter { seen.insert($0).inserted }
+        }
+        ask(candidates[...], then: done)
+    }
+
+    /// Asks the first of `candidates` for the shards; on no usable answer, the next.
+    private func ask(_ candidates: ArraySlice<ClusterNode>, then done: (@Sendable () -> Void)?) {
+        guard let node = candidates.first else {
+            refreshing.store(false, ordering: .releasing)
+            done?()
+            return
+        }
+        let pool = routes.withLock { Self.pool(for: node, in: &$0, self) }
+        pool.submit(batch: [[Array("CLUSTER".utf8), Array("SHARDS".utf8)]]) { [self] results in
+            if case .success(let reply) = results[0], let map = SlotMap(shards: reply), !map.primaries.isEmpty {
+                routes.withLock { routes in
+                    routes.map = map
+                    routes.generation += 1
+                }
+                refreshing.store(false, ordering: .releasing)
+                done?()
+            } else {
+                ask(candidates.dropFirst(), then: done)
+            }
+        }
+    }
+
+    /// A command of a batch on its way: where its result goes, and how often it was redirected.
+    private struct Pending: Sendable {
+        let index: Int
+        let command: [[UInt8]]
+        var redirections = 0
+    }
+
+    /// Sends each command to its slot's primary (a seed while the slot is unknown), one pipeline per node.
+    private func dispatch(_ items: [Pending], gather: Gather) {
+        var incomplete = false
+        let batches = routes.withLock { routes -> [(RedisPool, [Pending])] in
+            incomplete = !routes.map.isComplete
+            var order: [ClusterNode] = []
+            var byNode: [ClusterNode: [Pending]] = [:]
+            for item in items {
+                let node =
+                    Redirection.routingKey(of: item.command).flatMap { routes.map.owner(of: HashSlot.of($0)) } ?? seed()
+                if byNode[node] == nil { order.append(node) }
+                byNode[node, default: []].append(item)
+            }
+            return order.map { (Self.pool(for: $0, in: &routes, self), byNode[$0]!) }
+        }
+        if incomplete { refresh() }
+        for (pool, items) in batches {
+            pool.submit(batch: items.map(\.command)) { [self] results in handle(items, results, gather: gather) }
+        }
+    }
+
+    /// Hands each reply to its caller, or follows the redirection it asks for.
+    private func handle(_ items: [Pending], _ results: RedisCall.Results, gather: Gather) {
+        var moved: [Pending] = []
+        var asked: [ClusterNode: [Pending]] = [:]
+        var askedOrder: [ClusterNode] = []
+        var later: [Pending] = []
+        var stale = false
+        for (item, result) in zip(items, results) {
+            if case .success(.error(let message)) = result, item.redirections < Self.maximumRedirections,
+                let redirection = Redirection(message)
+            {
+                var next = item
+                next.redirections += 1
+                switch redirection {
+                case .moved(let slot, let node):
+                    routes.withLock { routes in
+                        routes.map.moved(slot, to: node)
+                        routes.generation += 1
+                    }
+                    stale = true
+                    moved.append(next)
+                case .ask(_, let node):
+                    if asked[node] == nil { askedOrder.append(node) }
+                    asked[node, default: []].append(next)
+                case .tryAgain:
+                    later.append(next)
+                }
+                continue
+            }
+            if case .failure = result { stale = true }
+            gather.set(item.index, result)
+        }
+        if stale { refresh() }
+        if !moved.isEmpty { dispatch(moved, gather: gather) }
+        for node in askedOrder {
+            let items = asked[node]!
+            let pool = routes.withLock { Self.pool(for: node, in: &$0, self) }
+            let asking = [Array("ASKING".utf8)]
+            pool.submit(batch: items.flatMap { [asking, $0.command] }) { [self] results in
+                // ASKING's own `OK` is dropped; the command's reply may ask for another redirection.
+                handle(items, stride(from: 1, to: results.count, by: 2).map { results[$0] }, gather: gather)
+            }
+        }
+        if !later.isEmpty {
+            eventLoopGroup.next().scheduleTask(in: .milliseconds(25)) { [self] in dispatch(later, gather: gather) }
+        }
+    }
+
+    /// The next seed, round robin.
+    private func seed() -> ClusterNode {
+        ClusterNode(cluster.seeds[(nextSeed.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % cluster.seeds.count])
+    }
+
+    /// The pool of `node`, made on first use.
+    private static func pool(for node: ClusterNode, in routes: inout Routes, _ owner: ClusterPool) -> RedisPool {
+        if let pool = routes.pools[node] { return pool }
+        var settings = owner.settings
+        settings.endpoint = owner.cluster.node(node)
+        settings.locator = PrimaryLocator(fixed: settings.endpoint)
+        let pool = RedisPool(
+            size: owner.connectionsPerNode, settings: settings, health: owner.health, eventLoopGroup: owner.eventLoopGroup)
+        routes.pools[node] = pool
+        return pool
+    }
+}
+
+/// Collects a batch's results as its parts come back from several nodes, and hands them over, in order, once all
+/// are in (on the event loop of the last).
+private final class Gather: Sendable {
+    private struct State {
+        var results: [Result<RedisValue, RedisCallError>?]
+        var remaining: Int
+    }
+
+    private let state: Mutex<State>
+    private let done: @Sendable (RedisCall.Results) -> Void
+
+    init(count: Int, done: @escaping @Sendable (RedisCall.Results) -> Void) {
+        state = Mutex(State(results: Array(repeating: nil, count: count), remaining: count))
+        self.done = done
+    }
+
+    func set(_ index: Int, _ result: Result<RedisValue, RedisCallError>) {
+        let finished = state.withLock { state -> RedisCall.Results? in
+            guard state.results[index] == nil else { return nil }
+            state.results[index] = result
+            state.remaining -= 1
+            return state.remaining == 0 ? state.results.map { $0! } : nil
+        }
+        if let finished { done(finished) }
+    }
+}
