@@ -1,3 +1,4 @@
+import CoreMetrics
 import NIOCore
 import Synchronization
 
@@ -14,11 +15,15 @@ import Synchronization
 ///   through the map (with the other commands of the batch moved with it, in order).
 /// - `ASK slot node`: the command goes once to `node`, preceded by `ASKING`, and the map stays (a slot being
 ///   migrated: its keys that already moved are served there).
-/// - `TRYAGAIN`: a script's keys are split by a migration in progress; the command goes again 25 ms later.
-/// A command is redirected at most ``maximumRedirections`` times; past that its last error reply stands (the store
-/// treats it as a failed call: the key falls back to this replica's memory store).
+/// - `TRYAGAIN`: the slot is being migrated and the command's keys are not all on one side (a script of the store
+///   names a value, its lock and its tombstone, and Redis refuses such a call on a migrating slot until every one of
+///   them is on one node); the command goes again, through the map, 25 ms later. So a call on a slot under migration
+///   waits for the migration (a reshard tool moves a slot's keys in milliseconds), at most the command timeout.
+/// A command follows at most ``maximumRedirections`` `MOVED`/`ASK` in a row (a `TRYAGAIN` starts the count again),
+/// and nothing past the command timeout from its first send; then its last error reply stands (the store treats it as
+/// a failed call: the key falls back to this replica's memory store).
 final class ClusterPool: RedisCommands {
-    /// The most redirections one command follows.
+    /// The most `MOVED`/`ASK` one command follows in a row.
     static let maximumRedirections = 5
 
     private struct Routes {
@@ -36,13 +41,21 @@ final class ClusterPool: RedisCommands {
     private let routes = Mutex(Routes())
     private let refreshing = Atomic<Bool>(false)
     private let nextSeed = Atomic<Int>(0)
+    /// `prefetch_store_redis_redirections_total{kind}`: redirections followed, by kind (`moved`, `ask`, `tryagain`).
+    private let moves: Counter
+    private let asks: Counter
+    private let retries: Counter
 
     /// A pool for `cluster`; `settings` gives the timeouts and limits of every node's connections. Connects nothing
     /// until the first command.
     init(
         cluster: ClusterEndpoints, settings: ConnectionSettings, connectionsPerNode: Int, health: RedisHealthMonitor,
-        eventLoopGroup: any EventLoopGroup
+        eventLoopGroup: any EventLoopGroup, metricsFactory: any MetricsFactory
     ) {
+        let label = "prefetch_store_redis_redirections_total"
+        moves = Counter(label: label, dimensions: [("kind", "moved")], factory: metricsFactory)
+        asks = Counter(label: label, dimensions: [("kind", "ask")], factory: metricsFactory)
+        retries = Counter(label: label, dimensions: [("kind", "tryagain")], factory: metricsFactory)
         self.cluster = cluster
         self.settings = settings
         self.health = health
@@ -69,7 +82,8 @@ final class ClusterPool: RedisCommands {
     func submit(batch commands: [[[UInt8]]], then done: @escaping @Sendable (RedisCall.Results) -> Void) {
         guard !commands.isEmpty else { return done([]) }
         let gather = Gather(count: commands.count, done: done)
-        dispatch(commands.indices.map { Pending(index: $0, command: commands[$0]) }, gather: gather)
+        let deadline = NIODeadline.now() + TimeAmount(settings.commandTimeout)
+        dispatch(commands.indices.map { Pending(index: $0, command: commands[$0], deadline: deadline) }, gather: gather)
     }
 
     /// A pool per primary (the seeds' while the map knows none), after refreshing the map when it is incomplete: what
@@ -130,6 +144,8 @@ final class ClusterPool: RedisCommands {
     private struct Pending: Sendable {
         let index: Int
         let command: [[UInt8]]
+        /// When the command stops following redirections: the command timeout after it was first sent.
+        let deadline: NIODeadline
         var redirections = 0
     }
 
@@ -161,14 +177,16 @@ final class ClusterPool: RedisCommands {
         var askedOrder: [ClusterNode] = []
         var later: [Pending] = []
         var stale = false
+        let now = NIODeadline.now()
         for (item, result) in zip(items, results) {
-            if case .success(.error(let message)) = result, item.redirections < Self.maximumRedirections,
-                let redirection = Redirection(message)
+            if case .success(.error(let message)) = result, now < item.deadline, let redirection = Redirection(message),
+                redirection == .tryAgain || item.redirections < Self.maximumRedirections
             {
                 var next = item
-                next.redirections += 1
+                next.redirections = redirection == .tryAgain ? 0 : item.redirections + 1
                 switch redirection {
                 case .moved(let slot, let node):
+                    moves.increment()
                     routes.withLock { routes in
                         routes.map.moved(slot, to: node)
                         routes.generation += 1
@@ -176,9 +194,11 @@ final class ClusterPool: RedisCommands {
                     stale = true
                     moved.append(next)
                 case .ask(_, let node):
+                    asks.increment()
                     if asked[node] == nil { askedOrder.append(node) }
                     asked[node, default: []].append(next)
                 case .tryAgain:
+                    retries.increment()
                     later.append(next)
                 }
                 continue

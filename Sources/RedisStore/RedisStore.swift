@@ -161,7 +161,7 @@ public final class RedisStore: ResponseStore, Service {
         let clusterPool = cluster.map {
             ClusterPool(
                 cluster: $0, settings: settings, connectionsPerNode: configuration.connections, health: health,
-                eventLoopGroup: group)
+                eventLoopGroup: group, metricsFactory: metricsFactory)
         }
         self.pool =
             clusterPool ?? RedisPool(size: configuration.connections, settings: settings, health: health, eventLoopGroup: group)

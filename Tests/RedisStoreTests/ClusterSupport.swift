@@ -1,0 +1,323 @@
+import Foundation
+import PrefetchTestSupport
+
+@testable import RedisStore
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A real Redis Cluster of `primaries` primaries on 127.0.0.1 and free ports, no persistence, temp dirs.
+///
+/// Each node is a `RedisServer` (so it is started, checked with PING and killed as every other test server is) given
+/// the cluster directives: cluster mode, a cluster bus port of its own (`--cluster-port`, a free port: the default
+/// bus port, the client port + 10000, does not exist for a client port above 55535, and free ports go up to 60999),
+/// and its `nodes.conf` and working directory in a directory of its own under one temporary directory per cluster,
+/// never the repository. Always stop it (see `withCluster`).
+///
+/// The slot migration steps are those `redis-cli --cluster reshard` takes, one at a time, so a test can look at the
+/// store between them: after `beginMigration` the source answers `-ASK` for keys of the slot it no longer holds,
+/// after `finishMigration` it answers `-MOVED`.
+final class RedisCluster: Sendable {
+    /// The primaries' ports, in start order.
+    let ports: [Int]
+    /// The nodes, in start order (`nodes[i].port == ports[i]`).
+    private let nodes: [RedisServer]
+    /// The cluster's temporary directory: one `node-<i>` directory per node, with its `nodes.conf`.
+    private let directory: URL
+
+    /// `redis-cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3` (all seeds).
+    var url: String { "redis-cluster://" + ports.map { "127.0.0.1:\($0)" }.joined(separator: ",") }
+
+    /// A cluster of already running `nodes` whose files are under `directory`.
+    private init(nodes: [RedisServer], directory: URL) {
+        self.nodes = nodes
+        self.ports = nodes.map(\.port)
+        self.directory = directory
+    }
+
+    /// Starts `primaries` (default 3) cluster-enabled redis-servers (`--cluster-enabled yes`, a `--cluster-config-file`
+    /// and `--dir` in a fresh temporary directory per node, `--cluster-node-timeout 2000`, `--save ""`,
+    /// `--appendonly no`, `--bind 127.0.0.1`, `--daemonize no`, and a free `--cluster-port`), runs
+    /// `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes` (slots split evenly, no replicas), and waits
+    /// until every node's `CLUSTER INFO` says `cluster_state:ok` and every node agrees on the slot owners. Throws
+    /// (after stopping what it started) if that does not happen within ~20 s. `redis-cli --cluster create` wants at
+    /// least 3 primaries: fewer is an error.
+    static func start(primaries: Int = 3) async throws -> RedisCluster {
+        guard primaries >= 3 else {
+            throw RedisStoreError(code: "test", message: "a Redis Cluster needs at least 3 primaries, not \(primaries)")
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "prefetch-cluster-\(UUID().uuidString)")
+        var nodes: [RedisServer] = []
+        do {
+            for index in 0..<primaries {
+                nodes.append(try await startNode(in: directory.appendingPathComponent("node-\(index)")))
+            }
+        } catch {
+            for node in nodes { await node.stop() }
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
+        let cluster = RedisCluster(nodes: nodes, directory: directory)
+        do {
+            try await cluster.form()
+        } catch {
+            await cluster.stop()
+            throw error
+        }
+        return cluster
+    }
+
+    /// Starts one cluster-enabled node whose files go to `directory` and waits until it answers PING. Up to three
+    /// tries, each on fresh ports: the bus port is chosen before the server's own, so the two may (rarely) collide.
+    private static func startNode(in directory: URL) async throws -> RedisServer {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let config = directory.appendingPathComponent("nodes.conf")
+        var failure: (any Error)?
+        for _ in 0..<3 {
+            do {
+                // After RedisServer's own arguments: this `--dir` overrides its shared temporary directory.
+                return try await RedisServer.start(arguments: [
+                    "--cluster-enabled", "yes", "--cluster-port", "\(try freePort())",
+                    "--cluster-config-file", config.path, "--dir", directory.path, "--cluster-node-timeout", "2000",
+                ])
+            } catch {
+                failure = error
+                // A node that came up and died may have written its identity: the next try starts afresh.
+                try? FileManager.default.removeItem(at: config)
+            }
+        }
+        throw failure ?? RedisStoreError(code: "test", message: "no cluster node started in \(directory.path)")
+    }
+
+    /// Joins the started nodes into one cluster with `redis-cli --cluster create` and waits (20 s in all) until it is
+    /// formed (see `isFormed`); throws with what redis-cli said if it is not.
+    private func form() async throws {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(20))
+        let create =
+            ["--cluster", "create"] + ports.map { "127.0.0.1:\($0)" } + ["--cluster-replicas", "0", "--cluster-yes"]
+        // redis-cli waits (a second a round) until the nodes agree on the configuration: a few seconds, not 2.
+        let said = await runRedisCLI(create, within: 20)
+        let left = max((deadline - ContinuousClock.now) / .seconds(1), 2)
+        guard await eventually(within: left, { await isFormed() }) else {
+            let output = said.map { Self.withoutColours($0).suffix(800) } ?? "nothing: it did not finish"
+            let why = "the cluster on ports \(ports) did not form within 20 s"
+            throw RedisStoreError(code: "test", message: "\(why); redis-cli --cluster create said: \(output)")
+        }
+    }
+
+    /// Whether every node says `cluster_state:ok` and every node sees the same slot owners.
+    private func isFormed() async -> Bool {
+        var agreed: [ClusterSlotRange]?
+        for port in ports {
+            guard await cli(port: port, ["CLUSTER", "INFO"])?.contains("cluster_state:ok") == true,
+                let view = await slotRanges(seenBy: port), !view.isEmpty
+            else { return false }
+            if let agreed, agreed != view { return false }
+            agreed = view
+        }
+        return true
+    }
+
+    /// Kills every node (SIGKILL) and waits for them to exit; removes the temp dirs. Stopping twice is harmless.
+    func stop() async {
+        await withTaskGroup(of: Void.self) { group in
+            for node in nodes { group.addTask { await node.stop() } }
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Runs one redis-cli command against the node on `port` (no -c); its output or nil (when it did not finish
+    /// within 5 s). An error reply is output too: `MOVED 3300 127.0.0.1:7001`, `ASK 3300 127.0.0.1:7001`.
+    func cli(port: Int, _ command: [String]) async -> String? {
+        await runRedisCLI(["-h", "127.0.0.1", "-p", "\(port)"] + command, within: 5)
+    }
+
+    /// The port of the primary that serves `slot` now, as node `ports[0]` sees it (`CLUSTER SLOTS`).
+    func owner(ofSlot slot: Int) async -> Int? {
+        await owner(ofSlot: slot, seenBy: ports[0])
+    }
+
+    /// The port of the primary that serves `slot` as the node on `port` sees it; nil if it names none or does not
+    /// answer.
+    private func owner(ofSlot slot: Int, seenBy port: Int) async -> Int? {
+        await slotRanges(seenBy: port)?.first { $0.first <= slot && slot <= $0.last }?.port
+    }
+
+    /// The slot ranges and their primaries as the node on `port` sees them (`CLUSTER SLOTS`, as JSON), by first slot;
+    /// nil if it does not answer with them.
+    private func slotRanges(seenBy port: Int) async -> [ClusterSlotRange]? {
+        guard let output = await cli(port: port, ["--json", "CLUSTER", "SLOTS"]),
+            let ranges = try? JSONDecoder().decode([ClusterSlotRange].self, from: Data(output.utf8))
+        else { return nil }
+        return ranges.sorted { $0.first < $1.first }
+    }
+
+    /// The slot of `key` (`CLUSTER KEYSLOT`).
+    func slot(of key: String) async -> Int? {
+        await cli(port: ports[0], ["CLUSTER", "KEYSLOT", key]).flatMap { Int(Self.trimmed($0)) }
+    }
+
+    /// Step 1 of a reshard: `CLUSTER SETSLOT slot IMPORTING <source id>` on the target, then
+    /// `CLUSTER SETSLOT slot MIGRATING <target id>` on the source. After it, the source answers `-ASK` for keys of the
+    /// slot it no longer holds (it still serves those it holds). Throws with the reply of a node that refuses.
+    func beginMigration(slot: Int, from source: Int, to target: Int) async throws {
+        let sourceID = try await requireNodeID(port: source)
+        let targetID = try await requireNodeID(port: target)
+        try await requireOK(port: target, ["CLUSTER", "SETSLOT", "\(slot)", "IMPORTING", sourceID])
+        try await requireOK(port: source, ["CLUSTER", "SETSLOT", "\(slot)", "MIGRATING", targetID])
+    }
+
+    /// Step 2: moves every key of `slot` from source to target (`CLUSTER GETKEYSINSLOT` then
+    /// `MIGRATE 127.0.0.1 <target> "" 0 5000 KEYS ...`, 100 keys a round until the source lists none), returning how
+    /// many moved (a key that expired while it moved may be counted). Throws with the reply of a failed round.
+    @discardableResult func moveKeys(slot: Int, from source: Int, to target: Int) async throws -> Int {
+        var moved = 0
+        // A bound, not a wait: 100 000 keys are far more than a test writes; a slot that never empties is an error.
+        for _ in 0..<1000 {
+            let keys = try await keys(inSlot: slot, on: source)
+            if keys.isEmpty { return moved }
+            let migrate = ["MIGRATE", "127.0.0.1", "\(target)", "", "0", "5000", "KEYS"] + keys
+            // MIGRATE may take its own 5 s: redis-cli is given longer.
+            let reply = await runRedisCLI(["-h", "127.0.0.1", "-p", "\(source)"] + migrate, within: 10)
+                .map(Self.trimmed)
+            switch reply {
+            case "OK"?: moved += keys.count
+            case "NOKEY"?: continue  // every listed key expired before it could move
+            default:
+                throw RedisStoreError(
+                    code: "test",
+                    message: "MIGRATE of slot \(slot) from \(source) to \(target) answered \(reply ?? "nothing")")
+            }
+        }
+        throw RedisStoreError(code: "test", message: "slot \(slot) on \(source) never emptied")
+    }
+
+    /// Up to 100 keys of `slot` the node on `port` holds (`CLUSTER GETKEYSINSLOT`, as JSON).
+    private func keys(inSlot slot: Int, on port: Int) async throws -> [String] {
+        let output = await cli(port: port, ["--json", "CLUSTER", "GETKEYSINSLOT", "\(slot)", "100"])
+        guard let output, let keys = try? JSONDecoder().decode([String].self, from: Data(output.utf8)) else {
+            throw RedisStoreError(
+                code: "test", message: "CLUSTER GETKEYSINSLOT \(slot) on \(port) answered \(output ?? "nothing")")
+        }
+        return keys
+    }
+
+    /// Step 3: `CLUSTER SETSLOT slot NODE <target id>` on target, source and every other node; waits (10 s at most)
+    /// until every node names the target as the owner. After it the source answers `-MOVED`. The source refuses while
+    /// it still holds keys of the slot (see `moveKeys`); throws with the reply of a node that refuses, or if the nodes
+    /// do not agree in time.
+    func finishMigration(slot: Int, from source: Int, to target: Int) async throws {
+        let targetID = try await requireNodeID(port: target)
+        for port in [target, source] + ports.filter({ $0 != target && $0 != source }) {
+            try await requireOK(port: port, ["CLUSTER", "SETSLOT", "\(slot)", "NODE", targetID])
+        }
+        let settled = await eventually(within: 10) {
+            for port in ports {
+                guard await owner(ofSlot: slot, seenBy: port) == target else { return false }
+            }
+            return true
+        }
+        guard settled else {
+            throw RedisStoreError(code: "test", message: "not every node names \(target) as the owner of slot \(slot)")
+        }
+    }
+
+    /// The three steps in order: `beginMigration`, `moveKeys`, `finishMigration`.
+    func reshard(slot: Int, from source: Int, to target: Int) async throws {
+        try await beginMigration(slot: slot, from: source, to: target)
+        try await moveKeys(slot: slot, from: source, to: target)
+        try await finishMigration(slot: slot, from: source, to: target)
+    }
+
+    /// The node id of the node on `port` (`CLUSTER MYID`); nil if it does not answer with one.
+    func nodeID(port: Int) async -> String? {
+        guard let output = await cli(port: port, ["CLUSTER", "MYID"]) else { return nil }
+        let id = Self.trimmed(output)
+        return id.count == 40 && id.allSatisfy(\.isHexDigit) ? id : nil
+    }
+
+    /// `nodeID(port:)`, or an error naming the port.
+    private func requireNodeID(port: Int) async throws -> String {
+        guard let id = await nodeID(port: port) else {
+            throw RedisStoreError(code: "test", message: "the node on \(port) did not say its id")
+        }
+        return id
+    }
+
+    /// Runs `command` on the node on `port`; throws with its reply unless that is `OK`.
+    private func requireOK(port: Int, _ command: [String]) async throws {
+        let reply = await cli(port: port, command).map(Self.trimmed)
+        guard reply == "OK" else {
+            throw RedisStoreError(
+                code: "test", message: "\(command.joined(separator: " ")) on \(port) answered \(reply ?? "nothing")")
+        }
+    }
+
+    /// `text` without surrounding whitespace and newlines (redis-cli ends a reply with a newline, an error with two).
+    private static func trimmed(_ text: String) -> String {
+        text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// `text` without the ANSI colour sequences (`ESC [ ... m`) `redis-cli --cluster` writes even to a pipe.
+    private static func withoutColours(_ text: String) -> String {
+        let pieces = text.components(separatedBy: "\u{1B}[")
+        return pieces.dropFirst().reduce(pieces[0]) { kept, piece in
+            kept + (piece.firstIndex(of: "m").map { String(piece[piece.index(after: $0)...]) } ?? piece)
+        }
+    }
+}
+
+/// One entry of `CLUSTER SLOTS` as `redis-cli --json` writes it, `[first, last, [ip, port, id, {...}], ...]`: the
+/// range and its primary's port (the replicas that may follow are not read).
+private struct ClusterSlotRange: Decodable, Equatable {
+    var first: Int
+    var last: Int
+    var port: Int
+
+    /// Reads the range's bounds and its primary's port from the entry's array.
+    init(from decoder: any Decoder) throws {
+        var entry = try decoder.unkeyedContainer()
+        first = try entry.decode(Int.self)
+        last = try entry.decode(Int.self)
+        var primary = try entry.nestedUnkeyedContainer()
+        _ = try primary.decode(String.self)
+        port = try primary.decode(Int.self)
+    }
+}
+
+/// Runs `/usr/bin/redis-cli` with `arguments`; its standard output (where it also writes error replies), or nil when
+/// it could not start or did not finish within `seconds` (then it is killed and reaped). `redisCLI` with a limit of
+/// its own and no fixed `-h`/`-p`, for `--cluster create` and `MIGRATE`, which may take longer than 2 s. For small
+/// outputs: one beyond a pipe's buffer would stall redis-cli until the limit.
+private func runRedisCLI(_ arguments: [String], within seconds: Double) async -> String? {
+    let cli = TestProcess()
+    cli.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
+    cli.arguments = arguments
+    let pipe = Pipe()
+    cli.standardOutput = pipe
+    cli.standardError = FileHandle.nullDevice
+    guard (try? launchSerially(cli)) != nil else { return nil }
+    _ = await eventually(within: seconds) { !cli.isRunning }
+    if cli.isRunning {
+        cli.signal(SIGKILL)
+        _ = await eventually { !cli.isRunning }
+        return nil
+    }
+    return String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+}
+
+/// Runs `body` with a fresh cluster and always stops it afterwards, whatever happens.
+func withCluster(primaries: Int = 3, _ body: (RedisCluster) async throws -> Void) async throws {
+    let cluster = try await RedisCluster.start(primaries: primaries)
+    do {
+        try await body(cluster)
+    } catch {
+        await cluster.stop()
+        throw error
+    }
+    await cluster.stop()
+}
