@@ -151,10 +151,14 @@ struct SlotMap: Sendable, Hashable {
                 case .array(let bounds) = slots, bounds.count % 2 == 0, let nodeList = Self.field("nodes", in: fields),
                 case .array(let members) = nodeList
             else { return nil }
-            let primary = members.lazy.compactMap { member -> ClusterNode? in
-                guard case .array(let nodeFields) = member, Self.field("role", in: nodeFields)?.text == "master" else { return nil }
-                return Self.address(nodeFields)
-            }.first
+            // The shard's primary; of two that say so (a failed one not yet demoted), the one that is online.
+            let primaries = members.compactMap { member -> (node: ClusterNode, online: Bool)? in
+                guard case .array(let nodeFields) = member, Self.field("role", in: nodeFields)?.text == "master",
+                    let node = Self.address(nodeFields)
+                else { return nil }
+                return (node, Self.field("health", in: nodeFields)?.text == "online")
+            }
+            let primary = (primaries.first { $0.online } ?? primaries.first)?.node
             guard let primary else { continue }
             var index = 0
             while index < bounds.count {

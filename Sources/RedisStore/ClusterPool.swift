@@ -126,7 +126,9 @@ final class ClusterPool: RedisCommands {
             return
         }
         let pool = routes.withLock { Self.pool(for: node, in: &$0, self) }
-        pool.submit(batch: [[Array("CLUSTER".utf8), Array("SHARDS".utf8)]]) { [self] results in
+        // Not held back by the store's health: after a primary's death the store counts as down, and only the new
+        // map lets it come back.
+        pool.submit(batch: [[Array("CLUSTER".utf8), Array("SHARDS".utf8)]], gated: false) { [self] results in
             if case .success(let reply) = results[0], let map = SlotMap(shards: reply), !map.primaries.isEmpty {
                 routes.withLock { routes in
                     routes.map = map

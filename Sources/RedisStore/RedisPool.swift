@@ -118,9 +118,16 @@ final class RedisPool: RedisCommands {
     /// connection's event loop (or at once, when Redis is known to be down or the pool is closed). `done` must not
     /// block: it runs on an event loop.
     func submit(batch commands: [[[UInt8]]], then done: @escaping @Sendable (RedisCall.Results) -> Void) {
+        submit(batch: commands, gated: true, then: done)
+    }
+
+    /// ``submit(batch:then:)``; with `gated` false the call is sent even while Redis is known to be down, without
+    /// claiming the reconnect attempt: for a cluster's `CLUSTER SHARDS`, which must find the new primaries while the
+    /// store counts a dead one as an outage.
+    func submit(batch commands: [[[UInt8]]], gated: Bool, then done: @escaping @Sendable (RedisCall.Results) -> Void) {
         guard !commands.isEmpty else { return done([]) }
         let connection = connections[(next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % connections.count]
-        connection.submit(RedisCall(commands: commands, completion: .callback(done)))
+        connection.submit(RedisCall(commands: commands, completion: .callback(done)), gated: gated)
     }
 }
 
@@ -212,11 +219,11 @@ final class PooledConnection: Sendable {
     }
 
     /// Sends `call` on this slot's event loop.
-    func submit(_ call: RedisCall) {
+    func submit(_ call: RedisCall, gated: Bool = true) {
         if eventLoop.inEventLoop {
-            submitOnLoop(call, gated: true)
+            submitOnLoop(call, gated: gated)
         } else {
-            eventLoop.execute { self.submitOnLoop(call, gated: true) }
+            eventLoop.execute { self.submitOnLoop(call, gated: gated) }
         }
     }
 

@@ -23,7 +23,9 @@ import Darwin
 final class RedisCluster: Sendable {
     /// The primaries' ports, in start order.
     let ports: [Int]
-    /// The nodes, in start order (`nodes[i].port == ports[i]`).
+    /// The replicas' ports (`replicaPorts[i]` replicates `ports[i]`); empty without replicas.
+    let replicaPorts: [Int]
+    /// The nodes, primaries then replicas, in start order.
     private let nodes: [RedisServer]
     /// The cluster's temporary directory: one `node-<i>` directory per node, with its `nodes.conf`.
     private let directory: URL
@@ -31,10 +33,12 @@ final class RedisCluster: Sendable {
     /// `redis-cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3` (all seeds).
     var url: String { "redis-cluster://" + ports.map { "127.0.0.1:\($0)" }.joined(separator: ",") }
 
-    /// A cluster of already running `nodes` whose files are under `directory`.
-    private init(nodes: [RedisServer], directory: URL) {
+    /// A cluster of already running `nodes` (the first `primaries` of them primaries) whose files are under
+    /// `directory`.
+    private init(nodes: [RedisServer], primaries: Int, directory: URL) {
         self.nodes = nodes
-        self.ports = nodes.map(\.port)
+        self.ports = nodes.prefix(primaries).map(\.port)
+        self.replicaPorts = nodes.dropFirst(primaries).map(\.port)
         self.directory = directory
     }
 
@@ -44,8 +48,9 @@ final class RedisCluster: Sendable {
     /// `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes` (slots split evenly, no replicas), and waits
     /// until every node's `CLUSTER INFO` says `cluster_state:ok` and every node agrees on the slot owners. Throws
     /// (after stopping what it started) if that does not happen within ~20 s. `redis-cli --cluster create` wants at
-    /// least 3 primaries: fewer is an error.
-    static func start(primaries: Int = 3) async throws -> RedisCluster {
+    /// least 3 primaries: fewer is an error. With `replicas`, each primary then gets a replica (`redis-cli --cluster
+    /// add-node --cluster-slave`), and the start waits until every replica's link to its primary is up.
+    static func start(primaries: Int = 3, replicas: Bool = false) async throws -> RedisCluster {
         guard primaries >= 3 else {
             throw RedisStoreError(code: "test", message: "a Redis Cluster needs at least 3 primaries, not \(primaries)")
         }
@@ -53,7 +58,7 @@ final class RedisCluster: Sendable {
             "prefetch-cluster-\(UUID().uuidString)")
         var nodes: [RedisServer] = []
         do {
-            for index in 0..<primaries {
+            for index in 0..<(replicas ? 2 * primaries : primaries) {
                 nodes.append(try await startNode(in: directory.appendingPathComponent("node-\(index)")))
             }
         } catch {
@@ -61,9 +66,10 @@ final class RedisCluster: Sendable {
             try? FileManager.default.removeItem(at: directory)
             throw error
         }
-        let cluster = RedisCluster(nodes: nodes, directory: directory)
+        let cluster = RedisCluster(nodes: nodes, primaries: primaries, directory: directory)
         do {
             try await cluster.form()
+            try await cluster.addReplicas()
         } catch {
             await cluster.stop()
             throw error
@@ -109,6 +115,31 @@ final class RedisCluster: Sendable {
         }
     }
 
+    /// Makes each of `replicaPorts` a replica of its primary and waits (20 s in all) until each has its link up.
+    private func addReplicas() async throws {
+        for (primary, replica) in zip(ports, replicaPorts) {
+            let primaryID = try await requireNodeID(port: primary)
+            let add = [
+                "--cluster", "add-node", "127.0.0.1:\(replica)", "127.0.0.1:\(primary)", "--cluster-slave",
+                "--cluster-master-id", primaryID,
+            ]
+            let said = await runRedisCLI(add, within: 20)
+            let linked = await eventually(within: 20) {
+                await cli(port: replica, ["INFO", "replication"])?.contains("master_link_status:up") == true
+            }
+            guard linked else {
+                let output = said.map { Self.withoutColours($0).suffix(800) } ?? "nothing: it did not finish"
+                throw RedisStoreError(
+                    code: "test", message: "the replica on \(replica) never linked to \(primary); redis-cli said: \(output)")
+            }
+        }
+    }
+
+    /// Kills the node on `port` (SIGKILL), as a machine's loss would; the others go on.
+    func kill(port: Int) async {
+        await nodes.first { $0.port == port }?.stop()
+    }
+
     /// Whether every node says `cluster_state:ok` and every node sees the same slot owners.
     private func isFormed() async -> Bool {
         var agreed: [ClusterSlotRange]?
@@ -143,7 +174,7 @@ final class RedisCluster: Sendable {
 
     /// The port of the primary that serves `slot` as the node on `port` sees it; nil if it names none or does not
     /// answer.
-    private func owner(ofSlot slot: Int, seenBy port: Int) async -> Int? {
+    func owner(ofSlot slot: Int, seenBy port: Int) async -> Int? {
         await slotRanges(seenBy: port)?.first { $0.first <= slot && slot <= $0.last }?.port
     }
 
@@ -311,8 +342,8 @@ private func runRedisCLI(_ arguments: [String], within seconds: Double) async ->
 }
 
 /// Runs `body` with a fresh cluster and always stops it afterwards, whatever happens.
-func withCluster(primaries: Int = 3, _ body: (RedisCluster) async throws -> Void) async throws {
-    let cluster = try await RedisCluster.start(primaries: primaries)
+func withCluster(primaries: Int = 3, replicas: Bool = false, _ body: (RedisCluster) async throws -> Void) async throws {
+    let cluster = try await RedisCluster.start(primaries: primaries, replicas: replicas)
     do {
         try await body(cluster)
     } catch {

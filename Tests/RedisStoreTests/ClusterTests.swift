@@ -281,6 +281,62 @@ import Testing
     }
 }
 
+extension ClusterTests {
+    @Test func theFleetFollowsAReplicaPromotedWhenAPrimaryDies() async throws {
+        try await withCluster(replicas: true) { cluster in
+            try await withStores(cluster) { replicas in
+                let (a, b) = (replicas[0], replicas[1])
+                let keySpace = KeySpace(namespace: "prefetch:v1", database: 0)
+                let victim = cluster.ports[0]
+                let heir = cluster.replicaPorts[0]
+                let witness = cluster.ports[1]
+                var victimsGroup: String?
+                for group in KeySpace.groups where await cluster.owner(ofSlot: HashSlot.of(keySpace.prefix(group: group))) == victim {
+                    victimsGroup = group
+                    break
+                }
+                let group = try #require(victimsGroup)
+                let slot = HashSlot.of(keySpace.prefix(group: group))
+                let stored = (0..<10).map { Self.member(of: group, "stored-\($0)") } + Self.spread(10)
+                for key in stored { #expect(await put(a, key, .success(response("before")))) }
+                // Written before the loss: the replica has them (replication is asynchronous; wait until it caught up).
+                let caughtUp = await eventually(within: 10) {
+                    await cluster.cli(port: victim, ["DBSIZE"]) == cluster.cli(port: heir, ["DBSIZE"])
+                }
+                #expect(caughtUp)
+
+                await cluster.kill(port: victim)
+                let promoted = await eventually(within: 30) { await cluster.owner(ofSlot: slot, seenBy: witness) == heir }
+                #expect(promoted, "the cluster promoted the replica")
+
+                // The fleet follows by itself: both replicas serve every value again, from the new primary too.
+                let followed = await eventually(within: 20) {
+                    guard !a.isDegraded, !b.isDegraded else { return false }
+                    for key in stored where await b.read(key, wait: .zero).body != "before" { return false }
+                    return true
+                }
+                #expect(followed, "both replicas read every value again after the failover")
+                #expect(a.isListening && b.isListening)
+
+                // Single flight is exact again on the promoted primary, and a completion there wakes the other replica.
+                let fresh = Self.member(of: group, "after")
+                let outcomes = await withTaskGroup(of: BeginOutcome.self) { race in
+                    for attempt in 0..<40 { race.addTask { await replicas[attempt % 2].begin(fresh, policy: policy()) } }
+                    return await race.reduce(into: [BeginOutcome]()) { $0.append($1) }
+                }
+                #expect(outcomes.count { $0.token != nil } == 1)
+                #expect(outcomes.count { $0 == .joined } == 39)
+                let next = Self.member(of: group, "woken")
+                let token = try #require(await a.begin(next, policy: policy()).token)
+                let reader = Task { await b.read(next, wait: .seconds(10)).body }
+                _ = await eventually { b.waitingReaders == 1 }
+                await a.complete(next, token: token, result: .success(response("after the failover")))
+                #expect(await reader.value == "after the failover")
+            }
+        }
+    }
+}
+
 /// A flag one task sets and another reads.
 final class Flag: Sendable {
     private let value = Mutex(false)
