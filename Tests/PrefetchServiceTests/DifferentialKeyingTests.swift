@@ -48,18 +48,20 @@ import Testing
         #expect(served.withLock { $0 } >= 12, "only \(served.withLock { $0 }) reads were served")
     }
 
-    @Test func everyByteServedAcrossTwoReplicasIsTheReadersOwn() async throws {
+    /// On one redis-server and on a 3-primary Redis Cluster (each page's keys spread over the primaries).
+    @Test(arguments: ServeReplicaTests.SharedRedis.allCases)
+    func everyByteServedAcrossTwoReplicasIsTheReadersOwn(on kind: ServeReplicaTests.SharedRedis) async throws {
         let served = Mutex(0)
         try await withUpstream { upstream in
-            let redis = try ServeReplicaTests.Redis()
-            try await redis.start()
+            let redis: any SharedRedisProcess =
+                kind == .single ? try await RedisServer.start() : try await RedisCluster.start()
             let key = try IdentityKey(secret: Array(ServeReplicaTests.identityKey.utf8))
             do {
                 try await withFetcher { fetcher in
                     await propertyCheck(count: 6, input: Gen.int(in: 0...Int(Int32.max))) { seed in
                         let scenario = Scenario(seed: UInt64(seed), base: upstream.base)
                         var shared = testSettings()
-                        shared.store.url = "redis://127.0.0.1:\(redis.port)"
+                        shared.store.url = redis.url
                         shared.engine.identityKey = key
                         let settings = shared
                         do {

@@ -55,11 +55,15 @@ import Testing
     /// `withBoth` with each service on a redis-server of its own (started and stopped here).
     func withBothOnRedis(_ body: @Sendable (_ fast: LiveService, _ routed: LiveService) async throws -> Void) async throws {
         try await withUpstream { upstream in
-            let fastRedis = try ServeReplicaTests.Redis()
-            let routedRedis = try ServeReplicaTests.Redis()
+            let fastRedis = try await RedisServer.start()
+            let routedRedis: RedisServer
             do {
-                try await fastRedis.start()
-                try await routedRedis.start()
+                routedRedis = try await RedisServer.start()
+            } catch {
+                await fastRedis.stop()
+                throw error
+            }
+            do {
                 var fast = testSettings()
                 fast.store.url = "redis://127.0.0.1:\(fastRedis.port)"
                 var routed = testSettings()

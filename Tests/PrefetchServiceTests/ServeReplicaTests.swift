@@ -8,89 +8,55 @@ import Testing
 
 @testable import PrefetchService
 
-/// Two `prefetch serve` processes sharing a real redis-server: what a load balancer in front of replicas needs.
+/// Two `prefetch serve` processes sharing a real redis-server, or a real Redis Cluster: what a load balancer in front of
+/// replicas needs.
 @Suite(.serialized) struct ServeReplicaTests {
     /// The identity key every replica shares (as a deployment does, from a Secret).
     static let identityKey = "replica-test-identity-key-0123456789abcdef"
 
-    /// A redis-server on a free port of 127.0.0.1, without persistence; `stop` kills it, `start` (re)launches it
-    /// on the same port.
-    final class Redis: Sendable {
-        let port: Int
-        private let process = Mutex<TestProcess?>(nil)
-
-        init() throws {
-            port = try freeLocalPort()
-        }
-
-        func start() async throws {
-            let launched = TestProcess()
-            launched.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
-            launched.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-            launched.standardOutput = FileHandle.nullDevice
-            launched.standardError = FileHandle.nullDevice
-            try launch(launched)
-            process.withLock { $0 = launched }
-            let up = await eventually(within: 10) { await self.answers() }
-            if !up { throw CommandTestError(message: "redis-server on port \(port) did not start") }
-        }
-
-        func stop() async {
-            guard
-                let running = process.withLock({ current -> TestProcess? in
-                    defer { current = nil }
-                    return current
-                })
-            else { return }
-            kill(running.processIdentifier, SIGKILL)
-            _ = await eventually(within: 5) { !running.isRunning }
-        }
-
-        /// Whether something accepts connections on the port.
-        func answers() async -> Bool {
-            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            guard descriptor >= 0 else { return false }
-            defer { close(descriptor) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            return withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-                }
-            }
-        }
+    /// What the replicas share: one redis-server, or a 3-primary Redis Cluster.
+    enum SharedRedis: String, CaseIterable, Sendable {
+        case single
+        case cluster
     }
 
-    /// Runs `body` with an upstream, a redis-server and two replicas on it; everything is stopped afterwards.
+    /// Runs `body` with an upstream, a redis-server (or with `.cluster` a Redis Cluster, and no single server) and two
+    /// replicas on it; everything is stopped afterwards.
     func withReplicas(
-        interfaces: @Sendable (TestUpstream) -> [TestInterface],
-        _ body: @Sendable (TestUpstream, Redis, CommandTests.Server, CommandTests.Server, String) async throws -> Void
+        on shared: SharedRedis = .single, interfaces: @Sendable (TestUpstream) -> [TestInterface],
+        _ body: @Sendable (TestUpstream, RedisServer?, CommandTests.Server, CommandTests.Server, String) async throws -> Void
     ) async throws {
         try await withUpstream { upstream in
-            let redis = try Redis()
-            try await redis.start()
+            let redis = shared == .single ? try await RedisServer.start() : nil
+            let cluster: RedisCluster?
+            do {
+                cluster = shared == .cluster ? try await RedisCluster.start() : nil
+            } catch {
+                await redis?.stop()
+                throw error
+            }
+            let url = redis?.url ?? cluster?.url ?? ""
             let page = "\(upstream.base)/pages/replicated"
             let config = try TempConfig(TestConfig([TestPage(page, interfaces(upstream))]))
             var servers: [CommandTests.Server] = []
+            func stopAll() async {
+                for server in servers { await server.child.stop() }
+                await redis?.stop()
+                await cluster?.stop()
+                config.remove()
+            }
             do {
                 for _ in 0..<2 {
                     servers.append(
                         try await CommandTests.Server.start(
-                            configPath: config.path,
-                            arguments: ["--store", "redis://127.0.0.1:\(redis.port)", "--identity-key", Self.identityKey]))
+                            configPath: config.path, arguments: ["--store", url, "--identity-key", Self.identityKey]))
                 }
                 try await body(upstream, redis, servers[0], servers[1], page)
             } catch {
-                for server in servers { await server.child.stop() }
-                await redis.stop()
-                config.remove()
+                await stopAll()
                 throw error
             }
-            for server in servers { await server.child.stop() }
-            await redis.stop()
-            config.remove()
+            await stopAll()
         }
     }
 
@@ -103,10 +69,14 @@ import Testing
         return try reply.decoded(TriggerAnswer.self).ticket
     }
 
-    @Test func aTicketFromOneReplicaIsServedByTheOther() async throws {
-        try await withReplicas(interfaces: { upstream in
-            [upstream.interface("info", "/r/info", urlParam: true)]
-        }) { upstream, _, first, second, page in
+    @Test(arguments: SharedRedis.allCases)
+    func aTicketFromOneReplicaIsServedByTheOther(on shared: SharedRedis) async throws {
+        try await withReplicas(
+            on: shared,
+            interfaces: { upstream in
+                [upstream.interface("info", "/r/info", urlParam: true)]
+            }
+        ) { upstream, _, first, second, page in
             let ticket = try await trigger(first, page + "?id=7")
             let data = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticket)/data?name=info&wait=5000")
             #expect(data.status == 200, "\(data.text)")
@@ -118,13 +88,17 @@ import Testing
         }
     }
 
-    @Test func consumersOnBothReplicasCauseOneUpstreamFetch() async throws {
-        try await withReplicas(interfaces: { upstream in
-            [
-                upstream.interface("slow", "/r/slow?delay=300"),
-                upstream.interface("list", "/r/list", method: .POST, bodyParam: true),
-            ]
-        }) { upstream, _, first, second, page in
+    @Test(arguments: SharedRedis.allCases)
+    func consumersOnBothReplicasCauseOneUpstreamFetch(on shared: SharedRedis) async throws {
+        try await withReplicas(
+            on: shared,
+            interfaces: { upstream in
+                [
+                    upstream.interface("slow", "/r/slow?delay=300"),
+                    upstream.interface("list", "/r/list", method: .POST, bodyParam: true),
+                ]
+            }
+        ) { upstream, _, first, second, page in
             let target = page + "?q=1"
             // The first replica's trigger is answered (the flight is under way, 300 ms upstream) before the
             // second replica's trigger and the 100 readers on both replicas race it; nobody reads before a trigger.
@@ -151,10 +125,14 @@ import Testing
         }
     }
 
-    @Test func identitiesStayIsolatedAcrossReplicas() async throws {
-        try await withReplicas(interfaces: { upstream in
-            [upstream.interface("me", "/r/me")]
-        }) { upstream, _, first, second, page in
+    @Test(arguments: SharedRedis.allCases)
+    func identitiesStayIsolatedAcrossReplicas(on shared: SharedRedis) async throws {
+        try await withReplicas(
+            on: shared,
+            interfaces: { upstream in
+                [upstream.interface("me", "/r/me")]
+            }
+        ) { upstream, _, first, second, page in
             let ticketA = try await trigger(first, page, cookie: "sid=alice")
             let ticketB = try await trigger(second, page, cookie: "sid=bob")
             let a = try await oneRequest(
@@ -180,6 +158,7 @@ import Testing
         try await withReplicas(interfaces: { upstream in
             [upstream.interface("info", "/r/outage", urlParam: true)]
         }) { _, redis, first, second, page in
+            let redis = try #require(redis)
             await redis.stop()
             for (index, server) in [first, second].enumerated() {
                 let ticket = try await trigger(server, page + "?during=\(index)")
@@ -194,7 +173,7 @@ import Testing
             let health = try await oneRequest(port: second.port, .get, "/healthz")
             #expect(health.status == 200)
 
-            try await redis.start()
+            try await redis.launch()
             for server in [first, second] {
                 let recovered = await eventually(within: 15) {
                     let ready = try? await oneRequest(port: server.port, .get, "/readyz")

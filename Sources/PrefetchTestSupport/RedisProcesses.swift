@@ -1,13 +1,155 @@
-import Foundation
-import PrefetchTestSupport
+// Real Redis processes for tests: one `redis-server`, and a Redis Cluster of several. Each listens on 127.0.0.1 and
+// free ports, keeps no data, writes its files to a temporary directory, and is always stopped by the test that
+// started it. Shared by the store's tests (RedisStoreTests) and the service's (PrefetchServiceTests).
 
-@testable import RedisStore
+import Foundation
+public import Synchronization
 
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+
+/// A Redis a test started for the service to share: its store URL, and how to stop it.
+public protocol SharedRedisProcess: Sendable {
+    /// The `--store` URL that reaches it.
+    var url: String { get }
+    /// Kills it and waits until it has exited.
+    func stop() async
+}
+
+/// Why a test's Redis processes could not be set up.
+public struct TestSetupError: Error, CustomStringConvertible {
+    public let message: String
+
+    public init(_ message: String) {
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// A port nothing listens on right now, or the error saying the system refused.
+func freeTestPort() throws -> Int {
+    guard let port = unusedLocalPort() else { throw TestSetupError("cannot bind a socket to 127.0.0.1") }
+    return port
+}
+
+/// A real `redis-server` on 127.0.0.1 and a free port, with no persistence. Always stop it (see `withRedis`).
+public final class RedisServer: SharedRedisProcess {
+    public let port: Int
+    /// Extra configuration directives (`--requirepass`, `--user`, ...).
+    private let arguments: [String]
+    /// What `redis-cli` needs to authenticate (`--user`, `--pass`).
+    private let cliAuth: [String]
+    private let process = Mutex<TestProcess?>(nil)
+
+    public var url: String { "redis://127.0.0.1:\(port)" }
+
+    private init(port: Int, arguments: [String], cliAuth: [String]) {
+        self.port = port
+        self.arguments = arguments
+        self.cliAuth = cliAuth
+    }
+
+    /// Starts a server with extra `arguments`; `cliAuth` lets the readiness check (and `cli`) authenticate.
+    public static func start(arguments: [String] = [], cliAuth: [String] = []) async throws -> RedisServer {
+        let server = RedisServer(port: try freeTestPort(), arguments: arguments, cliAuth: cliAuth)
+        try await server.launch()
+        return server
+    }
+
+    /// Starts (again) on the same port and waits until it answers PING.
+    public func launch() async throws {
+        let launched = TestProcess()
+        launched.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
+        launched.arguments =
+            [
+                "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no",
+                // A replica writes the primary's snapshot to its directory: a temporary one, never the repository.
+                "--dir", FileManager.default.temporaryDirectory.path,
+            ] + arguments
+        launched.standardOutput = FileHandle.nullDevice
+        launched.standardError = FileHandle.nullDevice
+        try launchSerially(launched)
+        process.withLock { $0 = launched }
+        if await eventually(within: 5, { await ping() }) { return }
+        await stop()
+        throw TestSetupError("redis-server on port \(port) never answered PING")
+    }
+
+    /// Kills the server (SIGKILL: it keeps no data, and a child may inherit a blocked SIGTERM) and waits until it
+    /// has exited.
+    public func stop() async {
+        await killHeld(process)
+    }
+
+    /// Whether the server answers a `PING` on a socket of its own: `+PONG`, or `-NOAUTH` from a server that wants a
+    /// password (it is up; the stores authenticate). A socket, not `redis-cli`: a child process per try would spawn
+    /// dozens of processes per start.
+    private func ping() async -> Bool {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var timeout = timeval(tv_sec: 0, tv_usec: 500_000)
+        _ = setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+            }
+        }
+        guard connected else { return false }
+        let request = Array("PING\r\n".utf8)
+        guard send(descriptor, request, request.count, 0) == request.count else { return false }
+        var reply = [UInt8](repeating: 0, count: 64)
+        let count = recv(descriptor, &reply, reply.count, 0)
+        guard count > 0 else { return false }
+        let text = String(decoding: reply[0..<count], as: UTF8.self)
+        return text.hasPrefix("+PONG") || text.hasPrefix("-NOAUTH")
+    }
+
+    /// Runs one `redis-cli` command against the server (authenticated like the readiness check); its output, or
+    /// nil when it did not finish within 2 s.
+    public func cli(_ command: [String]) async -> String? {
+        await redisCLI(port: port, auth: cliAuth, command)
+    }
+}
+
+/// Kills the process `held` holds, if any (SIGKILL), forgets it, and waits until it has exited.
+public func killHeld(_ held: borrowing Mutex<TestProcess?>) async {
+    guard
+        let running = held.withLock({ current -> TestProcess? in
+            defer { current = nil }
+            return current
+        })
+    else { return }
+    running.signal(SIGKILL)
+    _ = await eventually { !running.isRunning }
+}
+
+/// Runs one `redis-cli` command against 127.0.0.1:`port` (with `auth`: `--user`, `--pass`); its output, or nil when
+/// it did not finish within 2 s.
+public func redisCLI(port: Int, auth: [String] = [], _ command: [String]) async -> String? {
+    let cli = TestProcess()
+    cli.executableURL = URL(fileURLWithPath: "/usr/bin/redis-cli")
+    cli.arguments = ["-h", "127.0.0.1", "-p", "\(port)"] + auth + (auth.isEmpty ? [] : ["--no-auth-warning"]) + command
+    let pipe = Pipe()
+    cli.standardOutput = pipe
+    cli.standardError = FileHandle.nullDevice
+    guard (try? launchSerially(cli)) != nil else { return nil }
+    _ = await eventually(within: 2) { !cli.isRunning }
+    if cli.isRunning {
+        cli.terminate()
+        return nil
+    }
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    return String(decoding: output, as: UTF8.self)
+}
 
 /// A real Redis Cluster of `primaries` primaries on 127.0.0.1 and free ports, no persistence, temp dirs.
 ///
@@ -20,18 +162,18 @@ import Darwin
 /// The slot migration steps are those `redis-cli --cluster reshard` takes, one at a time, so a test can look at the
 /// store between them: after `beginMigration` the source answers `-ASK` for keys of the slot it no longer holds,
 /// after `finishMigration` it answers `-MOVED`.
-final class RedisCluster: Sendable {
+public final class RedisCluster: SharedRedisProcess {
     /// The primaries' ports, in start order.
-    let ports: [Int]
+    public let ports: [Int]
     /// The replicas' ports (`replicaPorts[i]` replicates `ports[i]`); empty without replicas.
-    let replicaPorts: [Int]
+    public let replicaPorts: [Int]
     /// The nodes, primaries then replicas, in start order.
     private let nodes: [RedisServer]
     /// The cluster's temporary directory: one `node-<i>` directory per node, with its `nodes.conf`.
     private let directory: URL
 
     /// `redis-cluster://127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3` (all seeds).
-    var url: String { "redis-cluster://" + ports.map { "127.0.0.1:\($0)" }.joined(separator: ",") }
+    public var url: String { "redis-cluster://" + ports.map { "127.0.0.1:\($0)" }.joined(separator: ",") }
 
     /// A cluster of already running `nodes` (the first `primaries` of them primaries) whose files are under
     /// `directory`.
@@ -50,9 +192,9 @@ final class RedisCluster: Sendable {
     /// (after stopping what it started) if that does not happen within ~20 s. `redis-cli --cluster create` wants at
     /// least 3 primaries: fewer is an error. With `replicas`, each primary then gets a replica (`redis-cli --cluster
     /// add-node --cluster-slave`), and the start waits until every replica's link to its primary is up.
-    static func start(primaries: Int = 3, replicas: Bool = false) async throws -> RedisCluster {
+    public static func start(primaries: Int = 3, replicas: Bool = false) async throws -> RedisCluster {
         guard primaries >= 3 else {
-            throw RedisStoreError(code: "test", message: "a Redis Cluster needs at least 3 primaries, not \(primaries)")
+            throw TestSetupError("a Redis Cluster needs at least 3 primaries, not \(primaries)")
         }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "prefetch-cluster-\(UUID().uuidString)")
@@ -87,7 +229,7 @@ final class RedisCluster: Sendable {
             do {
                 // After RedisServer's own arguments: this `--dir` overrides its shared temporary directory.
                 return try await RedisServer.start(arguments: [
-                    "--cluster-enabled", "yes", "--cluster-port", "\(try freePort())",
+                    "--cluster-enabled", "yes", "--cluster-port", "\(try freeTestPort())",
                     "--cluster-config-file", config.path, "--dir", directory.path, "--cluster-node-timeout", "2000",
                 ])
             } catch {
@@ -96,7 +238,7 @@ final class RedisCluster: Sendable {
                 try? FileManager.default.removeItem(at: config)
             }
         }
-        throw failure ?? RedisStoreError(code: "test", message: "no cluster node started in \(directory.path)")
+        throw failure ?? TestSetupError("no cluster node started in \(directory.path)")
     }
 
     /// Joins the started nodes into one cluster with `redis-cli --cluster create` and waits (20 s in all) until it is
@@ -111,7 +253,7 @@ final class RedisCluster: Sendable {
         guard await eventually(within: left, { await isFormed() }) else {
             let output = said.map { Self.withoutColours($0).suffix(800) } ?? "nothing: it did not finish"
             let why = "the cluster on ports \(ports) did not form within 20 s"
-            throw RedisStoreError(code: "test", message: "\(why); redis-cli --cluster create said: \(output)")
+            throw TestSetupError("\(why); redis-cli --cluster create said: \(output)")
         }
     }
 
@@ -129,14 +271,13 @@ final class RedisCluster: Sendable {
             }
             guard linked else {
                 let output = said.map { Self.withoutColours($0).suffix(800) } ?? "nothing: it did not finish"
-                throw RedisStoreError(
-                    code: "test", message: "the replica on \(replica) never linked to \(primary); redis-cli said: \(output)")
+                throw TestSetupError("the replica on \(replica) never linked to \(primary); redis-cli said: \(output)")
             }
         }
     }
 
     /// Kills the node on `port` (SIGKILL), as a machine's loss would; the others go on.
-    func kill(port: Int) async {
+    public func kill(port: Int) async {
         await nodes.first { $0.port == port }?.stop()
     }
 
@@ -154,7 +295,7 @@ final class RedisCluster: Sendable {
     }
 
     /// Kills every node (SIGKILL) and waits for them to exit; removes the temp dirs. Stopping twice is harmless.
-    func stop() async {
+    public func stop() async {
         await withTaskGroup(of: Void.self) { group in
             for node in nodes { group.addTask { await node.stop() } }
         }
@@ -163,18 +304,18 @@ final class RedisCluster: Sendable {
 
     /// Runs one redis-cli command against the node on `port` (no -c); its output or nil (when it did not finish
     /// within 5 s). An error reply is output too: `MOVED 3300 127.0.0.1:7001`, `ASK 3300 127.0.0.1:7001`.
-    func cli(port: Int, _ command: [String]) async -> String? {
+    public func cli(port: Int, _ command: [String]) async -> String? {
         await runRedisCLI(["-h", "127.0.0.1", "-p", "\(port)"] + command, within: 5)
     }
 
     /// The port of the primary that serves `slot` now, as node `ports[0]` sees it (`CLUSTER SLOTS`).
-    func owner(ofSlot slot: Int) async -> Int? {
+    public func owner(ofSlot slot: Int) async -> Int? {
         await owner(ofSlot: slot, seenBy: ports[0])
     }
 
     /// The port of the primary that serves `slot` as the node on `port` sees it; nil if it names none or does not
     /// answer.
-    func owner(ofSlot slot: Int, seenBy port: Int) async -> Int? {
+    public func owner(ofSlot slot: Int, seenBy port: Int) async -> Int? {
         await slotRanges(seenBy: port)?.first { $0.first <= slot && slot <= $0.last }?.port
     }
 
@@ -188,14 +329,14 @@ final class RedisCluster: Sendable {
     }
 
     /// The slot of `key` (`CLUSTER KEYSLOT`).
-    func slot(of key: String) async -> Int? {
+    public func slot(of key: String) async -> Int? {
         await cli(port: ports[0], ["CLUSTER", "KEYSLOT", key]).flatMap { Int(Self.trimmed($0)) }
     }
 
     /// Step 1 of a reshard: `CLUSTER SETSLOT slot IMPORTING <source id>` on the target, then
     /// `CLUSTER SETSLOT slot MIGRATING <target id>` on the source. After it, the source answers `-ASK` for keys of the
     /// slot it no longer holds (it still serves those it holds). Throws with the reply of a node that refuses.
-    func beginMigration(slot: Int, from source: Int, to target: Int) async throws {
+    public func beginMigration(slot: Int, from source: Int, to target: Int) async throws {
         let sourceID = try await requireNodeID(port: source)
         let targetID = try await requireNodeID(port: target)
         try await requireOK(port: target, ["CLUSTER", "SETSLOT", "\(slot)", "IMPORTING", sourceID])
@@ -205,7 +346,7 @@ final class RedisCluster: Sendable {
     /// Step 2: moves every key of `slot` from source to target (`CLUSTER GETKEYSINSLOT` then
     /// `MIGRATE 127.0.0.1 <target> "" 0 5000 KEYS ...`, 100 keys a round until the source lists none), returning how
     /// many moved (a key that expired while it moved may be counted). Throws with the reply of a failed round.
-    @discardableResult func moveKeys(slot: Int, from source: Int, to target: Int) async throws -> Int {
+    @discardableResult public func moveKeys(slot: Int, from source: Int, to target: Int) async throws -> Int {
         var moved = 0
         // A bound, not a wait: 100 000 keys are far more than a test writes; a slot that never empties is an error.
         for _ in 0..<1000 {
@@ -219,20 +360,17 @@ final class RedisCluster: Sendable {
             case "OK"?: moved += keys.count
             case "NOKEY"?: continue  // every listed key expired before it could move
             default:
-                throw RedisStoreError(
-                    code: "test",
-                    message: "MIGRATE of slot \(slot) from \(source) to \(target) answered \(reply ?? "nothing")")
+                throw TestSetupError("MIGRATE of slot \(slot) from \(source) to \(target) answered \(reply ?? "nothing")")
             }
         }
-        throw RedisStoreError(code: "test", message: "slot \(slot) on \(source) never emptied")
+        throw TestSetupError("slot \(slot) on \(source) never emptied")
     }
 
     /// Up to 100 keys of `slot` the node on `port` holds (`CLUSTER GETKEYSINSLOT`, as JSON).
     private func keys(inSlot slot: Int, on port: Int) async throws -> [String] {
         let output = await cli(port: port, ["--json", "CLUSTER", "GETKEYSINSLOT", "\(slot)", "100"])
         guard let output, let keys = try? JSONDecoder().decode([String].self, from: Data(output.utf8)) else {
-            throw RedisStoreError(
-                code: "test", message: "CLUSTER GETKEYSINSLOT \(slot) on \(port) answered \(output ?? "nothing")")
+            throw TestSetupError("CLUSTER GETKEYSINSLOT \(slot) on \(port) answered \(output ?? "nothing")")
         }
         return keys
     }
@@ -241,7 +379,7 @@ final class RedisCluster: Sendable {
     /// until every node names the target as the owner. After it the source answers `-MOVED`. The source refuses while
     /// it still holds keys of the slot (see `moveKeys`); throws with the reply of a node that refuses, or if the nodes
     /// do not agree in time.
-    func finishMigration(slot: Int, from source: Int, to target: Int) async throws {
+    public func finishMigration(slot: Int, from source: Int, to target: Int) async throws {
         let targetID = try await requireNodeID(port: target)
         for port in [target, source] + ports.filter({ $0 != target && $0 != source }) {
             try await requireOK(port: port, ["CLUSTER", "SETSLOT", "\(slot)", "NODE", targetID])
@@ -253,19 +391,19 @@ final class RedisCluster: Sendable {
             return true
         }
         guard settled else {
-            throw RedisStoreError(code: "test", message: "not every node names \(target) as the owner of slot \(slot)")
+            throw TestSetupError("not every node names \(target) as the owner of slot \(slot)")
         }
     }
 
     /// The three steps in order: `beginMigration`, `moveKeys`, `finishMigration`.
-    func reshard(slot: Int, from source: Int, to target: Int) async throws {
+    public func reshard(slot: Int, from source: Int, to target: Int) async throws {
         try await beginMigration(slot: slot, from: source, to: target)
         try await moveKeys(slot: slot, from: source, to: target)
         try await finishMigration(slot: slot, from: source, to: target)
     }
 
     /// The node id of the node on `port` (`CLUSTER MYID`); nil if it does not answer with one.
-    func nodeID(port: Int) async -> String? {
+    public func nodeID(port: Int) async -> String? {
         guard let output = await cli(port: port, ["CLUSTER", "MYID"]) else { return nil }
         let id = Self.trimmed(output)
         return id.count == 40 && id.allSatisfy(\.isHexDigit) ? id : nil
@@ -274,7 +412,7 @@ final class RedisCluster: Sendable {
     /// `nodeID(port:)`, or an error naming the port.
     private func requireNodeID(port: Int) async throws -> String {
         guard let id = await nodeID(port: port) else {
-            throw RedisStoreError(code: "test", message: "the node on \(port) did not say its id")
+            throw TestSetupError("the node on \(port) did not say its id")
         }
         return id
     }
@@ -283,8 +421,7 @@ final class RedisCluster: Sendable {
     private func requireOK(port: Int, _ command: [String]) async throws {
         let reply = await cli(port: port, command).map(Self.trimmed)
         guard reply == "OK" else {
-            throw RedisStoreError(
-                code: "test", message: "\(command.joined(separator: " ")) on \(port) answered \(reply ?? "nothing")")
+            throw TestSetupError("\(command.joined(separator: " ")) on \(port) answered \(reply ?? "nothing")")
         }
     }
 
@@ -342,7 +479,7 @@ private func runRedisCLI(_ arguments: [String], within seconds: Double) async ->
 }
 
 /// Runs `body` with a fresh cluster and always stops it afterwards, whatever happens.
-func withCluster(primaries: Int = 3, replicas: Bool = false, _ body: (RedisCluster) async throws -> Void) async throws {
+public func withCluster(primaries: Int = 3, replicas: Bool = false, _ body: (RedisCluster) async throws -> Void) async throws {
     let cluster = try await RedisCluster.start(primaries: primaries, replicas: replicas)
     do {
         try await body(cluster)
