@@ -17,7 +17,7 @@
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
 //   PrefetchTestUpstream  a scriptable upstream HTTP/1.1 server for tests, benchmarks and the demo (plain NIO)
 //   PrefetchTestUpstreamTLS  the same upstream over TLS and HTTP/2 (NIOSSL, NIOHTTP2), and TestPKI
-//   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo, CapturedLogs
+//   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo, CapturedLogs, RedisServer, RedisCluster
 //   prefetch         the CLI: plan, validate, fetch, serve
 //   prefetch-upstream, prefetch-upstream-tls  the test upstreams as processes (the demo's is the plain one)
 import PackageDescription
