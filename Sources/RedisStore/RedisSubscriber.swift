@@ -1,3 +1,4 @@
+import CHiredis
 import Dispatch
 import Synchronization
 
