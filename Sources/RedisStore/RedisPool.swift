@@ -81,8 +81,9 @@ extension RedisCommands {
 ///   never retried, because they may have run.
 /// - A `NOAUTH` error reply means the server wants credentials the URL does not give: the connection is closed and
 ///   the call's unanswered commands fail `.auth`.
-/// - Every call that reached Redis reports to the health monitor: `succeeded()` when all its replies arrived,
-///   `failed(_)` when it failed for want of Redis.
+/// - Every call that reached Redis reports to the health monitor, awaited or taken by a callback alike (a cluster's
+///   calls are all callbacks): `succeeded()` when all its replies arrived, `failed(_)` when it failed for want of
+///   Redis. Only a connection's own handshake does not: the connection attempt reports its outcome.
 final class RedisPool: RedisCommands {
     private let connections: [PooledConnection]
     private let next = Atomic<Int>(0)
@@ -153,6 +154,9 @@ struct RedisCall: Sendable {
     /// was written on a connection open before it, and it has not been retried already.
     var mayRetry = false
     var retried = false
+    /// Whether the call's outcome tells the health monitor about Redis: every call but a connection's own handshake
+    /// (whose outcome the connection attempt reports), whether a task awaits it or a callback takes it.
+    var reportsHealth = true
 
     init(commands: [[[UInt8]]], completion: Completion) {
         self.commands = commands
@@ -331,18 +335,19 @@ final class PooledConnection: Sendable {
             return
         }
         let box = NIOLoopBound(handler, eventLoop: eventLoop)
-        handler.send(
-            RedisCall(
-                commands: commands,
-                completion: .callback { results in
-                    let handler = box.value
-                    if let failure = Self.handshakeFailure(results, endpoint: endpoint) {
-                        handler.retire()
-                        self.opened(.failure(failure), generation: generation)
-                    } else {
-                        self.opened(.success(handler), generation: generation)
-                    }
-                }))
+        var call = RedisCall(
+            commands: commands,
+            completion: .callback { results in
+                let handler = box.value
+                if let failure = Self.handshakeFailure(results, endpoint: endpoint) {
+                    handler.retire()
+                    self.opened(.failure(failure), generation: generation)
+                } else {
+                    self.opened(.success(handler), generation: generation)
+                }
+            })
+        call.reportsHealth = false
+        handler.send(call)
     }
 
     /// Why the replies to the handshake mean the connection cannot be used, if they do.
@@ -484,14 +489,14 @@ final class RedisConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             fail(RedisCallError(kind: .io, message: "Redis at \(address) sent a reply nobody asked for"))
             return
         }
-        if case .error(let message) = value, message.hasPrefix("NOAUTH"), case .caller = outstanding[outstanding.startIndex].completion {
+        if case .error(let message) = value, message.hasPrefix("NOAUTH"), outstanding[outstanding.startIndex].reportsHealth {
             fail(RedisCallError(kind: .auth, message: "Redis at \(address) wants credentials the store URL does not give: \(message)"))
             return
         }
         outstanding[outstanding.startIndex].replies.append(value)
         guard outstanding[outstanding.startIndex].isAnswered else { return }
         let call = outstanding.removeFirst()
-        if case .caller = call.completion { health.succeeded() }
+        if call.reportsHealth { health.succeeded() }
         call.finish()
         if retiring && outstanding.isEmpty { context.close(promise: nil) }
     }
@@ -537,7 +542,7 @@ final class RedisConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             }
         }
         // Heard before the callers resume, so none of them finds the store still healthy.
-        if failing.contains(where: { if case .caller = $0.completion { true } else { false } }) { health.failed(error) }
+        if failing.contains(where: \.reportsHealth) { health.failed(error) }
         for call in failing { call.finish(failing: error) }
         context?.close(promise: nil)
         onClose?(self, retry)

@@ -1,4 +1,6 @@
+import Foundation
 import HTTPTypes
+import Logging
 import MetricsTestKit
 import PrefetchCore
 import PrefetchStore
@@ -17,13 +19,15 @@ import Testing
 
     /// `count` stores on `cluster`, run as services unless `runServices` is false (then no subscriber, and no periodic
     /// map refresh: the map changes only when a node redirects a command).
+    /// `url` replaces the cluster's own (credentials), `logger` the quiet one.
     func withStores(
-        _ cluster: RedisCluster, count: Int = 2, metrics: [TestMetrics]? = nil, runServices: Bool = true,
-        configuration: RedisStore.Configuration = testConfiguration(), _ body: ([RedisStore]) async throws -> Void
+        _ cluster: RedisCluster, url: String? = nil, logger: Logger = quietLogger, count: Int = 2, metrics: [TestMetrics]? = nil,
+        runServices: Bool = true, configuration: RedisStore.Configuration = testConfiguration(),
+        _ body: ([RedisStore]) async throws -> Void
     ) async throws {
         let stores = try (0..<count).map { index in
             try RedisStore(
-                url: cluster.url, configuration: configuration, logger: quietLogger,
+                url: url ?? cluster.url, configuration: configuration, logger: logger,
                 metricsFactory: metrics?[index] ?? TestMetrics())
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -332,6 +336,69 @@ extension ClusterTests {
                 _ = await eventually { b.waitingReaders == 1 }
                 await a.complete(next, token: token, result: .success(response("after the failover")))
                 #expect(await reader.value == "after the failover")
+            }
+        }
+    }
+}
+
+extension ClusterTests {
+    /// The store's part of the rule of the ACL user `prefetch` that `deploy/kubernetes/cluster/redis-cluster.yaml`
+    /// creates on every node (the rest lets replicas replicate): the store's names (keys and shard channels share the
+    /// namespace) and every command but `@admin`.
+    static let storeUserRule = ["~prefetch:*", "&prefetch:*", "+@all", "-@admin"]
+
+    /// Every node admits only that user (the default user off, as the manifest has it): the store authenticates on
+    /// every primary, its data and announcement connections alike, and works with nothing more than the rule grants
+    /// (`CLUSTER SHARDS`, `ASKING`, scripts, `SSUBSCRIBE`); a wrong or missing password degrades the store like an
+    /// outage, with a log line naming the user and node and never the password.
+    @Test func theStoreRunsAsTheDeploymentsLimitedACLUserOnEveryNode() async throws {
+        try await withCluster { cluster in
+            let password = "cluster-acl-5e1b"
+            for port in cluster.ports {
+                let created = await cluster.cli(port: port, ["ACL", "SETUSER", "prefetch", "on", ">\(password)"] + Self.storeUserRule)
+                #expect(created?.trimmingCharacters(in: .whitespacesAndNewlines) == "OK")
+            }
+            // Last: from here on only the store's user gets in (the nodes' bus needs no user).
+            for port in cluster.ports {
+                let closed = await cluster.cli(port: port, ["ACL", "SETUSER", "default", "off"])
+                #expect(closed?.trimmingCharacters(in: .whitespacesAndNewlines) == "OK")
+            }
+            let seeds = cluster.ports.map { "127.0.0.1:\($0)" }.joined(separator: ",")
+
+            let logs = CapturedLogs()
+            try await withStores(cluster, url: "redis-cluster://prefetch:\(password)@\(seeds)", logger: logs.logger) { replicas in
+                let (a, b) = (replicas[0], replicas[1])
+                let keys = Self.spread(12, identity: Self.alice)
+                for key in keys {
+                    let token = try #require(await a.begin(key, policy: policy("profile")).token)
+                    #expect(await b.begin(key, policy: policy("profile")) == .joined, "single flight across replicas")
+                    let reader = Task { await b.read(key, wait: .seconds(10)).body }
+                    await a.complete(key, token: token, result: .success(response("as prefetch")))
+                    #expect(await reader.value == "as prefetch")
+                }
+                #expect(try await b.invalidate(identity: Self.alice) == keys.count, "the invalidation reached every primary")
+                #expect(!a.isDegraded && !b.isDegraded)
+            }
+            #expect(!logs.all.joined().contains(password))
+
+            for (url, shows) in [
+                ("redis-cluster://prefetch:not-the-cluster-secret@\(seeds)", "WRONGPASS"),
+                ("redis-cluster://\(seeds)", "NOAUTH"),
+            ] {
+                let refused = CapturedLogs()
+                let store = try RedisStore(
+                    url: url, configuration: testConfiguration(), logger: refused.logger, metricsFactory: TestMetrics())
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await store.run() }
+                    defer { group.cancelAll() }
+                    _ = await store.begin(key("/refused"), policy: policy())
+                    #expect(await eventually { store.isDegraded }, "refused credentials (\(shows)) degrade the store like an outage")
+                    let during = await bounded(10, "begin while refused") { await store.begin(key("/during"), policy: policy()) }
+                    #expect(during?.token != nil, "the store still leads its own fetches")
+                }
+                #expect(refused.all.contains { $0.contains(shows) }, "\(refused.all)")
+                #expect(!refused.all.joined().contains("not-the-cluster-secret"))
+                #expect(!refused.all.joined().contains(password))
             }
         }
     }
