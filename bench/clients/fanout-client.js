@@ -3,7 +3,9 @@
 //
 // Usage: node fanout-client.js MODE TARGET CONCURRENCY WARMUP PAGES PIDS [RUN_ID] [DELAY_MS] [PAGE_PREFIX]
 //   MODE service  POST TARGET/v1/prefetch {"url": "PAGE_PREFIX + ID"} (default https://bench.example.com/fan/), then
-//                 GET TARGET/v1/prefetch/{ticket}?wait=10000 (answers once all results are settled)
+//                 GET TARGET/v1/prefetch/{ticket}?wait=10000 (answers once all results are settled); TARGET may be
+//                 comma-separated service replicas: page ID then opens on replica ID mod their count, trigger and
+//                 read alike, as a round-robin balancer with affinity per page open would send it
 //   MODE bff      GET TARGET/page?n=ID (answers once Promise.all settled)
 //   MODE direct   the client itself fires the page's requests at the upstream bases (TARGET: comma-separated
 //                 base URLs) with Promise.all: the floor, with no hop in between
@@ -51,10 +53,12 @@ async function open(id) {
   const started = process.hrtime.bigint();
   let settle = null;
   if (mode === "service") {
-    const trigger = await request("POST", `${target}/v1/prefetch`, JSON.stringify({ url: `${pagePrefix}${id}` }));
-    if (trigger.status !== 202) throw new Error(`trigger answered ${trigger.status}: ${trigger.text.slice(0, 200)}`);
+    const replicas = target.split(",");
+    const replica = replicas[id % replicas.length];
+    const trigger = await request("POST", `${replica}/v1/prefetch`, JSON.stringify({ url: `${pagePrefix}${id}` }));
+    if (trigger.status !== 202) throw new Error(`trigger on ${replica} answered ${trigger.status}: ${trigger.text.slice(0, 200)}`);
     const ticket = JSON.parse(trigger.text).ticket;
-    const read = await request("GET", `${target}/v1/prefetch/${ticket}?wait=10000`);
+    const read = await request("GET", `${replica}/v1/prefetch/${ticket}?wait=10000`);
     const results = JSON.parse(read.text).results;
     if (results.length !== interfaces) throw new Error(`expected ${interfaces} results, got ${results.length}`);
     for (const r of results) {
