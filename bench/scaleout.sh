@@ -14,7 +14,8 @@
 #      BENCH_CLUSTER_ROUNDS rounds whose order alternates; page opens per second, CPU per page open of the two
 #      services plus every redis-server of the store (utime+stime from /proc over the timed pages, as in 3.), and
 #      the ratios cluster/single over all rounds, and the busiest primary's CPU per page open against the single
-#      redis-server's (what one Redis machine carries, and so the fleet's rate at which its core is saturated);
+#      redis-server's (what one Redis machine carries, and so the fleet's rate at which its core is saturated), and
+#      the read events and commands redis-server handled per page open (INFO stats, summed over the store's servers);
 #   5. Sentinel failover: two instances on a Sentinel-managed primary (a replica, three sentinels with
 #      down-after-milliseconds 1000); the primary is killed, and the time until the sentinels name the replica
 #      and until a page triggered through A is again a cross-instance hit on B is measured.
@@ -205,12 +206,22 @@ else
   C2_PID=$STARTED_PID C2_URL="$PAGE_URL"
   SINGLE_PIDS="service1=$S1_PID,service2=$S2_PID,redis=$REDIS_PID"
   CLUSTER_PIDS_ARG="service1=$C1_PID,service2=$C2_PID,redis1=${CLUSTER_PIDS[0]},redis2=${CLUSTER_PIDS[1]},redis3=${CLUSTER_PIDS[2]}"
-  replicas_row() { # KIND ROUND: one measured row (300 warm-up pages, then PAGES) into $WORK/KIND-ROUND.json
-    local targets pids run_id
-    if [ "$1" = single ]; then targets="$S1_URL,$S2_URL" pids="$SINGLE_PIDS" run_id=$((20 + 2 * $2))
-    else targets="$C1_URL,$C2_URL" pids="$CLUSTER_PIDS_ARG" run_id=$((21 + 2 * $2)); fi
+  redis_work() { # PORT...: "reads commands", the sums of total_reads_processed and total_commands_processed
+    local port
+    for port in "$@"; do redis-cli -h 127.0.0.1 -p "$port" info stats | tr -d '\r'; done |
+      awk -F: '$1 == "total_reads_processed" { r += $2 } $1 == "total_commands_processed" { c += $2 } END { print r, c }'
+  }
+  replicas_row() { # KIND ROUND: one measured row (300 warm-up pages, then PAGES) into $WORK/KIND-ROUND.json, and
+    # the store's reads (the read events redis-server handled: about one per pipeline it was sent) and commands
+    # over the row, warm-up included, into $WORK/KIND-ROUND.work
+    local targets pids run_id ports before after
+    if [ "$1" = single ]; then targets="$S1_URL,$S2_URL" pids="$SINGLE_PIDS" run_id=$((20 + 2 * $2)) ports=("$REDIS_PORT")
+    else targets="$C1_URL,$C2_URL" pids="$CLUSTER_PIDS_ARG" run_id=$((21 + 2 * $2)) ports=("${CLUSTER_PORTS[@]}"); fi
     log "store comparison round $2: $1"
+    before="$(redis_work "${ports[@]}")"
     node "$BENCH_DIR/clients/fanout-client.js" service "$targets" "$CLUSTER_CONCURRENCY" 300 "$PAGES" "$pids" "$run_id" "$DELAY" >"$WORK/$1-$2.json"
+    after="$(redis_work "${ports[@]}")"
+    echo "$before $after" | awk -v pages=$((300 + PAGES)) '{ printf "%.1f %.1f\n", ($3 - $1) / pages, ($4 - $2) / pages }' >"$WORK/$1-$2.work"
   }
   for round in $(seq 1 "$CLUSTER_ROUNDS"); do
     if [ $((round % 2)) = 1 ]; then replicas_row single "$round"; replicas_row cluster "$round"
@@ -309,7 +320,8 @@ done
           if (kind === "cluster") for (const n of Object.keys(primaries)) primaries[n] += r.cpuSeconds[n];
           const perPrimary = kind === "cluster" ? ` = ${["redis1", "redis2", "redis3"].map((n) => perPage(r.cpuSeconds[n], r)).join(" / ")} per primary` : "";
           const label = kind === "single" ? "single redis-server" : "redis cluster, 3 primaries";
-          console.log(`round ${round} ${label}: ${r.pagesPerSecond} page opens/s, cpu ms per page open ${perPage(sum(r, "service") + sum(r, "redis"), r)} (services ${perPage(sum(r, "service"), r)} + redis ${perPage(sum(r, "redis"), r)}${perPrimary}), overhead p50 ${r.overheadMs.p50} ms p99 ${r.overheadMs.p99} ms, errors ${r.errors}${r.firstError ? ` (${r.firstError})` : ""}`);
+          const [reads, commands] = fs.readFileSync(`${work}/${kind}-${round}.work`, "utf8").trim().split(" ");
+          console.log(`round ${round} ${label}: ${r.pagesPerSecond} page opens/s, cpu ms per page open ${perPage(sum(r, "service") + sum(r, "redis"), r)} (services ${perPage(sum(r, "service"), r)} + redis ${perPage(sum(r, "redis"), r)}${perPrimary}), overhead p50 ${r.overheadMs.p50} ms p99 ${r.overheadMs.p99} ms, redis reads ${reads} and commands ${commands} per page open, errors ${r.errors}${r.firstError ? ` (${r.firstError})` : ""}`);
         }
       }
       const rate = (t) => t.pages / t.seconds;
@@ -320,7 +332,7 @@ done
       console.log(`all rounds: single ${rate(s).toFixed(0)} page opens/s, cpu ${cpu(s, all).toFixed(3)} ms per page open (services ${cpu(s, (t) => t.service).toFixed(3)} + redis ${cpu(s, (t) => t.redis).toFixed(3)}); cluster ${rate(c).toFixed(0)} page opens/s, cpu ${cpu(c, all).toFixed(3)} ms per page open (services ${cpu(c, (t) => t.service).toFixed(3)} + redis ${cpu(c, (t) => t.redis).toFixed(3)})`);
       console.log(`ratio cluster/single: page opens/s ${x(rate(c), rate(s))}, cpu per page open ${x(cpu(c, all), cpu(s, all))} (services ${x(cpu(c, (t) => t.service), cpu(s, (t) => t.service))}, redis ${x(cpu(c, (t) => t.redis), cpu(s, (t) => t.redis))})`);
       // What one Redis machine carries: the busiest primary against the single redis-server, per page open of the
-      // fleet; and the fleet's page opens per second at which that server's one core would be saturated.
+      // fleet; and the page opens per second of the fleet at which the core of that server would be saturated.
       const busiest = Math.max(...Object.values(primaries)) / c.pages * 1000;
       const single = cpu(s, (t) => t.redis);
       console.log(`busiest primary / single redis-server: ${busiest.toFixed(3)} / ${single.toFixed(3)} ms cpu per page open = ${x(busiest, single)}; a redis core saturated at ${(1000 / busiest).toFixed(0)} fleet page opens/s on the cluster against ${(1000 / single).toFixed(0)} on the single server (${x(single, busiest)})`);
