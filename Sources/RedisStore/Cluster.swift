@@ -89,7 +89,9 @@ struct ClusterNode: Sendable, Hashable, CustomStringConvertible {
         else { return nil }
         var host = text[..<colon]
         if host.hasPrefix("["), host.hasSuffix("]") { host = host.dropFirst().dropLast() }
-        guard !host.isEmpty, host.utf8.count <= 255 else { return nil }
+        // `?`: a node announcing hostnames whose own is not known yet (`cluster-preferred-endpoint-type hostname`):
+        // no address to go to, so the error stands and the map is refreshed.
+        guard !host.isEmpty, host != "?", host.utf8.count <= 255 else { return nil }
         self.init(host: String(host), port: port)
     }
 }

@@ -73,7 +73,9 @@ extension RedisCommands {
 /// - While Redis is known to be down (`RedisHealthMonitor`) a call fails fast with `.unavailable` unless it claims
 ///   the reconnect attempt, and a connection opened before the outage is no longer used.
 /// - A connection is opened on demand: connect, then `AUTH` (when the endpoint has credentials; a refusal is
-///   `.auth`, with the password redacted from every message) and `SELECT` (when the database is not 0), pipelined.
+///   `.auth`, with the password redacted from every message; without credentials `PING`, whose `NOAUTH` is `.auth`
+///   too, so a server that wants credentials never counts as reached) and `SELECT` (when the database is not 0),
+///   pipelined.
 ///   Calls that arrive meanwhile wait for it, and all fail with its error if it cannot be opened.
 /// - A call whose connection is found closed by the server (EOF or reset, as after a Redis restart) before any reply
 ///   of the call arrived is retried once on a fresh connection, since none of it ran, provided the connection was
@@ -81,9 +83,8 @@ extension RedisCommands {
 ///   never retried, because they may have run.
 /// - A `NOAUTH` error reply means the server wants credentials the URL does not give: the connection is closed and
 ///   the call's unanswered commands fail `.auth`.
-/// - Every call that reached Redis reports to the health monitor, awaited or taken by a callback alike (a cluster's
-///   calls are all callbacks): `succeeded()` when all its replies arrived, `failed(_)` when it failed for want of
-///   Redis. Only a connection's own handshake does not: the connection attempt reports its outcome.
+/// - Every call that reached Redis reports to the health monitor: `succeeded()` when all its replies arrived,
+///   `failed(_)` when it failed for want of Redis.
 final class RedisPool: RedisCommands {
     private let connections: [PooledConnection]
     private let next = Atomic<Int>(0)
@@ -154,9 +155,6 @@ struct RedisCall: Sendable {
     /// was written on a connection open before it, and it has not been retried already.
     var mayRetry = false
     var retried = false
-    /// Whether the call's outcome tells the health monitor about Redis: every call but a connection's own handshake
-    /// (whose outcome the connection attempt reports), whether a task awaits it or a callback takes it.
-    var reportsHealth = true
 
     init(commands: [[[UInt8]]], completion: Completion) {
         self.commands = commands
@@ -325,29 +323,29 @@ final class PooledConnection: Sendable {
         }
     }
 
-    /// `AUTH` and `SELECT` as one pipeline, when the endpoint needs either.
+    /// `AUTH` (or, without credentials, `PING`: a server that wants some says `NOAUTH` before the connection counts
+    /// as open) and `SELECT` when the database is not 0, as one pipeline.
     private func handshake(_ handler: RedisConnectionHandler, endpoint: RedisEndpoint, generation: Int) {
         var commands: [[[UInt8]]] = []
-        if let credentials = endpoint.credentials { commands.append(credentials.authCommand.map { Array($0.utf8) }) }
-        if endpoint.database != 0 { commands.append(["SELECT", String(endpoint.database)].map { Array($0.utf8) }) }
-        guard !commands.isEmpty else {
-            opened(.success(handler), generation: generation)
-            return
+        if let credentials = endpoint.credentials {
+            commands.append(credentials.authCommand.map { Array($0.utf8) })
+        } else {
+            commands.append([Array("PING".utf8)])
         }
+        if endpoint.database != 0 { commands.append(["SELECT", String(endpoint.database)].map { Array($0.utf8) }) }
         let box = NIOLoopBound(handler, eventLoop: eventLoop)
-        var call = RedisCall(
-            commands: commands,
-            completion: .callback { results in
-                let handler = box.value
-                if let failure = Self.handshakeFailure(results, endpoint: endpoint) {
-                    handler.retire()
-                    self.opened(.failure(failure), generation: generation)
-                } else {
-                    self.opened(.success(handler), generation: generation)
-                }
-            })
-        call.reportsHealth = false
-        handler.send(call)
+        handler.send(
+            RedisCall(
+                commands: commands,
+                completion: .callback { results in
+                    let handler = box.value
+                    if let failure = Self.handshakeFailure(results, endpoint: endpoint) {
+                        handler.retire()
+                        self.opened(.failure(failure), generation: generation)
+                    } else {
+                        self.opened(.success(handler), generation: generation)
+                    }
+                }))
     }
 
     /// Why the replies to the handshake mean the connection cannot be used, if they do.
@@ -361,6 +359,18 @@ final class PooledConnection: Sendable {
                 return RedisCallError(
                     kind: .auth,
                     message: "Redis at \(endpoint.address) refused \(credentials.who): \(credentials.redacting(message))")
+            case .success:
+                index += 1
+            }
+        } else {
+            switch results[index] {
+            case .failure(let error):
+                return error
+            case .success(.error(let message)) where message.hasPrefix("NOAUTH"):
+                return RedisCallError(
+                    kind: .auth, message: "Redis at \(endpoint.address) wants credentials the store URL does not give: \(message)")
+            case .success(.error(let message)):
+                return RedisCallError(kind: .connect, message: "Redis at \(endpoint.address) answered PING with \(message)")
             case .success:
                 index += 1
             }
@@ -489,14 +499,14 @@ final class RedisConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             fail(RedisCallError(kind: .io, message: "Redis at \(address) sent a reply nobody asked for"))
             return
         }
-        if case .error(let message) = value, message.hasPrefix("NOAUTH"), outstanding[outstanding.startIndex].reportsHealth {
+        if case .error(let message) = value, message.hasPrefix("NOAUTH"), case .caller = outstanding[outstanding.startIndex].completion {
             fail(RedisCallError(kind: .auth, message: "Redis at \(address) wants credentials the store URL does not give: \(message)"))
             return
         }
         outstanding[outstanding.startIndex].replies.append(value)
         guard outstanding[outstanding.startIndex].isAnswered else { return }
         let call = outstanding.removeFirst()
-        if call.reportsHealth { health.succeeded() }
+        if case .caller = call.completion { health.succeeded() }
         call.finish()
         if retiring && outstanding.isEmpty { context.close(promise: nil) }
     }
@@ -542,7 +552,7 @@ final class RedisConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             }
         }
         // Heard before the callers resume, so none of them finds the store still healthy.
-        if failing.contains(where: \.reportsHealth) { health.failed(error) }
+        if failing.contains(where: { if case .caller = $0.completion { true } else { false } }) { health.failed(error) }
         for call in failing { call.finish(failing: error) }
         context?.close(promise: nil)
         onClose?(self, retry)

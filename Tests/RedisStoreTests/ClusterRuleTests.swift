@@ -36,9 +36,12 @@ import Testing
         #expect(Redirection("MOVED 3999 127.0.0.1:6381") == .moved(slot: 3999, node: ClusterNode(host: "127.0.0.1", port: 6381)))
         #expect(Redirection("ASK 3999 10.0.0.2:7000") == .ask(slot: 3999, node: ClusterNode(host: "10.0.0.2", port: 7000)))
         #expect(Redirection("MOVED 12 ::1:7001") == .moved(slot: 12, node: ClusterNode(host: "::1", port: 7001)))
+        let named = ClusterNode(host: "prefetch-redis-cluster-1.prefetch-redis-cluster", port: 6379)
+        #expect(Redirection("ASK 7 prefetch-redis-cluster-1.prefetch-redis-cluster:6379") == .ask(slot: 7, node: named))
         #expect(Redirection("TRYAGAIN Multiple keys request during rehashing of slot") == .tryAgain)
         for other in [
             "MOVED 16384 127.0.0.1:1", "MOVED 1 127.0.0.1:0", "MOVED 1 127.0.0.1", "ERR unknown command", "ASK x h:1", "NOSCRIPT",
+            "MOVED 1 ?:6379", "ASK 1 ?:6379",
         ] {
             #expect(Redirection(other) == nil, "\(other)")
         }

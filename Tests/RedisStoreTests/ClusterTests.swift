@@ -386,8 +386,8 @@ extension ClusterTests {
                 ("redis-cluster://\(seeds)", "NOAUTH"),
             ] {
                 let refused = CapturedLogs()
-                let store = try RedisStore(
-                    url: url, configuration: testConfiguration(), logger: refused.logger, metricsFactory: TestMetrics())
+                let metrics = TestMetrics()
+                let store = try RedisStore(url: url, configuration: testConfiguration(), logger: refused.logger, metricsFactory: metrics)
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await store.run() }
                     defer { group.cancelAll() }
@@ -395,6 +395,9 @@ extension ClusterTests {
                     #expect(await eventually { store.isDegraded }, "refused credentials (\(shows)) degrade the store like an outage")
                     let during = await bounded(10, "begin while refused") { await store.begin(key("/during"), policy: policy()) }
                     #expect(during?.token != nil, "the store still leads its own fetches")
+                    // Down it stays: no node that refuses the store ever counts as reached (no flapping up and down).
+                    #expect(store.isDegraded)
+                    #expect(metrics.counterTotal(label: "prefetch_store_redis_reconnects_total") == 0)
                 }
                 #expect(refused.all.contains { $0.contains(shows) }, "\(refused.all)")
                 #expect(!refused.all.joined().contains("not-the-cluster-secret"))

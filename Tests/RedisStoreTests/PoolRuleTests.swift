@@ -82,7 +82,26 @@ import Testing
         #expect(failure.kind == .connect)
         #expect(failure.message.contains("cannot select database 2"))
         let noAuth = RedisEndpoint(host: "127.0.0.1", database: 9)
-        #expect(PooledConnection.handshakeFailure([.success(.error("ERR DB index is out of range"))], endpoint: noAuth)?.kind == .connect)
+        let unselected = PooledConnection.handshakeFailure(
+            [.success(.status("PONG")), .success(.error("ERR DB index is out of range"))], endpoint: noAuth)
+        #expect(unselected?.kind == .connect)
+        #expect(unselected?.message.contains("cannot select database 9") == true)
+    }
+
+    /// Without credentials the handshake is a `PING`: a server that wants credentials says so before the connection
+    /// counts as open (and so before the store counts Redis as reached).
+    @Test func aServerWantingCredentialsTheURLLacksRefusesTheHandshake() throws {
+        let noAuth = RedisEndpoint(host: "127.0.0.1", port: 7001)
+        let failure = try #require(
+            PooledConnection.handshakeFailure([.success(.error("NOAUTH Authentication required."))], endpoint: noAuth))
+        #expect(failure.kind == .auth)
+        #expect(failure.message == "Redis at 127.0.0.1:7001 wants credentials the store URL does not give: NOAUTH Authentication required.")
+        let selecting = RedisEndpoint(host: "127.0.0.1", port: 7001, database: 3)
+        let refused = PooledConnection.handshakeFailure(
+            [.success(.error("NOAUTH Authentication required.")), .success(.error("NOAUTH Authentication required."))],
+            endpoint: selecting)
+        #expect(refused?.kind == .auth)
+        #expect(PooledConnection.handshakeFailure([.success(.error("LOADING Redis is loading"))], endpoint: noAuth)?.kind == .connect)
     }
 
     @Test func anAcceptedHandshakeLetsTheConnectionBeUsed() {
@@ -91,5 +110,6 @@ import Testing
                 == nil)
         let passwordOnly = RedisEndpoint(host: "127.0.0.1", credentials: RedisCredentials(password: Self.password))
         #expect(PooledConnection.handshakeFailure([.success(.status("OK"))], endpoint: passwordOnly) == nil)
+        #expect(PooledConnection.handshakeFailure([.success(.status("PONG"))], endpoint: RedisEndpoint(host: "127.0.0.1")) == nil)
     }
 }
