@@ -489,3 +489,137 @@ public func withCluster(primaries: Int = 3, replicas: Bool = false, _ body: (Red
     }
     await cluster.stop()
 }
+
+/// One `redis-server --sentinel` on 127.0.0.1 and a free port, monitoring a primary as `name` (quorum 2), with its
+/// file (which a sentinel rewrites as it learns the deployment) in a temporary directory of its own.
+public final class RedisSentinelProcess: Sendable {
+    public let port: Int
+    public let name: String
+    private let directory: URL
+    private let process = Mutex<TestProcess?>(nil)
+
+    /// Writes the sentinel's file: `primary`'s port, `down-after-milliseconds` `downAfter`, failover timeout 3 s.
+    public init(monitoring primary: Int, name: String, downAfterMilliseconds downAfter: Int = 500) throws {
+        port = try freeTestPort()
+        self.name = name
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-sentinel-\(port)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let config = """
+            port \(port)
+            bind 127.0.0.1
+            dir \(directory.path)
+            sentinel monitor \(name) 127.0.0.1 \(primary) 2
+            sentinel down-after-milliseconds \(name) \(downAfter)
+            sentinel failover-timeout \(name) 3000
+            sentinel parallel-syncs \(name) 1
+
+            """
+        try config.write(to: directory.appendingPathComponent("sentinel.conf"), atomically: true, encoding: .utf8)
+    }
+
+    public func start() throws {
+        let launched = TestProcess()
+        launched.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
+        launched.arguments = [directory.appendingPathComponent("sentinel.conf").path, "--sentinel"]
+        launched.standardOutput = FileHandle.nullDevice
+        launched.standardError = FileHandle.nullDevice
+        try launchSerially(launched)
+        process.withLock { $0 = launched }
+    }
+
+    /// Kills the sentinel (SIGKILL), waits for it to exit, and removes its directory.
+    public func stop() async {
+        await killHeld(process)
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// One `redis-cli` command to this sentinel: its output, or nil.
+    public func cli(_ command: [String]) async -> String? {
+        await redisCLI(port: port, command)
+    }
+
+    /// The primary's port as this sentinel names it.
+    public func primaryPort() async -> Int? {
+        let lines = await cli(["SENTINEL", "get-master-addr-by-name", name])?.split(separator: "\n")
+        return lines.flatMap { $0.count == 2 ? Int($0[1]) : nil }
+    }
+
+    /// A field of `SENTINEL master <name>`.
+    public func field(_ field: String) async -> String? {
+        guard let lines = await cli(["SENTINEL", "master", name])?.split(separator: "\n").map(String.init),
+            let index = lines.firstIndex(of: field), index + 1 < lines.count
+        else { return nil }
+        return lines[index + 1]
+    }
+}
+
+/// A Sentinel-managed Redis: a primary, a replica of it, and three sentinels (quorum 2) that know both and each
+/// other when `start` returns. `url` is the `redis-sentinel://` store URL naming the three. Always stop it.
+public final class RedisSentinels: SharedRedisProcess {
+    public let name: String
+    public let primary: RedisServer
+    public let replica: RedisServer
+    public let sentinels: [RedisSentinelProcess]
+
+    public var url: String { "redis-sentinel://" + sentinels.map { "127.0.0.1:\($0.port)" }.joined(separator: ",") + "/\(name)" }
+
+    private init(name: String, primary: RedisServer, replica: RedisServer, sentinels: [RedisSentinelProcess]) {
+        self.name = name
+        self.primary = primary
+        self.replica = replica
+        self.sentinels = sentinels
+    }
+
+    /// Starts the primary and its replica, waits until the replica is in sync (so the sentinels' first look finds
+    /// it), then three sentinels, and waits until each knows the replica and the two others (a failover needs a
+    /// quorum and an elected leader). Throws, after stopping what it started, if that does not happen.
+    public static func start(name: String = "prefetch") async throws -> RedisSentinels {
+        let primary = try await RedisServer.start()
+        var started: [RedisSentinelProcess] = []
+        var replica: RedisServer?
+        func stopAll() async {
+            for sentinel in started { await sentinel.stop() }
+            await replica?.stop()
+            await primary.stop()
+        }
+        do {
+            let copy = try await RedisServer.start(arguments: ["--replicaof", "127.0.0.1", "\(primary.port)"])
+            replica = copy
+            let linked = await eventually(within: 20) {
+                await copy.cli(["INFO", "replication"])?.contains("master_link_status:up") == true
+            }
+            guard linked else { throw TestSetupError("the replica on port \(copy.port) never synced with its primary") }
+            for _ in 0..<3 {
+                let sentinel = try RedisSentinelProcess(monitoring: primary.port, name: name)
+                try sentinel.start()
+                started.append(sentinel)
+            }
+            let sentinels = started
+            let acquainted = await eventually(within: 30) {
+                for sentinel in sentinels {
+                    guard await sentinel.field("num-slaves") == "1", await sentinel.field("num-other-sentinels") == "2" else {
+                        return false
+                    }
+                }
+                return true
+            }
+            guard acquainted else { throw TestSetupError("the sentinels never saw the replica and each other") }
+            return RedisSentinels(name: name, primary: primary, replica: copy, sentinels: sentinels)
+        } catch {
+            await stopAll()
+            throw error
+        }
+    }
+
+    /// Kills the primary; within `seconds`, whether the sentinels named the replica as the primary.
+    public func killPrimaryAndAwaitPromotion(within seconds: Double = 60) async -> Bool {
+        await primary.stop()
+        return await eventually(within: seconds) { await sentinels[0].primaryPort() == replica.port }
+    }
+
+    public func stop() async {
+        for sentinel in sentinels { await sentinel.stop() }
+        await replica.stop()
+        await primary.stop()
+    }
+}

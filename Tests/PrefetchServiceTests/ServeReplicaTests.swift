@@ -8,48 +8,50 @@ import Testing
 
 @testable import PrefetchService
 
-/// Two `prefetch serve` processes sharing a real redis-server, or a real Redis Cluster: what a load balancer in front of
-/// replicas needs.
+/// Two `prefetch serve` processes sharing a real redis-server, a real Redis Cluster, or a real Sentinel-managed primary:
+/// what a load balancer in front of replicas needs.
 @Suite(.serialized) struct ServeReplicaTests {
     /// The identity key every replica shares (as a deployment does, from a Secret).
     static let identityKey = "replica-test-identity-key-0123456789abcdef"
 
-    /// What the replicas share: one redis-server, or a 3-primary Redis Cluster.
+    /// What the replicas share: one redis-server, a 3-primary Redis Cluster, or a primary with a replica and three
+    /// sentinels.
     enum SharedRedis: String, CaseIterable, Sendable {
         case single
         case cluster
+        case sentinel
+
+        func start() async throws -> any SharedRedisProcess {
+            switch self {
+            case .single: try await RedisServer.start()
+            case .cluster: try await RedisCluster.start()
+            case .sentinel: try await RedisSentinels.start()
+            }
+        }
     }
 
-    /// Runs `body` with an upstream, a redis-server (or with `.cluster` a Redis Cluster, and no single server) and two
-    /// replicas on it; everything is stopped afterwards.
+    /// Runs `body` with an upstream, the Redis of `shared` and two replicas on it; everything is stopped afterwards.
     func withReplicas(
         on shared: SharedRedis = .single, interfaces: @Sendable (TestUpstream) -> [TestInterface],
-        _ body: @Sendable (TestUpstream, RedisServer?, CommandTests.Server, CommandTests.Server, String) async throws -> Void
+        _ body: @Sendable (TestUpstream, any SharedRedisProcess, CommandTests.Server, CommandTests.Server, String) async throws -> Void
     ) async throws {
         try await withUpstream { upstream in
-            let redis = shared == .single ? try await RedisServer.start() : nil
-            let cluster: RedisCluster?
-            do {
-                cluster = shared == .cluster ? try await RedisCluster.start() : nil
-            } catch {
-                await redis?.stop()
-                throw error
-            }
-            let url = redis?.url ?? cluster?.url ?? ""
+            let redis = try await shared.start()
             let page = "\(upstream.base)/pages/replicated"
-            let config = try TempConfig(TestConfig([TestPage(page, interfaces(upstream))]))
             var servers: [CommandTests.Server] = []
+            var config: TempConfig?
             func stopAll() async {
                 for server in servers { await server.child.stop() }
-                await redis?.stop()
-                await cluster?.stop()
-                config.remove()
+                await redis.stop()
+                config?.remove()
             }
             do {
+                let written = try TempConfig(TestConfig([TestPage(page, interfaces(upstream))]))
+                config = written
                 for _ in 0..<2 {
                     servers.append(
                         try await CommandTests.Server.start(
-                            configPath: config.path, arguments: ["--store", url, "--identity-key", Self.identityKey]))
+                            configPath: written.path, arguments: ["--store", redis.url, "--identity-key", Self.identityKey]))
                 }
                 try await body(upstream, redis, servers[0], servers[1], page)
             } catch {
@@ -154,11 +156,79 @@ import Testing
         }
     }
 
+    /// The primary under two replicas dies; the sentinels promote its replica and the fleet follows by itself: a
+    /// ticket triggered on one replica is served by the other again, a page opened on both with readers on both
+    /// costs one upstream fetch per interface, and one user's answer never reaches another.
+    @Test func theFleetFollowsASentinelFailoverWithOneFetchAndIdentitiesApart() async throws {
+        try await withReplicas(
+            on: .sentinel,
+            interfaces: { upstream in
+                [upstream.interface("slow", "/r/failover?delay=300", urlParam: true), upstream.interface("me", "/r/me")]
+            }
+        ) { upstream, shared, first, second, page in
+            let deployment = try #require(shared as? RedisSentinels)
+            let before = try await trigger(first, page + "?before=1")
+            let served = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(before)/data?name=slow&wait=5000")
+            #expect(served.status == 200 && ["hit", "joined"].contains(served.header("X-Prefetch") ?? ""), "\(served.text)")
+
+            let promoted = await deployment.killPrimaryAndAwaitPromotion()
+            try #require(promoted, "the sentinels never promoted the replica")
+            for server in [first, second] {
+                let ready = await eventually(within: 30) {
+                    let answer = try? await oneRequest(port: server.port, .get, "/readyz")
+                    return (try? answer?.decoded(ReadinessAnswer.self))?.store == "ok"
+                }
+                #expect(ready, "the replica on port \(server.port) is back on the shared store")
+            }
+
+            // Across replicas again: triggered on the first, a hit (or joined) on the second.
+            let after = try await trigger(first, page + "?after=1")
+            let crossed = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(after)/data?name=slow&wait=5000")
+            #expect(crossed.status == 200, "\(crossed.text)")
+            #expect(["hit", "joined"].contains(crossed.header("X-Prefetch") ?? ""), "\(crossed.headers)")
+
+            // One page opened on both replicas at once, 40 readers over both: one fetch per interface.
+            let slowBefore = upstream.hits(path: "/r/failover")
+            let target = page + "?race=1"
+            _ = try await trigger(first, target)
+            let reads = try await withThrowingTaskGroup(of: Reply?.self) { group in
+                group.addTask {
+                    _ = try await trigger(second, target)
+                    return nil
+                }
+                for index in 0..<40 {
+                    let port = index.isMultiple(of: 2) ? first.port : second.port
+                    group.addTask { try await oneRequest(port: port, .get, "/v1/data?page=\(q(target))&name=slow&wait=8000") }
+                }
+                var all: [Reply] = []
+                for try await reply in group { if let reply { all.append(reply) } }
+                return all
+            }
+            #expect(reads.count == 40 && reads.allSatisfy { $0.status == 200 }, "\(reads.map(\.status))")
+            #expect(upstream.hits(path: "/r/failover") - slowBefore == 1, "single flight on the promoted primary")
+
+            // Identities stay apart on the new primary.
+            let meBefore = upstream.hits(path: "/r/me")
+            let alice = try await trigger(first, page + "?who=1", cookie: "sid=alice")
+            let bob = try await trigger(second, page + "?who=1", cookie: "sid=bob")
+            let a = try await oneRequest(
+                port: second.port, .get, "/v1/prefetch/\(alice)/data?name=me&wait=5000", headers: ["Cookie": "sid=alice"])
+            let b = try await oneRequest(
+                port: first.port, .get, "/v1/prefetch/\(bob)/data?name=me&wait=5000", headers: ["Cookie": "sid=bob"])
+            #expect(a.text.contains("sid=alice") && !a.text.contains("sid=bob"))
+            #expect(b.text.contains("sid=bob") && !b.text.contains("sid=alice"))
+            let stolen = try await oneRequest(
+                port: second.port, .get, "/v1/prefetch/\(alice)/data?name=me", headers: ["Cookie": "sid=bob"])
+            #expect(stolen.status == 403 && !stolen.text.contains("sid=alice"))
+            #expect(upstream.hits(path: "/r/me") - meBefore == 2, "one fetch per user")
+        }
+    }
+
     @Test func aRedisOutageKeepsBothAnsweringAndRecoversByItself() async throws {
         try await withReplicas(interfaces: { upstream in
             [upstream.interface("info", "/r/outage", urlParam: true)]
-        }) { _, redis, first, second, page in
-            let redis = try #require(redis)
+        }) { _, shared, first, second, page in
+            let redis = try #require(shared as? RedisServer)
             await redis.stop()
             for (index, server) in [first, second].enumerated() {
                 let ticket = try await trigger(server, page + "?during=\(index)")

@@ -82,98 +82,11 @@ import Glibc
 /// A primary, its replica and three sentinels, started from Debian's redis-server on free ports; two stores
 /// ("replicas" of the service) follow the sentinels through the primary's death.
 @Suite(.serialized) struct SentinelFailoverTests {
-    static let name = "prefetch"
-
-    final class Sentinel: Sendable {
-        let port: Int
-        let directory: URL
-        private let process = Mutex<TestProcess?>(nil)
-
-        init(monitoring primary: Int) throws {
-            port = try freePort()
-            directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-sentinel-\(port)-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            // Sentinel rewrites its file as it learns the deployment: a file of its own, in a directory of its own.
-            let config = """
-                port \(port)
-                bind 127.0.0.1
-                dir \(directory.path)
-                sentinel monitor \(SentinelFailoverTests.name) 127.0.0.1 \(primary) 2
-                sentinel down-after-milliseconds \(SentinelFailoverTests.name) 500
-                sentinel failover-timeout \(SentinelFailoverTests.name) 3000
-                sentinel parallel-syncs \(SentinelFailoverTests.name) 1
-
-                """
-            try config.write(to: directory.appendingPathComponent("sentinel.conf"), atomically: true, encoding: .utf8)
-        }
-
-        func start() throws {
-            let launched = TestProcess()
-            launched.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
-            launched.arguments = [directory.appendingPathComponent("sentinel.conf").path, "--sentinel"]
-            launched.standardOutput = FileHandle.nullDevice
-            launched.standardError = FileHandle.nullDevice
-            try launchSerially(launched)
-            process.withLock { $0 = launched }
-        }
-
-        func stop() async {
-            await killHeld(process)
-            try? FileManager.default.removeItem(at: directory)
-        }
-
-        /// One `redis-cli` command to this sentinel: its output, or nil.
-        func cli(_ command: [String]) async -> String? {
-            await redisCLI(port: port, command)
-        }
-
-        /// The primary's port as this sentinel names it.
-        func primaryPort() async -> Int? {
-            let lines = await cli(["SENTINEL", "get-master-addr-by-name", SentinelFailoverTests.name])?.split(separator: "\n")
-            return lines.flatMap { $0.count == 2 ? Int($0[1]) : nil }
-        }
-
-        /// A field of `SENTINEL master <name>`.
-        func field(_ name: String) async -> String? {
-            guard let lines = await cli(["SENTINEL", "master", SentinelFailoverTests.name])?.split(separator: "\n").map(String.init),
-                let index = lines.firstIndex(of: name), index + 1 < lines.count
-            else { return nil }
-            return lines[index + 1]
-        }
-    }
-
     @Test func theFleetFollowsTheSentinelsThroughThePrimarysDeath() async throws {
-        let primary = try await RedisServer.start()
-        let replica = try await RedisServer.start(arguments: ["--replicaof", "127.0.0.1", "\(primary.port)"])
-        var sentinels: [Sentinel] = []
-        func stopAll() async {
-            for sentinel in sentinels { await sentinel.stop() }
-            await replica.stop()
-            await primary.stop()
-        }
+        let deployment = try await RedisSentinels.start()
+        let (primary, replica, sentinels) = (deployment.primary, deployment.replica, deployment.sentinels)
         do {
-            // The replica in sync before the sentinels start, so their first look at the primary finds it.
-            let linked = await eventually(within: 20) {
-                await replica.cli(["INFO", "replication"])?.contains("master_link_status:up") == true
-            }
-            try #require(linked, "the replica never synced with the primary")
-            for _ in 0..<3 {
-                let sentinel = try Sentinel(monitoring: primary.port)
-                try sentinel.start()
-                sentinels.append(sentinel)
-            }
-            // Each sentinel knows the replica and the two others (a failover needs a quorum and an elected leader).
-            let acquainted = await eventually(within: 30) {
-                for sentinel in sentinels {
-                    guard await sentinel.field("num-slaves") == "1", await sentinel.field("num-other-sentinels") == "2" else {
-                        return false
-                    }
-                }
-                return true
-            }
-            try #require(acquainted, "the sentinels never saw the replica and each other")
-
-            let url = "redis-sentinel://" + sentinels.map { "127.0.0.1:\($0.port)" }.joined(separator: ",") + "/\(Self.name)"
+            let url = deployment.url
             let metrics = [TestMetrics(), TestMetrics()]
             let stores = try (0..<2).map { index in
                 try RedisStore(url: url, configuration: testConfiguration(), logger: quietLogger, metricsFactory: metrics[index])
@@ -191,9 +104,9 @@ import Glibc
                 #expect(await b.read(key("/before"), wait: .seconds(5)).content == Content(response("first")))
 
                 // The primary dies; the sentinels promote the replica; both stores follow.
-                await primary.stop()
-                let promoted = await eventually(within: 60) { await sentinels[0].primaryPort() == replica.port }
+                let promoted = await deployment.killPrimaryAndAwaitPromotion()
                 try #require(promoted, "the sentinels never promoted the replica")
+                #expect(await sentinels[1].primaryPort() == replica.port)
                 let followed = await eventually(within: 30) {
                     guard stores.allSatisfy({ $0.primary?.port == replica.port }) else { return false }
                     // Until a call reaches the new primary the store is degraded; probe with a harmless read.
@@ -228,9 +141,9 @@ import Glibc
                 #expect(await b.read(key("/before"), wait: .zero).content == Content(response("first")))
             }
         } catch {
-            await stopAll()
+            await deployment.stop()
             throw error
         }
-        await stopAll()
+        await deployment.stop()
     }
 }
