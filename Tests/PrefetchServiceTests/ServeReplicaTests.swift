@@ -71,6 +71,28 @@ import Testing
         return try reply.decoded(TriggerAnswer.self).ticket
     }
 
+    /// `target` triggered on `first` (answered while its flight is under way), then at once on `second` and read by
+    /// one reader per name in `readers` (`GET /v1/data`, waiting up to 8 s), alternately on each replica: the readers'
+    /// replies.
+    func openOnBoth(
+        _ first: CommandTests.Server, _ second: CommandTests.Server, _ target: String, readers: [String]
+    ) async throws -> [Reply] {
+        _ = try await trigger(first, target)
+        return try await withThrowingTaskGroup(of: Reply?.self) { group in
+            group.addTask {
+                _ = try await trigger(second, target)
+                return nil
+            }
+            for (index, name) in readers.enumerated() {
+                let port = index.isMultiple(of: 2) ? first.port : second.port
+                group.addTask { try await oneRequest(port: port, .get, "/v1/data?page=\(q(target))&name=\(name)&wait=8000") }
+            }
+            var all: [Reply] = []
+            for try await reply in group { if let reply { all.append(reply) } }
+            return all
+        }
+    }
+
     @Test(arguments: SharedRedis.allCases)
     func aTicketFromOneReplicaIsServedByTheOther(on shared: SharedRedis) async throws {
         try await withReplicas(
@@ -104,21 +126,7 @@ import Testing
             let target = page + "?q=1"
             // The first replica's trigger is answered (the flight is under way, 300 ms upstream) before the
             // second replica's trigger and the 100 readers on both replicas race it; nobody reads before a trigger.
-            _ = try await trigger(first, target)
-            let reads = try await withThrowingTaskGroup(of: Reply?.self) { group in
-                group.addTask {
-                    _ = try await trigger(second, target)
-                    return nil
-                }
-                for index in 0..<100 {
-                    let port = index.isMultiple(of: 2) ? first.port : second.port
-                    let name = index.isMultiple(of: 3) ? "list" : "slow"
-                    group.addTask { try await oneRequest(port: port, .get, "/v1/data?page=\(q(target))&name=\(name)&wait=8000") }
-                }
-                var all: [Reply] = []
-                for try await reply in group { if let reply { all.append(reply) } }
-                return all
-            }
+            let reads = try await openOnBoth(first, second, target, readers: (0..<100).map { $0.isMultiple(of: 3) ? "list" : "slow" })
             let served = reads.filter { $0.status == 200 }
             #expect(reads.count == 100)
             #expect(served.count == 100, "\(reads.map(\.status))")
@@ -190,20 +198,7 @@ import Testing
             // One page opened on both replicas at once, 40 readers over both: one fetch per interface.
             let slowBefore = upstream.hits(path: "/r/failover")
             let target = page + "?race=1"
-            _ = try await trigger(first, target)
-            let reads = try await withThrowingTaskGroup(of: Reply?.self) { group in
-                group.addTask {
-                    _ = try await trigger(second, target)
-                    return nil
-                }
-                for index in 0..<40 {
-                    let port = index.isMultiple(of: 2) ? first.port : second.port
-                    group.addTask { try await oneRequest(port: port, .get, "/v1/data?page=\(q(target))&name=slow&wait=8000") }
-                }
-                var all: [Reply] = []
-                for try await reply in group { if let reply { all.append(reply) } }
-                return all
-            }
+            let reads = try await openOnBoth(first, second, target, readers: Array(repeating: "slow", count: 40))
             #expect(reads.count == 40 && reads.allSatisfy { $0.status == 200 }, "\(reads.map(\.status))")
             #expect(upstream.hits(path: "/r/failover") - slowBefore == 1, "single flight on the promoted primary")
 
