@@ -13,7 +13,10 @@ export PREFETCH_SHELL_SCRIPT_BIN
 # The suites that start whole Redis deployments (a cluster of three to six nodes, a primary with a replica and three
 # sentinels, two prefetch serve processes on each) run after the rest, on their own: beside the rest on 2 cores their
 # dozen processes starve the tests that time short TTLs and lock ages. With arguments (a --filter), one run as asked.
-deployments='ClusterTests|SentinelFailoverTests|ServeReplicaTests'
+deployments='ClusterTests|SentinelFailoverTests|ServeReplicaTests|DifferentialKeyingTests'
+# A crash (of the test process or of a child it started) fails the run; its backtrace is not worth the minutes of a
+# core that symbolicating a debug build takes, starving every test still running.
+export SWIFT_BACKTRACE=enable=no
 if [ $# -eq 0 ]; then
   swift test --skip-build --skip "$deployments"
   swift test --skip-build --filter "$deployments"

@@ -48,13 +48,13 @@ import Testing
         #expect(served.withLock { $0 } >= 12, "only \(served.withLock { $0 }) reads were served")
     }
 
-    /// On one redis-server and on a 3-primary Redis Cluster (each page's keys spread over the primaries).
+    /// On one redis-server, on a 3-primary Redis Cluster (each page's keys spread over the primaries), and on a
+    /// Sentinel-managed primary.
     @Test(arguments: ServeReplicaTests.SharedRedis.allCases)
     func everyByteServedAcrossTwoReplicasIsTheReadersOwn(on kind: ServeReplicaTests.SharedRedis) async throws {
         let served = Mutex(0)
         try await withUpstream { upstream in
-            let redis: any SharedRedisProcess =
-                kind == .single ? try await RedisServer.start() : try await RedisCluster.start()
+            let redis = try await kind.start()
             let key = try IdentityKey(secret: Array(ServeReplicaTests.identityKey.utf8))
             do {
                 try await withFetcher { fetcher in
