@@ -142,10 +142,20 @@ extension WebShellBrowserTests {
             #expect(total("prefetch_data_total", #"result="joined""#) == served("joined"))
             let leaders = Double(requests.filter { $0["flight"] as? String == "leader" }.count)
             #expect(leaders == 2 && total("prefetch_flights_total", #"role="leader""#) == leaders + 2, "two page opens, each fetching both")
-            let status = try await oneRequest(port: adminPort, .get, "/v1/debug/status").json
-            let store = try #require(status["store"] as? [String: Any])
-            #expect(Double(store["hits"] as? Int ?? -1) == metricValue(metrics, "prefetch_store_hits_total"), "\(store)")
-            #expect(Double(store["joins"] as? Int ?? -1) == metricValue(metrics, "prefetch_store_joins_total"), "\(store)")
+            // The status and the store's counters, read one after the other, agree (a read counted between the two
+            // reads of them is waited out).
+            var store: [String: Any] = [:]
+            var storeMetrics = metrics
+            let agreed = await eventually(within: 5) {
+                guard let status = try? await oneRequest(port: adminPort, .get, "/v1/debug/status").json,
+                    let current = status["store"] as? [String: Any],
+                    let scraped = try? await oneRequest(port: adminPort, .get, "/metrics").text
+                else { return false }
+                (store, storeMetrics) = (current, scraped)
+                return Double(current["hits"] as? Int ?? -1) == metricValue(scraped, "prefetch_store_hits_total")
+                    && Double(current["joins"] as? Int ?? -1) == (metricValue(scraped, "prefetch_store_joins_total") ?? 0)
+            }
+            #expect(agreed, "the status's store counts and /metrics disagree: \(store) against \(storeMetrics)")
             #expect(Double((store["hits"] as? Int ?? 0) + (store["joins"] as? Int ?? 0)) == served("hit") + served("joined"))
         }
     }
