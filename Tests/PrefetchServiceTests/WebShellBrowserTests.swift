@@ -152,8 +152,13 @@ extension WebShellBrowserTests {
                     let scraped = try? await oneRequest(port: adminPort, .get, "/metrics").text
                 else { return false }
                 (store, storeMetrics) = (current, scraped)
-                return Double(current["hits"] as? Int ?? -1) == metricValue(scraped, "prefetch_store_hits_total")
-                    && Double(current["joins"] as? Int ?? -1) == (metricValue(scraped, "prefetch_store_joins_total") ?? 0)
+                // Every series of `name` (one per interface), summed; none is 0.
+                func summed(_ name: String) -> Double {
+                    scraped.split(separator: "\n").filter { $0.hasPrefix(name + "{") || $0.hasPrefix(name + " ") }
+                        .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+                }
+                return Double(current["hits"] as? Int ?? -1) == summed("prefetch_store_hits_total")
+                    && Double(current["joins"] as? Int ?? -1) == summed("prefetch_store_joins_total")
             }
             #expect(agreed, "the status's store counts and /metrics disagree: \(store) against \(storeMetrics)")
             #expect(Double((store["hits"] as? Int ?? 0) + (store["joins"] as? Int ?? 0)) == served("hit") + served("joined"))
