@@ -24,7 +24,8 @@ for pair in CCurl:PrefetchFetcher CHiredis:RedisStore; do
   fi
 done
 hadolint Dockerfile
-kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml deploy/kubernetes/sentinel/*.yaml deploy/kubernetes/cluster/*.yaml
+# The rules (promtool), the generated PrometheusRule and dashboard, the Kustomize overlays rendered, validated and scanned (checkov).
+scripts/check-monitoring.sh
 # The manifests' Redis data nodes started as written, with Debian's redis-server (installed by ensure-deps.sh test).
 scripts/check-manifests.py
 python3 - <<'PY'
