@@ -74,6 +74,10 @@ ROWS = [
          "Store hits times their interface's mean upstream latency, per accepted page open: the upstream time pages "
          "did not wait (an upper bound where a page's requests run in parallel).",
          [q(f'job:prefetch_time_saved_seconds_per_page_open:rate5m{{{SEL}}}', "{{job}}")]),
+        ("The page's wait for its data p50 / p99", "s",
+         "How long data reads took on the page surface: a hit answers at once, a join waits for the fetch.",
+         [q(f'job:prefetch_page_wait_seconds:p50_5m{{{SEL}}}', "p50 {{job}}"),
+          q(f'job:prefetch_page_wait_seconds:p99_5m{{{SEL}}}', "p99 {{job}}")]),
         ("Page opens by result", "reqps",
          "Triggers: accepted, or refused with their code.",
          [q(f'sum by (result) (rate(prefetch_triggers_total{{{SEL}}}[{RATE}]))', "{{result}}")]),
@@ -146,6 +150,10 @@ ROWS = [
          [q(f'sum by (instance) (prefetch_tickets{{{SEL}}})', "{{instance}}")]),
     ]),
     ("Page surface", [
+        ("Requests by route and status", "reqps",
+         "Every request of both listeners, by route template and status code.",
+         [q(f'sum by (http_route, http_response_status_code) (rate(hb_requests{{{SEL}}}[{RATE}]))',
+            "{{http_route}} {{http_response_status_code}}")]),
         ("Refused page opens by code", "reqps",
          "Triggers refused: rate-limited (per caller), overloaded, not-ready, invalid-url, no-config. Alert "
          "PrefetchTriggersRateLimited.",
