@@ -262,7 +262,8 @@ def queries():
     """Every dashboard query with its panel, for the real-Prometheus test."""
     for panel in dashboard()["panels"]:
         for target in panel.get("targets", []):
-            yield {"panel": panel["title"], "refId": target["refId"], "expr": target["expr"]}
+            yield {"panel": panel["title"], "refId": target["refId"], "expr": target["expr"],
+                   "unit": panel["fieldConfig"]["defaults"]["unit"]}
 
 
 def outputs():

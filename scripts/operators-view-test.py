@@ -7,7 +7,8 @@ upstream: hits (every page open's `ops.read` response is read), misses (reads of
 killed while the replicas serve). Then, through Prometheus' HTTP API, it asserts that
 
 - every recording rule returns series, with plausible values (ratios within 0..1, durations and rates >= 0);
-- every query of every panel of deploy/grafana/prefetch.json returns series;
+- every query of every panel of deploy/grafana/prefetch.json returns series, with values within its unit's range
+  (0..1 for a ratio, 0..100 for percent, >= 0 for the rest);
 - every metric a rule or a panel names is one the service exports (what Prometheus scraped from it), or a
   recording rule that reads only such: a name the service does not export fails the test as soon as everything
   else holds, even where an `or` would hide it;
@@ -361,9 +362,21 @@ def main():
                     implausible.pop(name, None)
                     last_values[name] = finite
             for query in queries:
-                if not prometheus_query(base, query["expr"]):
-                    pending[f"panel {query['panel']} {query['refId']}"] = (
-                        f"panel {query['panel']!r} query {query['refId']} returns no series: {query['expr']}")
+                key = f"panel {query['panel']} {query['refId']}"
+                result = prometheus_query(base, query["expr"])
+                values = [float(s["value"][1]) for s in result]
+                finite = [v for v in values if v == v and abs(v) != float("inf")]
+                if not finite:
+                    pending[key] = (f"panel {query['panel']!r} query {query['refId']} returns no series with a value "
+                                    f"({len(values)} NaN or none): {query['expr']}")
+                    continue
+                high = {"percentunit": 1.0, "percent": 100.0}.get(query.get("unit"), float("inf"))
+                wrong = [v for v in finite if not 0 <= v <= high]
+                if wrong:
+                    implausible[key] = (f"panel {query['panel']!r} query {query['refId']} has implausible values "
+                                        f"{wrong} (expected 0..{high}): {query['expr']}")
+                else:
+                    implausible.pop(key, None)
             status, body = http("GET", f"{base}/api/v1/alerts")
             firing = set()
             for alert in json.loads(body)["data"]["alerts"]:
