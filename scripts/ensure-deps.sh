@@ -6,7 +6,8 @@ want=(libcurl4-openssl-dev libhiredis-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
   # Real parts the tests start: redis-server, openssl (test CA and certificates), curl, and chromium
   # (with python3's websocket-client) for the real-browser tests (scripts/webshell-browser.py).
-  want+=(curl redis-server openssl chromium)
+  # prometheus: promtool for the rules' unit tests (lint) and a real Prometheus for scripts/operators-view-test.py.
+  want+=(curl redis-server openssl chromium prometheus)
 fi
 missing=()
 for package in "${want[@]}"; do

@@ -23,6 +23,8 @@ width=(--experimental-maximum-parallelization-width 6)
 if [ $# -eq 0 ]; then
   swift test --skip-build --skip "$deployments" "${width[@]}"
   swift test --skip-build --filter "$deployments" "${width[@]}"
+  # The operators' view: a real Prometheus scraping live services, the rules and every dashboard query (docs/operations.md).
+  PREFETCH_BIN_DIR="$(swift build --show-bin-path)" scripts/operators-view-test.py
 else
   swift test --skip-build "$@"
 fi

@@ -342,7 +342,7 @@ extension ClusterTests {
 }
 
 extension ClusterTests {
-    /// The store's part of the rule of the ACL user `prefetch` that `deploy/kubernetes/cluster/redis-cluster.yaml`
+    /// The store's part of the rule of the ACL user `prefetch` that `deploy/kubernetes/overlays/cluster/redis-cluster.yaml`
     /// creates on every node (the rest lets replicas replicate): the store's names (keys and shard channels share the
     /// namespace) and every command but `@admin`.
     static let storeUserRule = ["~prefetch:*", "&prefetch:*", "+@all", "-@admin"]
