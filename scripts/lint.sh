@@ -23,6 +23,27 @@ for pair in CCurl:PrefetchFetcher CHiredis:RedisStore; do
     exit 1
   fi
 done
+# What goes upstream for a flight is made from its store key alone (SECURITY.md): in the engine only UpstreamRequest
+# makes a FetchRequest (and PageFetch, the CLI's `prefetch fetch`, which stores nothing).
+if hits=$(grep -rn 'FetchRequest(' Sources/PrefetchEngine --include=*.swift | grep -v '///' |
+  grep -vE '^Sources/PrefetchEngine/(UpstreamRequest|PageFetch)\.swift:'); then
+  echo "lint: a FetchRequest made outside UpstreamRequest (build it from the flight's key):" >&2
+  echo "$hits" >&2
+  exit 1
+fi
+# One redaction (SECURITY.md): a config or upstream URL reaches a log line, an error or a view only through
+# Redaction (Sources/PrefetchCore/Redaction.swift). A line that must show one whole (the CLI's dry run, on the
+# operator's own terminal) says why on the line before with "shown whole:".
+if hits=$(grep -rnE '\\\((url|fallbackURL|configPath|configSource|settings\.(source|configPath|fallbackURL)|parts\.configSource|request\.url|fetch\.url|api)\)' Sources --include=*.swift |
+  grep -vE '^Sources/PrefetchTest' | grep -v '///' |
+  while IFS= read -r line; do
+    file=${line%%:*} rest=${line#*:} number=${rest%%:*}
+    sed -n "$((number - 1))p" "$file" | grep -q 'shown whole:' || echo "$line"
+  done); [ -n "$hits" ]; then
+  echo "lint: a URL interpolated outside Redaction (use Redaction.url or Redaction.text):" >&2
+  echo "$hits" >&2
+  exit 1
+fi
 hadolint Dockerfile
 # The rules (promtool), the generated PrometheusRule and dashboard, the Kustomize overlays rendered, validated and scanned (checkov).
 scripts/check-monitoring.sh

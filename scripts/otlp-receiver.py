@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A small OTLP/HTTP receiver for the service's tests: listens on 127.0.0.1 (a free port, printed as
 "otlp receiver listening on 127.0.0.1:PORT"), accepts protobuf export requests on /v1/traces and /v1/metrics, and
-prints one JSON line per span ({"span": {traceId, spanId, parentSpanId, name, kind, attributes, status}}) and per
+prints one JSON line per span ({"span": {traceId, spanId, parentSpanId, name, kind, attributes, status, links}}) and per
 metric ({"metric": name}) as they arrive. Stops on SIGTERM. Needs opentelemetry-proto (scripts/ensure-deps.sh test).
 """
 import json
@@ -22,7 +22,8 @@ def span_record(span):
     return {"span": {
         "traceId": span.trace_id.hex(), "spanId": span.span_id.hex(), "parentSpanId": span.parent_span_id.hex(),
         "name": span.name, "kind": span.kind, "attributes": {a.key: value(a.value) for a in span.attributes},
-        "status": span.status.code}}
+        "status": span.status.code,
+        "links": [{"traceId": link.trace_id.hex(), "spanId": link.span_id.hex()} for link in span.links]}}
 
 
 # Per signal: the export request and answer messages, the path from a request to its items, and each item's line.

@@ -18,7 +18,7 @@ swift build -c release --static-swift-stdlib --product prefetch-upstream
 .build/release/prefetch-upstream --port 9090 >/dev/null &
 upstream=$!
 trap 'kill -TERM "$upstream" 2>/dev/null || true' EXIT
-.build/release/prefetch serve --config configs/demo.json --port 8080 --admin-port 8081 &
+.build/release/prefetch serve --demo --config configs/demo.json --port 8080 --admin-port 8081 &
 serve=$!
 trap 'kill -TERM "$serve" 2>/dev/null || true' INT TERM
 echo "demo: open http://127.0.0.1:8080/ (the demo shell opens a page whose data is prefetched), then http://127.0.0.1:8081/ui" >&2

@@ -56,7 +56,7 @@ extension ConfigUpdater {
                     note(error, role: "fallback")
                 }
             } else {
-                logger.debug("fallback not asked: inside the fatigue window", metadata: ["fallback": "\(fallbackURL)"])
+                logger.debug("fallback not asked: inside the fatigue window", metadata: ["fallback": "\(ConfigSource.url(fallbackURL))"])
             }
         }
 
@@ -119,8 +119,10 @@ extension ConfigUpdater {
             case .success(let bytes): return await classify(bytes, source: path)
             }
         case .url(let url):
+            // Every message and status names the URL redacted: its query may carry the config server's token.
+            let shown = source.description
             guard let fetcher else {
-                return .abnormal(ConfigCheckError(code: .transfer, source: url, message: "\(url): no fetcher configured"))
+                return .abnormal(ConfigCheckError(code: .transfer, source: shown, message: "\(shown): no fetcher configured"))
             }
             let request = FetchRequest(
                 method: "GET", url: url, headers: [.accept: "application/json"],
@@ -131,14 +133,15 @@ extension ConfigUpdater {
             } catch {
                 if error.code == .cancelled || error.code == .shutdown { return .interrupted }
                 return .abnormal(
-                    ConfigCheckError(code: .transfer, source: url, message: "\(url): fetch failed: \(error.description)"))
+                    ConfigCheckError(
+                        code: .transfer, source: shown, message: "\(shown): fetch failed: \(Redaction.text(error.description))"))
             }
             guard (200..<300).contains(response.status) else {
                 return .abnormal(
                     ConfigCheckError(
-                        code: .httpStatus, source: url, message: "\(url): HTTP status \(response.status), not 2xx"))
+                        code: .httpStatus, source: shown, message: "\(shown): HTTP status \(response.status), not 2xx"))
             }
-            return await classify(response.body, source: url)
+            return await classify(response.body, source: shown)
         }
     }
 

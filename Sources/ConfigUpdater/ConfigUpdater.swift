@@ -156,13 +156,9 @@ public final class ConfigUpdater: Service, Sendable {
     /// while `run()` is running; one that arrives during the initial load is answered after it.
     public func run() async throws {
         for source in [settings.source, settings.fallbackURL].compactMap({ $0 }) where source.lowercased().hasPrefix("http://") {
-            // Scheme and host only: a config URL's path or query may carry a token.
-            let host =
-                source.dropFirst("http://".count).prefix { $0 != "/" && $0 != "?" && $0 != "#" }.split(separator: "@").last.map(String.init)
-                ?? ""
             logger.warning(
                 "config source is plain http://: anyone on the path can change the config the service follows; prefer https://",
-                metadata: ["source": "http://\(host)"])
+                metadata: ["source": "\(ConfigSource(source))"])
         }
         let watchedPath: String? = if case .file(let path) = primary { path } else { nil }
         // Snapshot before the initial load, so a change made during it is noticed at the first poll.
@@ -267,8 +263,8 @@ extension ConfigUpdater {
                 "the initial config load has not finished"
             } else { state.notLoadedReason ?? "no config loaded" }
         return ConfigStatus(
-            name: config?.name, version: config?.version, pageCount: config?.pages.count, source: settings.source,
-            fallbackSource: settings.fallbackURL, active: state.active,
+            name: config?.name, version: config?.version, pageCount: config?.pages.count, source: primary.description,
+            fallbackSource: settings.fallbackURL.map { ConfigSource.url($0).description }, active: state.active,
             fallbackEngaged: state.selector.fallbackEngaged, loadedAt: state.loadedAt,
             lastCheckAt: state.lastCheckAt, lastCheckOutcome: state.lastCheckOutcome,
             lastCheckTrigger: state.lastCheckTrigger, consecutiveAbnormal: state.selector.consecutiveAbnormal,

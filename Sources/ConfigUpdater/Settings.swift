@@ -1,3 +1,5 @@
+import PrefetchCore
+
 /// Where the prefetch config comes from and how often it is checked.
 ///
 /// Every duration is configurable so tests can use sub-second windows; the defaults are the mobile clients'
@@ -82,11 +84,11 @@ public enum ConfigSource: Sendable, Hashable, CustomStringConvertible {
         return false
     }
 
-    /// The path or URL, as used in messages.
+    /// The path, or the URL redacted (``Redaction/url(_:)``): how messages, logs and views name the source.
     public var description: String {
         switch self {
         case .file(let path): path
-        case .url(let url): url
+        case .url(let url): Redaction.url(url)
         }
     }
 }
@@ -128,7 +130,7 @@ extension ConfigSourceSettings {
         }
         if let fallbackURL, !ConfigSource(fallbackURL).isRemote {
             throw ConfigSettingsError(
-                code: .fallbackNotURL, message: "the fallback \"\(fallbackURL)\" is not an http(s) URL")
+                code: .fallbackNotURL, message: "the fallback \"\(Redaction.text(fallbackURL))\" is not an http(s) URL")
         }
         let durations: [(String, Duration)] = [
             ("interval", interval), ("fatigueWindow", fatigueWindow), ("fileWatchInterval", fileWatchInterval),
@@ -143,7 +145,8 @@ extension ConfigSourceSettings {
         }
         if !hasFetcher && (ConfigSource(source).isRemote || fallbackURL != nil) {
             throw ConfigSettingsError(
-                code: .missingFetcher, message: "the config source \(source) or its fallback is a URL but no fetcher was given")
+                code: .missingFetcher,
+                message: "the config source \(ConfigSource(source)) or its fallback is a URL but no fetcher was given")
         }
     }
 }

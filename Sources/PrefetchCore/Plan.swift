@@ -51,6 +51,7 @@ public struct Plan: Sendable {
         var lines = ["page     \(page)", "matched  \(matched)  (config version \(version))", ""]
         for (position, request) in requests.enumerated() {
             lines.append("\(position + 1). \(request.name)")
+            // shown whole: `prefetch plan` is the operator's dry run at their own terminal; the URL is what they check.
             lines.append("   \(request.method.rawValue) \(request.url)")
             for header in request.headers { lines.append("   \(header.name.rawName): \(header.value)") }
             lines.append("   body: \(request.body ?? "(none)")")

@@ -63,8 +63,33 @@ public struct TraceParent: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String { header }
 
+    /// A trigger's trace context: its `traceparent`, and its `tracestate` already capped (``cappedState(_:)``).
+    public typealias Context = (parent: TraceParent, state: String?)
+
     /// The longest `tracestate` passed on (the spec's limit is 512 characters; a longer one is dropped).
     public static let maximumStateLength = 512
+    /// The most list members a `tracestate` passed on may have (the spec's limit is 32; more is dropped).
+    public static let maximumStateMembers = 32
+
+    /// `value` as a `tracestate` passed on: unchanged when it is at most ``maximumStateLength`` characters of at
+    /// most ``maximumStateMembers`` list members, nil (dropped whole) otherwise. Every path that passes a
+    /// `tracestate` on (with or without a tracer) goes through this.
+    public static func cappedState(_ value: String) -> String? {
+        guard value.utf8.count <= maximumStateLength else { return nil }
+        let members = value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: true)
+            .filter { $0.contains { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") } }
+        return members.count <= maximumStateMembers ? value : nil
+    }
+
+    /// The root span of a new trace of the service's own: random trace and span ids, not sampled by the caller.
+    public static func newRoot() -> TraceParent {
+        var generator = SystemRandomNumberGenerator()
+        var trace: [UInt8]
+        repeat {
+            trace = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        } while trace.allSatisfy { $0 == 0 }
+        return TraceParent(traceID: Hex.encode(trace), parentID: "0000000000000001", flags: "00").child(using: &generator)
+    }
 
     private static func isLowerHex(_ bytes: ArraySlice<UInt8>) -> Bool {
         bytes.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }

@@ -16,6 +16,13 @@ public struct EngineSettings: Sendable {
     public var maximumWait: Duration = .seconds(10)
     /// How long a failed fetch is remembered (and shared) before the next trigger fetches again. Default 5 s.
     public var negativeTTL: Duration = .seconds(5)
+    /// Upstream statuses that refuse the request itself rather than answer it: such an answer is kept for the page
+    /// open that fetched it alone, never served to another caller from the store. Default: 400, 408, 413, 414, 429
+    /// and 431 (a malformed or oversized request, a timeout or a rate limit of this one request; what another
+    /// caller's request would get is not known from it). `prefetch serve --unshared-status` adds more.
+    public var unsharedStatuses: Set<Int> = Self.refusalStatuses
+    /// The statuses that are never shared whatever the settings say.
+    public static let refusalStatuses: Set<Int> = [400, 408, 413, 414, 429, 431]
     /// The largest request body accepted by the API. Default 64 KiB.
     public var maximumRequestBody: Int = 64 * 1024
     /// The longest page URL accepted (bytes). Default 8 KiB.

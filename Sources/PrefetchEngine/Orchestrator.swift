@@ -206,9 +206,10 @@ public final class Orchestrator: Sendable {
         let inputs = request.dependencies.map { key(of: $0, in: plan, credentials: credentials, known: &known) }
         let shaped =
             sendsCredentials(request, page: plan.pageURL, credentials: credentials) || inputs.contains { $0.identity != .anonymous }
+        let parts = keyedParts(request)
         let made = StoreKey(
-            identity: shaped ? credentials.identity : .anonymous, method: request.method.rawValue, url: request.url,
-            headers: keyedHeaders(request), body: request.body.map { Array($0.utf8) }, inputs: inputs)
+            identity: shaped ? credentials.identity : .anonymous, method: parts.method, url: parts.url, headers: parts.headers,
+            body: parts.body, inputs: inputs)
         known[index] = made
         return made
     }
@@ -218,26 +219,31 @@ public final class Orchestrator: Sendable {
         !credentials.headers.isEmpty && SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL)
     }
 
-    /// The headers of `request` that shape its answer besides the credentials: the config's (and `Content-Type`),
-    /// and `Sec-Purpose` when the interface sends it. The trace headers differ per trigger and shape no answer.
-    func keyedHeaders(_ request: PlannedRequest) -> HTTPFields {
-        var headers = request.headers
-        if request.interface.secPurpose { headers[.secPurpose] = "prefetch" }
-        return headers
+    /// The parts of a composed request that its store key covers, and that ``UpstreamRequest`` sends: method, URL,
+    /// the config's headers (and `Content-Type`), `Sec-Purpose` when the interface sends it, the body.
+    struct KeyedParts: Sendable {
+        var method: String
+        var url: String
+        var headers: HTTPFields
+        var body: [UInt8]?
     }
 
-    /// The headers `request` is sent with: those its key covers (``keyedHeaders(_:)``), the caller's `credentials`
-    /// when the interface's rule sends them (nil otherwise), and a child span of the trigger's trace.
-    func sentHeaders(
-        _ request: PlannedRequest, credentials: Credentials?, trace: (parent: TraceParent, state: String?)?
-    ) -> HTTPFields {
-        var headers = keyedHeaders(request)
-        if let credentials { headers.append(contentsOf: credentials.headers) }
-        if let trace {
-            headers[.traceparent] = trace.parent.child().header
-            if let state = trace.state { headers[.tracestate] = state }
-        }
-        return headers
+    /// `request`'s keyed parts: the one function both the key and the request sent upstream are made from.
+    func keyedParts(_ request: PlannedRequest) -> KeyedParts {
+        var headers = request.headers
+        if request.interface.secPurpose { headers[.secPurpose] = "prefetch" }
+        return KeyedParts(method: request.method.rawValue, url: request.url, headers: headers, body: request.body.map { Array($0.utf8) })
+    }
+
+    /// The request that goes upstream for `request`, keyed by `key` (see ``UpstreamRequest``): the caller's
+    /// `credentials` when the interface's rule sends them, the trigger's `trace` only for a per-identity key.
+    func upstreamRequest(
+        _ request: PlannedRequest, key: StoreKey, credentials: Credentials?, trace: TraceParent.Context?, timeout: Duration,
+        group: String
+    ) -> UpstreamRequest {
+        UpstreamRequest(
+            parts: keyedParts(request), key: key, credentials: credentials, callerTrace: trace, timeout: timeout,
+            maxResponseBytes: settings.maximumResponseBytes, pinning: resolver, group: group)
     }
 
     /// Starts the page's prefetch and returns its ticket and what each request is doing, at once.
@@ -361,13 +367,12 @@ public final class Orchestrator: Sendable {
     }
 
     /// One request of a prepared page open: as planned (its composed URL and body), as the ticket keeps it (name,
-    /// store key, policy, timeout), and what goes upstream with it (its headers, and whether they carry the
-    /// caller's credentials).
+    /// store key, policy, timeout), and what goes upstream for it: made from its key now when it needs no other
+    /// answer; a dependent's is made once the answers it needs are in (`PageOpen`).
     struct PreparedRequest: Sendable {
         var planned: PlannedRequest
         var ticketRequest: TicketRequest
-        var headers: HTTPFields
-        var sendsCredentials: Bool
+        var upstream: UpstreamRequest?
     }
 
     /// Every check of a trigger (plan, page origin, rate limits, overload), then the page open's requests, keys and
@@ -405,15 +410,18 @@ public final class Orchestrator: Sendable {
         let now = clock.now
         let ticketID = Ticket.newID()
         let prepared = zip(plan.requests, keys(for: plan, credentials: credentials)).map { planned, key in
-            let sends = sendsCredentials(planned, page: plan.pageURL, credentials: credentials)
             let interface = planned.interface
             let policy = StorePolicy(ttl: .seconds(interface.ttlSeconds), negativeTTL: settings.negativeTTL, label: interface.name)
+            let timeout = Duration.milliseconds(interface.timeoutMilliseconds)
+            let sends = sendsCredentials(planned, page: plan.pageURL, credentials: credentials)
             return PreparedRequest(
                 planned: planned,
                 ticketRequest: TicketRequest(
-                    name: interface.name, api: interface.api, method: interface.method, key: key, policy: policy,
-                    timeout: .milliseconds(interface.timeoutMilliseconds)),
-                headers: sentHeaders(planned, credentials: sends ? credentials : nil, trace: trace), sendsCredentials: sends)
+                    name: interface.name, api: interface.api, method: interface.method, key: key, policy: policy, timeout: timeout),
+                upstream: planned.dependencies.isEmpty
+                    ? upstreamRequest(
+                        planned, key: key, credentials: sends ? credentials : nil, trace: trace, timeout: timeout, group: ticketID)
+                    : nil)
         }
         let requests = prepared.map(\.ticketRequest)
         // The page open's span (a child of the shell's when the trigger carried its context): the parent of each
@@ -464,14 +472,8 @@ public final class Orchestrator: Sendable {
                         key: request.key, token: token, policy: request.policy, label: request.name,
                         deadline: now.advanced(by: request.timeout)))
                 // A dependent is sent once what it needs has arrived: composed again then, keyed by its form as written.
-                if planned.dependencies.isEmpty {
-                    let fetch = FetchRequest(
-                        method: interface.method.rawValue, url: planned.url, headers: prepared.headers,
-                        body: planned.body.map { Array($0.utf8) },
-                        timeout: request.timeout, maxResponseBytes: settings.maximumResponseBytes,
-                        pinning: resolver, group: ticketID
-                    )
-                    sends.append(PageOpen.Send(index: index, request: fetch, sentCredentials: prepared.sendsCredentials))
+                if let upstream = prepared.upstream {
+                    sends.append(PageOpen.Send(index: index, request: upstream))
                 }
             case .joined:
                 role = .joined

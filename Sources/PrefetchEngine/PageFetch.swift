@@ -31,6 +31,7 @@ public struct PageFetchResult: Sendable {
     public var line: String {
         let outcome = status.map { "\($0)" } ?? "failed \(error?.code.rawValue ?? dependencyError?.code.rawValue ?? "")"
         let detail = error.map { "  (\($0.message))" } ?? dependencyError.map { "  (\($0.message))" } ?? ""
+        // shown whole: `prefetch fetch` is the operator's dry run at their own terminal; the URL is what they check.
         return "\(name)  \(method) \(url)  \(outcome)  \(bytes) bytes  \(elapsed.milliseconds) ms\(detail)"
     }
 }

@@ -50,8 +50,7 @@ final class PageOpen: Sendable {
     /// One request ready to be sent.
     struct Send: Sendable {
         var index: Int
-        var request: FetchRequest
-        var sentCredentials: Bool
+        var request: UpstreamRequest
         var ownOnly = false
     }
 
@@ -122,9 +121,9 @@ final class PageOpen: Sendable {
         for send in sends {
             var request = send.request
             let span = Self.startSpan(orchestrator.tracer, for: &request, label: flights[send.index]?.label ?? "", context: context)
-            requests.append(request)
+            requests.append(request.fetch)
             indices.append(send.index)
-            started.append((send.index, InFlight(sentCredentials: send.sentCredentials, ownOnly: send.ownOnly, span: span)))
+            started.append((send.index, InFlight(sentCredentials: request.sendsCredentials, ownOnly: send.ownOnly, span: span)))
         }
         state.withLock { state in
             for (index, flight) in started { state.inFlight[index] = flight }
@@ -138,16 +137,24 @@ final class PageOpen: Sendable {
         orchestrator.metrics.inFlight.record(orchestrator.fetcher.inFlight)
     }
 
-    /// Starts the request's span and injects its context into the request's headers as the tracer propagates it.
+    /// Starts the request's span and injects its context into the request as the tracer propagates it. The span of a
+    /// shared flight (its entry readable by others) starts a new trace of the service's own, linked to the page
+    /// open's span: the caller's trace context never reaches an upstream whose answer others read.
     private static func startSpan<T: Tracer>(
-        _ tracer: T, for request: inout FetchRequest, label: String, context: ServiceContext
+        _ tracer: T, for request: inout UpstreamRequest, label: String, context: ServiceContext
     )
         -> any Span
     {
-        let span = tracer.startSpan("prefetch \(label)", context: context, ofKind: .client)
-        span.attributes["http.request.method"] = request.method
+        let span: any Span
+        if request.isShared {
+            span = tracer.startSpan("prefetch \(label)", context: .topLevel, ofKind: .client)
+            span.addLink(SpanLink(context: context, attributes: [:]))
+        } else {
+            span = tracer.startSpan("prefetch \(label)", context: context, ofKind: .client)
+        }
+        span.attributes["http.request.method"] = request.fetch.method
         span.attributes["prefetch.interface"] = label
-        tracer.inject(span.context, into: &request.headers, using: HTTPFieldsInjector())
+        request.inject(span, with: tracer)
         return span
     }
 
@@ -200,7 +207,10 @@ final class PageOpen: Sendable {
             // cookie (a guest session of this page open), or says it is private, is not shared, whatever identity its
             // key carries; neither is one made from such an answer.
             // The caller's credentials, not the headers as sent: a config may set its own static `Authorization`.
-            let keptOwn = sent.ownOnly || (!sent.sentCredentials && (setsCookie || isPrivate))
+            // A refusal of the request itself (400, 413, 431, ...) says nothing of what another caller's request would
+            // get: it is this page open's alone, whoever else the key covers.
+            let refused = orchestrator.settings.unsharedStatuses.contains(response.status)
+            let keptOwn = sent.ownOnly || refused || (!sent.sentCredentials && (setsCookie || isPrivate))
             // What this page open's dependents get: a 2xx answer's body, else the failure (before the store hears
             // of it, so a dependent never waits on a round trip to a shared store).
             let answer: DependencyAnswer =
@@ -237,7 +247,9 @@ final class PageOpen: Sendable {
                 ticket.record(index) { $0.keptPrivate = true }
                 let why =
                     sent.ownOnly
-                    ? "was made from an answer private to its page open" : setsCookie ? "sets a cookie" : "is Cache-Control: private"
+                    ? "was made from an answer private to its page open"
+                    : refused
+                        ? "refuses the request itself (\(response.status))" : setsCookie ? "sets a cookie" : "is Cache-Control: private"
                 let failure = StoreFailure(
                     code: FailureCode.private, message: "the response \(why); only the page open that fetched it may read it")
                 settlements.append(.complete(flight.key, token: flight.token, result: .failure(failure)))
@@ -383,14 +395,14 @@ final class PageOpen: Sendable {
         }
         let resolved = try planned.resolved(with: values)
         let sends = orchestrator.sendsCredentials(resolved, page: plan.pageURL, credentials: credentials)
-        let headers = orchestrator.sentHeaders(resolved, credentials: sends ? credentials : nil, trace: trace)
         let deadline = flights[index]?.deadline ?? orchestrator.clock.now
         let remaining = max(.milliseconds(1), orchestrator.clock.now.duration(to: deadline))
-        let request = FetchRequest(
-            method: resolved.method.rawValue, url: resolved.url, headers: headers, body: resolved.body.map { Array($0.utf8) },
-            timeout: remaining, maxResponseBytes: orchestrator.settings.maximumResponseBytes, pinning: orchestrator.resolver,
+        // Keyed by the dependent's form as written and the keys of the answers it took values from: its key is the
+        // ticket's (the caller's identity when any of those answers was, whatever its own credentials rule says).
+        let request = orchestrator.upstreamRequest(
+            resolved, key: ticket.requests[index].key, credentials: sends ? credentials : nil, trace: trace, timeout: remaining,
             group: ticket.id)
-        return Send(index: index, request: request, sentCredentials: sends, ownOnly: ownOnly)
+        return Send(index: index, request: request, ownOnly: ownOnly)
     }
 
     /// Dependent `index` is not sent: its flight fails with `error`'s code.

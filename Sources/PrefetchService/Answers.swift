@@ -350,11 +350,18 @@ struct HealthAnswer: JSONAnswer, Decodable {
     var status = "ok"
 }
 
-/// `GET /readyz`.
+/// `GET /readyz` on the page listener: ready or not, and a code. Nothing else: the page listener is reachable from
+/// where pages are, so why a replica is not ready (a config URL, a store address, an error text) is told only on
+/// the operator listener (`GET /v1/config`, `GET /v1/debug/status`).
 struct ReadinessAnswer: Codable, Sendable {
+    /// `ok` (ready), `degraded` (ready, the shared store unreachable: each replica serves on its own) or
+    /// `no-config` (no valid prefetch config is loaded).
+    enum Code: String, Codable, Sendable {
+        case ok
+        case degraded
+        case noConfig = "no-config"
+    }
+
     var ready: Bool
-    var version: String?
-    var reason: String?
-    /// `ok` or `degraded`, with a shared store.
-    var store: String?
+    var code: Code
 }

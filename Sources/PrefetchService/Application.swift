@@ -126,12 +126,13 @@ func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<BasicReq
     let group = admin.group().add(middleware: JSONBodyMiddleware())
     group.addRoutes(
         ConfigRoutes(
-            updater: parts.updater, orchestrator: orchestrator, source: parts.configSource ?? "fixed", bodyTimeout: settings.bodyTimeout
+            updater: parts.updater, orchestrator: orchestrator, source: parts.configSource.map(Redaction.text) ?? "fixed",
+            bodyTimeout: settings.bodyTimeout
         )
         .routes)
     group.addRoutes(
         DebugRoutes(
-            orchestrator: orchestrator, renderers: routes.renderers, configPath: parts.configSource ?? parts.configPath
+            orchestrator: orchestrator, renderers: routes.renderers, configPath: Redaction.text(parts.configSource ?? parts.configPath)
         ).routes)
     group.addRoutes(routes.renderers.statisticsRoutes)
     group.addRoutes(routes.invalidation.operatorRoutes)
@@ -158,22 +159,20 @@ func pageRouter(_ parts: ServiceParts, routes: RouteSets, origins: AllowedOrigin
     let group = router.group().add(middleware: JSONBodyMiddleware())
     router.get("/healthz") { _, _ in HealthAnswer() }
     router.get("/readyz") { _, _ in
-        var answer = ReadinessAnswer(ready: false)
-        if let loaded = orchestrator.currentConfig() {
-            answer.ready = true
-            answer.version = loaded.version
-        } else {
-            answer.reason = parts.updater?.status().notReadyReason ?? "no valid prefetch config is loaded"
-        }
-        let health = orchestrator.storeHealth
-        if health != .inProcess { answer.store = health.rawValue }
+        let answer =
+            orchestrator.currentConfig() == nil
+            ? ReadinessAnswer(ready: false, code: .noConfig)
+            : ReadinessAnswer(ready: true, code: orchestrator.storeHealth == .degraded ? .degraded : .ok)
         return Answer(status: answer.ready ? .ok : .serviceUnavailable, value: answer)
     }
-    router.get("/openapi.yaml") { _, _ in OpenAPIDocument.response(OpenAPIDocument.page) }
+    let document = parts.listeners.demo ? OpenAPIDocument.pageWithDemo : OpenAPIDocument.page
+    router.get("/openapi.yaml") { _, _ in OpenAPIDocument.response(document) }
     group.addRoutes(routes.prefetch.routes)
     group.addRoutes(routes.renderers.routes)
     group.addRoutes(routes.invalidation.pageRoutes)
-    router.addRoutes(StaticRoutes(currentConfig: { orchestrator.currentConfig() }, adminPort: parts.listeners.adminPort).routes)
+    router.addRoutes(
+        StaticRoutes(currentConfig: { orchestrator.currentConfig() }, adminPort: parts.listeners.adminPort, demo: parts.listeners.demo)
+            .routes)
     return router
 }
 
@@ -191,13 +190,16 @@ enum OpenAPIDocument {
 
     /// The page surface's document.
     static let page = surface("page", of: bytes)
+    /// The page surface's document with the demo's operations (tagged `demo`), for `--demo`.
+    static let pageWithDemo = surface("page", alsoTagged: "demo", of: bytes)
     /// The operator surface's document.
     static let `operator` = surface("operator", of: bytes)
 
     /// The document of `surface` (`page` or `operator`) cut from `source`, this repository's own layout: top-level
     /// keys at column 0, servers and tags as `  - ` items, paths at two spaces, operations at four with their
     /// `tags: [...]` at six.
-    static func surface(_ surface: String, of source: [UInt8]) -> [UInt8] {
+    static func surface(_ surface: String, alsoTagged extra: String? = nil, of source: [UInt8]) -> [UInt8] {
+        let kept: Set<String> = extra.map { [surface, $0] } ?? [surface]
         let lines = String(decoding: source, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
         var out: [Substring] = []
         var section = ""
@@ -214,7 +216,7 @@ enum OpenAPIDocument {
             let keep =
                 section == "servers"
                 ? text.contains(surface == "page" ? "Page surface" : "Operator surface")
-                : first.hasSuffix("name: \(surface)")
+                : kept.contains { first.hasSuffix("name: \($0)") }
             if keep { out += item }
         }
         func flushOperation() {
@@ -254,7 +256,7 @@ enum OpenAPIDocument {
                         let tags = line.dropFirst("      tags: [".count).prefix { $0 != "]" }.split(separator: ",").map {
                             $0.trimmingCharacters(in: .whitespaces)
                         }
-                        if tags.contains(surface) {
+                        if tags.contains(where: kept.contains) {
                             operationKept = true
                             pathKept = true
                         }

@@ -26,6 +26,11 @@ public struct ListenerSettings: Sendable {
     /// Default on; off sends every request through the router.
     public var fastHandoff = true
 
+    /// Serve the demo pages (`/demo`, `/demo/shell.html`, `/demo/page.html`, `/demo/interfaces`) on the page
+    /// listener, and link them from `/`. Default off: a demo page is a tool that reads a user's data and shows it;
+    /// it belongs on a developer's machine (`scripts/run.sh` turns it on), never beside a production page surface.
+    public var demo = false
+
     /// The defaults.
     public init() {}
 }

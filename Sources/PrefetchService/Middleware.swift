@@ -41,7 +41,9 @@ func errorResponse(_ error: any Error, request: Request, context: some RequestCo
 ///   image or script tag, which would carry the user's cookies) is refused too, except the page client script,
 ///   which pages on other sites load with a script tag.
 /// - `OPTIONS` (CORS preflights) is answered here, with the CORS headers only for allowed origins.
-/// - Every answer carries `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`.
+/// - Every answer carries `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`, and
+///   `Cache-Control: private, no-store` unless it set its own (only the static files do: the page client, the
+///   landing page and the demo's HTML, none of which holds a user's data).
 struct PageGuardMiddleware: RouterMiddleware {
     typealias Context = PageContext
     let origins: AllowedOrigins
@@ -110,10 +112,14 @@ struct PageGuardMiddleware: RouterMiddleware {
         return response
     }
 
-    /// The headers every page-surface answer carries.
+    /// The headers every page-surface answer carries, on every path (the router's and the event loop's). An answer
+    /// of the page surface holds a user's data unless it says otherwise: stored upstream bytes, a ticket's view, a
+    /// read key, an identity's refusal. So none may be kept by a shared or the device's HTTP cache, which would hand
+    /// it out by URL without the identity check; only an answer that chose its own `Cache-Control` is spared.
     static func secure(_ headers: inout HTTPFields) {
         headers[PrefetchHeaders.contentTypeOptions] = "nosniff"
         headers[PrefetchHeaders.referrerPolicy] = "no-referrer"
+        if headers[.cacheControl] == nil { headers[.cacheControl] = "private, no-store" }
     }
 }
 

@@ -88,10 +88,10 @@ struct PrefetchRoutes: Sendable {
     }
 
     /// The W3C trace context a trigger carries: a valid `traceparent` (anything else is ignored, never refused) and
-    /// its `tracestate` when that is at most 512 characters.
-    static func traceContext(_ headers: HTTPFields) -> (parent: TraceParent, state: String?)? {
+    /// its `tracestate` within the cap (``TraceParent/cappedState(_:)``).
+    static func traceContext(_ headers: HTTPFields) -> TraceParent.Context? {
         guard let value = headers[HTTPField.Name("traceparent")!], let parent = TraceParent(header: value) else { return nil }
-        let state = headers[HTTPField.Name("tracestate")!].flatMap { $0.utf8.count <= TraceParent.maximumStateLength ? $0 : nil }
+        let state = headers[HTTPField.Name("tracestate")!].flatMap(TraceParent.cappedState)
         return (parent, state)
     }
 

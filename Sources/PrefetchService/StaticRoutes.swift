@@ -7,8 +7,9 @@ import PrefetchEngine
 import PrefetchStore
 import Synchronization
 
-/// The static files pages load from the page surface: the page client (`/v1/client.js`) and the demo shell and
-/// page. Static files live in `Resources/web` (plain HTML and JS, no build step) and are read once, on first use.
+/// The static files pages load from the page surface: the page client (`/v1/client.js`) and, with `--demo` only,
+/// the demo shell and page and the demo page's interface list. Static files live in `Resources/web` (plain HTML and
+/// JS, no build step) and are read once, on first use.
 /// Each answer carries an `ETag` (so a revalidation is a `304`) and `X-Content-Type-Options: nosniff`.
 /// `GET /v1/client.js` may be cached for 5 minutes; the HTML is revalidated on every load.
 struct StaticRoutes: Sendable {
@@ -16,17 +17,37 @@ struct StaticRoutes: Sendable {
     let currentConfig: @Sendable () -> PrefetchConfig?
     /// The operator surface's port as configured (0: chosen at start, not linked).
     let adminPort: Int
+    /// Whether the demo is served (`--demo`): without it no `/demo` route exists.
+    let demo: Bool
 
     var routes: RouteCollection<PageContext> {
         let router = RouteCollection(context: PageContext.self)
         router.get("/") { request, _ in landing(request) }
-        for (path, file) in [
-            ("/v1/client.js", "client.js"), ("/demo/shell.html", "demo/shell.html"), ("/demo/page.html", "demo/page.html"),
-        ] {
+        router.get("/v1/client.js") { request, _ in WebFiles.response("client.js", request: request) }
+        guard demo else { return router }
+        for (path, file) in [("/demo/shell.html", "demo/shell.html"), ("/demo/page.html", "demo/page.html")] {
             router.get(RouterPath(path)) { request, _ in WebFiles.response(file, request: request) }
         }
         router.get("/demo") { _, _ in Response(status: .found, headers: [.location: "/demo/shell.html"]) }
+        router.get("/demo/interfaces") { request, _ in try interfaces(request) }
         return router
+    }
+
+    /// `GET /demo/interfaces?page=URL`: the interfaces the config in force gives `page` (name, api, method), so the
+    /// demo page reads only its own configured interfaces and never a URL from its own query.
+    func interfaces(_ request: Request) throws -> Answer<DemoInterfaces> {
+        guard let page = request.uri.queryParameters["page"].map(String.init), !page.isEmpty else {
+            throw APIError.badRequest(.missingPage, "the query parameter \"page\" (the demo page's URL) is required")
+        }
+        guard let config = currentConfig(), let plan = try? Plan.make(page: page, config: config) else {
+            return Answer(status: .ok, value: DemoInterfaces(interfaces: []))
+        }
+        return Answer(
+            status: .ok,
+            value: DemoInterfaces(
+                interfaces: plan.requests.map {
+                    DemoInterfaces.Interface(name: $0.interface.name, api: $0.interface.api, method: $0.interface.method.rawValue)
+                }))
     }
 }
 
@@ -37,7 +58,7 @@ extension StaticRoutes {
     func landing(_ request: Request) -> Response {
         let host = request.head.authority ?? "127.0.0.1"
         var demos: [String] = []
-        for page in currentConfig()?.pages ?? [] {
+        for page in demo ? currentConfig()?.pages ?? [] : [] {
             guard let url = try? HTTPURL(parsing: page.url), url.path == "/demo/page.html", !page.interfaces.isEmpty else { continue }
             let query = page.interfaces.map { "api=" + Self.queryValue($0.api) }.joined(separator: "&")
             let names = page.interfaces.map(\.name).joined(separator: ", ")
@@ -57,7 +78,7 @@ extension StaticRoutes {
             <h1>Prefetch orchestrator</h1>
             <p>When a user taps, the app's web shell tells this service which page is opening; the service composes the
             page's API requests from its config and fires them at once, so the page's data is ready when the page asks.</p>
-            \(demos.isEmpty ? "<p>No demo page in the config in force (<code>scripts/run.sh</code> without arguments serves one).</p>" : "<ul>" + demos.joined() + "</ul>")
+            \(demos.isEmpty ? "<p>No demo page is served (<code>scripts/run.sh</code> without arguments serves one, with <code>--demo</code>).</p>" : "<ul>" + demos.joined() + "</ul>")
             <p>Then see \(operatorLink): each page open, its requests and the page's reads.</p>
             <p>The API: <a href="/openapi.yaml">/openapi.yaml</a>. The page client: <a href="/v1/client.js">/v1/client.js</a>.</p>
             </body></html>
@@ -89,4 +110,15 @@ extension StaticRoutes {
         allowed.insert(charactersIn: "-._~")
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
     }
+}
+
+/// `GET /demo/interfaces`: a page's configured interfaces.
+struct DemoInterfaces: Codable, Sendable {
+    struct Interface: Codable, Sendable {
+        var name: String
+        var api: String
+        var method: String
+    }
+
+    var interfaces: [Interface]
 }

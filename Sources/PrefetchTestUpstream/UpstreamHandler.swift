@@ -247,7 +247,7 @@ package func scriptedAnswer(
         body = patternBytes(count)
         headers.append(("Content-Type", script.contentType ?? "application/octet-stream"))
     } else if script.mirror {
-        let answer = mirror(request, path: path, query: query, token: script.token)
+        let answer = mirror(request, path: path, query: query, token: script.token, reflect: script.reflect)
         body = Array(answer.json.utf8)
         headers.append(("Content-Type", "application/json"))
         if let token = answer.token { headers.append(("Set-Cookie", "guest=\(token); Path=/")) }
@@ -272,8 +272,10 @@ package func scriptedAnswer(
 /// request that a personalised upstream answers from (its target, its credentials, the `X-Val` header, its body)
 /// and nothing that varies per attempt (no hit count, no trace span), so two fetches of the same request with the
 /// same credentials answer the same bytes. `uid` stands for an id the upstream derives from the credentials; with
-/// `token`, `token` is a guest token of the page open (the trace id of its `traceparent`), also set as a cookie.
-func mirror(_ request: ScriptedRequest, path: String, query: String?, token: Bool) -> (json: String, token: String?) {
+/// `token`, `token` is a guest token of the page open (the trace id of its `traceparent`), also set as a cookie. With
+/// `reflect`, `headers` is every request header but `traceparent`, sorted by name (`name: value` lines).
+func mirror(_ request: ScriptedRequest, path: String, query: String?, token: Bool, reflect: Bool = false) -> (json: String, token: String?)
+{
     let cookie = request.head.headers["Cookie"].joined(separator: "; ")
     let auth = request.head.headers["Authorization"].joined(separator: ", ")
     let guest: String? =
@@ -281,12 +283,21 @@ func mirror(_ request: ScriptedRequest, path: String, query: String?, token: Boo
         ? "tok-"
             + (request.head.headers["traceparent"].first.map { String($0.split(separator: "-").dropFirst().first ?? "none") } ?? "none")
         : nil
-    let fields: [(String, String)] = [
-        ("path", path), ("query", query ?? ""), ("cookie", cookie), ("auth", auth),
-        ("x", request.head.headers["X-Val"].joined(separator: ", ")),
-        ("body", request.body.map { String(decoding: $0, as: UTF8.self) } ?? ""),
-        ("uid", "uid-of[\(cookie)\(auth)]"), ("token", guest ?? ""),
-    ]
+    let fields: [(String, String)] =
+        [
+            ("path", path), ("query", query ?? ""), ("cookie", cookie), ("auth", auth),
+            ("x", request.head.headers["X-Val"].joined(separator: ", ")),
+            ("body", request.body.map { String(decoding: $0, as: UTF8.self) } ?? ""),
+            ("uid", "uid-of[\(cookie)\(auth)]"), ("token", guest ?? ""),
+        ]
+        + (reflect
+            ? [
+                (
+                    "headers",
+                    request.head.headers.filter { $0.name.lowercased() != "traceparent" }
+                        .map { "\($0.name.lowercased()): \($0.value)" }.sorted().joined(separator: "\n")
+                )
+            ] : [])
     return ("{" + fields.map { "\(jsonString($0.0)):\(jsonString($0.1))" }.joined(separator: ",") + "}", guest)
 }
 

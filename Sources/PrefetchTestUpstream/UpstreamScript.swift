@@ -21,6 +21,9 @@ package struct UpstreamScript: Equatable {
     /// With the mirror: a guest token for this page open (from the request's trace id), set as a cookie too
     /// (`token=1`).
     var token = false
+    /// With the mirror: every request header but `traceparent` (whose span id is new on every attempt) reflected
+    /// into the answer, sorted by name, the way echo, debug and many gateway error pages reflect them (`reflect=1`).
+    var reflect = false
 
     package init(query: String?) {
         for (name, value) in parseQuery(query) {
@@ -41,6 +44,7 @@ package struct UpstreamScript: Equatable {
             case "surrogateKeys": generatedSurrogateKeys = Int(value).map { min(max($0, 0), 100_000) }
             case "mirror": mirror = value == "1" || value == "true"
             case "token": token = value == "1" || value == "true"
+            case "reflect": reflect = value == "1" || value == "true"
             default: break
             }
         }

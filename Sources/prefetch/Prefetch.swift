@@ -333,6 +333,20 @@ extension Prefetch {
         )
         var otlp = false
 
+        @Flag(
+            name: .customLong("demo"),
+            help:
+                "Also serve the demo pages (/demo/*) on the page listener: for a local try-out only, never in production (env PREFETCH_DEMO=1)."
+        )
+        var demo = false
+
+        @Option(
+            name: .customLong("unshared-status"),
+            help:
+                "An upstream status kept for the page open that fetched it alone, never served to others from the store; repeatable. Always: 400, 408, 413, 414, 429, 431."
+        )
+        var unsharedStatuses: [Int] = []
+
         @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
         var logLevel: String?
 
@@ -455,6 +469,13 @@ extension Prefetch {
             settings.dns.httpdns = httpdns ?? environment.value("PREFETCH_HTTPDNS")
             settings.listeners.fastHandoff = !(noFastHandoff || environment.value("PREFETCH_FAST_HANDOFF") == "0")
             settings.otlp = otlp || environment.value("PREFETCH_OTLP") == "1"
+            settings.listeners.demo = demo || environment.value("PREFETCH_DEMO") == "1"
+            for status in unsharedStatuses {
+                guard (100...599).contains(status) else {
+                    throw ValidationError("--unshared-status \(status) is not an HTTP status (100-599)")
+                }
+                settings.engine.unsharedStatuses.insert(status)
+            }
             settings.dns.allowPrivateAddresses = httpdnsAllowPrivate || environment.value("PREFETCH_HTTPDNS_ALLOW_PRIVATE") == "1"
             do {
                 try settings.dns.validate()
@@ -511,6 +532,10 @@ extension Prefetch {
                 MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
             }
             let logger = Logger(label: "prefetch")
+            if settings.listeners.demo {
+                logger.warning(
+                    "--demo: the page listener serves the demo pages (/demo/*); never run a production page surface with it")
+            }
             if let source = settings.configSource, !source.source.contains("://") {
                 // A local file that does not validate is an operator's mistake: refuse to start (exit 2, every
                 // problem listed) unless a last-good copy can serve meanwhile.
@@ -520,7 +545,8 @@ extension Prefetch {
             let app = try buildApplication(
                 settings: settings, registry: registry, exportedMetrics: otlp?.metrics, logger: logger,
                 onServerRunning: { port in
-                    Console.out("prefetch listening on http://\(settings.listeners.host):\(port) (config \(settings.configPath))")
+                    Console.out(
+                        "prefetch listening on http://\(settings.listeners.host):\(port) (config \(Redaction.text(settings.configPath)))")
                 },
                 onAdminRunning: { port in
                     Console.out(
@@ -646,7 +672,7 @@ extension Prefetch {
 
         func run() async throws {
             let healthy = await checkHealth(url: url, logger: Logger(label: "prefetch"))
-            Console.out(healthy ? "healthy" : "unhealthy: \(url) did not answer 200")
+            Console.out(healthy ? "healthy" : "unhealthy: \(Redaction.url(url)) did not answer 200")
             if !healthy { throw ExitCode(1) }
         }
     }

@@ -224,15 +224,15 @@ struct ReferenceValidator {
             do {
                 let candidate = try HTTPURL(parsing: url)
                 if candidate.query != nil {
-                    problem("\(path).url", "\"\(url)\" must not have a query: the page's query feeds the requests")
+                    problem("\(path).url", "\"\(Redaction.url(url))\" must not have a query: the page's query feeds the requests")
                 } else if candidate.fragment != nil {
-                    problem("\(path).url", "\"\(url)\" must not have a #fragment")
+                    problem("\(path).url", "\"\(Redaction.url(url))\" must not have a #fragment")
                 } else {
                     parsed = candidate
                     pattern = try PathPattern.parseByCharacters(candidate.path)
                 }
             } catch {
-                problem("\(path).url", "\"\(url)\" \(error.message)")
+                problem("\(path).url", "\"\(Redaction.url(url))\" \(error.message)")
                 parsed = nil
             }
         }
@@ -401,7 +401,7 @@ struct ReferenceValidator {
         var apiURL: HTTPURL?
         if let api {
             do { apiURL = try HTTPURL(parsing: api) } catch {
-                problem("\(path).api", "\"\(api)\" is not an absolute http(s) URL: \(error.message)")
+                problem("\(path).api", "\"\(Redaction.url(api))\" is not an absolute http(s) URL: \(error.message)")
             }
         }
         var method: HTTPMethod?

@@ -21,8 +21,14 @@ import Testing
 /// open would have returned; a miss is always allowed (the page then fetches for itself), other bytes never.
 ///
 /// The upstream is the test upstream's mirror (`mirror=1`), a pure function of the request's target, credentials,
-/// `X-Val` header and body; a guest-token leader (`token=1`, `credentials: omit`) sets a cookie holding a token of
-/// the page open (from its trace id, which each trigger here makes unique), the way a guest session is handed out.
+/// `X-Val` header and body, that also reflects every request header but `traceparent` into its body (`reflect=1`),
+/// as echo, debug and gateway error pages do; a guest-token leader (`token=1`, `credentials: omit`) sets a cookie
+/// holding a token of the page open (from the trace id its request carried), the way a guest session is handed out.
+///
+/// Every trigger also carries what an attacker would add: its own `traceparent`, a `tracestate` (a tenant's for a
+/// signed-in user, an attacker's payload for an anonymous one) and headers the upstream would answer from (`X-Val`,
+/// `X-Extra`). A direct fetch by the reader carries none of another caller's: what a shared entry holds must not
+/// either. A per-identity entry may continue its own user's trace (the same tenant `tracestate`).
 @Suite(.serialized) struct DifferentialKeyingTests {
     static let users = [nil, "sid=alice", "sid=bob", "sid=carol"]
     static let params = ["", "?name=alice", "?name=mallory&x=1"]
@@ -169,7 +175,7 @@ struct Scenario: Sendable {
             return TestInterface(
                 name: "n\(index)",
                 api:
-                    "\(base)/diff/\(seed)/n\(index)?mirror=1\(spec.token ? "&token=1" : "")\(spec.isPrivate ? "&cacheControl=private" : "")&delay=\(spec.delay)",
+                    "\(base)/diff/\(seed)/n\(index)?mirror=1&reflect=1\(spec.token ? "&token=1" : "")\(spec.isPrivate ? "&cacheControl=private" : "")&delay=\(spec.delay)",
                 method: spec.method, urlParam: spec.urlParam, body: body.isEmpty ? nil : .object(Dictionary(uniqueKeysWithValues: body)),
                 headers: header.isEmpty ? nil : ["X-Val": header.joined(separator: "|")], credentials: spec.credentials,
                 query: query.isEmpty ? nil : .object(Dictionary(uniqueKeysWithValues: query)))
@@ -193,7 +199,10 @@ struct Scenario: Sendable {
                 let trace = String(format: "%016llx%016llx", seed, UInt64(step + 1))
                 let reply = try await replicas[replica % replicas.count].trigger(
                     page + DifferentialKeyingTests.params[params], credentials: Self.credentials(user),
-                    requestHeaders: ["traceparent": "00-\(trace)-00f067aa0ba902b7-01"])
+                    requestHeaders: [
+                        "traceparent": "00-\(trace)-00f067aa0ba902b7-01", "tracestate": Self.traceState(user, step: step),
+                        "X-Val": "from-the-trigger-\(step)", "X-Extra": "attacker-\(step)",
+                    ])
                 #expect(reply.status == 202, "seed \(seed) step \(step): trigger answered \(reply.status) \(reply.text)")
                 opens.append((user, params, trace, (try? reply.decoded(TriggerAnswer.self))?.ticket))
             case .readTicket(let open, let interface, let replica):
@@ -202,8 +211,14 @@ struct Scenario: Sendable {
                     "/v1/prefetch/\(ticket)/data?name=n\(interface)&wait=3000", headers: Self.credentials(opens[open].user) ?? [:])
                 if reply.status == 200 {
                     served += 1
+                    let reader = replicas[replica % replicas.count]
+                    let credentials = Self.credentials(opens[open].user) ?? [:]
                     let expected = try await oracle.answer(
-                        interface, user: opens[open].user, params: opens[open].params, trace: opens[open].trace, page: page)
+                        interface, user: opens[open].user, params: opens[open].params, trace: opens[open].trace, page: page
+                    ) { leader in
+                        let served = try await reader.get("/v1/prefetch/\(ticket)/data?name=n\(leader)&wait=3000", headers: credentials)
+                        return served.status == 200 ? served.text : nil
+                    }
                     #expect(
                         expected == reply.text,
                         "seed \(seed) step \(step): n\(interface) read through the ticket of open \(open) (user \(opens[open].user), params \(opens[open].params)) served \(reply.text), its own fetch answers \(expected ?? "nothing it may read")\n\(config.text)"
@@ -216,7 +231,7 @@ struct Scenario: Sendable {
                 if reply.status == 200 {
                     served += 1
                     // Without a ticket the reader holds no page open: anything made from a guest token is not its own.
-                    let expected = try await oracle.answer(interface, user: user, params: params, trace: nil, page: page)
+                    let expected = try await oracle.answer(interface, user: user, params: params, trace: nil, page: page) { _ in nil }
                     #expect(
                         expected == reply.text,
                         "seed \(seed) step \(step): n\(interface) read by page= (user \(user), params \(params)) served \(reply.text), its own fetch answers \(expected ?? "nothing it may read")\n\(config.text)"
@@ -229,6 +244,12 @@ struct Scenario: Sendable {
 
     static func credentials(_ user: Int) -> [String: String]? {
         DifferentialKeyingTests.users[user].map { ["Cookie": $0] }
+    }
+
+    /// The `tracestate` a user's triggers carry: a tenant's for a signed-in user (the same on each of its page
+    /// opens), an attacker's payload, new on each page open, for an anonymous one.
+    static func traceState(_ user: Int, step: Int) -> String {
+        DifferentialKeyingTests.users[user] == nil ? "mallory=payload-\(step)" : "vendor=tenant-\(user)"
     }
 }
 
@@ -247,18 +268,26 @@ final class Oracle: Sendable {
 
     /// The body of interface `index`'s answer for the reader; nil when nothing may be served to it (a value from a
     /// guest token of a page open the reader does not hold).
-    func answer(_ index: Int, user: Int, params: Int, trace: String?, page: String) async throws -> String? {
+    ///
+    /// A guest token is the service's to mint per page open (its request is a shared flight's: the trace it carries
+    /// is the service's own, never the trigger's), so its value cannot be predicted: `served` reads the page open's
+    /// own guest-token answer, which must equal a direct fetch in everything but the token, and whose token no
+    /// other page open was served.
+    func answer(
+        _ index: Int, user: Int, params: Int, trace: String?, page: String, served: @Sendable (Int) async throws -> String?
+    ) async throws -> String? {
         let memo = "\(index) \(user) \(params) \(trace ?? "-")"
         if let done = known.withLock({ $0[memo] }) { return done }
         let plan = try Plan.make(page: page + DifferentialKeyingTests.params[params], config: config)
         var planned = plan.requests[index]
         // An answer kept for one page open alone (a guest token, `private`) is no reader's without that page open.
-        let ownOnly = planned.interface.api.contains("token=1") || planned.interface.api.contains("cacheControl=private")
+        let isToken = planned.interface.api.contains("token=1")
+        let ownOnly = isToken || planned.interface.api.contains("cacheControl=private")
         if ownOnly && trace == nil { return remember(memo, nil) }
         if !planned.dependencies.isEmpty {
             var values: [Reference: JSONValue] = [:]
             for dependency in planned.dependencies {
-                guard let body = try await answer(dependency, user: user, params: params, trace: trace, page: page) else {
+                guard let body = try await answer(dependency, user: user, params: params, trace: trace, page: page, served: served) else {
                     return remember(memo, nil)
                 }
                 let document = try JSONParser.parse(body)
@@ -268,16 +297,67 @@ final class Oracle: Sendable {
             }
             planned = try planned.resolved(with: values)
         }
+        // The reader's own request, as its page would make it through the service's rules: the config's headers, the
+        // fetch purpose, its cookie where the interface's rule sends it, and its own trace state only where the
+        // answer is its identity's alone.
         var headers = planned.headers
-        if let cookie = DifferentialKeyingTests.users[user],
-            SiteRule.allowsCredentials(planned.interface.credentials, page: plan.pageURL, api: planned.interface.apiURL)
-        {
+        if planned.interface.secPurpose { headers[HTTPField.Name("Sec-Purpose")!] = "prefetch" }
+        if let cookie = DifferentialKeyingTests.users[user], sendsCredentials(planned, user: user, plan: plan) {
             headers.append(HTTPField(name: .cookie, value: cookie))
         }
-        if let trace { headers[HTTPField.Name("traceparent")!] = "00-\(trace)-1111111111111111-01" }
+        if keyedByIdentity(index, user: user, plan: plan) {
+            // The user's own trace state (a tenant's, the same on each of its page opens); the traceparent is not
+            // reflected (its span id is new on every attempt).
+            headers[HTTPField.Name("tracestate")!] = Scenario.traceState(user, step: 0)
+        }
         let response = try await fetcher.fetch(
             FetchRequest(method: planned.method.rawValue, url: planned.url, headers: headers, body: planned.body.map { Array($0.utf8) }))
-        return remember(memo, String(decoding: response.body, as: UTF8.self))
+        let direct = String(decoding: response.body, as: UTF8.self)
+        guard isToken, let trace else { return remember(memo, direct) }
+        // The page open's own guest token: what it was served, held to the direct fetch but for the token.
+        guard let own = try await served(index) else { return remember(memo, nil) }
+        let token = Self.token(in: own)
+        #expect(token != nil && token != "tok-none", "open \(trace): n\(index) was served no token of its own: \(own)")
+        #expect(
+            Self.withoutToken(own) == Self.withoutToken(direct),
+            "open \(trace): n\(index) served \(own), a direct fetch answers \(direct) (the token aside)")
+        if let token {
+            let other = tokens.withLock { tokens in
+                defer { tokens[token, default: trace] = tokens[token] ?? trace }
+                return tokens[token].flatMap { $0 == trace ? nil : $0 }
+            }
+            #expect(other == nil, "the guest token \(token) of open \(trace) was also open \(other ?? "")'s")
+        }
+        return remember(memo, own)
+    }
+
+    /// Guest tokens served, by page open (trace id).
+    private let tokens = Mutex<[String: String]>([:])
+
+    /// Whether `planned` is sent with `user`'s cookie (the interface's rule, as the service applies it).
+    private func sendsCredentials(_ planned: PlannedRequest, user: Int, plan: Plan) -> Bool {
+        DifferentialKeyingTests.users[user] != nil
+            && SiteRule.allowsCredentials(planned.interface.credentials, page: plan.pageURL, api: planned.interface.apiURL)
+    }
+
+    /// Whether request `index`'s answer is `user`'s identity's alone: it sends the cookie, or takes a value from an
+    /// answer that is.
+    private func keyedByIdentity(_ index: Int, user: Int, plan: Plan) -> Bool {
+        let planned = plan.requests[index]
+        return sendsCredentials(planned, user: user, plan: plan)
+            || planned.dependencies.contains { keyedByIdentity($0, user: user, plan: plan) }
+    }
+
+    /// The mirror's `token` member.
+    static func token(in body: String) -> String? {
+        guard let range = body.range(of: #""token":"tok-[^"]*""#, options: .regularExpression) else { return nil }
+        return String(body[range].dropFirst(#""token":""#.count).dropLast())
+    }
+
+    /// `body` with the mirror's token (in `token`, and wherever the reflected headers or a dependent's values carry
+    /// it) made `tok-none`.
+    static func withoutToken(_ body: String) -> String {
+        body.replacingOccurrences(of: #"tok-[0-9a-f]{32}"#, with: "tok-none", options: .regularExpression)
     }
 
     private func remember(_ memo: String, _ value: String?) -> String? {

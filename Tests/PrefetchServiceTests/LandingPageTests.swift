@@ -1,4 +1,5 @@
 import Foundation
+import PrefetchRuntime
 import PrefetchTestSupport
 import Testing
 
@@ -14,7 +15,9 @@ import Testing
                     TestInterface(name: "demo.profile", api: "http://127.0.0.1:9090/demo/profile?delay=300&x=<b>")
                 ])
         ])
-        try await withService(config: config) { service in
+        var settings = testSettings()
+        settings.listeners.demo = true
+        try await withService(config: config, settings: settings) { service in
             let reply = try await service.get("/")
             #expect(reply.status == 200)
             #expect(reply.header("Content-Type") == "text/html; charset=utf-8")
@@ -33,7 +36,7 @@ import Testing
         ) { service in
             let reply = try await service.get("/")
             #expect(reply.status == 200)
-            #expect(reply.text.contains("No demo page in the config in force"))
+            #expect(reply.text.contains("No demo page is served"))
             #expect(!reply.text.contains("/demo/shell.html?api="))
         }
     }

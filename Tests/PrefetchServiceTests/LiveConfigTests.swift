@@ -117,7 +117,7 @@ import Testing
         defer { server.child.signal(SIGKILL) }
         let notReady = await eventually(within: 15) {
             let ready = try? await oneRequest(port: server.port, .get, "/readyz")
-            return ready?.status == 503 && (try? ready?.decoded(ReadinessAnswer.self))?.reason?.isEmpty == false
+            return ready?.status == 503 && (try? ready?.decoded(ReadinessAnswer.self))?.code == .noConfig
         }
         #expect(notReady)
         let trigger = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: #"{"url": "https://m.example.test/live"}"#)

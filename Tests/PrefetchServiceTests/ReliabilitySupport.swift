@@ -131,6 +131,25 @@ struct ServeProcess {
     }
 }
 
+/// Runs `prefetch serve` (logging warnings) with the config `config` makes for a local upstream's base URL and extra
+/// `arguments`, and stops it however `body` ends.
+func withServeProcess(
+    config: @Sendable (String) -> TestConfig, arguments: [String] = [], _ body: @Sendable (ServeProcess, TestUpstream) async throws -> Void
+) async throws {
+    try await withUpstream { upstream in
+        let file = try TempConfig(config(upstream.base))
+        defer { file.remove() }
+        let server = try await ServeProcess.start(configPath: file.path, arguments: arguments, logLevel: "warning")
+        do {
+            try await body(server, upstream)
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+}
+
 /// Runs a system tool (at most 30 s) and returns its exit status and standard error.
 func runTool(_ path: String, _ arguments: [String]) async throws -> (status: Int32, stderr: String) {
     let process = TestProcess()

@@ -43,18 +43,7 @@ struct SecurityTests {
 
     /// Runs `prefetch serve` with the config above and extra `arguments`, against a local upstream.
     func withServe(_ arguments: [String] = [], _ body: @Sendable (ServeProcess, TestUpstream) async throws -> Void) async throws {
-        try await withUpstream { upstream in
-            let config = try TempConfig(Self.config(upstream.base))
-            defer { config.remove() }
-            let server = try await ServeProcess.start(configPath: config.path, arguments: arguments, logLevel: "warning")
-            do {
-                try await body(server, upstream)
-            } catch {
-                await server.stop()
-                throw error
-            }
-            await server.stop()
-        }
+        try await withServeProcess(config: Self.config, arguments: arguments, body)
     }
 
     func trigger(_ server: ServeProcess, _ url: String, cookie: String? = nil, headers: [String: String] = [:]) async throws -> Reply {
@@ -232,10 +221,10 @@ struct SecurityTests {
                 port: server.adminPort, "GET /v1/debug/opens HTTP/1.1\r\nHost: localhost:\(server.adminPort)\r\nConnection: close\r\n\r\n")
             #expect(local.hasPrefix("HTTP/1.1 200"), "\(local.prefix(200))")
             #expect(local.contains("user-secret"), "the operator sees page URLs")
-            // A link from another site to the demo is a navigation, not an attack: it loads.
+            // No demo without --demo (SharedEntryAttackTests.theDemoIsServedOnlyWithDemo): a link to it finds nothing.
             let demo = try await oneRequest(
                 port: server.port, .get, "/demo/shell.html", headers: ["Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"])
-            #expect(demo.status == 200)
+            #expect(demo.status == 404)
         }
     }
 

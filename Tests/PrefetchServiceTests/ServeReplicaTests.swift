@@ -184,7 +184,7 @@ import Testing
             for server in [first, second] {
                 let ready = await eventually(within: 30) {
                     let answer = try? await oneRequest(port: server.port, .get, "/readyz")
-                    return (try? answer?.decoded(ReadinessAnswer.self))?.store == "ok"
+                    return (try? answer?.decoded(ReadinessAnswer.self))?.code == .ok
                 }
                 #expect(ready, "the replica on port \(server.port) is back on the shared store")
             }
@@ -232,7 +232,7 @@ import Testing
             }
             let degraded = await eventually(within: 10) {
                 let ready = try? await oneRequest(port: first.port, .get, "/readyz")
-                return (try? ready?.decoded(ReadinessAnswer.self))?.store == "degraded"
+                return (try? ready?.decoded(ReadinessAnswer.self))?.code == .degraded
             }
             #expect(degraded)
             let health = try await oneRequest(port: second.port, .get, "/healthz")
@@ -242,7 +242,7 @@ import Testing
             for server in [first, second] {
                 let recovered = await eventually(within: 15) {
                     let ready = try? await oneRequest(port: server.port, .get, "/readyz")
-                    return (try? ready?.decoded(ReadinessAnswer.self))?.store == "ok"
+                    return (try? ready?.decoded(ReadinessAnswer.self))?.code == .ok
                 }
                 #expect(recovered)
             }

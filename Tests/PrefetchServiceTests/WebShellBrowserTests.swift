@@ -195,6 +195,7 @@ enum WebShellBrowser {
         var settings = ServiceSettings()
         settings.listeners.port = 0
         settings.listeners.adminPort = 0
+        settings.listeners.demo = true
         settings.configPath = "webshell-browser-test"
         if sameSite { settings.engine.ticketCapacity = 1 }
         let adminPort = PortBox()

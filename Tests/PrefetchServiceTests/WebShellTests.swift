@@ -35,6 +35,7 @@ import Testing
         var settings = ServiceSettings()
         settings.listeners.port = 0
         settings.listeners.adminPort = 0
+        settings.listeners.demo = true
         settings.store.bytes = 2 * 1024 * 1024
         settings.configPath = "configs/webshell-test.json"
         var profile = RendererSettings.defaultProfiles["main"]!

@@ -14,8 +14,10 @@
  * - Without: GET /v1/data with the page's own cookies (credentials: 'include'), page= locating the data. For a
  *   service on the page's site, where the browser sends it the user's cookies.
  * The service is the origin this script was loaded from (PrefetchClient.base to change it). Any miss, error,
- * slow answer (PrefetchClient.timeout ms beyond the wait) or unreachable service falls back to
- * fetch(options.url || api, options.init).
+ * slow answer (PrefetchClient.timeout ms beyond the wait) or unreachable service falls back to the page's own
+ * request, fetch(options.url || api, options.init), with two limits: options.url must be on api's own origin
+ * (the interface's host, never another), and neither may be this service's own API (base + /v1/...): a page that
+ * takes its api from its URL must not become a tool that reads the user's prefetched data with their cookies.
  */
 (function (global) {
   'use strict';
@@ -82,6 +84,19 @@
     });
   }
 
+  /** The page's own request for api: options.url on api's origin, or api; null for anything else. */
+  function ownRequest(api, options) {
+    var target, interfaceURL, service;
+    try {
+      interfaceURL = new URL(api, global.location.href);
+      target = new URL(options.url || api, global.location.href);
+      service = new URL((options.base || client.base) + '/v1/', global.location.href);
+    } catch (ignored) { return null; }
+    if (target.origin !== interfaceURL.origin) return null;
+    if (target.origin === service.origin && target.pathname.indexOf(service.pathname) === 0) return null;
+    return target.href;
+  }
+
   /**
    * The page's response for `api` (the interface URL as written in the prefetch config).
    * options: method, name, wait (ms the service may wait for an in-flight fetch), readKey, base,
@@ -94,7 +109,10 @@
     var init = Object.assign({method: options.method || 'GET'}, options.init || {});
     var own = function (reason, via) {
       var entry = report(api, options, 'miss', reason, via, started);
-      return fetch(options.url || api, init).then(function (response) {
+      var target = ownRequest(api, options);
+      if (!target) return Promise.reject(new TypeError('PrefetchClient: no own request to ' + (options.url || api) +
+        ': it must be on the origin of ' + api + ' and not the prefetch service\'s own API'));
+      return fetch(target, init).then(function (response) {
         response.prefetch = {source: 'miss', reason: entry.reason, via: via};
         return response;
       });
