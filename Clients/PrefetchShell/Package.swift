@@ -41,6 +41,8 @@ let package = Package(
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
+            // The Public Suffix List snapshot the cookie rules read (scripts/update-public-suffixes.sh refreshes it).
+            resources: [.copy("Resources/public_suffix_list.dat")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -112,6 +112,22 @@ public enum PrefetchShellBreakerState: Sendable, Equatable {
     case halfOpen
 }
 
+extension PageOpen {
+    /// Whether `text` has the shape of a ticket id (the service's `RandomID`: 22 URL-safe base64 characters).
+    static func isWellFormedTicket(_ text: String) -> Bool { isURLSafeBase64(text, count: 22) }
+
+    /// Whether `text` has the shape of a read key (64 URL-safe base64 characters).
+    static func isWellFormedReadKey(_ text: String) -> Bool { isURLSafeBase64(text, count: 64) }
+
+    private static func isURLSafeBase64(_ text: String, count: Int) -> Bool {
+        text.utf8.count == count
+            && text.utf8.allSatisfy { byte in
+                (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+            }
+    }
+}
+
 /// The user's credentials as the service sees them: the `Cookie` header made of the cookies for the configured api
 /// hosts, and an `Authorization` value when the app has one.
 struct Credentials: Hashable, Sendable {

@@ -84,7 +84,14 @@ public actor PrefetchShell {
             return try await Self.trigger(page, credentials: credentials, api: api)
         }
         switch result {
-        case .success(let answer):
+        case .success(var answer):
+            // A ticket or read key not of the service's format never goes into a URL or a page (a `..` would become
+            // a dot segment of the credentialed read's path): the answer is unusable.
+            if let ticket = answer.ticket,
+                !(PageOpen.isWellFormedTicket(ticket.ticket) && PageOpen.isWellFormedReadKey(ticket.readKey.value1))
+            {
+                answer = TriggerAnswer(outcome: .failed(.badAnswer), renderer: answer.renderer, rendererError: answer.rendererError)
+            }
             switch answer.outcome {
             case .triggered: counters.triggersAccepted += 1
             case .refused: counters.triggersRefused += 1
@@ -109,9 +116,9 @@ public actor PrefetchShell {
     /// open has no key. It sets `window.__PREFETCH_READ_KEY__` only in a document of the page's origin, and is
     /// escaped so that no key or URL can break out of it (``ReadKeyScript``). Counted as a read key handed over.
     public func documentStartScript(for open: PageOpen) -> String? {
-        guard let readKey = open.readKey else { return nil }
+        guard let readKey = open.readKey, let script = ReadKeyScript.source(readKey: readKey, page: open.page) else { return nil }
         counters.readKeysHandedOver += 1
-        return ReadKeyScript.source(readKey: readKey, page: open.page)
+        return script
     }
 
     /// The cookies the upstreams set in answer to the page's prefetched requests, for the webview's cookie store:
@@ -122,9 +129,15 @@ public actor PrefetchShell {
     ///
     /// Reading a replay hands it out like the page's read would: a response the upstream marked `no-store` is
     /// handed out once, so pass `names` without its interface when the page must get it.
-    public func cookiesToSync(for open: PageOpen, names: Set<String>? = nil) async -> [HTTPCookie] {
-        guard let ticket = open.ticket else { return [] }
-        let interfaces = open.interfaces.filter { names?.contains($0.name) ?? true }
+    public func cookiesToSync(for open: PageOpen, names: Set<String>? = nil, existing: [HTTPCookie] = []) async -> [HTTPCookie] {
+        guard let ticket = open.ticket, PageOpen.isWellFormedTicket(ticket) else { return [] }
+        // Only the replays of interfaces on an api host this shell was configured with: an answer of the service's
+        // that names another host sets no cookie for it.
+        let apiOrigins = Set(configuration.apiURLs.compactMap(Self.origin))
+        let interfaces = open.interfaces.filter { interface in
+            (names?.contains(interface.name) ?? true)
+                && (URL(string: interface.url) ?? URL(string: interface.api)).flatMap(Self.origin).map(apiOrigins.contains) == true
+        }
         guard !interfaces.isEmpty else { return [] }
         guard let pass = admit() else { return [] }
         let (api, credentials, sleep) = (api, open.credentials, sleep)
@@ -135,7 +148,8 @@ public actor PrefetchShell {
             for interface in interfaces {
                 group.addTask {
                     await Self.withinBudget(budget, sleep: sleep) {
-                        try await Self.replayedCookies(ticket: ticket, interface: interface, wait: wait, credentials: credentials, api: api)
+                        try await Self.replayedCookies(
+                            ticket: ticket, interface: interface, wait: wait, credentials: credentials, existing: existing, api: api)
                     }
                 }
             }
@@ -295,7 +309,7 @@ extension PrefetchShell {
 
     /// The `Set-Cookie` of one replay of the ticket, as cookies of the interface's request host.
     static func replayedCookies(
-        ticket: String, interface: PageOpen.Interface, wait: Int, credentials: Credentials, api: ServiceAPI
+        ticket: String, interface: PageOpen.Interface, wait: Int, credentials: Credentials, existing: [HTTPCookie], api: ServiceAPI
     ) async throws -> [HTTPCookie] {
         let heads = ResponseHeads()
         do {
@@ -310,7 +324,13 @@ extension PrefetchShell {
         // Only a replay (`X-Prefetch: hit` or `joined`) carries the upstream's cookies; a miss carries none.
         guard head.headerFields[HTTPField.Name("X-Prefetch")!] != nil else { return [] }
         guard let url = URL(string: interface.url) ?? URL(string: interface.api) else { return [] }
-        return SetCookie.cookies(from: head.headerFields[values: .setCookie], for: url, now: Date())
+        return SetCookie.cookies(from: head.headerFields[values: .setCookie], for: url, now: Date(), existing: existing)
+    }
+
+    /// `scheme://host:port` of `url` (the port always written), or nil without a host.
+    static func origin(_ url: URL) -> String? {
+        guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased(), !host.isEmpty else { return nil }
+        return "\(scheme)://\(host):\(url.port ?? (scheme == "https" ? 443 : 80))"
     }
 
     static func invalidate(credentials: Credentials, api: ServiceAPI) async throws -> Int {

@@ -1,7 +1,10 @@
 public import Foundation
 
 /// The document-start script that hands a page its read key: `window.__PREFETCH_READ_KEY__ = "<key>";`, run only
-/// when the document's origin is the page's own.
+/// when the document's origin is the page's own: both its URL's origin (`location.origin`) and its effective origin
+/// (`window.origin`, which is `"null"` in an opaque-origin document: one served with CSP `sandbox`, a sandboxed
+/// frame), so a document that cannot be told apart from any other never gets the key. A page URL without an origin
+/// of its own (`about:blank`, `data:`) gets no script at all (``source(readKey:page:)`` is nil).
 ///
 /// Every value in the script is a JavaScript string literal whose characters outside printable ASCII, and the
 /// characters that mean something to a string, an HTML parser or a script element (`\`, `"`, `'`, `<`, `>`, `&`), are
@@ -14,9 +17,12 @@ public enum ReadKeyScript {
 
     /// The script for `readKey`, guarded by the origin of `page` (scheme, host and port as a browser writes
     /// `location.origin`): a document of any other origin (a redirect, a link the user follows) does not get the key.
-    public static func source(readKey: String, page: URL) -> String {
+    public static func source(readKey: String, page: URL) -> String? {
         let origin = Self.origin(of: page)
-        return "if (window.location.origin === \(javaScriptString(origin))) { window.\(globalName) = \(javaScriptString(readKey)); }"
+        guard origin != "null" else { return nil }
+        let literal = javaScriptString(origin)
+        return
+            "if (window.location.origin === \(literal) && window.origin === \(literal)) { window.\(globalName) = \(javaScriptString(readKey)); }"
     }
 
     /// `text` as a double-quoted JavaScript string literal in printable ASCII without `\`, quotes, `<`, `>` or `&`.

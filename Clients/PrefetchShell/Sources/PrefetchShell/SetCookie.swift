@@ -4,30 +4,64 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// `Set-Cookie` header values turned into `HTTPCookie`s for the host that was asked, by the rules of RFC 6265 §5.2
-/// and §5.3, as a browser would store them from that response.
+/// `Set-Cookie` header values turned into `HTTPCookie`s for the host that was asked, by the storage model of
+/// RFC 6265bis (§5.6, §5.7) as browsers implement it, so the shell's store holds what the webview's own fetch would
+/// have stored, and nothing a browser would refuse.
 ///
 /// - The cookie is keyed by the request's host name (never an address the service connected to): without a
 ///   `Domain` attribute it is a host-only cookie of that host; with one, a domain cookie (`.example.com`) only when
 ///   the host domain-matches the domain, else it is dropped. An IP address host takes host-only cookies only. A
-///   single-label domain (`Domain=com`) is taken only when it is the host itself, and then as host-only: without
-///   the Public Suffix List that is the guard against a cookie for a whole top-level domain.
-/// - Without `Max-Age` or `Expires` it is a session cookie (`isSessionOnly`).
+///   `Domain` that is a public suffix (`com`, `co.uk`, `github.io`: ``PublicSuffixList``) is taken only when it is
+///   the host itself, and then as host-only.
+/// - Without `Max-Age` or `Expires` it is a session cookie (`isSessionOnly`). `Max-Age` wins over `Expires`; both
+///   are capped at 400 days from now; 0 or less, or a date in the past, gives an expiry in the past, which removes
+///   the cookie from a store.
 /// - `Path` is kept when it starts with `/`, else the default path of the request URL (§5.1.4).
-/// - `Max-Age` wins over `Expires`; a `Max-Age` of 0 or less, or an `Expires` in the past, gives an expiry in the
-///   past, which removes the cookie from a store.
-/// - `Secure`, `HttpOnly` and `SameSite` are kept. A `Secure` cookie from an `http` URL is dropped (§5.4 of
-///   RFC 6265bis), as browsers do.
+/// - Refused as a browser refuses them: a name and value over 4,096 bytes together; a `Secure` cookie from an
+///   `http` URL; `SameSite=None` without `Secure`; a `__Secure-` name without `Secure` from `https`; a `__Host-` name
+///   without `Secure` from `https`, with a `Domain` or with a `Path` other than `/`; a cookie from an `http` URL
+///   whose name and domain match a `Secure` cookie already stored (§5.7 step 16: an insecure response cannot
+///   shadow a secure cookie). An attribute value over 1,024 bytes is ignored.
+/// - At most ``maximumPerResponse`` cookies from one response (the first ones).
+/// - A value may hold several `Set-Cookie` lines joined by commas (the HTTP transports a native shell has join
+///   repeated headers: Foundation's `HTTPURLResponse` on every platform): they are split back at a comma followed
+///   by `name=` (``split(_:)``). A browser reads one line `pref=en, sid=x` as one cookie; here it is two, which an
+///   upstream that reflects input into a cookie value could use (docs/design/cookies.md, "Not yet closed").
 enum SetCookie {
-    /// The cookies `values` (each one `Set-Cookie` header value, or several joined by commas) set for a request to
-    /// `url`, received at `now`.
-    static func cookies(from values: [String], for url: URL, now: Date) -> [HTTPCookie] {
+    /// The most bytes of a cookie's name and value together (RFC 6265bis §5.7 step 3).
+    static let maximumNameValueBytes = 4096
+    /// The most bytes of one attribute's value; a longer one is ignored (§5.6 step 8).
+    static let maximumAttributeBytes = 1024
+    /// The longest a cookie is kept (§5.6.1, §5.6.2: 400 days).
+    static let maximumLifetime: TimeInterval = 400 * 86_400
+    /// The most cookies taken from one response.
+    static let maximumPerResponse = 50
+
+    /// The cookies `values` (each one `Set-Cookie` header value, or several joined by commas) set for a request to `url`, received at `now`, given the
+    /// cookies the store already holds (`existing`, for the rule that an insecure response cannot shadow a secure
+    /// cookie).
+    static func cookies(
+        from values: [String], for url: URL, now: Date, existing: [HTTPCookie] = [], suffixes: PublicSuffixList = .bundled
+    ) -> [HTTPCookie] {
         guard let host = url.host?.lowercased(), !host.isEmpty else { return [] }
         let secureURL = url.scheme?.lowercased() == "https"
-        return values.flatMap(split).compactMap { line in
+        let taken = values.flatMap(split).prefix(maximumPerResponse).compactMap { line -> HTTPCookie? in
             guard let parsed = parse(line) else { return nil }
-            return cookie(parsed, host: host, requestPath: url.path, secureURL: secureURL, now: now)
+            return cookie(parsed, host: host, requestPath: url.path, secureURL: secureURL, now: now, suffixes: suffixes)
         }
+        guard !secureURL else { return taken }
+        return taken.filter { new in
+            !existing.contains { old in
+                old.isSecure && old.name == new.name
+                    && (CookieMatching.domainMatches(bare(old.domain), bare(new.domain))
+                        || CookieMatching.domainMatches(bare(new.domain), bare(old.domain)))
+                    && CookieMatching.pathMatches(new.path, old.path)
+            }
+        }
+    }
+
+    private static func bare(_ domain: String) -> String {
+        (domain.hasPrefix(".") ? String(domain.dropFirst()) : domain).lowercased()
     }
 
     /// One parsed `Set-Cookie` line (§5.2): the name and value, and the attributes that matter here.
@@ -51,9 +85,11 @@ enum SetCookie {
         let name = trimmed(pair[..<equals])
         guard !name.isEmpty else { return nil }
         var parsed = Parsed(name: name, value: trimmed(pair[pair.index(after: equals)...]))
+        guard parsed.name.utf8.count + parsed.value.utf8.count <= maximumNameValueBytes else { return nil }
         for part in parts {
             let (key, value) =
                 part.firstIndex(of: "=").map { (trimmed(part[..<$0]), trimmed(part[part.index(after: $0)...])) } ?? (trimmed(part[...]), "")
+            if value.utf8.count > maximumAttributeBytes { continue }
             switch key.lowercased() {
             case "expires": parsed.expires = CookieDate.parse(value) ?? parsed.expires
             case "max-age":
@@ -75,12 +111,19 @@ enum SetCookie {
     }
 
     /// The stored cookie for `parsed` received from `host`, or nil when the rules drop it.
-    static func cookie(_ parsed: Parsed, host: String, requestPath: String, secureURL: Bool, now: Date) -> HTTPCookie? {
+    static func cookie(
+        _ parsed: Parsed, host: String, requestPath: String, secureURL: Bool, now: Date, suffixes: PublicSuffixList = .bundled
+    ) -> HTTPCookie? {
         if parsed.secure && !secureURL { return nil }
+        let sameSite = parsed.sameSite?.lowercased()
+        if sameSite == "none" && !parsed.secure { return nil }
+        let name = parsed.name.lowercased()
+        if name.hasPrefix("__secure-") && !(parsed.secure && secureURL) { return nil }
+        if name.hasPrefix("__host-") && !(parsed.secure && secureURL && parsed.domain == nil && parsed.path == "/") { return nil }
         var domain = host
         if let attribute = parsed.domain {
-            // An IP address, or a single label (no Public Suffix List here), is never a domain for other hosts.
-            let hostOnly = CookieMatching.isIPAddress(host) || !attribute.contains(".")
+            // An IP address, or a public suffix, is never a domain for other hosts: only the host itself, host-only.
+            let hostOnly = CookieMatching.isIPAddress(host) || suffixes.isPublicSuffix(attribute)
             guard hostOnly ? attribute == host : CookieMatching.domainMatches(host, attribute) else { return nil }
             if !hostOnly { domain = "." + attribute }
         }
@@ -90,15 +133,15 @@ enum SetCookie {
         ]
         if let maxAge = parsed.maxAge {
             properties[.expires] =
-                maxAge <= 0 ? Date(timeIntervalSince1970: 0) : now.addingTimeInterval(TimeInterval(min(maxAge, 400 * 86_400)))
+                maxAge <= 0 ? Date(timeIntervalSince1970: 0) : now.addingTimeInterval(min(TimeInterval(maxAge), maximumLifetime))
         } else if let expires = parsed.expires {
-            properties[.expires] = expires
+            properties[.expires] = min(expires, now.addingTimeInterval(maximumLifetime))
         } else {
             properties[.discard] = "TRUE"
         }
         if parsed.secure { properties[.secure] = "TRUE" }
         if parsed.httpOnly { properties[HTTPCookiePropertyKey("HttpOnly")] = "TRUE" }
-        if let sameSite = parsed.sameSite?.lowercased(), ["strict", "lax", "none"].contains(sameSite) {
+        if let sameSite, ["strict", "lax", "none"].contains(sameSite) {
             properties[HTTPCookiePropertyKey("SameSite")] = sameSite
         }
         return HTTPCookie(properties: properties)

@@ -14,11 +14,13 @@ extension PrefetchShell {
         controller.addUserScript(WKUserScript(source: source, injectionTime: .atDocumentStart, forMainFrameOnly: true))
     }
 
-    /// Writes the cookies the page's upstreams set (``cookiesToSync(for:names:)``) into the webview's cookie store,
-    /// under the hosts of the requests that set them.
+    /// Writes the cookies the page's upstreams set (``cookiesToSync(for:names:existing:)``) into the webview's cookie
+    /// store, under the hosts of the requests that set them; the store's own cookies are passed, so an insecure
+    /// response cannot shadow a `Secure` one.
     @MainActor
     public func syncCookies(for open: PageOpen, into store: WKHTTPCookieStore) async {
-        for cookie in await cookiesToSync(for: open) {
+        let existing = await store.allCookies()
+        for cookie in await cookiesToSync(for: open, existing: existing) {
             await store.setCookie(cookie)
         }
     }

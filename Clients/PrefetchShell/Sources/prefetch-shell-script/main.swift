@@ -9,4 +9,8 @@ guard arguments.count == 2, let page = URL(string: arguments.last!), page.scheme
     FileHandle.standardError.write(Data("usage: prefetch-shell-script READ_KEY PAGE_URL (an absolute URL)\n".utf8))
     exit(2)
 }
-print(ReadKeyScript.source(readKey: arguments.first!, page: page))
+guard let script = ReadKeyScript.source(readKey: arguments.first!, page: page) else {
+    FileHandle.standardError.write(Data("prefetch-shell-script: \(page) has no origin of its own; no document gets a key\n".utf8))
+    exit(2)
+}
+print(script)

@@ -61,7 +61,7 @@ import FoundationNetworking
     @Test func maxAgeWinsOverExpiresAndAPastExpiryRemoves() throws {
         let stored = cookies(
             [
-                "a=1; Max-Age=600; Expires=Wed, 09 Jun 2021 10:18:14 GMT", "b=2; Expires=Wed, 09 Jun 2060 10:18:14 GMT", "c=3; Max-Age=0",
+                "a=1; Max-Age=600; Expires=Wed, 09 Jun 2021 10:18:14 GMT", "b=2; Expires=Wed, 09 Jun 2027 10:18:14 GMT", "c=3; Max-Age=0",
                 "d=4; Max-Age=-5",
             ],
             "https://h.example/")
@@ -70,7 +70,7 @@ import FoundationNetworking
             in: TimeZone(identifier: "UTC")!, from: try #require(stored[1].expiresDate))
         #expect(
             [components.year, components.month, components.day, components.hour, components.minute, components.second] == [
-                2060, 6, 9, 10, 18, 14,
+                2027, 6, 9, 10, 18, 14,
             ])
         #expect(stored[2].expiresDate.map { $0 < now } == true)
         #expect(stored[3].expiresDate.map { $0 < now } == true)
@@ -131,5 +131,83 @@ import FoundationNetworking
         #expect(!CookieMatching.pathMatches("/v10", "/v1"))
         #expect(CookieMatching.defaultPath("") == "/")
         #expect(CookieMatching.defaultPath("/a/b/c") == "/a/b")
+    }
+
+    // MARK: What a browser refuses (RFC 6265bis as browsers implement it)
+
+    /// A `Domain` that is a public suffix (the bundled list, not only single labels) sets no cookie for other hosts.
+    @Test func aPublicSuffixIsNoCookieDomain() {
+        #expect(cookies(["a=1; Domain=co.uk"], "https://api.example.co.uk/").isEmpty)
+        #expect(cookies(["a=1; Domain=com.cn"], "https://shop.example.com.cn/").isEmpty)
+        #expect(cookies(["a=1; Domain=github.io"], "https://alice.github.io/").isEmpty)
+        #expect(cookies(["a=1; Domain=com"], "https://example.com/").isEmpty)
+        // The registrable domain is fine; a public suffix that is the host itself is a host-only cookie of it.
+        #expect(cookies(["a=1; Domain=example.co.uk"], "https://api.example.co.uk/").first?.domain == ".example.co.uk")
+        #expect(cookies(["a=1; Domain=github.io"], "https://github.io/").first?.domain == "github.io")
+        #expect(PublicSuffixList.bundled.snapshot.contains("publicsuffix"), "the bundled snapshot names its source")
+        #expect(PublicSuffixList(text: "*.ck\n!www.ck").isPublicSuffix("any.ck"))
+        #expect(!PublicSuffixList(text: "*.ck\n!www.ck").isPublicSuffix("www.ck"))
+    }
+
+    /// `__Secure-` and `__Host-` names only with their rules, in any letter case.
+    @Test func cookiePrefixesKeepTheirRules() {
+        let refused = [
+            ("__Secure-a=1", "https://h.example/p"), ("__Secure-a=1; Secure", "http://h.example/p"),
+            ("__SECURE-a=1", "https://h.example/p"), ("__Host-a=1; Path=/", "https://h.example/p"),
+            ("__Host-a=1; Secure", "https://h.example/p/q"), ("__Host-a=1; Secure; Path=/; Domain=h.example", "https://h.example/"),
+            ("__host-a=1; Secure; Path=/a", "https://h.example/a"),
+        ]
+        for (line, url) in refused {
+            #expect(cookies([line], url).isEmpty, "\(line) from \(url)")
+        }
+        #expect(cookies(["__Secure-a=1; Secure"], "https://h.example/").count == 1)
+        #expect(cookies(["__Host-a=1; Secure; Path=/"], "https://h.example/").first?.domain == "h.example")
+    }
+
+    @Test func sameSiteNoneNeedsSecure() {
+        #expect(cookies(["a=1; SameSite=None"], "https://h.example/").isEmpty)
+        #expect(cookies(["a=1; SameSite=None; Secure"], "https://h.example/").count == 1)
+    }
+
+    /// Sizes and counts a response cannot grow past.
+    @Test func oversizedAndTooManyCookiesAreBounded() {
+        let big = "a=" + String(repeating: "x", count: 6_000)
+        #expect(cookies([big], "https://h.example/").isEmpty, "name and value over 4,096 bytes")
+        #expect(cookies(["a=" + String(repeating: "x", count: 4_094)], "https://h.example/").count == 1)
+        let flood = (0..<1_000).map { "c\($0)=1" }
+        #expect(cookies(flood, "https://h.example/").count == SetCookie.maximumPerResponse)
+        // An over-long attribute is ignored, not the cookie.
+        let longPath = cookies(["a=1; Path=/" + String(repeating: "p", count: 2_000)], "https://h.example/x/y")
+        #expect(longPath.first?.path == "/x")
+    }
+
+    /// `Expires` is capped like `Max-Age`: 400 days.
+    @Test func noCookieOutlivesFourHundredDays() throws {
+        let far = try #require(cookies(["a=1; Expires=Fri, 31 Dec 9999 23:59:59 GMT"], "https://h.example/").first?.expiresDate)
+        #expect(far <= now.addingTimeInterval(400 * 86_400))
+        let maxAge = try #require(cookies(["a=1; Max-Age=99999999999"], "https://h.example/").first?.expiresDate)
+        #expect(maxAge <= now.addingTimeInterval(400 * 86_400))
+    }
+
+    /// An `http` response cannot set a cookie that shadows a `Secure` one the store holds for the same name and a
+    /// matching domain and path.
+    @Test func anInsecureResponseCannotShadowASecureCookie() {
+        let existing = [cookie("sid", "real", domain: "h.example", secure: true)]
+        let url = URL(string: "http://h.example/")!
+        #expect(SetCookie.cookies(from: ["sid=attacker"], for: url, now: now, existing: existing).isEmpty)
+        #expect(SetCookie.cookies(from: ["sid=attacker; Domain=h.example"], for: url, now: now, existing: existing).isEmpty)
+        #expect(SetCookie.cookies(from: ["other=1"], for: url, now: now, existing: existing).count == 1)
+        #expect(
+            SetCookie.cookies(from: ["sid=new; Secure"], for: URL(string: "https://h.example/")!, now: now, existing: existing).count == 1)
+    }
+
+    /// Tickets and read keys are checked against the service's formats before any URL or page is built from them.
+    @Test func ticketsAndReadKeysHaveTheirFormat() {
+        #expect(PageOpen.isWellFormedTicket("0Y7kW3xQm2Jd9sVb1LhN4A"))
+        for bad in ["..", "../../v1/data", "0Y7kW3xQm2Jd9sVb1LhN4A/..", "0Y7kW3xQm2Jd9sVb1LhN4", "0Y7kW3xQm2Jd9sVb1LhN4%", ""] {
+            #expect(!PageOpen.isWellFormedTicket(bad), "\(bad)")
+        }
+        #expect(PageOpen.isWellFormedReadKey(String(repeating: "A", count: 64)))
+        #expect(!PageOpen.isWellFormedReadKey(String(repeating: "A", count: 63) + "\""))
     }
 }

@@ -104,7 +104,7 @@ import FoundationNetworking
             #expect(open.ticket != nil && open.interfaces.map(\.name) == ["user.info", "prefs"])
 
             let script = try #require(await shell.documentStartScript(for: open))
-            #expect(try JavaScriptLiterals.strings(in: script) == [Self.pageOrigin, key])
+            #expect(try JavaScriptLiterals.strings(in: script) == [Self.pageOrigin, Self.pageOrigin, key])
 
             let read = try await Self.pageRead(service, api: Self.userInfoAPI(service.upstreamPort), key: key)
             #expect(read.status == 200)
@@ -164,7 +164,23 @@ import FoundationNetworking
             let lang = try #require(byName["lang"])
             // `Domain=localhost` is the host itself, a single label: a host-only cookie of it; the path is the request's directory.
             #expect(lang.domain == "localhost" && lang.path == "/prefs" && !lang.isHTTPOnly)
-            #expect(lang.expiresDate == CookieDate.parse(Self.expires))
+            // Its `Expires` in 2060 is capped at 400 days, as browsers cap it.
+            let lifetime = try #require(lang.expiresDate).timeIntervalSinceNow
+            #expect(lifetime <= SetCookie.maximumLifetime && lifetime > SetCookie.maximumLifetime - 3_600)
+        }
+    }
+
+    /// The service's answer names each interface's host; a shell syncs cookies only for the api hosts it was
+    /// configured with, whatever the answer names: here `localhost`'s cookies are not this shell's to set.
+    @Test func cookiesOfAHostOutsideTheConfiguredAPIsAreNeverSynced() async throws {
+        try await withLiveService(config: Self.config) { service in
+            let shell = PrefetchShell(
+                configuration: PrefetchShellConfiguration(
+                    service: service.base, apiURLs: [URL(string: "http://127.0.0.1:\(service.upstreamPort)/user")!],
+                    budgets: .init(pageOpen: .seconds(3), cookieSync: .seconds(5))))
+            let open = await shell.pageWillOpen(Self.page, cookies: Self.jar("dave"))
+            #expect(open.ticket != nil && open.interfaces.contains { $0.name == "prefs" })
+            #expect(await shell.cookiesToSync(for: open).isEmpty, "the prefs interface is on localhost, not a configured api host")
         }
     }
 

@@ -26,9 +26,20 @@ import Testing
 
     @Test func theScriptSetsTheKeyOnlyInThePagesOrigin() throws {
         let script = ReadKeyScript.source(readKey: "abc-DEF_123", page: URL(string: "https://M.Example.com:443/help/new?id=1#top")!)
-        #expect(script == #"if (window.location.origin === "https://m.example.com") { window.__PREFETCH_READ_KEY__ = "abc-DEF_123"; }"#)
+        #expect(
+            script
+                == #"if (window.location.origin === "https://m.example.com" && window.origin === "https://m.example.com") { window.__PREFETCH_READ_KEY__ = "abc-DEF_123"; }"#
+        )
         #expect(ReadKeyScript.origin(of: URL(string: "http://127.0.0.1:8080/p")!) == "http://127.0.0.1:8080")
         #expect(ReadKeyScript.origin(of: URL(string: "http://[::1]:80/p")!) == "http://[::1]")
+    }
+
+    /// A page URL without an origin of its own (`about:blank`, `data:`) gets no script: a document there has the
+    /// opaque origin `"null"`, which every sandboxed document shares.
+    @Test func aPageWithoutAnOriginGetsNoKey() {
+        for page in ["about:blank", "data:text/html,hi", "file:///tmp/p.html"] {
+            #expect(ReadKeyScript.source(readKey: "k", page: URL(string: page)!) == nil, "\(page)")
+        }
     }
 
     @Test func hostileKeysAndURLsNeverBreakOutAndParseBackExactly() throws {
@@ -39,12 +50,12 @@ import Testing
             let key = Self.hostileString(&random)
             let path = Self.hostileString(&random).addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? ""
             let page = URL(string: "https://m.example.com/" + path) ?? URL(string: "https://m.example.com/")!
-            let script = ReadKeyScript.source(readKey: key, page: page)
+            let script = try #require(ReadKeyScript.source(readKey: key, page: page))
             cases.append((key, page, script))
             #expect(script.unicodeScalars.allSatisfy { $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F }, "seed \(seed)")
             #expect(!script.lowercased().contains("</script") && !script.contains("<!--"), "seed \(seed)")
             let literals = try JavaScriptLiterals.strings(in: script)
-            #expect(literals == [ReadKeyScript.origin(of: page), key], "seed \(seed): \(script)")
+            #expect(literals == [ReadKeyScript.origin(of: page), ReadKeyScript.origin(of: page), key], "seed \(seed): \(script)")
         }
         try Self.checkWithNode(cases, seed: seed)
     }
@@ -59,10 +70,13 @@ import Testing
             const vm = require('vm');
             const cases = JSON.parse(require('fs').readFileSync(0, 'utf8'));
             const out = cases.map(([script, origin, key]) => {
-              const own = {location: {origin}}; own.window = own; vm.runInNewContext(script, own);
-              const other = {location: {origin: 'https://evil.example'}}; other.window = other; vm.runInNewContext(script, other);
+              const own = {location: {origin}, origin}; own.window = own; vm.runInNewContext(script, own);
+              const other = {location: {origin: 'https://evil.example'}, origin: 'https://evil.example'}; other.window = other; vm.runInNewContext(script, other);
+              // A document at the page's URL but of an opaque origin (CSP sandbox, a sandboxed frame).
+              const opaque = {location: {origin}, origin: 'null'}; opaque.window = opaque; vm.runInNewContext(script, opaque);
               if (own.__PREFETCH_READ_KEY__ !== key) return 'read another key: ' + JSON.stringify(own.__PREFETCH_READ_KEY__);
               if (other.__PREFETCH_READ_KEY__ !== undefined) return 'a document of another origin got the key';
+              if (opaque.__PREFETCH_READ_KEY__ !== undefined) return 'an opaque-origin document got the key';
               return 'ok';
             });
             process.stdout.write(JSON.stringify(out));
