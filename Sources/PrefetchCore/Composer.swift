@@ -3,7 +3,7 @@ public import HTTPTypes
 
 /// Turns "this page URL is opening" into the exact upstream requests to make.
 ///
-/// The rules (the README's "Parameter rules" section has the examples; `ComposerTests` holds each one):
+/// The rules (docs/configuration.md, "Parameter rules", has the examples; `ComposerTests` holds each one):
 ///
 /// - **urlParam**: the page's raw query pairs are appended to the api URL in their original order and
 ///   encoding (`%E4%B8%AD` and `+` pass through unchanged); an api query is kept and extended with `&`;

@@ -1,5 +1,5 @@
 /// Finds the config entry for a page URL: exact entries by one hash lookup, then patterns of the page's origin and
-/// segment count, most specific first. The rules are in the README ("Page matching"), tested in `PageMatcherTests`.
+/// segment count, most specific first. The rules are in docs/configuration.md ("Page matching"), tested in `PageMatcherTests`.
 ///
 /// Design notes: `docs/design/page-matching.md`.
 public struct PageMatcher: Sendable {

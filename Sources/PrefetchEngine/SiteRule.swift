@@ -10,7 +10,7 @@ public import PrefetchCore
 /// of at most three letters from a short list under a two-letter country code), so a page on `example.co.uk` keeps
 /// `example.co.uk` as its site.
 ///
-/// Limits, documented in the README: without the full Public Suffix List the rule can be more permissive than
+/// Limits, documented in docs/http-api.md: without the full Public Suffix List the rule can be more permissive than
 /// a browser for hosts under multi-label suffixes not in the list (for instance a shared hosting domain such as
 /// `*.github.io`), so a config author serving pages from such a domain should set `credentials: omit` or
 /// `include` explicitly. IP-address hosts are only same-site with the identical address. An https page never

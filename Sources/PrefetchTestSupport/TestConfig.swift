@@ -2,9 +2,9 @@ import Foundation
 public import PrefetchCore
 
 /// A prefetch config as a test writes it: typed pages and interfaces, written as the envelope the service loads
-/// (`{"code": 200, "data": {"name", "version", "config": [...]}}`, README "The config"). Fields left nil are left
+/// (`{"code": 200, "data": {"name", "version", "config": [...]}}`, docs/configuration.md, "The envelope"). Fields left nil are left
 /// out, so the service's defaults apply as they do to a config file that omits them. A ``TestCanary`` adds the
-/// document's `canary` member (README "Canary configs").
+/// document's `canary` member (docs/configuration.md, "Canary configs").
 public struct TestConfig: Encodable, Sendable {
     public var name: String
     public var version: String
@@ -89,7 +89,7 @@ public struct TestPage: Encodable, Sendable {
     }
 }
 
-/// One interface of a ``TestPage``, with the fields of README "Interface fields".
+/// One interface of a ``TestPage``, with the fields of docs/configuration.md, "Interface fields".
 public struct TestInterface: Encodable, Sendable {
     public var name: String?
     public var api: String

@@ -5,7 +5,7 @@ import Foundation
 /// ```json
 /// {"renderers": {"main": {"minIdle": 2, "maxSize": 8}, "plain": {"minIdle": 1, "maxSize": 4}}}
 /// ```
-/// Every profile field is optional (see ``RendererProfile`` and the README for the defaults). Without a file
+/// Every profile field is optional (see ``RendererProfile`` and docs/configuration.md, "Warm renderer profiles", for the defaults). Without a file
 /// the service runs the two default profiles: `main` (first-party pages) and `plain` (third-party pages).
 public enum RendererSettings {
     /// The profiles used when no renderers file exists.
