@@ -22,4 +22,7 @@ extension HTTPField.Name {
     static let traceparent = HTTPField.Name("traceparent")!
     /// W3C Trace Context vendor state, passed on unchanged.
     static let tracestate = HTTPField.Name("tracestate")!
+    /// On every stored answer and its replays: `sent` when the upstream request carried the caller's credentials,
+    /// `omitted` otherwise (an upstream's own header of that name is dropped).
+    public static let prefetchCredentials = HTTPField.Name("X-Prefetch-Credentials")!
 }

@@ -87,10 +87,13 @@ struct SharedEntryAttackTests {
             let mine = try await server.get("/v1/prefetch/\(ticket)/data?name=mine&wait=5000", headers: ["Cookie": "sid=alice"])
             #expect(mine.status == 200, "\(mine.text)")
             #expect(Echo(mine).values("tracestate") == ["vendor=tenant-alice"])
+            // Each replay says whether its request carried the caller's credentials (what a shell may sync cookies from).
+            #expect(mine.header("X-Prefetch-Credentials") == "sent")
             #expect(Echo(mine).values("traceparent").first?.hasPrefix("00-\(trace)-") == true)
             let shared = try await server.get("/v1/prefetch/\(ticket)/data?name=echo&wait=5000", headers: ["Cookie": "sid=alice"])
             #expect(shared.status == 200, "\(shared.text)")
             #expect(!shared.text.contains("tenant-alice") && !shared.text.contains(trace), "\(shared.text)")
+            #expect(shared.header("X-Prefetch-Credentials") == "omitted")
             let bob = try await server.get("/v1/data?page=\(q(Self.page + "?v=2"))&name=echo&wait=5000", headers: ["Cookie": "sid=bob"])
             #expect(!bob.text.contains("tenant-alice") && !bob.text.contains(trace), "\(bob.text)")
         }

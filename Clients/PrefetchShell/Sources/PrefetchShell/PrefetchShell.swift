@@ -321,8 +321,12 @@ extension PrefetchShell {
         }
         guard let head = await heads.heads.last else { return [] }
         if head.status.code >= 500 { throw ServiceStatus(code: head.status.code) }
-        // Only a replay (`X-Prefetch: hit` or `joined`) carries the upstream's cookies; a miss carries none.
-        guard head.headerFields[HTTPField.Name("X-Prefetch")!] != nil else { return [] }
+        // Only a replay (`X-Prefetch: hit` or `joined`) carries the upstream's cookies; a miss carries none. And only the
+        // answer to a request that carried the user's credentials: a browser stores no cookie from a credentialless
+        // request (a guest session must not replace the user's).
+        guard head.headerFields[HTTPField.Name("X-Prefetch")!] != nil,
+            head.headerFields[HTTPField.Name("X-Prefetch-Credentials")!] == "sent"
+        else { return [] }
         guard let url = URL(string: interface.url) ?? URL(string: interface.api) else { return [] }
         return SetCookie.cookies(from: head.headerFields[values: .setCookie], for: url, now: Date(), existing: existing)
     }

@@ -184,6 +184,31 @@ import FoundationNetworking
         }
     }
 
+    /// An interface fetched without the user's credentials that answers `Set-Cookie: sid=guest-session` (a guest
+    /// session) syncs nothing: the signed-in user's `sid` stays. The credentialed interface's cookie is synced.
+    @Test func aCredentiallessFetchsCookieNeverReplacesTheUsersSession() async throws {
+        func config(_ upstream: Int) -> String {
+            let guest = "setCookie=" + "sid=guest-session; Path=/".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let own = "setCookie=" + "theme=dark; Path=/".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let interfaces = [
+                ["name": "guest", "api": "http://localhost:\(upstream)/guest/start?\(guest)", "method": "GET", "credentials": "omit"],
+                ["name": "prefs", "api": "http://localhost:\(upstream)/prefs/own?\(own)", "method": "GET", "credentials": "include"],
+            ]
+            let document: [String: Any] = [
+                "code": 200,
+                "data": ["name": "shell", "version": "1", "config": [["url": "https://m.example.test/profile", "interfaces": interfaces]]],
+            ]
+            return String(decoding: try! JSONSerialization.data(withJSONObject: document), as: UTF8.self)
+        }
+        try await withLiveService(config: config) { service in
+            let shell = Self.shell(service)
+            let open = await shell.pageWillOpen(Self.page, cookies: [Self.cookie("sid", "alice-session", domain: "localhost")])
+            #expect(open.ticket != nil, "\(open.outcome)")
+            let names = await shell.cookiesToSync(for: open).map { "\($0.name)=\($0.value)" }
+            #expect(names == ["theme=dark"], "\(names)")
+        }
+    }
+
     /// With a profile the shell opens through `POST /v1/open`: the generated client decodes the service's real answers,
     /// a null error half beside each value, a null renderer beside a prefetch, and a null prefetch beside a renderer.
     @Test func anOpenWithARendererProfileLeasesOneAndReleasesIt() async throws {
