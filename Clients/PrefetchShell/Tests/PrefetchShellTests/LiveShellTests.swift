@@ -196,7 +196,9 @@ import FoundationNetworking
             ]
             let document: [String: Any] = [
                 "code": 200,
-                "data": ["name": "shell", "version": "1", "config": [["url": "https://m.example.test/profile", "interfaces": interfaces]]],
+                "data": [
+                    "name": "shell", "version": "1", "config": [["url": "https://m.example.test/profile", "interfaces": interfaces]],
+                ],
             ]
             return String(decoding: try! JSONSerialization.data(withJSONObject: document), as: UTF8.self)
         }
