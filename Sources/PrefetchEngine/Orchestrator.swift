@@ -16,7 +16,7 @@ public import Tracing
 /// **A page open, step by step** (each a call in this file unless named):
 /// 1. *Trigger*: ``trigger(page:headers:caller:trace:requestHeaders:origin:)`` (awaited, routed) or
 ///    ``trigger(page:headers:caller:trace:requestHeaders:origin:then:)`` (the event loop's, no task).
-/// 2. *Plan and admission*: ``prepare(page:headers:caller:trace:requestHeaders:origin:)``: the caller's config
+/// 2. *Plan and admission*: ``prepare(page:headers:caller:trace:requestHeaders:origin:cookies:)``: the caller's config
 ///    (`ServedConfigs`, in `ConfigSelection.swift`), the plan (`Plan.make`), the page-origin rule (`TicketAccess.swift`),
 ///    the rate limits and the in-flight budget; then one ``PreparedRequest`` per planned request (its store key from
 ///    ``keys(for:credentials:)``, its headers, whether it sends credentials) and the ``Ticket``.
@@ -171,6 +171,19 @@ public final class Orchestrator: Sendable {
             headers: picked, identity: Identity(headers: picked, credentialHeaderNames: Array(credentialNames), key: settings.identityKey))
     }
 
+    /// The caller's credentials with a cookie jar: the jar replaces any `Cookie` among `headers`; the whole jar, as
+    /// one `Cookie` value, is the identity the ticket is entitled by.
+    public func credentials(in headers: HTTPFields, jar: CookieJar?) -> Credentials {
+        guard let jar else { return credentials(in: headers) }
+        var whole = headers
+        whole[.cookie] = nil
+        // One field, as a reader's request carries it (the subscript would split a cookie value at its semicolons).
+        if let value = jar.wholeHeader { whole.append(HTTPField(name: .cookie, value: value)) }
+        var made = credentials(in: whole)
+        made.jar = jar
+        return made
+    }
+
     /// The plan for `page` under the current config.
     public func plan(page: String) throws(PrefetchError) -> Plan {
         guard let config = currentConfig() else { throw .notReady(reason: "no valid prefetch config is loaded") }
@@ -207,6 +220,7 @@ public final class Orchestrator: Sendable {
         let shaped =
             sendsCredentials(request, page: plan.pageURL, credentials: credentials) || inputs.contains { $0.identity != .anonymous }
         let parts = keyedParts(request)
+        // Keyed by the caller's whole identity (with a jar, the whole jar: what the request sends is a function of it).
         let made = StoreKey(
             identity: shaped ? credentials.identity : .anonymous, method: parts.method, url: parts.url, headers: parts.headers,
             body: parts.body, inputs: inputs)
@@ -216,7 +230,8 @@ public final class Orchestrator: Sendable {
 
     /// Whether `request` is sent with the caller's credentials.
     func sendsCredentials(_ request: PlannedRequest, page: HTTPURL, credentials: Credentials) -> Bool {
-        !credentials.headers.isEmpty && SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL)
+        guard SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL) else { return false }
+        return !credentials.sentHeaders(for: request.url).isEmpty
     }
 
     /// The parts of a composed request that its store key covers, and that ``UpstreamRequest`` sends: method, URL,
@@ -259,9 +274,10 @@ public final class Orchestrator: Sendable {
     ///     those whose config entry names it a partner), see ``authorize(_:for:)``.
     public func trigger(
         page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil,
-        requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown
+        requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown, cookies: CookieJar? = nil
     ) async throws(PrefetchError) -> Triggered {
-        let open = try prepare(page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin)
+        let open = try prepare(
+            page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin, cookies: cookies)
         // The ticket's record does not depend on the flights' outcomes, so it is stored while they are claimed: with a
         // shared store the two round trips overlap. Its timings are filled in before anyone learns its id.
         async let inserted: Void = tickets.insert(open.ticket)
@@ -278,10 +294,11 @@ public final class Orchestrator: Sendable {
     /// checks, the same claims and the same page open, by the same code.
     public func triggerWithoutSuspending(
         page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil,
-        requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown
+        requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown, cookies: CookieJar? = nil
     ) throws(PrefetchError) -> Triggered? {
         guard triggersWithoutSuspending else { return nil }
-        let open = try prepare(page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin)
+        let open = try prepare(
+            page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin, cookies: cookies)
         guard let outcomes = store.beginWithoutSuspending(open.ticket.requests.map { (key: $0.key, policy: $0.policy) }) else {
             preconditionFailure("a store that answers without suspending claims without suspending")
         }
@@ -315,16 +332,18 @@ public final class Orchestrator: Sendable {
     /// nil, with nothing done, when the store or the registry cannot do without a task (``triggersWithoutTasks``).
     public func trigger(
         page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil,
-        requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown,
+        requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown, cookies: CookieJar? = nil,
         then done: @escaping @Sendable (Triggered) -> Void
     ) throws(PrefetchError) -> TriggerProgress? {
         if let triggered = try triggerWithoutSuspending(
-            page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin)
+            page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin,
+            cookies: cookies)
         {
             return .triggered(triggered)
         }
         guard triggersWithoutTasks else { return nil }
-        let open = try prepare(page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin)
+        let open = try prepare(
+            page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin, cookies: cookies)
         // The ticket's record and the claims overlap, as in the awaited trigger; whichever answer comes second starts
         // the page open (its timings are filled in before anyone learns the ticket's id).
         let arrivals = Mutex<(inserted: Bool, outcomes: [BeginOutcome]?)>((false, nil))
@@ -379,11 +398,11 @@ public final class Orchestrator: Sendable {
     /// ticket. Throws the refusal, counted.
     func prepare(
         page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)?,
-        requestHeaders: HTTPFields, origin: TicketAccess.RequestOrigin
+        requestHeaders: HTTPFields, origin: TicketAccess.RequestOrigin, cookies: CookieJar? = nil
     ) throws(PrefetchError) -> PreparedOpen {
         var extracted = ServiceContext.topLevel
         tracer.extract(requestHeaders, into: &extracted, using: HTTPFieldsExtractor())
-        let credentials = credentials(in: headers)
+        let credentials = credentials(in: headers, jar: cookies)
         // The caller's identity picks the active config or a canary candidate, the same one for as long as it stands.
         let plan: Plan
         let role: ConfigRole

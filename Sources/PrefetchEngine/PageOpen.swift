@@ -407,7 +407,8 @@ final class PageOpen: Sendable {
         // Keyed by the dependent's form as written and the keys of the answers it took values from: its key is the
         // ticket's (the caller's identity when any of those answers was, whatever its own credentials rule says).
         let request = orchestrator.upstreamRequest(
-            resolved, key: ticket.requests[index].key, credentials: sends ? credentials : nil, trace: trace, timeout: remaining,
+            resolved, key: ticket.requests[index].key,
+            credentials: sends ? credentials : nil, trace: trace, timeout: remaining,
             group: ticket.id)
         return Send(index: index, request: request, ownOnly: ownOnly)
     }

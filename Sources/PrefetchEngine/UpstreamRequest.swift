@@ -12,7 +12,7 @@ import Tracing
 /// way the engine makes a ``FetchRequest`` for a flight, and its initialiser takes exactly those inputs:
 /// - the request's keyed parts (for a dependent, its form with the values taken from the answers its key names);
 /// - the caller's credentials, only when the key carries their identity (checked: a key of another identity, or
-///   the anonymous one, refuses them);
+///   the anonymous one, refuses them); with a cookie jar, only the jar's cookies a browser would send to the URL;
 /// - the trace context the key's readers allow (``UpstreamTrace``): a flight whose entry anyone may read
 ///   (anonymous key) carries the service's own new trace, never the caller's `traceparent`/`tracestate`, which an
 ///   upstream may reflect into the body that every later reader gets; a per-identity flight continues the
@@ -39,7 +39,7 @@ struct UpstreamRequest: Sendable {
         isShared = key.identity == .anonymous
         sendsCredentials = credentials != nil
         var headers = parts.headers
-        if let credentials { headers.append(contentsOf: credentials.headers) }
+        if let credentials { headers.append(contentsOf: credentials.sentHeaders(for: parts.url)) }
         switch UpstreamTrace(shared: isShared, caller: callerTrace) {
         case .own(let parent):
             headers[.traceparent] = parent.header

@@ -159,7 +159,8 @@ struct FastHandoff: Sendable {
     func trigger(_ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: () -> Deliver) -> Answer? {
         let started = DispatchTime.now().uptimeNanoseconds
         guard let origin = grant(head), let object = try? PrefetchRoutes.jsonObject(body), let page = try? PrefetchRoutes.pageURL(object),
-            let headers = try? PrefetchRoutes.credentialHeaders(object, requestHeaders: head.headerFields)
+            let headers = try? PrefetchRoutes.credentialHeaders(object, requestHeaders: head.headerFields),
+            case .success(let cookies) = Result(catching: { () throws(APIError) in try PrefetchRoutes.cookieJar(object) })
         else { return nil }
         let answer: @Sendable (Triggered) -> EncodedAnswer = { [self] triggered in
             let (status, fields, bytes) = TriggerResponse(answer: TriggerAnswer(triggered)).parts()
@@ -171,7 +172,7 @@ struct FastHandoff: Sendable {
         do {
             switch try orchestrator.trigger(
                 page: page, headers: headers, caller: caller, trace: PrefetchRoutes.traceContext(head.headerFields),
-                requestHeaders: head.headerFields, origin: requestOrigin(head), then: { delivery?(answer($0)) })
+                requestHeaders: head.headerFields, origin: requestOrigin(head), cookies: cookies, then: { delivery?(answer($0)) })
             {
             case .triggered(let triggered)?:
                 return .now(answer(triggered))
@@ -225,7 +226,7 @@ struct FastHandoff: Sendable {
         let progress: Orchestrator.TriggerProgress?
         do throws(PrefetchError) {
             progress = try orchestrator.trigger(
-                page: request.page, headers: request.headers, caller: caller, origin: requestOrigin(head),
+                page: request.page, headers: request.headers, caller: caller, origin: requestOrigin(head), cookies: request.cookies,
                 then: { delivery?(answer(.success($0))) })
         } catch {
             return .now(answer(.failure(error)))

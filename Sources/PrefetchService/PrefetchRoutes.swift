@@ -87,6 +87,63 @@ struct PrefetchRoutes: Sendable {
         return headers
     }
 
+    /// The user's cookie jar (`cookies`): each cookie with its attributes, so each upstream request carries only the
+    /// cookies a browser would send to its URL. nil when the body has none. At most ``CookieJar/maximumCookies``.
+    static func cookieJar(_ object: JSONObject) throws(APIError) -> CookieJar? {
+        guard let value = object["cookies"] else { return nil }
+        guard case .array(let items) = value else {
+            throw APIError.badRequest(.badHeaders, "\"cookies\" must be an array of cookie objects, got \(value.kindName)")
+        }
+        guard items.count <= CookieJar.maximumCookies else {
+            throw APIError.badRequest(.badHeaders, "\"cookies\" holds \(items.count) cookies; at most \(CookieJar.maximumCookies)")
+        }
+        var cookies: [CookieJar.Cookie] = []
+        for (index, item) in items.enumerated() {
+            let at = "cookies[\(index)]"
+            guard case .object(let cookie) = item else {
+                throw APIError.badRequest(.badHeaders, "\(at) must be an object, got \(item.kindName)")
+            }
+            func string(_ name: String, required: Bool) throws(APIError) -> String? {
+                switch cookie[name] {
+                case nil where !required, .null?: return nil
+                case .string(let text)?:
+                    if HeaderRules.hasControlCharacter(text) || text.contains(";") {
+                        throw APIError.badRequest(.badHeaders, "\(at).\(name) contains a control character or a semicolon")
+                    }
+                    return text
+                default: throw APIError.badRequest(.badHeaders, "\(at).\(name) must be a string")
+                }
+            }
+            func flag(_ name: String) throws(APIError) -> Bool {
+                switch cookie[name] {
+                case nil, .null?: return false
+                case .bool(let value)?: return value
+                default: throw APIError.badRequest(.badHeaders, "\(at).\(name) must be a boolean")
+                }
+            }
+            guard let name = try string("name", required: true), HeaderRules.name(name) != nil, !name.contains("=") else {
+                throw APIError.badRequest(.badHeaders, "\(at).name must be a cookie name (a token)")
+            }
+            guard let domain = try string("domain", required: true), !domain.isEmpty else {
+                throw APIError.badRequest(.badHeaders, "\(at).domain (the host or domain the cookie belongs to) is required")
+            }
+            var expires: Int64?
+            switch cookie["expires"] {
+            case nil, .null?: expires = nil
+            case .number(let text)?:
+                guard let seconds = Double(text) else { throw APIError.badRequest(.badHeaders, "\(at).expires must be seconds since 1970") }
+                expires = Int64(max(min(seconds, 1e15), -1e15))
+            default: throw APIError.badRequest(.badHeaders, "\(at).expires must be seconds since 1970")
+            }
+            cookies.append(
+                CookieJar.Cookie(
+                    name: name, value: try string("value", required: true) ?? "", domain: domain,
+                    hostOnly: cookie["hostOnly"] == nil ? true : try flag("hostOnly"), path: try string("path", required: false) ?? "/",
+                    secure: try flag("secure"), expires: expires))
+        }
+        return CookieJar(cookies)
+    }
+
     /// The W3C trace context a trigger carries: a valid `traceparent` (anything else is ignored, never refused) and
     /// its `tracestate` within the cap (``TraceParent/cappedState(_:)``).
     static func traceContext(_ headers: HTTPFields) -> TraceParent.Context? {
@@ -108,10 +165,11 @@ struct PrefetchRoutes: Sendable {
         let object = try await jsonBody(request, context: context)
         let page = try Self.pageURL(object)
         let headers = try credentialHeaders(object, request: request)
+        let cookies = try Self.cookieJar(object)
         do {
             return try await orchestrator.trigger(
                 page: page, headers: headers, caller: context.callerAddress, trace: Self.traceContext(request.headers),
-                requestHeaders: request.headers, origin: Self.origin(of: request))
+                requestHeaders: request.headers, origin: Self.origin(of: request), cookies: cookies)
         } catch {
             throw APIError(error)
         }

@@ -119,7 +119,8 @@ struct RendererRoutes: Sendable {
     /// others; each half answers its result or its own error, so a page without config still gets a renderer.
     func open(_ request: Request, context: PageContext) async throws(APIError) -> OpenAnswer {
         let object = try await prefetch.jsonBody(request, context: context)
-        let (page, headers, profile) = try Self.openRequest(object, requestHeaders: request.headers, orchestrator: prefetch.orchestrator)
+        let (page, headers, cookies, profile) = try Self.openRequest(
+            object, requestHeaders: request.headers, orchestrator: prefetch.orchestrator)
         let leaseCaller = caller(request, context: context)
         async let lease = { () async -> Result<Answer<LeaseAnswer>, APIError> in
             do throws(APIError) { return .success(try await acquire(profile: profile, page: page, caller: leaseCaller)) } catch {
@@ -130,7 +131,8 @@ struct RendererRoutes: Sendable {
         do throws(PrefetchError) {
             answer.prefetch = TriggerAnswer(
                 try await prefetch.orchestrator.trigger(
-                    page: page, headers: headers, caller: context.callerAddress, origin: PrefetchRoutes.origin(of: request)))
+                    page: page, headers: headers, caller: context.callerAddress, origin: PrefetchRoutes.origin(of: request),
+                    cookies: cookies))
         } catch {
             if Self.failsTheOpen(error) { throw APIError(error) }
             answer.prefetchError = APIError(error).body
@@ -146,12 +148,13 @@ struct RendererRoutes: Sendable {
     /// prefetch config, `plain` for others, unless the body names one). Both the routed open and the fast path's.
     static func openRequest(
         _ object: JSONObject, requestHeaders: HTTPFields, orchestrator: Orchestrator
-    ) throws(APIError) -> (page: String, headers: HTTPFields, profile: String) {
+    ) throws(APIError) -> (page: String, headers: HTTPFields, cookies: CookieJar?, profile: String) {
         let page = try PrefetchRoutes.pageURL(object)
         let headers = try PrefetchRoutes.credentialHeaders(object, requestHeaders: requestHeaders)
+        let cookies = try PrefetchRoutes.cookieJar(object)
         let known = (try? orchestrator.plan(page: page)) != nil
         let profile = try string(object, "profile") ?? (known ? "main" : "plain")
-        return (page, headers, profile)
+        return (page, headers, cookies, profile)
     }
 
     /// A trigger refusal that fails the whole open (the page itself is wrong), not only its prefetch half.

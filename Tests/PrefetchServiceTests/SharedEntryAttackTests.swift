@@ -99,6 +99,52 @@ struct SharedEntryAttackTests {
         }
     }
 
+    // MARK: Cookies as a jar
+
+    /// SECURITY.md: with the user's cookies as a jar, each upstream request carries only the cookies a browser would
+    /// send to its URL: the `127.0.0.1` bank session never reaches the `localhost` upstream, a `Secure` cookie never
+    /// goes over http, a cookie scoped to another path stays back; the ticket is entitled by the whole jar.
+    @Test func aJarsCookiesReachOnlyTheHostsTheyBelongTo() async throws {
+        let page = "https://m.example.test/jar"
+        try await withServeProcess(
+            config: { base in
+                let other = base.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+                return TestConfig([
+                    TestPage(
+                        page,
+                        [
+                            TestInterface(name: "prefs", api: "\(other)/jar/prefs", credentials: .include),
+                            TestInterface(name: "account", api: "\(base)/jar/account", credentials: .include),
+                        ])
+                ])
+            }
+        ) { server, _ in
+            let jar = #"""
+                [{"name": "bank", "value": "secret-session", "domain": "127.0.0.1", "hostOnly": true, "path": "/"},
+                 {"name": "lang", "value": "en", "domain": "localhost", "hostOnly": true},
+                 {"name": "vault", "value": "only-https", "domain": "localhost", "secure": true},
+                 {"name": "admin", "value": "elsewhere", "domain": "localhost", "path": "/admin"},
+                 {"name": "old", "value": "gone", "domain": "localhost", "expires": 1000}]
+                """#
+            let trigger = try await oneRequest(
+                port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)", "cookies": \#(jar)}"#)
+            #expect(trigger.status == 202, "\(trigger.text)")
+            let ticket = try trigger.decoded(TriggerAnswer.self).ticket
+            let whole = ["Cookie": "bank=secret-session; lang=en; vault=only-https; admin=elsewhere; old=gone"]
+            let prefs = try await server.get("/v1/prefetch/\(ticket)/data?name=prefs&wait=5000", headers: whole)
+            #expect(prefs.status == 200, "\(prefs.status) \(prefs.text)")
+            #expect(Echo(prefs).values("Cookie") == ["lang=en"], "the localhost upstream received \(Echo(prefs).values("Cookie"))")
+            let account = try await server.get("/v1/prefetch/\(ticket)/data?name=account&wait=5000", headers: whole)
+            #expect(Echo(account).values("Cookie") == ["bank=secret-session"])
+            // Another user's cookies do not open the ticket.
+            #expect(try await server.get("/v1/prefetch/\(ticket)/data?name=prefs", headers: ["Cookie": "lang=en"]).status == 403)
+            // A malformed jar is refused, naming the member.
+            let bad = try await oneRequest(
+                port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)", "cookies": [{"name": "a", "value": "1"}]}"#)
+            #expect(bad.status == 400 && bad.text.contains("cookies[0].domain"), "\(bad.text)")
+        }
+    }
+
     // MARK: 2. Refusals are not shared
 
     /// SECURITY.md: an upstream's refusal of the request itself (400, 431; 409 here only with

@@ -13,18 +13,26 @@ enum CookieMatching {
     /// (§5.4 step 2), then by name, domain and value, so the same cookies always give the same header, which is what
     /// the service keys the user's identity by.
     static func cookieHeader(_ cookies: [HTTPCookie], apis: [URL], now: Date) -> String? {
+        header(sentCookies(cookies, apis: apis, now: now))
+    }
+
+    /// The cookies a browser would send to at least one of `apis`, each once, in the order of ``cookieHeader``.
+    static func sentCookies(_ cookies: [HTTPCookie], apis: [URL], now: Date) -> [HTTPCookie] {
         var seen = Set<String>()
         let sent = cookies.filter { cookie in
             guard cookie.expiresDate.map({ $0 > now }) ?? true else { return false }
             guard apis.contains(where: { isSent(cookie, to: $0) }) else { return false }
             return seen.insert("\(cookie.name)\u{0}\(cookie.domain.lowercased())\u{0}\(cookie.path)").inserted
         }
-        guard !sent.isEmpty else { return nil }
-        let ordered = sent.sorted { a, b in
+        return sent.sorted { a, b in
             if a.path.count != b.path.count { return a.path.count > b.path.count }
             return (a.name, a.domain, a.value) < (b.name, b.domain, b.value)
         }
-        return ordered.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
+    }
+
+    /// `cookies` as one `Cookie` value, in their order; nil for none.
+    static func header(_ cookies: [HTTPCookie]) -> String? {
+        cookies.isEmpty ? nil : cookies.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
     }
 
     /// Whether a browser sends `cookie` with a request to `url` (domain, path and `Secure`; expiry is checked apart).

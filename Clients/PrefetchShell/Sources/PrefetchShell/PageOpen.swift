@@ -128,11 +128,13 @@ extension PageOpen {
     }
 }
 
-/// The user's credentials as the service sees them: the `Cookie` header made of the cookies for the configured api
-/// hosts, and an `Authorization` value when the app has one.
+/// The user's credentials as the service sees them: the cookies for the configured api hosts (`jar`, sent with the
+/// trigger so each upstream request gets only its URL's; `cookie`, all of them as one value in the jar's order, is
+/// what the shell presents when it reads its tickets or logs out), and an `Authorization` value when the app has one.
 struct Credentials: Hashable, Sendable {
     var cookie: String?
     var authorization: String?
+    var jar: [JarCookie] = []
 
     static let none = Credentials(cookie: nil, authorization: nil)
 
@@ -142,4 +144,17 @@ struct Credentials: Hashable, Sendable {
     }
 
     var isEmpty: Bool { fields.isEmpty }
+}
+
+/// One cookie of the jar a trigger carries: what the service needs to choose it per request URL.
+struct JarCookie: Hashable, Sendable {
+    var name: String
+    var value: String
+    /// The host (host-only) or the domain, lowercased, without a leading dot.
+    var domain: String
+    var hostOnly: Bool
+    var path: String
+    var secure: Bool
+    /// Seconds since 1970; nil for a session cookie.
+    var expires: Double?
 }

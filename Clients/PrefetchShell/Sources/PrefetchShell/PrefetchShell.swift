@@ -226,7 +226,15 @@ public actor PrefetchShell {
 
     private func credentials(_ cookies: [HTTPCookie], authorization: String?) -> Credentials {
         let token = authorization.flatMap { $0.trimmingCharacters(in: .whitespaces).isEmpty ? nil : $0 }
-        return Credentials(cookie: CookieMatching.cookieHeader(cookies, apis: configuration.apiURLs, now: Date()), authorization: token)
+        let sent = CookieMatching.sentCookies(cookies, apis: configuration.apiURLs, now: Date())
+        let jar = sent.map { cookie in
+            let domain = cookie.domain.lowercased()
+            return JarCookie(
+                name: cookie.name, value: cookie.value, domain: domain.hasPrefix(".") ? String(domain.dropFirst()) : domain,
+                hostOnly: !domain.hasPrefix("."), path: cookie.path, secure: cookie.isSecure,
+                expires: cookie.expiresDate.map { $0.timeIntervalSince1970.rounded(.down) })
+        }
+        return Credentials(cookie: CookieMatching.header(sent), authorization: token, jar: jar)
     }
 
     private func remember(_ credentials: Credentials) {
@@ -254,7 +262,8 @@ extension PrefetchShell {
     }
 
     static func trigger(_ page: URL, credentials: Credentials, api: ServiceAPI) async throws -> TriggerAnswer {
-        let body = Components.Schemas.TriggerRequest(url: page.absoluteString, headers: credentialHeaders(credentials))
+        let body = Components.Schemas.TriggerRequest(
+            url: page.absoluteString, headers: credentialHeaders(credentials), cookies: cookieJar(credentials))
         switch try await api.client().triggerPrefetch(body: .json(body)) {
         case .accepted(let accepted): return TriggerAnswer(outcome: .triggered, ticket: try accepted.body.json)
         case .badRequest(let answer): return refused(answer, status: 400)
@@ -273,7 +282,7 @@ extension PrefetchShell {
     /// a failed trigger still returns the lease, and the caller can give it back or use it.
     static func open(_ page: URL, profile: String, credentials: Credentials, api: ServiceAPI) async throws -> TriggerAnswer {
         let body = Operations.OpenPage.Input.Body.JsonPayload(
-            url: page.absoluteString, profile: profile, headers: credentialHeaders(credentials))
+            url: page.absoluteString, profile: profile, headers: credentialHeaders(credentials), cookies: cookieJar(credentials))
         let halves: Operations.OpenPage.Output.Ok.Body.JsonPayload
         switch try await api.client().openPage(body: .json(body)) {
         case .ok(let ok): halves = try ok.body.json
@@ -346,10 +355,23 @@ extension PrefetchShell {
         }
     }
 
+    /// The trigger's headers: `Authorization`; the cookies travel as the jar (``cookieJar(_:)``), never as one
+    /// `Cookie` header for every api host.
     static func credentialHeaders(_ credentials: Credentials) -> Components.Schemas.CredentialHeaders {
         var headers: [String: String] = [:]
-        for field in credentials.fields { headers[field.name] = field.value }
+        for field in credentials.fields where field.name != "Cookie" { headers[field.name] = field.value }
         return .init(additionalProperties: headers)
+    }
+
+    /// The cookies for the configured api hosts with their attributes, so the service sends each upstream request
+    /// only those a browser would send to its URL; nil without any.
+    static func cookieJar(_ credentials: Credentials) -> Components.Schemas.CookieJar? {
+        guard !credentials.jar.isEmpty else { return nil }
+        return credentials.jar.map { cookie in
+            Components.Schemas.CookieJarPayload(
+                name: cookie.name, value: cookie.value, domain: cookie.domain, hostOnly: cookie.hostOnly, path: cookie.path,
+                secure: cookie.secure, expires: cookie.expires)
+        }
     }
 
     static func refused(_ answer: some ErrorAnswer, status: Int) -> TriggerAnswer {
