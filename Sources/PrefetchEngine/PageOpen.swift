@@ -178,21 +178,24 @@ final class PageOpen: Sendable {
     func finished(_ completions: [FetchCompletion], of indices: [Int]) {
         var settlements: [Settlement] = []
         var posted: [(Int, DependencyAnswer)] = []
+        var ownCopies: [Int] = []
         for completion in completions {
             let index = indices[completion.index]
             guard let sent = state.withLock({ $0.inFlight.removeValue(forKey: index) }), let flight = flights[index] else { continue }
             if let span = sent.span { Self.end(span, with: completion.result) }
-            posted.append((index, settle(flight, index: index, sent: sent, result: completion.result, into: &settlements)))
+            posted.append(
+                (index, settle(flight, index: index, sent: sent, result: completion.result, into: &settlements, ownCopies: &ownCopies)))
         }
         orchestrator.metrics.inFlight.record(orchestrator.fetcher.inFlight)
         post(posted)
-        commit(settlements, flights: posted.count)
+        commit(settlements, flights: posted.count, ownCopies: ownCopies)
     }
 
-    /// What one result asks of the store (appended to `settlements`), the ticket, the metrics and the log; returns
-    /// the answer this page open's dependents get.
+    /// What one result asks of the store (appended to `settlements`; `index` to `ownCopies` when the page open keeps
+    /// its own copy), the ticket, the metrics and the log; returns the answer this page open's dependents get.
     private func settle(
-        _ flight: Flight, index: Int, sent: InFlight, result: Result<FetchResponse, FetchError>, into settlements: inout [Settlement]
+        _ flight: Flight, index: Int, sent: InFlight, result: Result<FetchResponse, FetchError>, into settlements: inout [Settlement],
+        ownCopies: inout [Int]
     ) -> DependencyAnswer {
         let metrics = orchestrator.metrics
         let logger = orchestrator.logger
@@ -251,7 +254,7 @@ final class PageOpen: Sendable {
                 // It goes to the ticket that fetched it; everyone else on the shared key gets a miss.
                 settlements.append(
                     .put(orchestrator.privateKey(flight.key, ticket: ticket.id), policy: flight.policy, result: .success(stored)))
-                ticket.record(index) { $0.keptPrivate = true }
+                ownCopies.append(index)
                 let why =
                     sent.ownOnly
                     ? "was made from an answer private to its page open"
@@ -295,12 +298,22 @@ final class PageOpen: Sendable {
 
     /// Hands `settlements` to the store (without suspending where it can, else in one task on the runner), then
     /// counts `flights` flights of this page open settled.
-    private func commit(_ settlements: [Settlement], flights count: Int) {
+    /// Hands `settlements` to the store. The ticket learns of the copies it keeps for itself (`ownCopies`) once they
+    /// are in the store, not before: a reader told to read the page open's own copy must find it there.
+    private func commit(_ settlements: [Settlement], flights count: Int, ownCopies: [Int] = []) {
         let store = orchestrator.store
-        if settlements.isEmpty || store.settle(settlements, then: { [self] in settled(count) }) { return }
+        let ticket = ticket
+        let markOwn: @Sendable () -> Void = {
+            for index in ownCopies { ticket.record(index) { $0.keptPrivate = true } }
+        }
+        if settlements.isEmpty || store.settle(settlements, then: { [self] in markOwn(); settled(count) }) { return }
         // A store that needs a task: one for the whole batch. The unit is still live, so the runner takes it.
-        let accepted = orchestrator.runner.submit { await store.settle(settlements) }
+        let accepted = orchestrator.runner.submit {
+            await store.settle(settlements)
+            markOwn()
+        }
         if !accepted {
+            markOwn()
             orchestrator.logger.warning("store settlements dropped: the fetch runner has stopped", metadata: ["ticket": "\(ticket.id)"])
         }
         settled(count)
