@@ -173,8 +173,9 @@ public final class Orchestrator: Sendable {
 
     /// The caller's credentials with a cookie jar: the jar replaces any `Cookie` among `headers`; the whole jar, as
     /// one `Cookie` value, is the identity the ticket is entitled by.
+    /// A deployment whose credential headers leave `Cookie` out ignores the jar, as it ignores a `Cookie` header.
     public func credentials(in headers: HTTPFields, jar: CookieJar?) -> Credentials {
-        guard let jar else { return credentials(in: headers) }
+        guard let jar, credentialNames.contains("cookie") else { return credentials(in: headers) }
         var whole = headers
         whole[.cookie] = nil
         // One field, as a reader's request carries it (the subscript would split a cookie value at its semicolons).

@@ -306,7 +306,16 @@ final class PageOpen: Sendable {
         let markOwn: @Sendable () -> Void = {
             for index in ownCopies { ticket.record(index) { $0.keptPrivate = true } }
         }
-        if settlements.isEmpty || store.settle(settlements, then: { [self] in markOwn(); settled(count) }) { return }
+        if settlements.isEmpty
+            || store.settle(
+                settlements,
+                then: { [self] in
+                    markOwn()
+                    settled(count)
+                })
+        {
+            return
+        }
         // A store that needs a task: one for the whole batch. The unit is still live, so the runner takes it.
         let accepted = orchestrator.runner.submit {
             await store.settle(settlements)
