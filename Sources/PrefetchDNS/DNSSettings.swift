@@ -94,10 +94,10 @@ public struct DNSSettings: Codable, Sendable, Equatable {
         }
         if let httpdns {
             guard let url = try? HTTPURL(parsing: httpdns), !url.host.isEmpty else {
-                throw invalid("httpdns", "\"\(httpdns)\"", "it must be an absolute http:// or https:// URL")
+                throw invalid("httpdns", "\"\(Redaction.text(httpdns))\"", "it must be an absolute http:// or https:// URL")
             }
             guard !httpdns.contains("#") else {
-                throw invalid("httpdns", "\"\(httpdns)\"", "it must not contain a fragment")
+                throw invalid("httpdns", "\"\(Redaction.text(httpdns))\"", "it must not contain a fragment")
             }
         }
         guard timeoutMs > 0 else { throw invalid("timeoutMs", "\(timeoutMs)", "it must be positive") }

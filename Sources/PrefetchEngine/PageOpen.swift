@@ -424,6 +424,11 @@ final class PageOpen: Sendable {
         }
         let resolved = try planned.resolved(with: values)
         let sends = orchestrator.sendsCredentials(resolved, page: plan.pageURL, credentials: credentials)
+        // The key was made from the dependent's form as written; should the form as sent decide otherwise about the
+        // credentials, nothing is sent (a request never carries what its key does not cover).
+        if sends && ticket.requests[index].key.identity != credentials.identity {
+            throw DependencyError(code: .dependencyValue, message: "\(label)'s credentials differ from what its key covers")
+        }
         let deadline = flights[index]?.deadline ?? orchestrator.clock.now
         let remaining = max(.milliseconds(1), orchestrator.clock.now.duration(to: deadline))
         // Keyed by the dependent's form as written and the keys of the answers it took values from: its key is the

@@ -89,6 +89,9 @@ struct PrefetchRoutes: Sendable {
 
     /// The user's cookie jar (`cookies`): each cookie with its attributes, so each upstream request carries only the
     /// cookies a browser would send to its URL. nil when the body has none. At most ``CookieJar/maximumCookies``.
+    /// A cookie of the wrong shape (a member missing or of the wrong type) refuses the jar, naming it; one whose name
+    /// or value cannot travel in a `Cookie` header (not a token, a control character, a `;`) is left out, as a
+    /// cookie store holding one must not cost its user every prefetch.
     static func cookieJar(_ object: JSONObject) throws(APIError) -> CookieJar? {
         guard let value = object["cookies"] else { return nil }
         guard case .array(let items) = value else {
@@ -106,14 +109,11 @@ struct PrefetchRoutes: Sendable {
             func string(_ name: String, required: Bool) throws(APIError) -> String? {
                 switch cookie[name] {
                 case nil where !required, .null?: return nil
-                case .string(let text)?:
-                    if HeaderRules.hasControlCharacter(text) || text.contains(";") {
-                        throw APIError.badRequest(.badHeaders, "\(at).\(name) contains a control character or a semicolon")
-                    }
-                    return text
+                case .string(let text)?: return text
                 default: throw APIError.badRequest(.badHeaders, "\(at).\(name) must be a string")
                 }
             }
+            func travels(_ text: String) -> Bool { !HeaderRules.hasControlCharacter(text) && !text.contains(";") }
             func flag(_ name: String) throws(APIError) -> Bool {
                 switch cookie[name] {
                 case nil, .null?: return false
@@ -121,12 +121,14 @@ struct PrefetchRoutes: Sendable {
                 default: throw APIError.badRequest(.badHeaders, "\(at).\(name) must be a boolean")
                 }
             }
-            guard let name = try string("name", required: true), HeaderRules.name(name) != nil, !name.contains("=") else {
-                throw APIError.badRequest(.badHeaders, "\(at).name must be a cookie name (a token)")
+            guard let name = try string("name", required: true) else {
+                throw APIError.badRequest(.badHeaders, "\(at).name (the cookie's name) is required")
             }
             guard let domain = try string("domain", required: true), !domain.isEmpty else {
                 throw APIError.badRequest(.badHeaders, "\(at).domain (the host or domain the cookie belongs to) is required")
             }
+            let value = try string("value", required: true) ?? ""
+            let path = try string("path", required: false) ?? "/"
             var expires: Int64?
             switch cookie["expires"] {
             case nil, .null?: expires = nil
@@ -135,11 +137,12 @@ struct PrefetchRoutes: Sendable {
                 expires = Int64(max(min(seconds, 1e15), -1e15))
             default: throw APIError.badRequest(.badHeaders, "\(at).expires must be seconds since 1970")
             }
+            let hostOnly = cookie["hostOnly"] == nil || cookie["hostOnly"] == .null ? true : try flag("hostOnly")
+            let secure = try flag("secure")
+            guard HeaderRules.name(name) != nil, !name.contains("="), travels(value), travels(domain), travels(path) else { continue }
             cookies.append(
-                CookieJar.Cookie(
-                    name: name, value: try string("value", required: true) ?? "", domain: domain,
-                    hostOnly: cookie["hostOnly"] == nil ? true : try flag("hostOnly"), path: try string("path", required: false) ?? "/",
-                    secure: try flag("secure"), expires: expires))
+                CookieJar.Cookie(name: name, value: value, domain: domain, hostOnly: hostOnly, path: path, secure: secure, expires: expires)
+            )
         }
         return CookieJar(cookies)
     }

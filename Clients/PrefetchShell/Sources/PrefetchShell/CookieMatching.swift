@@ -30,6 +30,31 @@ enum CookieMatching {
         }
     }
 
+    /// The most bytes of names and values a trigger's jar carries (the service takes a body of 64 KiB).
+    static let maximumJarBytes = 32 * 1024
+
+    /// `cookies` as the trigger's jar: those that can travel in a `Cookie` header (a token name without `=`, no
+    /// control character or `;` in the value, domain or path: the service leaves out any other, and the two must
+    /// agree on the jar), in order, up to ``maximumJarBytes``.
+    static func jarCookies(_ cookies: [HTTPCookie]) -> [HTTPCookie] {
+        var bytes = 0
+        var kept: [HTTPCookie] = []
+        for cookie in cookies where isToken(cookie.name) && [cookie.value, cookie.domain, cookie.path].allSatisfy(travels) {
+            bytes += cookie.name.utf8.count + cookie.value.utf8.count
+            if bytes > maximumJarBytes { break }
+            kept.append(cookie)
+        }
+        return kept
+    }
+
+    private static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && !"()<>@,;:\\\"/[]?={}".utf8.contains($0) }
+    }
+
+    private static func travels(_ text: String) -> Bool {
+        text.utf8.allSatisfy { ($0 >= 0x20 || $0 == 0x09) && $0 != 0x7F && $0 != UInt8(ascii: ";") }
+    }
+
     /// `cookies` as one `Cookie` value, in their order; nil for none.
     static func header(_ cookies: [HTTPCookie]) -> String? {
         cookies.isEmpty ? nil : cookies.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")

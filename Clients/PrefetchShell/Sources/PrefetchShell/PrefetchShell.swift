@@ -226,7 +226,7 @@ public actor PrefetchShell {
 
     private func credentials(_ cookies: [HTTPCookie], authorization: String?) -> Credentials {
         let token = authorization.flatMap { $0.trimmingCharacters(in: .whitespaces).isEmpty ? nil : $0 }
-        let sent = CookieMatching.sentCookies(cookies, apis: configuration.apiURLs, now: Date())
+        let sent = CookieMatching.jarCookies(CookieMatching.sentCookies(cookies, apis: configuration.apiURLs, now: Date()))
         let jar = sent.map { cookie in
             let domain = cookie.domain.lowercased()
             return JarCookie(

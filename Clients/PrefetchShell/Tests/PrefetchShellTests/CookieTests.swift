@@ -210,4 +210,17 @@ import FoundationNetworking
         #expect(PageOpen.isWellFormedReadKey(String(repeating: "A", count: 64)))
         #expect(!PageOpen.isWellFormedReadKey(String(repeating: "A", count: 63) + "\""))
     }
+
+    /// The trigger's jar holds only cookies that can travel in a `Cookie` header (the service leaves out any other,
+    /// and the two must agree on the jar that entitles the ticket), and at most 32 KiB of them.
+    @Test func theJarHoldsWhatCanTravelWithinItsBound() {
+        let odd = [
+            cookie("a b", domain: "h.example"), cookie("ok", "1", domain: "h.example"), cookie("semi", "x;y", domain: "h.example"),
+            cookie("fine", "2", domain: "h.example"),
+        ]
+        #expect(CookieMatching.jarCookies(odd).map(\.name) == ["ok", "fine"])
+        let many = (0..<20).map { cookie("c\($0)", String(repeating: "v", count: 4_000), domain: "h.example") }
+        let kept = CookieMatching.jarCookies(many)
+        #expect(kept.count == 8 && kept.map(\.name) == (0..<8).map { "c\($0)" })
+    }
 }

@@ -93,7 +93,9 @@
       service = new URL((options.base || client.base) + '/v1/', global.location.href);
     } catch (ignored) { return null; }
     if (target.origin !== interfaceURL.origin) return null;
-    if (target.origin === service.origin && target.pathname.indexOf(service.pathname) === 0) return null;
+    // Repeated slashes name the same route to the service (`//v1/data` is `/v1/data`).
+    var path = target.pathname.replace(/\/{2,}/g, '/');
+    if (target.origin === service.origin && path.indexOf(service.pathname.replace(/\/{2,}/g, '/')) === 0) return null;
     return target.href;
   }
 
