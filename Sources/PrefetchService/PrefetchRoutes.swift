@@ -89,7 +89,7 @@ struct PrefetchRoutes: Sendable {
 
     /// The user's cookie jar (`cookies`): each cookie with its attributes, so each upstream request carries only the
     /// cookies a browser would send to its URL. nil when the body has none. At most ``CookieJar/maximumCookies``.
-    /// A cookie of the wrong shape (a member missing or of the wrong type) refuses the jar, naming it; one whose name
+    /// A cookie of the wrong shape (a member missing, null or of the wrong type) refuses the jar, naming it; one whose name
     /// or value cannot travel in a `Cookie` header (not a token, a control character, a `;`) is left out, as a
     /// cookie store holding one must not cost its user every prefetch.
     static func cookieJar(_ object: JSONObject) throws(APIError) -> CookieJar? {
@@ -108,7 +108,7 @@ struct PrefetchRoutes: Sendable {
             }
             func string(_ name: String, required: Bool) throws(APIError) -> String? {
                 switch cookie[name] {
-                case nil where !required, .null?: return nil
+                case nil where !required: return nil
                 case .string(let text)?: return text
                 default: throw APIError.badRequest(.badHeaders, "\(at).\(name) must be a string")
                 }
@@ -116,7 +116,7 @@ struct PrefetchRoutes: Sendable {
             func travels(_ text: String) -> Bool { !HeaderRules.hasControlCharacter(text) && !text.contains(";") }
             func flag(_ name: String) throws(APIError) -> Bool {
                 switch cookie[name] {
-                case nil, .null?: return false
+                case nil: return false
                 case .bool(let value)?: return value
                 default: throw APIError.badRequest(.badHeaders, "\(at).\(name) must be a boolean")
                 }
@@ -131,13 +131,13 @@ struct PrefetchRoutes: Sendable {
             let path = try string("path", required: false) ?? "/"
             var expires: Int64?
             switch cookie["expires"] {
-            case nil, .null?: expires = nil
+            case nil: expires = nil
             case .number(let text)?:
                 guard let seconds = Double(text) else { throw APIError.badRequest(.badHeaders, "\(at).expires must be seconds since 1970") }
                 expires = Int64(max(min(seconds, 1e15), -1e15))
             default: throw APIError.badRequest(.badHeaders, "\(at).expires must be seconds since 1970")
             }
-            let hostOnly = cookie["hostOnly"] == nil || cookie["hostOnly"] == .null ? true : try flag("hostOnly")
+            let hostOnly = cookie["hostOnly"] == nil ? true : try flag("hostOnly")
             let secure = try flag("secure")
             guard HeaderRules.name(name) != nil, !name.contains("="), travels(value), travels(domain), travels(path) else { continue }
             cookies.append(

@@ -141,10 +141,15 @@ struct SharedEntryAttackTests {
             // A cookie that cannot travel in a Cookie header (a name that is no token, a semicolon in the value) is left
             // out, never the whole jar refused: one odd cookie a sibling site planted must not cost the user every open.
             let odd =
-                #"[{"name": "a b", "value": "1", "domain": "localhost"}, {"name": "c", "value": "x;y", "domain": "localhost"}, {"name": "lang", "value": "en", "domain": "localhost", "hostOnly": null}]"#
+                #"[{"name": "a b", "value": "1", "domain": "localhost"}, {"name": "c", "value": "x;y", "domain": "localhost"}, {"name": "lang", "value": "en", "domain": "localhost"}]"#
             let tolerated = try await oneRequest(
                 port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)?odd=1", "cookies": \#(odd)}"#)
             #expect(tolerated.status == 202, "\(tolerated.text)")
+            // A null member is refused, not read as a default (a null hostOnly must not widen a cookie to a domain).
+            let null = try await oneRequest(
+                port: server.port, .post, "/v1/prefetch",
+                body: #"{"url": "\#(page)", "cookies": [{"name": "a", "value": "1", "domain": "localhost", "hostOnly": null}]}"#)
+            #expect(null.status == 400 && null.text.contains("cookies[0].hostOnly"), "\(null.text)")
             // A malformed jar is refused, naming the member.
             let bad = try await oneRequest(
                 port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)", "cookies": [{"name": "a", "value": "1"}]}"#)
