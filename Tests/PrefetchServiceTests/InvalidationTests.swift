@@ -71,18 +71,7 @@ struct InvalidationSecurityTests {
     }
 
     func withServe(_ body: @Sendable (ServeProcess, TestUpstream) async throws -> Void) async throws {
-        try await withUpstream { upstream in
-            let config = try TempConfig(Self.config(upstream.base))
-            defer { config.remove() }
-            let server = try await ServeProcess.start(configPath: config.path, logLevel: "warning")
-            do {
-                try await body(server, upstream)
-            } catch {
-                await server.stop()
-                throw error
-            }
-            await server.stop()
-        }
+        try await withServeProcess(config: Self.config, body)
     }
 
     /// Triggers the page for `cookie` and waits until its responses are stored.
