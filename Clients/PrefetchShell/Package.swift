@@ -17,6 +17,9 @@ let package = Package(
     platforms: [.iOS(.v16), .macOS(.v13)],
     products: [
         .library(name: "PrefetchShell", targets: ["PrefetchShell"]),
+        // The offline package (seed 001's web-container offline cache): a product of its own, so a shell that does
+        // not keep pages' static resources on the device links neither it nor its hashing.
+        .library(name: "PrefetchOffline", targets: ["PrefetchOffline"]),
         // The document-start script as a command, for the service's browser test harness.
         .executable(name: "prefetch-shell-script", targets: ["prefetch-shell-script"]),
     ],
@@ -25,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
         .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // SHA-256 and MD5 of offline resources: CryptoKit on Apple platforms, BoringSSL elsewhere.
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     ],
     targets: [
         .target(
@@ -45,6 +50,16 @@ let package = Package(
             resources: [.copy("Resources/public_suffix_list.dat")],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "PrefetchOffline",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "prefetch-shell-script",
             dependencies: ["PrefetchShell"],
@@ -53,6 +68,11 @@ let package = Package(
         .testTarget(
             name: "PrefetchShellTests",
             dependencies: ["PrefetchShell"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PrefetchOfflineTests",
+            dependencies: ["PrefetchOffline"],
             swiftSettings: swiftSettings
         ),
     ]
