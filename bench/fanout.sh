@@ -3,9 +3,14 @@
 # flight, every page distinct (nothing cached). Measures, from one Node load client (bench/clients/fanout-client.js):
 #   - time from trigger until all 8 results are settled, as overhead above the 50 ms upstream (p50, p99);
 #   - server-side settle overhead where the target reports it;
-#   - CPU seconds of the serving process per 1,000 upstream requests (utime+stime from /proc/PID/stat).
-# Targets: direct (the client calls the upstreams itself: the floor), the service (POST /v1/prefetch, then
+#   - CPU seconds of the serving process per 1,000 upstream requests (utime+stime from /proc/PID/stat);
+#   - context switches per page open of each process (voluntary + nonvoluntary, /proc/PID/task/*/status).
+# Targets: direct (the client calls the upstreams itself: the latency floor), the service (POST /v1/prefetch, then
 # GET /v1/prefetch/{ticket}?wait=10000), and a Node.js BFF (bench/peers/bff.js) with fetch and with node:http.
+# The upstream side's CPU floor: bench/peers/curl-floor.c, a C program on the same libcurl making the same
+# transfers at the same pages in flight (a fresh easy handle and options per transfer, keep-alive), driven by
+# curl_multi_socket_action on epoll as the service drives libcurl ("socket") and by curl_multi_poll ("poll"); it
+# measures its own CPU (getrusage) and context switches. Built with `cc -O2 ... -lcurl` into the run's temp dir.
 #
 # Topology: 8 upstream processes, one per interface (a page's interfaces usually live on several backends).
 # A second service run puts all 8 interfaces on ONE upstream origin (the common case: the seed's own config),
@@ -14,7 +19,8 @@
 # by ALPN (`prefetch-upstream-tls --http2`), where the page's requests multiplex over one connection per host. The
 # Node BFFs are measured over plain HTTP only, so the HTTPS rows compare with each other, not with them.
 # Env: BENCH_CONCURRENCY (default 32), BENCH_PAGES (measured page opens per target, default 3000),
-# BENCH_WARMUP_PAGES (default 300).
+# BENCH_WARMUP_PAGES (default 300), BENCH_BIN (a directory holding prefetch, prefetch-upstream and
+# prefetch-upstream-tls: used as they are, nothing built).
 source "$(dirname "$0")/lib.sh"
 
 CONCURRENCY="${BENCH_CONCURRENCY:-32}"
@@ -26,6 +32,9 @@ CLIENT="$BENCH_DIR/clients/fanout-client.js"
 ensure_apt curl openssl
 ensure_node
 build_release
+command -v cc >/dev/null || ensure_apt gcc
+FLOOR="$WORK/curl-floor"
+cc -O2 -Wall -o "$FLOOR" "$BENCH_DIR/peers/curl-floor.c" -lcurl
 
 UPSTREAM_PORTS=()
 for k in 0 1 2 3 4 5 6 7; do
@@ -68,6 +77,8 @@ cat >"$WORK/config.json" <<EOF
 EOF
 BASES="$(for k in 0 1 2 3 4 5 6 7; do printf 'http://127.0.0.1:%s/i%d?delay=%d,' "${UPSTREAM_PORTS[$k]}" "$k" "$DELAY"; done)"
 BASES="${BASES%,}"
+BASES_ONE="$(for k in 0 1 2 3 4 5 6 7; do printf 'http://127.0.0.1:%s/i%d?delay=%d,' "${UPSTREAM_PORTS[0]}" "$k" "$DELAY"; done)"
+BASES_ONE="${BASES_ONE%,}"
 
 # The plan sends what the BFF sends: /iK?delay=50&n=ID.
 "$PREFETCH" plan 'https://bench.example.com/fan/7' --config "$WORK/config.json" --json | grep -q "/i7?delay=$DELAY&n=7" \
@@ -84,8 +95,21 @@ client() { # LABEL MODE TARGET PIDS [PAGE_PREFIX]
     >>"$RESULTS"
 }
 
+# floor LABEL MODE BASES: the C libcurl floor's own run, in the load client's JSON shape (its process is "floor").
+floor() {
+  RUN=$((RUN + 1))
+  log "fan-out: $1"
+  "$FLOOR" "$2" "$3" "$CONCURRENCY" "$WARMUP_PAGES" "$PAGES" "$RUN" "$DELAY" \
+    | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const o=JSON.parse(s);o.label=process.argv[1];console.log(JSON.stringify(o))})' "$1" \
+    >>"$RESULTS"
+}
+
 LOAD_BEFORE="$(load_line)"
 client "direct (client -> upstreams, floor)" direct "$BASES" ""
+floor "curl floor, socket (8 origins)" socket "$BASES"
+floor "curl floor, poll (8 origins)" poll "$BASES"
+floor "curl floor, socket (1 origin)" socket "$BASES_ONE"
+floor "curl floor, poll (1 origin)" poll "$BASES_ONE"
 
 # One load client fires every trigger from 127.0.0.1: the per-caller trigger rate limit is off.
 start_service "$WORK/config.json" --trigger-rate 0 --ca-bundle "$WORK/ca.pem"
@@ -150,11 +174,16 @@ stop "$STARTED_PID"
   node -e '
     const rows = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse);
     const f = (v) => (v === null || v === undefined ? "-" : v.toFixed(2));
-    const cpuPerK = (r) => (r.cpuSeconds.server === undefined ? null : (r.cpuSeconds.server / r.upstreamRequests) * 1000);
-    console.log(["target", "overhead p50", "overhead p99", "server settle p50", "server settle p99", "cpu s / 1k upstream req", "pages/s", "errors"].join(" | "));
+    // The serving process (the C floor: itself); the Redis row counts the service and redis-server together.
+    const cpuOf = (r) => r.cpuSeconds.server ?? r.cpuSeconds.floor;
+    const cpuPerK = (r) => (cpuOf(r) === undefined ? null : (cpuOf(r) / r.upstreamRequests) * 1000);
+    // Context switches per page open, all measured processes of the row together.
+    const switches = (r) => Object.values(r.contextSwitches ?? {});
+    const switchesPerPage = (r) => (switches(r).length ? switches(r).reduce((a, c) => a + c.total, 0) / r.pages : null);
+    console.log(["target", "overhead p50", "overhead p99", "server settle p50", "server settle p99", "cpu s / 1k upstream req", "ctx switches / page open", "pages/s", "errors"].join(" | "));
     for (const r of rows) {
       const s = r.serverSettleOverheadMs;
-      console.log([r.label, f(r.overheadMs.p50), f(r.overheadMs.p99), s ? f(s.p50) : "-", s ? f(s.p99) : "-", f(cpuPerK(r)), r.pagesPerSecond, r.errors].join(" | "));
+      console.log([r.label, f(r.overheadMs.p50), f(r.overheadMs.p99), s ? f(s.p50) : "-", s ? f(s.p99) : "-", f(cpuPerK(r)), f(switchesPerPage(r)), r.pagesPerSecond, r.errors].join(" | "));
     }
     const by = (p) => rows.find((r) => r.label === p);
     const bffs = rows.filter((r) => r.label.startsWith("node bff"));
@@ -166,6 +195,26 @@ stop "$STARTED_PID"
       console.log(`ratio cpu ${label}/best-bff ${(cpuPerK(service) / cpuPerK(best)).toFixed(2)}x (best bff: ${best.label}; target <= 0.5x)`);
       console.log(`overhead p99 ${label} ${f(service.overheadMs.p99)} ms, floor ${f(direct.overheadMs.p99)} ms, best bff ${f(bestP99)} ms (target: below both bffs)`);
     }
+    // The upstream side: CPU per upstream request (the C floor: per transfer) against the C libcurl floor and both
+    // Node BFFs, and context switches per page open of each process.
+    const us = (r) => cpuPerK(r) * 1000;
+    const bffFetch = by("node bff, fetch/undici (8 origins)"), bffHttp = by("node bff, node:http agent (8 origins)");
+    for (const origins of ["8 origins", "1 origin"]) {
+      const service = by(`service (${origins})`);
+      const socket = by(`curl floor, socket (${origins})`), poll = by(`curl floor, poll (${origins})`);
+      const lowest = us(socket) <= us(poll) ? socket : poll;
+      const x = (a, b) => `${(us(a) / us(b)).toFixed(2)}x`;
+      console.log(`floor ${origins}: cpu us / upstream req: service ${us(service).toFixed(1)}, C libcurl floor socket ${us(socket).toFixed(1)}, poll ${us(poll).toFixed(1)}; node bff fetch ${us(bffFetch).toFixed(1)}, node:http ${us(bffHttp).toFixed(1)}`);
+      console.log(`ratio cpu service (${origins})/floor ${x(service, lowest)} (${lowest.label}; target <= 2x), /floor socket ${x(service, socket)}, /floor poll ${x(service, poll)}, /bff fetch ${x(service, bffFetch)}, /bff node:http ${x(service, bffHttp)} (target <= 0.5x); bff node:http/floor ${x(bffHttp, lowest)}, bff fetch/floor ${x(bffFetch, lowest)}`);
+    }
+    const perProcess = rows.flatMap((r) => Object.entries(r.contextSwitches ?? {}).map(([name, c]) => {
+      const gone = c.threadsGone ? `, exited uncounted: ${c.threadsGone}` : "";
+      const threads = c.threads === undefined ? "" : `, threads ${c.threads}${gone}`;
+      const per = (n) => (n / r.pages).toFixed(2);
+      return `${r.label}${name === "server" || name === "floor" ? "" : ` [${name}]`} ${per(c.total)} (v ${per(c.voluntary)} + nv ${per(c.nonvoluntary)}${threads})`;
+    }));
+    // Nonvoluntary switches are preemptions: they grow with the load on the machine; voluntary ones come from the design.
+    console.log(`ctx switches / page open (voluntary + nonvoluntary, every thread; service target <= 6): ${perProcess.join("; ")}`);
     const h11 = by("service (1 origin, HTTPS, HTTP/1.1)"), h2 = by("service (1 origin, HTTPS, HTTP/2)");
     console.log(`https one origin: HTTP/2 / HTTP/1.1 cpu ${(cpuPerK(h2) / cpuPerK(h11)).toFixed(2)}x, overhead p99 ${f(h2.overheadMs.p99)} vs ${f(h11.overheadMs.p99)} ms`);
     console.log(`https upstream connections: ${process.argv[2]}`);

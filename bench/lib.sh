@@ -51,16 +51,19 @@ ensure_node() {
   [ "$major" -ge 18 ] || { echo "node $major is too old (need 18+ for built-in fetch)" >&2; exit 1; }
 }
 
-# Builds the release binaries once per invocation of bench/all.sh (BENCH_BUILT=1 skips).
+# Builds the release binaries once per invocation of bench/all.sh (BENCH_BUILT=1 skips). BENCH_BIN=DIR takes them
+# from DIR as they are (no build, no `swift build` call at all: for a machine where another build holds .build).
 build_release() {
   "$REPO_DIR/scripts/ensure-deps.sh" build
-  if [ -z "${BENCH_BUILT:-}" ]; then
+  if [ -n "${BENCH_BIN:-}" ]; then
+    BIN="$BENCH_BIN"
+  elif [ -z "${BENCH_BUILT:-}" ]; then
     log "swift build -c release --static-swift-stdlib (prefetch, prefetch-upstream, prefetch-upstream-tls, linked as the image ships them)"
     (cd "$REPO_DIR" && for product in prefetch prefetch-upstream prefetch-upstream-tls; do
       swift build -c release --static-swift-stdlib --product "$product" >&2 || exit 1
     done)
   fi
-  BIN="$(cd "$REPO_DIR" && swift build -c release --show-bin-path)"
+  [ -n "${BENCH_BIN:-}" ] || BIN="$(cd "$REPO_DIR" && swift build -c release --show-bin-path)"
   PREFETCH="$BIN/prefetch"
   UPSTREAM="$BIN/prefetch-upstream"
   # The HTTPS and HTTP/2 upstream (the plain one builds without TLS).

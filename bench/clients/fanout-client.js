@@ -9,9 +9,10 @@
 //   MODE bff      GET TARGET/page?n=ID (answers once Promise.all settled)
 //   MODE direct   the client itself fires the page's requests at the upstream bases (TARGET: comma-separated
 //                 base URLs) with Promise.all: the floor, with no hop in between
-//   PIDS          comma-separated name=pid whose CPU (utime+stime from /proc) is measured over the timed pages
+//   PIDS          comma-separated name=pid whose CPU (utime+stime from /proc) and context switches (voluntary +
+//                 nonvoluntary, summed over /proc/PID/task/*/status) are measured over the timed pages
 // Prints one JSON object with client-side total and overhead (total - DELAY_MS) percentiles, server-side settle
-// percentiles where the target reports them, CPU seconds per process and errors.
+// percentiles where the target reports them, CPU seconds and context switches per process, and errors.
 "use strict";
 const http = require("node:http");
 const fs = require("node:fs");
@@ -46,6 +47,35 @@ function cpu(pid) {
   const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / ticks;
+}
+
+// Context switches so far of each thread of a process: tid -> [voluntary, nonvoluntary].
+function threadSwitches(pid) {
+  const threads = new Map();
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    let status;
+    try {
+      status = fs.readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
+    } catch {
+      continue; // the thread exited while the directory was read
+    }
+    const field = (name) => Number(new RegExp(`^${name}:\\s+(\\d+)`, "m").exec(status)[1]);
+    threads.set(tid, [field("voluntary_ctxt_switches"), field("nonvoluntary_ctxt_switches")]);
+  }
+  return threads;
+}
+
+// The switches between two snapshots. A thread that exited in between takes its switches with it (counted in
+// threadsGone, so an undercount shows); a thread started in between counts from zero.
+function switchesBetween(before, after) {
+  let voluntary = 0, nonvoluntary = 0;
+  for (const [tid, [v, n]] of after) {
+    const [v0, n0] = before.get(tid) ?? [0, 0];
+    voluntary += v - v0;
+    nonvoluntary += n - n0;
+  }
+  const threadsGone = [...before.keys()].filter((tid) => !after.has(tid)).length;
+  return { voluntary, nonvoluntary, total: voluntary + nonvoluntary, threads: after.size, threadsGone };
 }
 
 // One page open; returns { total, settle } in ms (settle: server-side, or null).
@@ -120,12 +150,16 @@ function summary(values) {
   // A target that fails more than 1% of its warm-up pages is misconfigured; rarer failures are the target's own
   // and are counted in the measured run's errors.
   if (warm.errors > warmup / 100) throw new Error(`warm-up errors: ${warm.errors} (${warm.firstError})`);
+  const switchesBefore = Object.fromEntries(pids.map(([name, pid]) => [name, threadSwitches(pid)]));
   const before = Object.fromEntries(pids.map(([name, pid]) => [name, cpu(pid)]));
   const samples = [];
   const started = process.hrtime.bigint();
   const measured = await run(pages, base + warmup, samples);
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
   const after = Object.fromEntries(pids.map(([name, pid]) => [name, cpu(pid)]));
+  const contextSwitches = Object.fromEntries(
+    pids.map(([name, pid]) => [name, switchesBetween(switchesBefore[name], threadSwitches(pid))]),
+  );
   const cpuSeconds = Object.fromEntries(pids.map(([name]) => [name, Math.round((after[name] - before[name]) * 100) / 100]));
   const settles = samples.map((s) => s.settle).filter((v) => v !== null);
   console.log(JSON.stringify({
@@ -139,6 +173,7 @@ function summary(values) {
     overheadMs: summary(samples.map((s) => s.total - delay)),
     serverSettleOverheadMs: settles.length ? summary(settles.map((v) => v - delay)) : null,
     cpuSeconds,
+    contextSwitches,
     errors: measured.errors,
     firstError: measured.firstError ?? null,
   }));
