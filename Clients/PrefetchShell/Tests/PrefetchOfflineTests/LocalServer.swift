@@ -69,20 +69,19 @@ final class LocalServer: @unchecked Sendable {
     /// How many requests asked for `path` (query left out).
     func count(_ path: String) -> Int { requests.filter { $0.split(separator: "?", maxSplits: 1).first.map(String.init) == path }.count }
 
-    /// Stops accepting: later connections are refused.
+    /// Stops accepting: later connections are refused. The serving thread closes the socket once its `accept` fails,
+    /// so the descriptor's number is not reused (by another test's listener) while that thread may still accept on it.
     func close() {
         shutdown(descriptor, Int32(SHUT_RDWR))
-        #if canImport(Glibc)
-        _ = Glibc.close(descriptor)
-        #else
-        _ = Darwin.close(descriptor)
-        #endif
     }
 
     private func serve() {
         while true {
             let connection = accept(descriptor, nil, nil)
-            guard connection >= 0 else { return }
+            guard connection >= 0 else {
+                Self.closeDescriptor(descriptor)
+                return
+            }
             var bytes = [UInt8]()
             var buffer = [UInt8](repeating: 0, count: 4096)
             while String(decoding: bytes, as: UTF8.self).range(of: "\r\n\r\n") == nil {
@@ -108,12 +107,16 @@ final class LocalServer: @unchecked Sendable {
                 guard count > 0 else { break }
                 sent += count
             }
-            #if canImport(Glibc)
-            _ = Glibc.close(connection)
-            #else
-            _ = Darwin.close(connection)
-            #endif
+            Self.closeDescriptor(connection)
         }
+    }
+
+    private static func closeDescriptor(_ descriptor: Int32) {
+        #if canImport(Glibc)
+        _ = Glibc.close(descriptor)
+        #else
+        _ = Darwin.close(descriptor)
+        #endif
     }
 }
 
