@@ -130,9 +130,13 @@ ROWS = [
         ("Entries", "short", "Stored responses per replica (with Redis: the replica's fallback store).",
          [q(f'sum by (instance) (prefetch_store_entries{{{SEL}}})', "{{instance}}")]),
         ("Byte budget used", "percentunit",
-         "prefetch_store_bytes over the default --store-bytes (64 MiB); evictions start at 100%.",
+         "Each replica's bytes over the budget it exports: the store's over prefetch_store_budget_bytes "
+         "(--store-bytes; with Redis the local fallback store's), evictions starting at 100%; tickets' over "
+         "--ticket-bytes (the oldest go first at 100%); responses still arriving over --in-flight-bytes (page opens "
+         "refused as overloaded above 90%).",
          [q(f'instance:prefetch_store_budget_use:ratio{{{SEL}}}', "store {{instance}}"),
-          q(f'instance:prefetch_ticket_budget_use:ratio{{{SEL}}}', "tickets {{instance}}")]),
+          q(f'instance:prefetch_ticket_budget_use:ratio{{{SEL}}}', "tickets {{instance}}"),
+          q(f'instance:prefetch_in_flight_budget_use:ratio{{{SEL}}}', "in flight {{instance}}")]),
         ("Evictions", "ops", "Entries evicted for the byte budget (least recently used first).",
          [q(f'sum by (instance) (rate(prefetch_store_evictions_total{{{SEL}}}[{RATE}]))', "{{instance}}")]),
         ("Readers waiting on flights", "short", "Readers waiting for a fetch in progress.",
@@ -181,8 +185,18 @@ ROWS = [
     ]),
     ("Config", [
         ("Config age", "s",
-         "Time since each replica applied its config (the version itself is in GET /v1/config).",
+         "Time since each replica applied its config (a new version, a canary share, a promote or a rollback).",
          [q(f'time() - prefetch_config_loaded_timestamp_seconds{{{SEL}}}', "{{instance}}")]),
+        ("Config version", "none",
+         "The version each replica serves, active and candidate, where versions are numbers (prefetch_config_version; "
+         "a version in other text is NaN there and only its fingerprint is exported: see the next panel and "
+         "GET /v1/config).",
+         [q(f'prefetch_config_version{{{SEL}}} >= 0', "{{config}} {{instance}}")]),
+        ("Active versions across replicas", "short",
+         "Distinct active config versions among the replicas of a job (by the fingerprint of the version text): 1 "
+         "once a rollout is done, more while one is under way or a replica is stuck (alert "
+         "PrefetchConfigRefreshFailing says which).",
+         [q(f'job:prefetch_config_active_versions:count{{{SEL}}}', "{{job}}")]),
         ("Source served", "short",
          "1 on the source each replica serves its config from: primary, fallback (the CDN copy) or last-good. "
          "Alert PrefetchConfigFromFallback.",

@@ -12,6 +12,10 @@ killed while the replicas serve). Then, through Prometheus' HTTP API, it asserts
 - every metric a rule or a panel names is one the service exports (what Prometheus scraped from it), or a
   recording rule that reads only such: a name the service does not export fails the test as soon as everything
   else holds, even where an `or` would hide it;
+- the limits and the config version the service exports hold what it was started with: the store budget
+  (`--store-bytes` on the memory replica, a non-default value; the local fallback's budget on the Redis
+  replicas), the ticket and in-flight budgets, the numeric active version and its fingerprint on every replica
+  (NaN for the candidate role, which no config holds), one distinct active version per job;
 - the alerts of the injected faults reach `firing` (PrefetchWasteHigh, PrefetchUpstreamFailing for `ops.fail`,
   PrefetchStoreDegraded for both Redis replicas); no other alert ever fires, and at the end none is even pending
   (its condition holding).
@@ -48,6 +52,15 @@ import yaml
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 DEADLINE_SECONDS = 120
 TOKEN = "operators-view-test-admin-token"
+CONFIG_VERSION = "41"
+# The memory replica's --store-bytes: not the default, so a budget ratio dividing by an assumed default shows.
+MEMORY_STORE_BYTES = 48 * 1024 * 1024
+# What the service's defaults make of the other limits (a Redis replica's local fallback store has 16 MiB).
+EXPECTED_LIMITS = {
+    "prefetch_store_budget_bytes": {"memory": MEMORY_STORE_BYTES, "replica-1": 16 << 20, "replica-2": 16 << 20},
+    "prefetch_ticket_budget_bytes": {name: 16 << 20 for name in ("memory", "replica-1", "replica-2")},
+    "prefetch_in_flight_budget_bytes": {name: 64 << 20 for name in ("memory", "replica-1", "replica-2")},
+}
 EXPECTED_FIRING = {
     ("PrefetchWasteHigh", ""),
     ("PrefetchUpstreamFailing", "ops.fail"),
@@ -159,6 +172,42 @@ def metric_names(expr, recorded):
     return names
 
 
+def fnv1a32(text):
+    """The 32-bit FNV-1a hash of `text`'s UTF-8 bytes: what prefetch_config_version_fingerprint exports."""
+    value = 2166136261
+    for byte in text.encode():
+        value = ((value ^ byte) * 16777619) & 0xFFFFFFFF
+    return value
+
+
+def check_exported_values(base):
+    """The limits and the config version, as Prometheus scraped them from each replica, against what the replicas
+    were started with; a list of what differs."""
+    wrong = []
+
+    def by_replica(expr):
+        return {s["metric"].get("replica", "?"): float(s["value"][1]) for s in prometheus_query(base, expr)}
+
+    for name, expected in EXPECTED_LIMITS.items():
+        got = by_replica(name)
+        if got != {replica: float(value) for replica, value in expected.items()}:
+            wrong.append(f"{name} is {got}, expected {expected}")
+    in_flight = by_replica("prefetch_in_flight_bytes")
+    if len(in_flight) != 3 or not all(0 <= v <= 64 << 20 for v in in_flight.values()):
+        wrong.append(f"prefetch_in_flight_bytes is {in_flight}, expected one value in 0..64 MiB per replica")
+    for name, active in (("prefetch_config_version", float(CONFIG_VERSION)),
+                         ("prefetch_config_version_fingerprint", float(fnv1a32(CONFIG_VERSION)))):
+        for role, expected in (("active", active), ("candidate", None)):
+            got = by_replica(f'{name}{{config="{role}"}}')
+            ok = len(got) == 3 and all((v != v) if expected is None else v == expected for v in got.values())
+            if not ok:
+                wrong.append(f"{name}{{config=\"{role}\"}} is {got}, expected {expected or 'NaN'} on each replica")
+    versions = [float(s["value"][1]) for s in prometheus_query(base, "job:prefetch_config_active_versions:count")]
+    if versions != [1.0]:
+        wrong.append(f"job:prefetch_config_active_versions:count is {versions}, expected [1] (one job, one version)")
+    return wrong
+
+
 def exported(name, families, recorded):
     if ":" in name:
         return name in recorded
@@ -175,7 +224,8 @@ def main():
     options = parser.parse_args()
     began = time.monotonic()
 
-    bins = os.environ.get("PREFETCH_BIN_DIR", os.path.join(ROOT, ".build/debug"))
+    # Absolute: the processes run in the work directory.
+    bins = os.path.abspath(os.environ.get("PREFETCH_BIN_DIR", os.path.join(ROOT, ".build/debug")))
     prefetch, upstream_bin = os.path.join(bins, "prefetch"), os.path.join(bins, "prefetch-upstream")
     for path in (prefetch, upstream_bin):
         if not os.access(path, os.X_OK):
@@ -188,7 +238,7 @@ def main():
     upstream = start("upstream", [upstream_bin, "--port", "0"])
     upstream_url = "http://127.0.0.1:" + wait_for_line("upstream", upstream, r"listening on 127\.0\.0\.1:(\d+)").group(1)
     page = f"{upstream_url}/pages/ops"
-    config = {"code": 200, "data": {"name": "prefetchConfig", "version": "ops-1", "config": [{"url": page, "interfaces": [
+    config = {"code": 200, "data": {"name": "prefetchConfig", "version": CONFIG_VERSION, "config": [{"url": page, "interfaces": [
         {"name": "ops.read", "api": f"{upstream_url}/ops/read?delay=20", "method": "GET", "urlParam": True,
          "params": ["i"], "ttl": 2, "timeout": 1000},
         {"name": "ops.unread", "api": f"{upstream_url}/ops/unread?delay=10", "method": "GET", "urlParam": True,
@@ -212,6 +262,8 @@ def main():
             env["PREFETCH_STORE"] = store
         argv = [prefetch, "serve", "--config", config_path, "--port", "0", "--admin-port", "0", "--trigger-rate", "0",
                 "--log-level", "warning"]
+        if not store:
+            argv += ["--store-bytes", str(MEMORY_STORE_BYTES)]
         process = start(name, argv, env)
         replicas.append({"name": name, "process": process})
     for replica in replicas:
@@ -405,6 +457,9 @@ def main():
                     fail("\n  " + "\n  ".join(implausible.values()))
                 if unknown:  # a name an `or` or an `and` hid from the series checks
                     fail("\n  " + "\n  ".join(m for ms in unknown.values() for m in ms))
+                wrong = check_exported_values(base)
+                if wrong:
+                    fail("\n  " + "\n  ".join(wrong))
                 break
             # Everything else holds and what is still missing reads names the service does not export: those
             # will never come.
@@ -420,6 +475,8 @@ def main():
         f"{sorted(EXPECTED_FIRING)}; never fired: {', '.join(silent)}")
     for name, values in last_values.items():
         log(f"  {name} = {', '.join(f'{v:.4g}' for v in values)}")
+    log(f"limits and config version as started: store budgets {EXPECTED_LIMITS['prefetch_store_budget_bytes']}, "
+        f"version {CONFIG_VERSION} (fingerprint {fnv1a32(CONFIG_VERSION)}) on every replica")
     log(f"passed in {time.monotonic() - began:.0f} s ({counts['opens']} page opens, {counts['reads']} reads)")
 
 

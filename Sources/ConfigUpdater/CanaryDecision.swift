@@ -136,6 +136,7 @@ extension ConfigUpdater {
         let (previous, next) = try outcome.get()
         metrics.canary(basisPoints: nil)
         metrics.loaded(atEpochSeconds: now.timeIntervalSince1970)
+        metrics.versions(active: next.active.version, candidate: next.canary?.config.version)
         logger.notice(
             "canary \(action == .promote ? "promoted" : "rolled back")",
             metadata: [

@@ -183,6 +183,7 @@ extension ConfigUpdater {
         }
         metrics.loaded(atEpochSeconds: appliedAt.timeIntervalSince1970)
         metrics.canary(basisPoints: loaded.canary?.basisPoints)
+        metrics.versions(active: loaded.config.version, candidate: loaded.canary?.config.version)
         logger.notice(
             "prefetch config applied",
             metadata: [

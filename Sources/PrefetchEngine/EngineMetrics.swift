@@ -16,6 +16,9 @@ import Synchronization
 /// - `prefetch_data_total{result}`: data requests by `hit`, `joined`, `pending`, `failed` or miss reason.
 /// - `prefetch_transfers_in_flight`: upstream transfers queued or running.
 /// - `prefetch_tickets`, `prefetch_ticket_bytes`: tickets held, and the bytes they account for.
+/// - `prefetch_ticket_budget_bytes`: the byte budget tickets are held under (`--ticket-bytes`).
+/// - `prefetch_in_flight_bytes`, `prefetch_in_flight_budget_bytes`: bytes of upstream responses still arriving, and
+///   their budget (`--in-flight-bytes`; triggers answer `overloaded` above 90% of it).
 /// - `prefetch_access_denied_total{reason}`: requests refused by the trust model: `credentials-required`,
 ///   `identity-mismatch`, `invalid-read-key`, `origin-mismatch`, `origin-not-allowed`, `admin-unauthorized`.
 /// The store adds its own (`prefetch_store_*`: hits, joins, misses by reason, expired-unused waste, bytes,
@@ -27,6 +30,9 @@ public final class EngineMetrics: Sendable {
     public let inFlight: Gauge
     public let tickets: Gauge
     public let ticketBytes: Gauge
+    public let ticketBudgetBytes: Gauge
+    public let inFlightBytes: Gauge
+    public let inFlightBudgetBytes: Gauge
     private let fastHandoffs: Counter
 
     /// Metrics created through `factory`.
@@ -35,6 +41,9 @@ public final class EngineMetrics: Sendable {
         self.inFlight = Gauge(label: "prefetch_transfers_in_flight", factory: factory)
         self.tickets = Gauge(label: "prefetch_tickets", factory: factory)
         self.ticketBytes = Gauge(label: "prefetch_ticket_bytes", factory: factory)
+        self.ticketBudgetBytes = Gauge(label: "prefetch_ticket_budget_bytes", factory: factory)
+        self.inFlightBytes = Gauge(label: "prefetch_in_flight_bytes", factory: factory)
+        self.inFlightBudgetBytes = Gauge(label: "prefetch_in_flight_budget_bytes", factory: factory)
         self.fastHandoffs = Counter(label: "prefetch_data_fast_total", dimensions: [], factory: factory)
     }
 

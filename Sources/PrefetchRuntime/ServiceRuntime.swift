@@ -115,6 +115,7 @@ public func buildApplication(
     let orchestrator = Orchestrator(
         settings: settings.engine, store: store, fetcher: fetcher, resolver: resolver, tickets: tickets, metrics: metrics, logger: logger,
         clock: clock, tracer: tracer, configs: configs)
+    orchestrator.recordBudgetGauges()
     services.append(orchestrator.runner)
     let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
     services.append(pools)

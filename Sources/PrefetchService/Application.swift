@@ -138,6 +138,7 @@ func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<BasicReq
     group.addRoutes(routes.invalidation.operatorRoutes)
     admin.get("/metrics") { _, _ in
         await orchestrator.recordGauges()
+        orchestrator.recordBudgetGauges()
         return Response(
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],

@@ -50,7 +50,7 @@ public final class MemoryStore: ResponseStore {
         self.budgetBytes = budgetBytes
         self.lockAge = lockAge
         self.state = Mutex(StoreState(budget: budgetBytes, lockAge: lockAge, staleFlightAfter: lockAge * 3))
-        self.metrics = StoreMetrics(factory: metricsFactory)
+        self.metrics = StoreMetrics(factory: metricsFactory, budgetBytes: budgetBytes)
         self.logger = logger
     }
 

@@ -11,7 +11,9 @@ enum MetricEvent: Sendable, Hashable {
 }
 
 /// The store's metrics. Every dimension is bounded: `interface` is a configured interface name and `reason` one
-/// of `MissReason`. Each metric object is created once per label value and cached.
+/// of `MissReason`. Each metric object is created once per label value and cached. `prefetch_store_budget_bytes`
+/// is the byte budget `prefetch_store_bytes` is held under (`--store-bytes`, or a Redis store's fallback budget),
+/// recorded once: the budget-use ratio divides by it.
 final class StoreMetrics: Sendable {
     /// Every `reason` a miss can carry: the `AbsentReason` values plus `failed` and `pending`.
     static let missReasons = AbsentReason.allCases.map(\.rawValue) + ["failed", "pending"]
@@ -27,10 +29,11 @@ final class StoreMetrics: Sendable {
     private let misses: [String: Counter]
     private let evictions: Counter
     private let bytes: Gauge
+    private let budget: Gauge
     private let entries: Gauge
     private let waitingReaders: Gauge
 
-    init(factory: any MetricsFactory) {
+    init(factory: any MetricsFactory, budgetBytes: Int) {
         self.factory = factory
         var misses: [String: Counter] = [:]
         for reason in Self.missReasons {
@@ -40,6 +43,8 @@ final class StoreMetrics: Sendable {
         self.misses = misses
         self.evictions = Counter(label: "prefetch_store_evictions_total", factory: factory)
         self.bytes = Gauge(label: "prefetch_store_bytes", factory: factory)
+        self.budget = Gauge(label: "prefetch_store_budget_bytes", factory: factory)
+        budget.record(budgetBytes)
         self.entries = Gauge(label: "prefetch_store_entries", factory: factory)
         self.waitingReaders = Gauge(label: "prefetch_store_waiting_readers", factory: factory)
     }

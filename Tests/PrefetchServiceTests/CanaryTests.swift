@@ -179,6 +179,8 @@ import Testing
                 #expect(Self.metric(metrics, #"prefetch_config_data_total{config="candidate",result="hit"}"#) == 2, "\(metrics)")
                 #expect(Self.metric(metrics, #"prefetch_config_triggers_total{config="candidate"}"#) ?? 0 >= Double(candidates))
                 #expect(Self.metric(metrics, "prefetch_config_canary_percent") == 10)
+                #expect(Self.metric(metrics, #"prefetch_config_version{config="active"}"#) == 4)
+                #expect(Self.metric(metrics, #"prefetch_config_version{config="candidate"}"#) == 5)
 
                 // Tickets that expire unread count as waste of their version.
                 clock.advance(by: .seconds(60))
@@ -202,6 +204,9 @@ import Testing
                 #expect(promotedStatus.version == "5")
                 #expect(promotedStatus.canary == nil)
                 #expect(promotedStatus.canaryDecision?.action == .promote)
+                metrics = try await service.admin(.get, "/metrics").text
+                #expect(Self.metric(metrics, #"prefetch_config_version{config="active"}"#) == 5)
+                #expect(Self.metric(metrics, #"prefetch_config_version{config="candidate"}"#)?.isNaN == true, "\(metrics)")
                 let activeUser = try #require(versions.first { $0.value == "4" }?.key)
                 let afterPromote = try await service.trigger(page, credentials: ["Cookie": "session=user-\(activeUser)"])
                 #expect(try afterPromote.decoded(TriggerAnswer.self).version == "5")
@@ -229,6 +234,8 @@ import Testing
                 #expect(try afterRollback.decoded(TriggerAnswer.self).version == "4")
                 metrics = try await service.admin(.get, "/metrics").text
                 #expect(Self.metric(metrics, "prefetch_config_canary_percent") == 0)
+                #expect(Self.metric(metrics, #"prefetch_config_version{config="active"}"#) == 4)
+                #expect(Self.metric(metrics, #"prefetch_config_version{config="candidate"}"#)?.isNaN == true)
                 let badBody = try await service.admin(.post, "/v1/config/canary/promote", body: "[1]")
                 #expect(badBody.status == 400)
             }

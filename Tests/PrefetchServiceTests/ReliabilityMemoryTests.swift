@@ -81,6 +81,7 @@ struct ReliabilityMemoryTests {
             let bytes = try #require(metricValue(metrics, "prefetch_store_bytes"), "no prefetch_store_bytes in /metrics")
             maxStoreBytes = max(maxStoreBytes, bytes)
             #expect(bytes <= Double(Self.budget), "store bytes \(bytes) over the budget \(Self.budget) after \(start + batch) writes")
+            #expect(metricValue(metrics, "prefetch_store_budget_bytes") == Double(Self.budget), "the exported budget is --store-bytes")
             if let rss = residentBytes(pid: server.pid) { maxRSS = max(maxRSS, rss) }
             samples += 1
         }

@@ -29,6 +29,7 @@ import Testing
         #expect(try metrics.expectGauge("prefetch_store_entries").lastValue == 2)
         let snapshot = await store.snapshot()
         #expect(try metrics.expectGauge("prefetch_store_bytes").lastValue == Double(snapshot.bytes))
+        #expect(try metrics.expectGauge("prefetch_store_budget_bytes").lastValue == Double(snapshot.budget))
         #expect(snapshot.hits == 2)
         #expect(snapshot.joins == 1)
         #expect(snapshot.misses == 1)
