@@ -28,8 +28,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
         .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
-        // SHA-256 and MD5 of offline resources: CryptoKit on Apple platforms, BoringSSL elsewhere.
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     ],
     targets: [
         .target(
@@ -56,8 +54,9 @@ let package = Package(
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Crypto", package: "swift-crypto"),
             ],
+            // SHA-256 and MD5 are plain Swift (Sources/PrefetchOffline/Digest.swift): no crypto library, so no
+            // BoringSSL to compile.
             swiftSettings: swiftSettings
         ),
         .executableTarget(

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 
 /// The one rule of trust for a body: it is stored and served only when it hashes to what its map entry says.
@@ -19,14 +18,14 @@ enum Integrity {
     }
 }
 
-/// The digests a resource map names for each body, as lowercase hex.
+/// The digests a resource map names for each body, as lowercase hex (Digest.swift: plain Swift, no crypto library).
 enum Digests {
-    static func sha256(_ data: Data) -> String { hex(SHA256.hash(data: data)) }
-    static func md5(_ data: Data) -> String { hex(Insecure.MD5.hash(data: data)) }
+    static func sha256(_ data: some DataProtocol) -> String { hex(SHA256Hasher.hash(data)) }
+    static func md5(_ data: some DataProtocol) -> String { hex(MD5Hasher.hash(data)) }
 
     private static let digits = Array("0123456789abcdef")
 
-    private static func hex(_ digest: some Sequence<UInt8>) -> String {
+    static func hex(_ digest: some Sequence<UInt8>) -> String {
         var text = ""
         for byte in digest {
             text.append(digits[Int(byte >> 4)])
