@@ -47,13 +47,13 @@ def _die_with_parent():
 class Browser:
     """A headless Chromium with one page target, driven by CDP calls."""
 
-    def __init__(self, binary):
+    def __init__(self, binary, flags=()):
         self.profile = tempfile.mkdtemp(prefix="prefetch-chromium-")
         self.process = subprocess.Popen(
             [binary, "--headless=new", "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
              "--user-data-dir=" + self.profile, "--no-first-run", "--no-default-browser-check", "--no-sandbox",
              "--disable-gpu", "--disable-extensions", "--disable-background-networking",
-             "--disable-background-timer-throttling", "--disable-renderer-backgrounding", "about:blank"],
+             "--disable-background-timer-throttling", "--disable-renderer-backgrounding", *flags, "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         self.socket = None
         try:

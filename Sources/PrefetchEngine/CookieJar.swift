@@ -5,8 +5,8 @@ public import PrefetchCore
 /// upstream request exactly the cookies a browser would send to its URL (RFC 6265bis §5.8.3): one host's cookies
 /// never reach another host's upstream, and a `Secure` cookie never travels over plain http.
 ///
-/// A trigger or an open carries a jar in `cookies` (`[{name, value, domain, hostOnly, path, secure, expires}]`); a
-/// single `Cookie` header keeps its old meaning (one value for every interface that sends credentials).
+/// A trigger or an open carries a jar in `cookies` (`[{name, value, domain, hostOnly, path, secure, expires,
+/// sameSite}]`); a single `Cookie` header is the page's own host's cookies, sent to that host alone.
 public struct CookieJar: Sendable, Hashable {
     /// One stored cookie.
     public struct Cookie: Sendable, Hashable {
@@ -21,10 +21,19 @@ public struct CookieJar: Sendable, Hashable {
         public var secure: Bool
         /// Seconds since 1970; nil for a session cookie.
         public var expires: Int64?
+        /// Where the cookie goes across sites: only `none` is sent to an api on another site than the page, and only
+        /// where the webview accepts third-party cookies (a cookie stored without the attribute counts as `lax`, as
+        /// in Chromium).
+        public var sameSite: SameSite
+
+        /// A cookie's `SameSite` attribute.
+        public enum SameSite: String, Sendable, Hashable {
+            case strict, lax, none
+        }
 
         public init(
             name: String, value: String, domain: String, hostOnly: Bool = true, path: String = "/", secure: Bool = false,
-            expires: Int64? = nil
+            expires: Int64? = nil, sameSite: SameSite = .lax
         ) {
             self.name = name
             self.value = value
@@ -34,12 +43,18 @@ public struct CookieJar: Sendable, Hashable {
             self.path = path.hasPrefix("/") ? path : "/"
             self.secure = secure
             self.expires = expires
+            self.sameSite = sameSite
         }
 
-        /// Whether a browser sends this cookie with a request to `url` at `now` (domain or host-only match, path
-        /// match, `Secure` only over https, not expired).
-        func isSent(to url: HTTPURL, now: Int64) -> Bool {
+        /// Whether a browser sends this cookie with a request to `url` from a page on `page` at `now`: domain or
+        /// host-only match, path match, `Secure` only over https, not expired; to an api on another site than the
+        /// page (schemeful, RFC 6265bis §5.2: an http page and an https api of one domain are two sites) only when
+        /// the webview accepts third-party cookies (`thirdParty`), and then only a `SameSite=None` one.
+        func isSent(to url: HTTPURL, page: HTTPURL, now: Int64, thirdParty: Bool) -> Bool {
             if let expires, expires <= now { return false }
+            if !(page.scheme == url.scheme && SiteRule.isSameSite(page: page, api: url)) && !(thirdParty && sameSite == .none) {
+                return false
+            }
             if secure && url.scheme != "https" { return false }
             let host = url.host
             let domainMatches = hostOnly ? host == domain : host == domain || (!Self.isIPAddress(host) && host.hasSuffix("." + domain))
@@ -67,10 +82,11 @@ public struct CookieJar: Sendable, Hashable {
         self.cookies = cookies
     }
 
-    /// The `Cookie` header a browser sends with a request to `url` at `now`, or nil when no cookie applies: longer
-    /// paths first, then in the jar's order (RFC 6265bis §5.8.3 step 2).
-    public func header(for url: HTTPURL, now: Int64) -> String? {
-        let sent = cookies.enumerated().filter { $0.element.isSent(to: url, now: now) }
+    /// The `Cookie` header a browser sends with a request to `url` from a page on `page` at `now`, or nil when no
+    /// cookie applies: longer paths first, then in the jar's order (RFC 6265bis §5.8.3 step 2). `thirdParty`: the
+    /// webview accepts third-party cookies (``EngineSettings/thirdPartyCookies``).
+    public func header(for url: HTTPURL, page: HTTPURL, now: Int64, thirdParty: Bool = false) -> String? {
+        let sent = cookies.enumerated().filter { $0.element.isSent(to: url, page: page, now: now, thirdParty: thirdParty) }
             .sorted { a, b in
                 a.element.path.count != b.element.path.count ? a.element.path.count > b.element.path.count : a.offset < b.offset
             }

@@ -21,6 +21,11 @@ public struct EngineSettings: Sendable {
     /// and 431 (a malformed or oversized request, a timeout or a rate limit of this one request; what another
     /// caller's request would get is not known from it). `prefetch serve --unshared-status` adds more.
     public var unsharedStatuses: Set<Int> = Self.refusalStatuses
+    /// Whether the shells' webviews accept third-party cookies (Android's `setAcceptThirdPartyCookies(true)`): then a
+    /// jar's `SameSite=None` cookies go to an api on another site than the page, as a browser that allows them
+    /// sends them. Default false: across sites no cookie goes, as in a WKWebView (Intelligent Tracking
+    /// Prevention), an Android WebView by default and Chromium as shipped. `prefetch serve --third-party-cookies`.
+    public var thirdPartyCookies = false
     /// The statuses that are never shared whatever the settings say.
     public static let refusalStatuses: Set<Int> = [400, 408, 413, 414, 429, 431]
     /// The largest request body accepted by the API. Default 64 KiB.

@@ -182,6 +182,7 @@ public final class Orchestrator: Sendable {
         if let value = jar.wholeHeader { whole.append(HTTPField(name: .cookie, value: value)) }
         var made = credentials(in: whole)
         made.jar = jar
+        made.thirdPartyCookies = settings.thirdPartyCookies
         return made
     }
 
@@ -222,17 +223,24 @@ public final class Orchestrator: Sendable {
             sendsCredentials(request, page: plan.pageURL, credentials: credentials) || inputs.contains { $0.identity != .anonymous }
         let parts = keyedParts(request)
         // Keyed by the caller's whole identity (with a jar, the whole jar: what the request sends is a function of it).
+        // Which of the identity's cookies go depends on the page too (its site for SameSite, its host for a single
+        // Cookie header): a credentialed key covers the page's scheme and host.
         let made = StoreKey(
             identity: shaped ? credentials.identity : .anonymous, method: parts.method, url: parts.url, headers: parts.headers,
-            body: parts.body, inputs: inputs)
+            body: parts.body, inputs: inputs, credentialScope: shaped ? "\(plan.pageURL.scheme)://\(plan.pageURL.host)" : nil)
         known[index] = made
         return made
     }
 
-    /// Whether `request` is sent with the caller's credentials.
+    /// Whether `request` is made with the caller's credentials (its key then carries their identity): the
+    /// interface's rule lets them go and the caller has some. Which of them travel is decided per URL
+    /// (``Credentials/sentHeaders(for:page:)``: a jar's cookies for that URL, a single `Cookie` to the page's own
+    /// host only); a request that ends up carrying none is still keyed by the identity, so a reader presenting the
+    /// same identity without the jar (a page reading with `page=` and its cookies) computes the same key, and the
+    /// answer is never shared beyond that identity.
     func sendsCredentials(_ request: PlannedRequest, page: HTTPURL, credentials: Credentials) -> Bool {
-        guard SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL) else { return false }
-        return !credentials.sentHeaders(for: request.url).isEmpty
+        SiteRule.allowsCredentials(request.interface.credentials, page: page, api: request.interface.apiURL)
+            && !credentials.headers.isEmpty
     }
 
     /// The parts of a composed request that its store key covers, and that ``UpstreamRequest`` sends: method, URL,
@@ -254,11 +262,11 @@ public final class Orchestrator: Sendable {
     /// The request that goes upstream for `request`, keyed by `key` (see ``UpstreamRequest``): the caller's
     /// `credentials` when the interface's rule sends them, the trigger's `trace` only for a per-identity key.
     func upstreamRequest(
-        _ request: PlannedRequest, key: StoreKey, credentials: Credentials?, trace: TraceParent.Context?, timeout: Duration,
-        group: String
+        _ request: PlannedRequest, key: StoreKey, credentials: Credentials?, page: HTTPURL, trace: TraceParent.Context?,
+        timeout: Duration, group: String
     ) -> UpstreamRequest {
         UpstreamRequest(
-            parts: keyedParts(request), key: key, credentials: credentials, callerTrace: trace, timeout: timeout,
+            parts: keyedParts(request), key: key, credentials: credentials, page: page, callerTrace: trace, timeout: timeout,
             maxResponseBytes: settings.maximumResponseBytes, pinning: resolver, group: group)
     }
 
@@ -440,7 +448,8 @@ public final class Orchestrator: Sendable {
                     name: interface.name, api: interface.api, method: interface.method, key: key, policy: policy, timeout: timeout),
                 upstream: planned.dependencies.isEmpty
                     ? upstreamRequest(
-                        planned, key: key, credentials: sends ? credentials : nil, trace: trace, timeout: timeout, group: ticketID)
+                        planned, key: key, credentials: sends ? credentials : nil, page: plan.pageURL, trace: trace, timeout: timeout,
+                        group: ticketID)
                     : nil)
         }
         let requests = prepared.map(\.ticketRequest)

@@ -58,7 +58,7 @@ public func fetchPage(
     @Sendable func fetch(_ request: PlannedRequest, index: Int) async -> (Int, PageFetchResult) {
         var sent = request.headers
         if SiteRule.allowsCredentials(request.interface.credentials, page: plan.pageURL, api: request.interface.apiURL) {
-            sent.append(contentsOf: credentials)
+            sent.append(contentsOf: Credentials.sentHeaders(credentials, for: request.interface.apiURL, page: plan.pageURL))
         }
         let fetch = FetchRequest(
             method: request.method.rawValue, url: request.url, headers: sent, body: request.body.map { Array($0.utf8) },

@@ -435,7 +435,7 @@ final class PageOpen: Sendable {
         // ticket's (the caller's identity when any of those answers was, whatever its own credentials rule says).
         let request = orchestrator.upstreamRequest(
             resolved, key: ticket.requests[index].key,
-            credentials: sends ? credentials : nil, trace: trace, timeout: remaining,
+            credentials: sends ? credentials : nil, page: plan.pageURL, trace: trace, timeout: remaining,
             group: ticket.id)
         return Send(index: index, request: request, ownOnly: ownOnly)
     }

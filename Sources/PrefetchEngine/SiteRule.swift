@@ -2,12 +2,11 @@ public import PrefetchCore
 
 /// Where a browser would send the page's credentials: the rule behind `credentials: same-site`.
 ///
-/// An api host is on the page's site when it is the page host itself, the page host's parent domain, or a
-/// subdomain of that parent: for a page on `m.example.com` the site is `example.com`, so `api.example.com`,
-/// `example.com` and `m.example.com` get the page's `Cookie` and `Authorization`; `example.org` and
-/// `m.example.com.evil.net` do not. The parent is the host minus its first label, used only when what remains
-/// still has two labels and does not look like a public suffix (`co.uk`, `com.cn`, ... : a second-level label
-/// of at most three letters from a short list under a two-letter country code), so a page on `example.co.uk` keeps
+/// An api host is on the page's site when it is the page host itself, or under the page's site domain: for a page
+/// on `m.example.com` (or `a.b.example.com`) the site is `example.com`, so `api.example.com`, `example.com` and
+/// `m.example.com` get the page's `Cookie` and `Authorization`; `example.org` and `m.example.com.evil.net` do not.
+/// The site domain is the host's last two labels, or three under a country-code second level (`co.uk`, `com.cn`,
+/// ... : a label from a short list under a two-letter top level), so a page on `www.example.co.uk` has
 /// `example.co.uk` as its site.
 ///
 /// Limits, documented in docs/http-api.md: without the full Public Suffix List the rule can be more permissive than
@@ -40,15 +39,14 @@ public enum SiteRule {
         return apiHost == site || apiHost.hasSuffix("." + site)
     }
 
-    /// The page host's registrable-ish site domain.
+    /// The host's registrable-ish site domain: its last two labels, or three when the second-to-last is a
+    /// country-code second level (`co.uk`, `com.cn`: a label of the short list under a two-letter top level), so
+    /// `a.b.example.com` and `example.com` are one site, and `www.example.co.uk`'s is `example.co.uk`.
     public static func siteDomain(of host: String) -> String {
         let labels = host.split(separator: ".", omittingEmptySubsequences: false)
-        guard labels.count >= 3 else { return host }
-        let parent = labels.dropFirst()
-        if parent.count == 2, parent.last!.count == 2, suffixSecondLevels.contains(String(parent.first!)) {
-            return host
-        }
-        return parent.joined(separator: ".")
+        guard labels.count > 2 else { return host }
+        let count = labels[labels.count - 1].count == 2 && suffixSecondLevels.contains(String(labels[labels.count - 2])) ? 3 : 2
+        return labels.suffix(count).joined(separator: ".")
     }
 
     static func isIPAddress(_ host: String) -> Bool {

@@ -30,7 +30,7 @@ struct UpstreamRequest: Sendable {
     /// The request for a flight keyed by `key`: `parts` as composed, `credentials` when the interface's rule sends
     /// them (nil otherwise), `callerTrace` the trigger's own trace context (used only for a per-identity key).
     init(
-        parts: Orchestrator.KeyedParts, key: StoreKey, credentials: Credentials?, callerTrace: TraceParent.Context?,
+        parts: Orchestrator.KeyedParts, key: StoreKey, credentials: Credentials?, page: HTTPURL, callerTrace: TraceParent.Context?,
         timeout: Duration, maxResponseBytes: Int, pinning: (any AddressPinning)?, group: String?
     ) {
         precondition(
@@ -39,7 +39,7 @@ struct UpstreamRequest: Sendable {
         isShared = key.identity == .anonymous
         sendsCredentials = credentials != nil
         var headers = parts.headers
-        if let credentials { headers.append(contentsOf: credentials.sentHeaders(for: parts.url)) }
+        if let credentials { headers.append(contentsOf: credentials.sentHeaders(for: parts.url, page: page)) }
         switch UpstreamTrace(shared: isShared, caller: callerTrace) {
         case .own(let parent):
             headers[.traceparent] = parent.header

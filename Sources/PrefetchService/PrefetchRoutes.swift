@@ -139,10 +139,19 @@ struct PrefetchRoutes: Sendable {
             }
             let hostOnly = cookie["hostOnly"] == nil ? true : try flag("hostOnly")
             let secure = try flag("secure")
+            let sameSite: CookieJar.Cookie.SameSite
+            switch try string("sameSite", required: false) {
+            case nil, "lax": sameSite = .lax
+            case "strict": sameSite = .strict
+            case "none": sameSite = .none
+            case let other?:
+                throw APIError.badRequest(.badHeaders, "\(at).sameSite must be \"strict\", \"lax\" or \"none\", got \"\(other)\"")
+            }
             guard HeaderRules.name(name) != nil, !name.contains("="), travels(value), travels(domain), travels(path) else { continue }
             cookies.append(
-                CookieJar.Cookie(name: name, value: value, domain: domain, hostOnly: hostOnly, path: path, secure: secure, expires: expires)
-            )
+                CookieJar.Cookie(
+                    name: name, value: value, domain: domain, hostOnly: hostOnly, path: path, secure: secure, expires: expires,
+                    sameSite: sameSite))
         }
         return CookieJar(cookies)
     }

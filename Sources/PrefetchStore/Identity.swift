@@ -117,8 +117,9 @@ public struct Identity: Hashable, Sendable, CustomStringConvertible {
 ///
 /// The request digest covers the method, the URL exactly as composed, the headers the config and the service
 /// fix for it (name and value, in order; credentials are the identity's part, and the per-trigger trace headers
-/// are no part of an answer), the body, and, for a request that takes values from other answers, the keys of
-/// those answers (``inputs``). A dependent request is thus keyed by what its sent form is a function of: its
+/// are no part of an answer), the body, for a request that takes values from other answers, the keys of
+/// those answers (``inputs``), and for a credentialed request the page scope that selects which of the identity's
+/// cookies it sends (``init(identity:method:url:headers:body:inputs:credentialScope:)``). A dependent request is thus keyed by what its sent form is a function of: its
 /// template and the exact entries that filled it, each of which carries its own identity and request in turn.
 ///
 /// The key holds digests only, never the composed URL (which may carry tokens and be kilobytes long), so it costs
@@ -140,13 +141,17 @@ public struct StoreKey: Hashable, Sendable, CustomStringConvertible {
     ///   - headers: the headers that shape the answer besides the credentials: the config's static headers,
     ///     `Content-Type`, `Sec-Purpose`.
     ///   - inputs: the keys of the answers whose values the request takes (a dependent request), in order.
+    ///   - credentialScope: for a key that carries an identity, what else decides which of its credentials the
+    ///     request sends: the page's scheme and host (a cookie goes to an api by the page's site, `SameSite`, and a
+    ///     single `Cookie` header only to the page's own host). nil for an anonymous key.
     public init(
-        identity: Identity, method: String, url: String, headers: HTTPFields = [:], body: [UInt8]?, inputs: [StoreKey] = []
+        identity: Identity, method: String, url: String, headers: HTTPFields = [:], body: [UInt8]?, inputs: [StoreKey] = [],
+        credentialScope: String? = nil
     ) {
         self.identity = identity
         self.method = method.uppercased()
         var hasher = SHA256()
-        hasher.update(data: Array("prefetch-request-v3".utf8))
+        hasher.update(data: Array("prefetch-request-v4".utf8))
         appendLengthPrefixed(Array(self.method.utf8), to: &hasher)
         appendLengthPrefixed(Array(url.utf8), to: &hasher)
         appendLengthPrefixed(body ?? [], to: &hasher)
@@ -157,6 +162,7 @@ public struct StoreKey: Hashable, Sendable, CustomStringConvertible {
         }
         appendCount(inputs.count, to: &hasher)
         for input in inputs { hasher.update(data: input.fingerprint) }
+        appendLengthPrefixed(Array((credentialScope ?? "").utf8), to: &hasher)
         self.request = Hex.encode(hasher.finalize())
     }
 

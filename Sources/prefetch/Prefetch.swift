@@ -177,7 +177,7 @@ extension Prefetch {
                 PREFETCH_ADMIN_PORT, PREFETCH_ADMIN_TOKEN, PREFETCH_IDENTITY_KEY, PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS \
                 (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, PREFETCH_CONFIG_FALLBACK, \
                 PREFETCH_CONFIG_INTERVAL, PREFETCH_CONFIG_FATIGUE, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_TRIGGER_RATE, \
-                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_FAST_HANDOFF, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_OTLP, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
+                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_FAST_HANDOFF, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_THIRD_PARTY_COOKIES, PREFETCH_OTLP, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
                 the environment, not on the command line. \
                 --config may be a file or an http(s) URL; the service follows it (interval, SIGHUP, POST /v1/config/refresh). \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
@@ -340,6 +340,13 @@ extension Prefetch {
         )
         var demo = false
 
+        @Flag(
+            name: .customLong("third-party-cookies"),
+            help:
+                "The shells' webviews accept third-party cookies: send a jar's SameSite=None cookies to apis on another site than the page (default: no cookie across sites, as WKWebView and Android WebView do; env PREFETCH_THIRD_PARTY_COOKIES=1)."
+        )
+        var thirdPartyCookies = false
+
         @Option(
             name: .customLong("unshared-status"),
             help:
@@ -470,6 +477,7 @@ extension Prefetch {
             settings.listeners.fastHandoff = !(noFastHandoff || environment.value("PREFETCH_FAST_HANDOFF") == "0")
             settings.otlp = otlp || environment.value("PREFETCH_OTLP") == "1"
             settings.listeners.demo = demo || environment.value("PREFETCH_DEMO") == "1"
+            settings.engine.thirdPartyCookies = thirdPartyCookies || environment.value("PREFETCH_THIRD_PARTY_COOKIES") == "1"
             for status in unsharedStatuses {
                 guard (100...599).contains(status) else {
                     throw ValidationError("--unshared-status \(status) is not an HTTP status (100-599)")

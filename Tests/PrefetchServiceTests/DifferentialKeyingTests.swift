@@ -334,17 +334,28 @@ final class Oracle: Sendable {
     /// Guest tokens served, by page open (trace id).
     private let tokens = Mutex<[String: String]>([:])
 
-    /// Whether `planned` is sent with `user`'s cookie (the interface's rule, as the service applies it).
-    private func sendsCredentials(_ planned: PlannedRequest, user: Int, plan: Plan) -> Bool {
+    /// Whether `planned`'s answer is keyed by `user`'s identity on its own account: the user has a cookie and the
+    /// interface's rule lets credentials go (whether or not the cookie is for the api's host).
+    private func takesCredentials(_ planned: PlannedRequest, user: Int, plan: Plan) -> Bool {
         DifferentialKeyingTests.users[user] != nil
             && SiteRule.allowsCredentials(planned.interface.credentials, page: plan.pageURL, api: planned.interface.apiURL)
+    }
+
+    /// Whether `planned` is sent with `user`'s cookie: it takes credentials, and the cookie (a single `Cookie`
+    /// header: the page's own host's cookies) goes only to the page's own host, never from an https page to plain
+    /// http.
+    private func sendsCredentials(_ planned: PlannedRequest, user: Int, plan: Plan) -> Bool {
+        let page = plan.pageURL
+        let api = planned.interface.apiURL
+        return takesCredentials(planned, user: user, plan: plan) && page.host == api.host
+            && !(page.scheme == "https" && api.scheme != "https")
     }
 
     /// Whether request `index`'s answer is `user`'s identity's alone: it sends the cookie, or takes a value from an
     /// answer that is.
     private func keyedByIdentity(_ index: Int, user: Int, plan: Plan) -> Bool {
         let planned = plan.requests[index]
-        return sendsCredentials(planned, user: user, plan: plan)
+        return takesCredentials(planned, user: user, plan: plan)
             || planned.dependencies.contains { keyedByIdentity($0, user: user, plan: plan) }
     }
 

@@ -71,13 +71,15 @@ struct InvalidationSecurityTests {
     }
 
     func withServe(_ body: @Sendable (ServeProcess, TestUpstream) async throws -> Void) async throws {
-        try await withServeProcess(config: Self.config, body)
+        // The page is on another site than its upstream: the user's cookies (the trigger's jar) reach it as the
+        // third-party cookies a webview that accepts them sends.
+        try await withServeProcess(config: Self.config, arguments: ["--third-party-cookies"], body)
     }
 
     /// Triggers the page for `cookie` and waits until its responses are stored.
     func open(_ server: ServeProcess, cookie: String?) async throws {
         var object: [String: Any] = ["url": Self.page]
-        if let cookie { object["headers"] = ["Cookie": cookie] }
+        if let cookie { object["cookies"] = testJar(cookie) }
         let body = String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
         let answer = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: body)
         #expect(answer.status == 202, "\(answer.text)")

@@ -1,6 +1,8 @@
 import Foundation
 import HTTPTypes
 import PrefetchCore
+import PrefetchEngine
+import PrefetchRuntime
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -234,10 +236,13 @@ import Testing
                 TestPage(attackerPage, [TestInterface(name: "promo", api: "\(base)/origin/promo")]),
                 TestPage(sharedPage, partnerOrigins: [Self.partner], [me]),
             ])
-            try await withService(config: config) { service in
+            // The pages are on other sites than the upstream: the victim's cookies reach it as third-party cookies.
+            var settings = testSettings()
+            settings.engine.thirdPartyCookies = true
+            try await withService(config: config, settings: settings) { service in
                 let cookie = ["Cookie": "sid=victim"]
                 // The shell opens the victim's page natively (no Origin); the victim's page reads its own data.
-                let opened = try await service.trigger(victimPage, credentials: cookie)
+                let opened = try await service.trigger(victimPage, jar: "sid=victim")
                 let triggered = try opened.decoded(TriggerAnswer.self)
                 let ticket = triggered.ticket
                 let readKey = triggered.readKey

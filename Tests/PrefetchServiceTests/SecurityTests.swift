@@ -43,12 +43,14 @@ struct SecurityTests {
 
     /// Runs `prefetch serve` with the config above and extra `arguments`, against a local upstream.
     func withServe(_ arguments: [String] = [], _ body: @Sendable (ServeProcess, TestUpstream) async throws -> Void) async throws {
-        try await withServeProcess(config: Self.config, arguments: arguments, body)
+        // The page is on another site than its upstream: the user's cookies (the trigger's jar) reach it as the
+        // third-party cookies a webview that accepts them sends.
+        try await withServeProcess(config: Self.config, arguments: arguments + ["--third-party-cookies"], body)
     }
 
     func trigger(_ server: ServeProcess, _ url: String, cookie: String? = nil, headers: [String: String] = [:]) async throws -> Reply {
         var body: [String: Any] = ["url": url]
-        if let cookie { body["headers"] = ["Cookie": cookie] }
+        if let cookie { body["cookies"] = testJar(cookie) }
         let text = String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self)
         return try await oneRequest(port: server.port, .post, "/v1/prefetch", headers: headers, body: text)
     }

@@ -64,7 +64,7 @@ import Testing
 
     func trigger(_ server: CommandTests.Server, _ page: String, cookie: String? = nil) async throws -> String {
         var body: [String: Any] = ["url": page]
-        if let cookie { body["headers"] = ["Cookie": cookie] }
+        if let cookie { body["cookies"] = testJar(cookie) }
         let text = String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self)
         let reply = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: text)
         #expect(reply.status == 202, "\(reply.text)")

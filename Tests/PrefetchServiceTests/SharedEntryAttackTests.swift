@@ -83,18 +83,21 @@ struct SharedEntryAttackTests {
             let trace = "0af7651916cd43dd8448eb211c80319c"
             let ticket = try await trigger(
                 server, Self.page + "?v=2",
-                headers: ["Cookie": "sid=alice", "traceparent": "00-\(trace)-b7ad6b7169203331-01", "tracestate": "vendor=tenant-alice"])
-            let mine = try await server.get("/v1/prefetch/\(ticket)/data?name=mine&wait=5000", headers: ["Cookie": "sid=alice"])
+                headers: [
+                    "Authorization": "Bearer alice", "traceparent": "00-\(trace)-b7ad6b7169203331-01", "tracestate": "vendor=tenant-alice",
+                ])
+            let mine = try await server.get("/v1/prefetch/\(ticket)/data?name=mine&wait=5000", headers: ["Authorization": "Bearer alice"])
             #expect(mine.status == 200, "\(mine.text)")
             #expect(Echo(mine).values("tracestate") == ["vendor=tenant-alice"])
             // Each replay says whether its request carried the caller's credentials (what a shell may sync cookies from).
             #expect(mine.header("X-Prefetch-Credentials") == "sent")
             #expect(Echo(mine).values("traceparent").first?.hasPrefix("00-\(trace)-") == true)
-            let shared = try await server.get("/v1/prefetch/\(ticket)/data?name=echo&wait=5000", headers: ["Cookie": "sid=alice"])
+            let shared = try await server.get("/v1/prefetch/\(ticket)/data?name=echo&wait=5000", headers: ["Authorization": "Bearer alice"])
             #expect(shared.status == 200, "\(shared.text)")
             #expect(!shared.text.contains("tenant-alice") && !shared.text.contains(trace), "\(shared.text)")
             #expect(shared.header("X-Prefetch-Credentials") == "omitted")
-            let bob = try await server.get("/v1/data?page=\(q(Self.page + "?v=2"))&name=echo&wait=5000", headers: ["Cookie": "sid=bob"])
+            let bob = try await server.get(
+                "/v1/data?page=\(q(Self.page + "?v=2"))&name=echo&wait=5000", headers: ["Authorization": "Bearer bob"])
             #expect(!bob.text.contains("tenant-alice") && !bob.text.contains(trace), "\(bob.text)")
         }
     }
@@ -102,9 +105,11 @@ struct SharedEntryAttackTests {
     // MARK: Cookies as a jar
 
     /// SECURITY.md: with the user's cookies as a jar, each upstream request carries only the cookies a browser would
-    /// send to its URL: the `127.0.0.1` bank session never reaches the `localhost` upstream, a `Secure` cookie never
-    /// goes over http, a cookie scoped to another path stays back; the ticket is entitled by the whole jar.
-    @Test func aJarsCookiesReachOnlyTheHostsTheyBelongTo() async throws {
+    /// send to its URL from the page: the `127.0.0.1` bank session never reaches the `localhost` upstream, a
+    /// `Secure` cookie never goes over http, a cookie scoped to another path stays back, and to an upstream on
+    /// another site than the page only `SameSite=None` cookies go (absent counts as `Lax`); the ticket is entitled
+    /// by the whole jar.
+    @Test(arguments: [false, true]) func aJarsCookiesReachOnlyTheHostsTheyBelongTo(thirdParty: Bool) async throws {
         let page = "https://m.example.test/jar"
         try await withServeProcess(
             config: { base in
@@ -115,35 +120,58 @@ struct SharedEntryAttackTests {
                         [
                             TestInterface(name: "prefs", api: "\(other)/jar/prefs", credentials: .include),
                             TestInterface(name: "account", api: "\(base)/jar/account", credentials: .include),
-                        ])
+                        ]),
+                    TestPage(
+                        "http://localhost/jar/home",
+                        [TestInterface(name: "prefs", api: "\(other)/jar/prefs", credentials: .include)]),
                 ])
-            }
+            }, arguments: thirdParty ? ["--third-party-cookies"] : []
         ) { server, _ in
             let jar = #"""
-                [{"name": "bank", "value": "secret-session", "domain": "127.0.0.1", "hostOnly": true, "path": "/"},
-                 {"name": "lang", "value": "en", "domain": "localhost", "hostOnly": true},
-                 {"name": "vault", "value": "only-https", "domain": "localhost", "secure": true},
-                 {"name": "admin", "value": "elsewhere", "domain": "localhost", "path": "/admin"},
-                 {"name": "old", "value": "gone", "domain": "localhost", "expires": 1000}]
+                [{"name": "bank", "value": "secret-session", "domain": "127.0.0.1", "hostOnly": true, "path": "/", "sameSite": "none"},
+                 {"name": "lang", "value": "en", "domain": "localhost", "hostOnly": true, "sameSite": "none"},
+                 {"name": "vault", "value": "only-https", "domain": "localhost", "secure": true, "sameSite": "none"},
+                 {"name": "admin", "value": "elsewhere", "domain": "localhost", "path": "/admin", "sameSite": "none"},
+                 {"name": "old", "value": "gone", "domain": "localhost", "expires": 1000, "sameSite": "none"},
+                 {"name": "csrf", "value": "lax-only", "domain": "localhost"},
+                 {"name": "strict", "value": "same-site-only", "domain": "localhost", "sameSite": "strict"}]
                 """#
             let trigger = try await oneRequest(
                 port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)", "cookies": \#(jar)}"#)
             #expect(trigger.status == 202, "\(trigger.text)")
             let ticket = try trigger.decoded(TriggerAnswer.self).ticket
-            let whole = ["Cookie": "bank=secret-session; lang=en; vault=only-https; admin=elsewhere; old=gone"]
+            let whole = [
+                "Cookie": "bank=secret-session; lang=en; vault=only-https; admin=elsewhere; old=gone; csrf=lax-only; strict=same-site-only"
+            ]
             let prefs = try await server.get("/v1/prefetch/\(ticket)/data?name=prefs&wait=5000", headers: whole)
             #expect(prefs.status == 200, "\(prefs.status) \(prefs.text)")
-            #expect(Echo(prefs).values("Cookie") == ["lang=en"], "the localhost upstream received \(Echo(prefs).values("Cookie"))")
+            // The page is on another site than both upstreams: without third-party cookies (a WKWebView, an Android
+            // WebView by default, Chromium as shipped) no cookie goes; with them, only each host's SameSite=None ones.
+            #expect(
+                Echo(prefs).values("Cookie") == (thirdParty ? ["lang=en"] : []),
+                "the localhost upstream received \(Echo(prefs).values("Cookie"))")
             let account = try await server.get("/v1/prefetch/\(ticket)/data?name=account&wait=5000", headers: whole)
-            #expect(Echo(account).values("Cookie") == ["bank=secret-session"])
+            #expect(Echo(account).values("Cookie") == (thirdParty ? ["bank=secret-session"] : []))
+            // From a page on the upstream's own site, Lax and Strict cookies go too.
+            let home = try await oneRequest(
+                port: server.port, .post, "/v1/prefetch", body: #"{"url": "http://localhost/jar/home", "cookies": \#(jar)}"#)
+            #expect(home.status == 202, "\(home.text)")
+            let sameSite = try await server.get(
+                "/v1/prefetch/\(try home.decoded(TriggerAnswer.self).ticket)/data?name=prefs&wait=5000", headers: whole)
+            #expect(Echo(sameSite).values("Cookie") == ["lang=en; csrf=lax-only; strict=same-site-only"], "\(sameSite.text)")
+            // A SameSite value no browser stores is refused, naming the member.
+            let odd = try await oneRequest(
+                port: server.port, .post, "/v1/prefetch",
+                body: #"{"url": "\#(page)", "cookies": [{"name": "a", "value": "1", "domain": "localhost", "sameSite": "sometimes"}]}"#)
+            #expect(odd.status == 400 && odd.text.contains("cookies[0].sameSite"), "\(odd.text)")
             // Another user's cookies do not open the ticket.
             #expect(try await server.get("/v1/prefetch/\(ticket)/data?name=prefs", headers: ["Cookie": "lang=en"]).status == 403)
             // A cookie that cannot travel in a Cookie header (a name that is no token, a semicolon in the value) is left
             // out, never the whole jar refused: one odd cookie a sibling site planted must not cost the user every open.
-            let odd =
+            let oddNames =
                 #"[{"name": "a b", "value": "1", "domain": "localhost"}, {"name": "c", "value": "x;y", "domain": "localhost"}, {"name": "lang", "value": "en", "domain": "localhost"}]"#
             let tolerated = try await oneRequest(
-                port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)?odd=1", "cookies": \#(odd)}"#)
+                port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)?odd=1", "cookies": \#(oddNames)}"#)
             #expect(tolerated.status == 202, "\(tolerated.text)")
             // A null member is refused, not read as a default (a null hostOnly must not widen a cookie to a domain).
             let null = try await oneRequest(
@@ -154,6 +182,43 @@ struct SharedEntryAttackTests {
             let bad = try await oneRequest(
                 port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)", "cookies": [{"name": "a", "value": "1"}]}"#)
             #expect(bad.status == 400 && bad.text.contains("cookies[0].domain"), "\(bad.text)")
+        }
+    }
+
+    /// SECURITY.md: without a jar, a single `Cookie` header is the page's own host's cookies: it reaches an upstream
+    /// on that host, never one on another host (even with `credentials: include`), and never plain http from an
+    /// https page. `Authorization` keeps its interface's rule.
+    @Test func aSingleCookieHeaderReachesOnlyThePagesOwnHost() async throws {
+        try await withServeProcess(
+            config: { base in
+                let other = base.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+                let port = base.split(separator: ":").last.map(String.init) ?? ""
+                return TestConfig([
+                    TestPage(
+                        "http://127.0.0.1:\(port)/single",
+                        [
+                            TestInterface(name: "own", api: "\(base)/single/own"),
+                            TestInterface(name: "other", api: "\(other)/single/other", credentials: .include),
+                        ]),
+                    TestPage(
+                        "https://127.0.0.1:\(port)/single-tls",
+                        [TestInterface(name: "plain", api: "\(base)/single/plain", credentials: .include)]),
+                ])
+            }
+        ) { server, upstream in
+            let headers = ["Cookie": "bank=secret-session", "Authorization": "Bearer alice"]
+            let page = "http://127.0.0.1:\(upstream.port)/single"
+            let ticket = try await trigger(server, page, headers: headers)
+            let own = try await server.get("/v1/prefetch/\(ticket)/data?name=own&wait=5000", headers: headers)
+            #expect(Echo(own).values("Cookie") == ["bank=secret-session"], "\(own.text)")
+            let other = try await server.get("/v1/prefetch/\(ticket)/data?name=other&wait=5000", headers: headers)
+            #expect(other.status == 200, "\(other.text)")
+            #expect(Echo(other).values("Cookie").isEmpty, "the localhost upstream received \(Echo(other).values("Cookie"))")
+            #expect(Echo(other).values("Authorization") == ["Bearer alice"])
+            let tls = try await trigger(server, "https://127.0.0.1:\(upstream.port)/single-tls", headers: headers)
+            let plain = try await server.get("/v1/prefetch/\(tls)/data?name=plain&wait=5000", headers: headers)
+            #expect(plain.status == 200, "\(plain.text)")
+            #expect(Echo(plain).values("Cookie").isEmpty, "an https page's cookies went over plain http: \(plain.text)")
         }
     }
 

@@ -181,10 +181,14 @@ struct LiveService: Sendable {
         try await request(.get, uri, headers: headers)
     }
 
-    /// `POST /v1/prefetch` with `{"url": page}` plus `headers` as the JSON `headers` member when given.
-    func trigger(_ page: String, credentials: [String: String]? = nil, requestHeaders: [String: String] = [:]) async throws -> Reply {
+    /// `POST /v1/prefetch` with `{"url": page}` plus `headers` as the JSON `headers` member when given, and `jar`
+    /// (a `Cookie` value) as the `cookies` member (``testJar(_:domain:)``).
+    func trigger(
+        _ page: String, credentials: [String: String]? = nil, jar: String? = nil, requestHeaders: [String: String] = [:]
+    ) async throws -> Reply {
         var object: [String: Any] = ["url": page]
         if let credentials { object["headers"] = credentials }
+        if let jar { object["cookies"] = testJar(jar) }
         let data = try JSONSerialization.data(withJSONObject: object)
         return try await request(.post, "/v1/prefetch", headers: requestHeaders, body: String(decoding: data, as: UTF8.self))
     }
@@ -390,4 +394,18 @@ func rawStatus(_ answer: String) -> Int? {
 /// Starts `process`, one launch at a time (see `launchSerially`).
 func launch(_ process: TestProcess) throws {
     try launchSerially(process)
+}
+
+/// A trigger's cookie jar (`cookies`) holding each `name=value` of `header` as a host-only `SameSite=None` cookie of
+/// `domain` (the test upstream's host): what a shell sends for a user whose cookies belong to the api host, so they
+/// reach its upstream from a page on any site. The ticket is entitled by `header` itself.
+func testJar(_ header: String, domain: String = "127.0.0.1") -> [[String: Any]] {
+    header.split(separator: ";").compactMap { part in
+        let pair = part.trimmingCharacters(in: .whitespaces)
+        guard let equals = pair.firstIndex(of: "=") else { return nil }
+        return [
+            "name": String(pair[..<equals]), "value": String(pair[pair.index(after: equals)...]), "domain": domain,
+            "sameSite": "none",
+        ]
+    }
 }

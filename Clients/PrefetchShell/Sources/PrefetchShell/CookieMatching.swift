@@ -55,6 +55,24 @@ enum CookieMatching {
         text.utf8.allSatisfy { ($0 >= 0x20 || $0 == 0x09) && $0 != 0x7F && $0 != UInt8(ascii: ";") }
     }
 
+    /// `cookie`'s `SameSite` attribute as the jar spells it (`strict`, `lax`, `none`), or nil when the store does not
+    /// keep it: Apple's `HTTPCookie` has `sameSitePolicy` (nil for `None` or unspecified: WebKit sends those across
+    /// sites, so a cookie the store marks neither way is sent as `none` only when it is `Secure`, the form a
+    /// browser accepts `SameSite=None` in); swift-corelibs-foundation drops the attribute, so on Linux the jar says
+    /// nothing and the service counts the cookie as `lax`, the stricter reading.
+    static func sameSite(of cookie: HTTPCookie) -> String? {
+        #if canImport(Darwin)
+        switch cookie.sameSitePolicy {
+        case .some(.sameSiteStrict): return "strict"
+        case .some(.sameSiteLax): return "lax"
+        default: return cookie.isSecure ? "none" : nil
+        }
+        #else
+        let value = (cookie.properties?[HTTPCookiePropertyKey("SameSite")] as? String)?.lowercased()
+        return value.flatMap { ["strict", "lax", "none"].contains($0) ? $0 : nil }
+        #endif
+    }
+
     /// `cookies` as one `Cookie` value, in their order; nil for none.
     static func header(_ cookies: [HTTPCookie]) -> String? {
         cookies.isEmpty ? nil : cookies.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")

@@ -157,4 +157,6 @@ struct JarCookie: Hashable, Sendable {
     var secure: Bool
     /// Seconds since 1970; nil for a session cookie.
     var expires: Double?
+    /// `strict`, `lax` or `none`; nil when the store does not say (the service then counts it as `lax`).
+    var sameSite: String? = nil
 }

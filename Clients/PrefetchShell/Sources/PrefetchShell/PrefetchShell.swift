@@ -232,7 +232,8 @@ public actor PrefetchShell {
             return JarCookie(
                 name: cookie.name, value: cookie.value, domain: domain.hasPrefix(".") ? String(domain.dropFirst()) : domain,
                 hostOnly: !domain.hasPrefix("."), path: cookie.path, secure: cookie.isSecure,
-                expires: cookie.expiresDate.map { $0.timeIntervalSince1970.rounded(.down) })
+                expires: cookie.expiresDate.map { $0.timeIntervalSince1970.rounded(.down) },
+                sameSite: CookieMatching.sameSite(of: cookie))
         }
         return Credentials(cookie: CookieMatching.header(sent), authorization: token, jar: jar)
     }
@@ -370,7 +371,8 @@ extension PrefetchShell {
         return credentials.jar.map { cookie in
             Components.Schemas.CookieJarPayload(
                 name: cookie.name, value: cookie.value, domain: cookie.domain, hostOnly: cookie.hostOnly, path: cookie.path,
-                secure: cookie.secure, expires: cookie.expires)
+                secure: cookie.secure, expires: cookie.expires,
+                sameSite: cookie.sameSite.flatMap(Components.Schemas.CookieJarPayload.SameSitePayload.init(rawValue:)))
         }
     }
 

@@ -45,9 +45,12 @@ enum SetCookie {
     ) -> [HTTPCookie] {
         guard let host = url.host?.lowercased(), !host.isEmpty else { return [] }
         let secureURL = url.scheme?.lowercased() == "https"
+        // The path as requested: `URL.path` drops a trailing slash, which decides the default path (`/v1/` gives
+        // `/v1`, `/v1` gives `/`).
+        let requestPath = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path
         let taken = values.flatMap(split).prefix(maximumPerResponse).compactMap { line -> HTTPCookie? in
             guard let parsed = parse(line) else { return nil }
-            return cookie(parsed, host: host, requestPath: url.path, secureURL: secureURL, now: now, suffixes: suffixes)
+            return cookie(parsed, host: host, requestPath: requestPath, secureURL: secureURL, now: now, suffixes: suffixes)
         }
         guard !secureURL else { return taken }
         return taken.filter { new in
@@ -97,9 +100,10 @@ enum SetCookie {
                 guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { continue }
                 parsed.maxAge = value.hasPrefix("-") ? 0 : Int(digits) ?? Int.max
             case "domain":
-                // A leading dot is ignored; an empty value means no attribute (§5.2.3).
+                // A leading dot is ignored; an empty value means no attribute (§5.2.3). A lone dot names no domain
+                // at all and refuses the cookie, as Chromium does (kept as ".", which no host domain-matches).
                 let domain = value.hasPrefix(".") ? String(value.dropFirst()) : value
-                parsed.domain = domain.isEmpty ? nil : domain.lowercased()
+                parsed.domain = value.isEmpty ? nil : domain.isEmpty ? "." : domain.lowercased()
             case "path": parsed.path = value.hasPrefix("/") ? value : nil
             case "secure": parsed.secure = true
             case "httponly": parsed.httpOnly = true
