@@ -157,7 +157,7 @@ public actor PrefetchShell {
             for await read in group { reads.append(read) }
             return reads
         }
-        let cookies = reads.flatMap { (try? $0.get()) ?? [] }
+        let cookies = SetCookie.boundedPerDomain(reads.flatMap { (try? $0.get()) ?? [] }, existing: existing)
         record(reads.contains { (try? $0.get()) != nil } ? .success : .failure, of: pass)
         return cookies
     }

@@ -36,6 +36,24 @@ enum SetCookie {
     static let maximumLifetime: TimeInterval = 400 * 86_400
     /// The most cookies taken from one response.
     static let maximumPerResponse = 50
+    /// The most cookies a store holds for one domain (Chromium's per-domain limit): a sync adds no cookie beyond it.
+    static let maximumPerDomain = 180
+
+    /// `new` without the cookies that would take a domain's count in the store (`existing` and what is taken before
+    /// them) over ``maximumPerDomain``; a cookie that replaces one of the same name, domain and path always goes.
+    static func boundedPerDomain(_ new: [HTTPCookie], existing: [HTTPCookie]) -> [HTTPCookie] {
+        func identity(_ cookie: HTTPCookie) -> String { "\(cookie.name)\u{0}\(bare(cookie.domain))\u{0}\(cookie.path)" }
+        var held: [String: Set<String>] = [:]
+        for cookie in existing { held[bare(cookie.domain), default: []].insert(identity(cookie)) }
+        return new.filter { cookie in
+            let domain = bare(cookie.domain)
+            let key = identity(cookie)
+            if held[domain]?.contains(key) == true { return true }
+            guard held[domain, default: []].count < maximumPerDomain else { return false }
+            held[domain, default: []].insert(key)
+            return true
+        }
+    }
 
     /// The cookies `values` (each one `Set-Cookie` header value, or several joined by commas) set for a request to `url`, received at `now`, given the
     /// cookies the store already holds (`existing`, for the rule that an insecure response cannot shadow a secure

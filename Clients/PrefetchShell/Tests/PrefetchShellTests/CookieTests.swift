@@ -223,4 +223,17 @@ import FoundationNetworking
         let kept = CookieMatching.jarCookies(many)
         #expect(kept.count == 8 && kept.map(\.name) == (0..<8).map { "c\($0)" })
     }
+
+    /// A sync adds no cookie beyond 180 per domain in the store (Chromium's bound), however many replays set them;
+    /// a cookie replacing one already held always goes.
+    @Test func aDomainHoldsAtMostOneHundredEightyCookies() {
+        let held = (0..<170).map { cookie("h\($0)", domain: "api.example.com") }
+        let new =
+            (0..<20).map { cookie("n\($0)", domain: "api.example.com") } + [cookie("h3", "again", domain: "api.example.com")]
+            + (0..<5).map { cookie("o\($0)", domain: ".example.org") }
+        let kept = SetCookie.boundedPerDomain(new, existing: held)
+        #expect(kept.filter { $0.domain == "api.example.com" && $0.name.hasPrefix("n") }.count == 10)
+        #expect(kept.contains { $0.name == "h3" && $0.value == "again" })
+        #expect(kept.filter { $0.domain == ".example.org" }.count == 5)
+    }
 }

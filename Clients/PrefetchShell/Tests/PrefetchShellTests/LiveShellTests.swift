@@ -9,13 +9,13 @@ import FoundationNetworking
 
 /// The SDK against the real service: `prefetch serve` and the test upstream as processes on 127.0.0.1.
 ///
-/// The page `https://m.example.test/profile` has two interfaces on the upstream, under two host names: `user.info`
+/// The page `http://127.0.0.1/profile` has two interfaces on the upstream, under two host names: `user.info`
 /// on 127.0.0.1 answers the mirror (the cookies it received, so each user's answer is their own), `prefs` on
-/// `localhost` sets cookies. Both send the caller's credentials (`credentials: include`: the page's site is not the
-/// upstream's).
+/// `localhost` sets cookies. Both send the caller's credentials (`credentials: include`; the page is on
+/// `127.0.0.1`, so only `user.info` is on its site and gets its cookies).
 @Suite(.serialized) struct LiveShellTests {
-    static let page = URL(string: "https://m.example.test/profile?id=7")!
-    static let pageOrigin = "https://m.example.test"
+    static let page = URL(string: "http://127.0.0.1/profile?id=7")!
+    static let pageOrigin = "http://127.0.0.1"
     static let expires = "Wed, 09 Jun 2060 10:18:14 GMT"
 
     static func userInfoAPI(_ upstream: Int) -> String { "http://127.0.0.1:\(upstream)/user/info?mirror=1" }
@@ -35,7 +35,7 @@ import FoundationNetworking
         ]
         let document: [String: Any] = [
             "code": 200,
-            "data": ["name": "shell", "version": "1", "config": [["url": "https://m.example.test/profile", "interfaces": interfaces]]],
+            "data": ["name": "shell", "version": "1", "config": [["url": "http://127.0.0.1/profile", "interfaces": interfaces]]],
         ]
         return String(decoding: try! JSONSerialization.data(withJSONObject: document), as: UTF8.self)
     }
@@ -198,7 +198,7 @@ import FoundationNetworking
             let document: [String: Any] = [
                 "code": 200,
                 "data": [
-                    "name": "shell", "version": "1", "config": [["url": "https://m.example.test/profile", "interfaces": interfaces]],
+                    "name": "shell", "version": "1", "config": [["url": "http://127.0.0.1/profile", "interfaces": interfaces]],
                 ],
             ]
             return String(decoding: try! JSONSerialization.data(withJSONObject: document), as: UTF8.self)
@@ -226,7 +226,7 @@ import FoundationNetworking
 
             let unknown = await Self.shell(service, profile: "no-such-profile").pageWillOpen(Self.page, cookies: [])
             #expect(unknown.outcome == .triggered && unknown.renderer == nil && unknown.rendererError == "unknown-profile")
-            let unconfigured = await shell.pageWillOpen(URL(string: "https://m.example.test/elsewhere")!, cookies: [])
+            let unconfigured = await shell.pageWillOpen(URL(string: "http://127.0.0.1/elsewhere")!, cookies: [])
             #expect(unconfigured.outcome == .refused(code: "no-config") && unconfigured.readKey == nil)
             let other = try #require(unconfigured.renderer, "a page without a config entry still gets its renderer")
             #expect(await shell.releaseRenderer(other))
@@ -237,7 +237,7 @@ import FoundationNetworking
         try await withLiveService(config: Self.config) { service in
             let shell = Self.shell(service)
             for _ in 0..<4 {
-                let open = await shell.pageWillOpen(URL(string: "https://m.example.test/unknown")!, cookies: Self.jar("erin"))
+                let open = await shell.pageWillOpen(URL(string: "http://127.0.0.1/unknown")!, cookies: Self.jar("erin"))
                 #expect(open.outcome == .refused(code: "no-config"))
                 #expect(await shell.documentStartScript(for: open) == nil)
             }

@@ -41,7 +41,7 @@ final class Child {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-shell-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let output = directory.appendingPathComponent("output")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let handle = try FileHandle(forWritingTo: output)
         defer { try? handle.close() }
         process.executableURL = URL(fileURLWithPath: executable)
@@ -175,7 +175,7 @@ func runProcess(_ executable: String, _ arguments: [String], input: Data) throws
     let inputURL = directory.appendingPathComponent("in")
     let outputURL = directory.appendingPathComponent("out")
     try input.write(to: inputURL)
-    FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
     let inputHandle = try FileHandle(forReadingFrom: inputURL)
     let outputHandle = try FileHandle(forWritingTo: outputURL)
     process.standardInput = inputHandle
