@@ -219,12 +219,14 @@ final class PageOpen: Sendable {
             let answer: DependencyAnswer =
                 (200..<300).contains(response.status)
                 ? .body(response.bodyBuffer, ownOnly: keptOwn) : .failed("upstream answered \(response.status)")
-            // The upstream's headers (never one claiming to be ours), then how it was fetched: a shell copies a replay's
+            // The upstream's headers (never one claiming to be ours, nor a `Set-Cookie` line a shell would read as two:
+            // ``SetCookieLines``), then how it was fetched: a shell copies a replay's
             // `Set-Cookie` into the webview only from a request that carried the user's credentials, as a browser
             // stores no cookie from a credentialless one.
             var headers = HTTPFields(
                 response.headers.filter {
                     !Orchestrator.hopByHop.contains($0.name.canonicalName) && $0.name != .prefetchCredentials
+                        && SetCookieLines.replayable($0)
                 })
             headers.append(HTTPField(name: .prefetchCredentials, value: sent.sentCredentials ? "sent" : "omitted"))
             let noStore = cacheControl.contains { $0.contains("no-store") }

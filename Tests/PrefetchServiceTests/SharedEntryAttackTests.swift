@@ -222,6 +222,34 @@ struct SharedEntryAttackTests {
         }
     }
 
+    /// SECURITY.md: every `Set-Cookie` a shell gets is one the upstream sent as such. A shell's transport joins
+    /// repeated headers with commas and the SDK splits them back at `, name=`; an upstream line holding such a comma
+    /// (`pref=en, sid=attacker; Path=/`: one cookie to a browser) would come out as a second cookie, `sid`, planted
+    /// over the user's session. Such a line is never replayed; the others (an `Expires` date's comma too) are.
+    @Test func aSetCookieLineAShellWouldSplitIsNeverReplayed() async throws {
+        let page = "https://m.example.test/split"
+        let planted = "pref=en, sid=attacker; Path=/"
+        let dated = "lang=en; Expires=Wed, 01 Jan 2031 00:00:00 GMT; Path=/"
+        try await withServeProcess(config: { base in
+            TestConfig([
+                TestPage(
+                    page,
+                    [
+                        TestInterface(
+                            name: "cookies",
+                            api: "\(base)/split/cookies?setCookie=\(q(planted))&setCookie=\(q(dated))&setCookie=\(q("ok=1"))")
+                    ])
+            ])
+        }) { server, _ in
+            let ticket = try await trigger(server, page)
+            let replay = try await server.get("/v1/prefetch/\(ticket)/data?name=cookies&wait=5000")
+            #expect(replay.status == 200, "\(replay.text)")
+            let lines = replay.headers[values: .setCookie]
+            #expect(lines == [dated, "ok=1"], "replayed \(lines)")
+            #expect(!lines.contains { $0.contains("sid=attacker") })
+        }
+    }
+
     // MARK: 2. Refusals are not shared
 
     /// SECURITY.md: an upstream's refusal of the request itself (400, 431; 409 here only with

@@ -25,8 +25,8 @@ import FoundationNetworking
 /// - At most ``maximumPerResponse`` cookies from one response (the first ones).
 /// - A value may hold several `Set-Cookie` lines joined by commas (the HTTP transports a native shell has join
 ///   repeated headers: Foundation's `HTTPURLResponse` on every platform): they are split back at a comma followed
-///   by `name=` (``split(_:)``). A browser reads one line `pref=en, sid=x` as one cookie; here it is two, which an
-///   upstream that reflects input into a cookie value could use (docs/design/cookies.md, "Not yet closed").
+///   by `name=` (``split(_:)``). A browser reads one line `pref=en, sid=x` as one cookie and a joined reader two, so
+///   the service never replays such a line (docs/design/cookies.md, "Each `Set-Cookie` as its own value").
 enum SetCookie {
     /// The most bytes of a cookie's name and value together (RFC 6265bis §5.7 step 3).
     static let maximumNameValueBytes = 4096
