@@ -1,4 +1,4 @@
-public import HTTPTypes
+import HTTPTypes
 
 /// What composing an interface's request needs that does not depend on the page, worked out once at load: composing a
 /// request at plan time is then appending the page's parts to these pieces (``Composer`` has the rules).

@@ -6,7 +6,7 @@ public import PrefetchCore
 public import PrefetchDNS
 public import PrefetchFetcher
 public import PrefetchStore
-public import ServiceLifecycle
+import ServiceLifecycle
 import Synchronization
 public import Tracing
 
@@ -484,7 +484,7 @@ public final class Orchestrator: Sendable {
     /// (the caller hands it to the store).
     func start(_ open: PreparedOpen, outcomes: [BeginOutcome]) -> (Triggered, refused: [Settlement]?) {
         let (plan, role, ticket, now) = (open.plan, open.role, open.ticket, open.now)
-        let (credentials, trace, traceContext, ticketID) = (open.credentials, open.trace, open.traceContext, open.ticket.id)
+        let (credentials, trace, traceContext) = (open.credentials, open.trace, open.traceContext)
         let requests = ticket.requests
         var timings: [RequestTiming] = []
         var flights: [PageOpen.Flight?] = []

@@ -1,4 +1,4 @@
-public import HTTPTypes
+import HTTPTypes
 
 /// The upstream's `Set-Cookie` lines as a shell receives them: a native shell's HTTP transport (Foundation's
 /// `HTTPURLResponse` on every platform) joins repeated headers with commas, and the shell SDK splits them back at a

@@ -78,7 +78,7 @@ public final class Fetcher: Service, Sendable {
             "fetcher starting",
             metadata: [
                 "max_transfers": "\(configuration.maxTransfers)",
-                "max_connections_per_host": "\(configuration.maxConnectionsPerHost)",
+                "max_connections_per_host": "\(configuration.effectiveMaxConnectionsPerHost)",
             ]
         )
         await withTaskCancellationHandler {

@@ -220,7 +220,7 @@ final class ClusterPool: RedisCommands {
             }
         }
         if !later.isEmpty {
-            eventLoopGroup.next().scheduleTask(in: .milliseconds(25)) { [self] in dispatch(later, gather: gather) }
+            eventLoopGroup.next().scheduleTask(in: .milliseconds(25)) { [self, later] in dispatch(later, gather: gather) }
         }
     }
 

@@ -1,4 +1,4 @@
-public import PrefetchCore
+import PrefetchCore
 
 /// A renderer's identifier, assigned by its pool (`<profile>-<n>`) and stable for the renderer's whole life.
 public struct RendererID: Hashable, Comparable, Sendable, Codable, CustomStringConvertible, ExpressibleByStringLiteral {

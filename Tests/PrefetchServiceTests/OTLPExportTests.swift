@@ -171,7 +171,7 @@ final class OTLPReceiver: Sendable {
     /// Starts the receiver and waits (at most 30 s) for its port.
     static func start() throws -> OTLPReceiver {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("otlp-receiver-\(UUID().uuidString)")
-        FileManager.default.createFile(atPath: output.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
         let process = TestProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", WebShellBrowser.root + "/scripts/otlp-receiver.py"]

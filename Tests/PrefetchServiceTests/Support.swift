@@ -294,8 +294,8 @@ final class ChildProcess: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         stdoutPath = directory.appendingPathComponent("stdout").path
         stderrPath = directory.appendingPathComponent("stderr").path
-        FileManager.default.createFile(atPath: stdoutPath, contents: nil)
-        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stdoutPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         let process = TestProcess()
         process.executableURL = url
         process.arguments = arguments

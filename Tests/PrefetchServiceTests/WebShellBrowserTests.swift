@@ -238,8 +238,8 @@ enum WebShellBrowser {
         defer { try? FileManager.default.removeItem(at: directory) }
         let outURL = directory.appendingPathComponent("stdout")
         let errURL = directory.appendingPathComponent("stderr")
-        FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
         // The shell side injects the read key with the shell SDK's own document-start script (Clients/PrefetchShell's
         // prefetch-shell-script, which scripts/test.sh builds first and names here).
         guard let script = ProcessInfo.processInfo.environment["PREFETCH_SHELL_SCRIPT_BIN"], !script.isEmpty else {

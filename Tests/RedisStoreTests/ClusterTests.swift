@@ -388,7 +388,7 @@ extension ClusterTests {
                 let refused = CapturedLogs()
                 let metrics = TestMetrics()
                 let store = try RedisStore(url: url, configuration: testConfiguration(), logger: refused.logger, metricsFactory: metrics)
-                try await withThrowingTaskGroup(of: Void.self) { group in
+                await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await store.run() }
                     defer { group.cancelAll() }
                     _ = await store.begin(key("/refused"), policy: policy())
