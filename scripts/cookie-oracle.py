@@ -16,6 +16,9 @@ A cookie is {"name", "value", "domain", "hostOnly", "path", "secure", "httpOnly"
 URLs carry no port: every host resolves to this process's own origin (Chromium's --host-resolver-rules), http to
 its plain listener and https to its TLS listener, whose throw-away self-signed certificate Chromium accepts by its
 public key alone (--ignore-certificate-errors-spki-list names that key; no other certificate is excused).
+With --third-party-cookies, Chromium runs with third-party cookies allowed (its settings' "Allow third-party
+cookies", the profile preference `profile.cookie_controls_mode` 0); without it, as shipped (blocked).
+
 Everything is on 127.0.0.1 and stopped on exit. Needs chromium, openssl and python3's websocket-client.
 """
 import base64
@@ -171,8 +174,12 @@ def send(browser, origin, cases):
 
 
 def main():
-    if len(sys.argv) != 2 or sys.argv[1] not in ("accept", "send"):
-        sys.exit("usage: cookie-oracle.py accept|send < cases.json")
+    arguments = sys.argv[1:]
+    third_party = "--third-party-cookies" in arguments
+    if third_party:
+        arguments.remove("--third-party-cookies")
+    if len(arguments) != 1 or arguments[0] not in ("accept", "send"):
+        sys.exit("usage: cookie-oracle.py [--third-party-cookies] accept|send < cases.json")
     cases = json.load(sys.stdin)
     binary = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not binary:
@@ -183,9 +190,12 @@ def main():
         browser = _browser.Browser(binary, flags=[
             "--host-resolver-rules=MAP * 127.0.0.1", "--ignore-certificate-errors-spki-list=" + origin.spki,
             # Navigations stay on the scheme asked for (no automatic https upgrade of http pages).
-            "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable"])
+            "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable"],
+            # Third-party cookies allowed (Settings > Third-party cookies > Allow), as an app that enables them in
+            # its webview has them; Chromium as shipped blocks them.
+            preferences={"profile": {"cookie_controls_mode": 0}} if third_party else None)
         browser.call("Network.enable")
-        answers = (accept if sys.argv[1] == "accept" else send)(browser, origin, cases)
+        answers = (accept if arguments[0] == "accept" else send)(browser, origin, cases)
         json.dump({"browser": browser.version, "answers": answers}, sys.stdout)
     finally:
         if browser is not None:

@@ -47,8 +47,13 @@ def _die_with_parent():
 class Browser:
     """A headless Chromium with one page target, driven by CDP calls."""
 
-    def __init__(self, binary, flags=()):
+    def __init__(self, binary, flags=(), preferences=None):
         self.profile = tempfile.mkdtemp(prefix="prefetch-chromium-")
+        if preferences:
+            # The profile's Preferences file, read at start: settings with no command-line flag.
+            os.makedirs(os.path.join(self.profile, "Default"))
+            with open(os.path.join(self.profile, "Default", "Preferences"), "w") as handle:
+                json.dump(preferences, handle)
         self.process = subprocess.Popen(
             [binary, "--headless=new", "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
              "--user-data-dir=" + self.profile, "--no-first-run", "--no-default-browser-check", "--no-sandbox",

@@ -9,7 +9,8 @@ import Testing
 /// (`scripts/cookie-oracle.py send`); the `Cookie` header the target received must be the one the service chooses
 /// for that URL from that page (``CookieJar/header(for:page:now:)``, what `UpstreamRequest` sends). Fixed cases for
 /// each rule (host-only and domain match, path, `Secure`, expiry, `SameSite` across sites, schemes) and seeded
-/// random jars.
+/// random jars. Both modes: Chromium as shipped (third-party cookies blocked, the service's default) and Chromium with
+/// third-party cookies allowed (`prefetch serve --third-party-cookies`; the oracle's `--third-party-cookies`).
 ///
 /// Not compared, as the service differs on purpose: an https page's fetch of an http target (a browser blocks the
 /// request as mixed content; the service fetches what its config names, without `Secure` cookies), and hosts under
@@ -118,8 +119,8 @@ import Testing
         }
     }
 
-    /// Runs `scripts/cookie-oracle.py send` with `cases`.
-    static func chromium(_ cases: [Case]) throws -> [[String: Any]] {
+    /// Runs `scripts/cookie-oracle.py send` with `cases`, with third-party cookies allowed when `thirdParty`.
+    static func chromium(_ cases: [Case], thirdParty: Bool) throws -> [[String: Any]] {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-cookie-oracle-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -132,7 +133,9 @@ import Testing
         for file in [output, errors] { _ = FileManager.default.createFile(atPath: file.path, contents: nil) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", root.appendingPathComponent("scripts/cookie-oracle.py").path, "send"]
+        process.arguments =
+            ["python3", root.appendingPathComponent("scripts/cookie-oracle.py").path] + (thirdParty ? ["--third-party-cookies"] : [])
+            + ["send"]
         process.standardInput = try FileHandle(forReadingFrom: input)
         process.standardOutput = try FileHandle(forWritingTo: output)
         process.standardError = try FileHandle(forWritingTo: errors)
@@ -163,10 +166,10 @@ import Testing
             })
     }
 
-    @Test func theServiceSendsEachURLTheCookiesChromiumSends() throws {
+    @Test(arguments: [false, true]) func theServiceSendsEachURLTheCookiesChromiumSends(thirdParty: Bool) throws {
         let seed = ProcessInfo.processInfo.environment["COOKIE_ORACLE_SEED"].flatMap(UInt64.init) ?? UInt64(Date().timeIntervalSince1970)
         let cases = Self.fixed + Self.randomCases(seed: seed, count: 60)
-        let answers = try Self.chromium(cases)
+        let answers = try Self.chromium(cases, thirdParty: thirdParty)
         #expect(answers.count == cases.count)
         let now = Int64(Date().timeIntervalSince1970)
         var compared = 0
@@ -175,11 +178,11 @@ import Testing
             let jar = Self.jar(item.jar)
             let page = try HTTPURL(parsing: item.page)
             for target in item.targets {
-                let service = jar.header(for: try HTTPURL(parsing: target), page: page, now: now)
+                let service = jar.header(for: try HTTPURL(parsing: target), page: page, now: now, thirdParty: thirdParty)
                 let chromium = answer[target] as? String
                 #expect(
                     Self.names(service) == Self.names(chromium),
-                    "case \(index) (seed \(seed)): from \(item.page) to \(target): Chromium sent \(chromium ?? "nothing"), the service \(service ?? "nothing")"
+                    "case \(index) (seed \(seed), third-party cookies \(thirdParty ? "allowed" : "blocked")): from \(item.page) to \(target): Chromium sent \(chromium ?? "nothing"), the service \(service ?? "nothing")"
                 )
                 compared += 1
                 if chromium != nil { sent += 1 }
@@ -187,5 +190,11 @@ import Testing
         }
         // Not vacuous: many requests carried cookies, many did not.
         #expect(compared == 196 && sent >= 20 && compared - sent >= 20, "\(compared) requests compared, \(sent) with cookies")
+        // The modes differ where they should: the cross-site `SameSite=None` cookie of the fixed cases crosses only
+        // with third-party cookies allowed.
+        let crossSite = answers[3]["https://api.example.com/"] as? String
+        #expect(
+            Self.names(crossSite) == (thirdParty ? ["none"] : []),
+            "cross-site from https://m.shop.test/: Chromium sent \(crossSite ?? "nothing")")
     }
 }

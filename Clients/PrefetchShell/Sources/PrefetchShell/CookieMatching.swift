@@ -86,7 +86,10 @@ enum CookieMatching {
         if cookie.isSecure && scheme != "https" { return false }
         let domain = cookie.domain.lowercased()
         let matches = domain.hasPrefix(".") ? domainMatches(host, String(domain.dropFirst())) : host == domain
-        return matches && pathMatches(url.path.isEmpty ? "/" : url.path, cookie.path)
+        // The path as requested: `URL.path` drops a trailing slash (`/v1/` reads `/v1`, and a cookie for `/v1/`
+        // would not go to the api URL `/v1/`, which a browser sends it to).
+        let path = URLComponents(url: url, resolvingAgainstBaseURL: false)?.percentEncodedPath ?? url.path
+        return matches && pathMatches(path.isEmpty ? "/" : path, cookie.path)
     }
 
     /// RFC 6265 §5.1.3: `host` is `domain`, or a name under it (never an IP address under a "domain").

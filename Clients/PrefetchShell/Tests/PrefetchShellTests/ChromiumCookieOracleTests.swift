@@ -106,6 +106,7 @@ import FoundationNetworking
             .domain: (hostOnly ? "" : ".") + (cookie["domain"] as! String),
         ]
         if cookie["secure"] as? Bool == true { properties[.secure] = "TRUE" }
+        if let expires = cookie["expires"] as? Double { properties[.expires] = Date(timeIntervalSince1970: expires) }
         return HTTPCookie(properties: properties)!
     }
 
@@ -233,5 +234,90 @@ import FoundationNetworking
             }
         }
         #expect(differences == 3)
+    }
+
+    /// The SDK's jar against what Chromium sends. The SDK puts in a trigger's jar every cookie of the webview's store
+    /// that a browser would send to one of the configured api URLs and leaves the choice per request and page to the
+    /// service (whose choice `ChromiumCookieSelectionTests` compares with Chromium's in the main package). So the jar
+    /// must be exactly the cookies Chromium sends to each api URL when asked the most it ever sends there (a fetch
+    /// from a page on the api's own origin, where `SameSite` holds nothing back): every one of them (none missing,
+    /// so the service can choose) and nothing else (no cookie of another host, another path, expired, or `Secure`
+    /// for an http api).
+    @Test func theSDKsJarHoldsExactlyWhatChromiumSendsToTheAPIs() throws {
+        let seed = ProcessInfo.processInfo.environment["COOKIE_ORACLE_SEED"].flatMap(UInt64.init) ?? UInt64(Date().timeIntervalSince1970)
+        var state = seed
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(bound))
+        }
+        let hosts = ["api.example.com", "example.com", "www.example.com", "a.b.example.com", "api.shop.test", "other.org"]
+        let paths = ["/", "/v1", "/v1/", "/v1/orders", "/w"]
+        let sameSites: [String?] = ["none", "lax", "strict", nil]
+        let now = Date()
+        // Fixed first: an api URL ending in a slash (`URL.path` drops it; a browser matches paths as requested).
+        let slash: [[String: Any]] = [
+            ["name": "slash", "value": "1", "domain": "api.example.com", "hostOnly": true, "path": "/v1/", "secure": false],
+            ["name": "longer", "value": "2", "domain": "example.com", "hostOnly": false, "path": "/v1/x", "secure": false],
+        ]
+        let cases =
+            [(store: slash, apis: ["https://api.example.com/v1/"])]
+            + (0..<40).map { index -> (store: [[String: Any]], apis: [String]) in
+                let store = (0..<(1 + next(8))).map { number -> [String: Any] in
+                    let sameSite = sameSites[next(sameSites.count)]
+                    var cookie: [String: Any] = [
+                        "name": "c\(index)x\(number)", "value": "v\(number)", "domain": hosts[next(hosts.count)], "hostOnly": next(2) == 0,
+                        "path": paths[next(paths.count)], "secure": sameSite == "none" || next(3) == 0,
+                    ]
+                    if let sameSite { cookie["sameSite"] = sameSite }
+                    switch next(6) {
+                    case 0: cookie["expires"] = now.timeIntervalSince1970 - 3600  // expired: neither sends it
+                    case 1: cookie["expires"] = now.timeIntervalSince1970 + 86400
+                    default: break
+                    }
+                    return cookie
+                }
+                let apis = (0..<(1 + next(3))).map { _ in
+                    "\(next(3) == 0 ? "http" : "https")://\(hosts[next(hosts.count - 1)])\(paths[next(paths.count)])"
+                }
+                return (store, apis)
+            }
+        // One oracle question per api URL: a page on its origin fetches it.
+        var questions: [[String: Any]] = []
+        for item in cases {
+            for api in item.apis {
+                let url = URL(string: api)!
+                questions.append(["jar": item.store, "page": "\(url.scheme!)://\(url.host!)/", "targets": [api]])
+            }
+        }
+        let answers = try Self.oracle("send", questions)
+        #expect(answers.count == questions.count)
+        var answer = answers.makeIterator()
+        var withCookies = 0
+        var leftOnDevice = 0
+        for (index, item) in cases.enumerated() {
+            var chromium = Set<String>()
+            for api in item.apis {
+                let header = (answer.next() as? [String: Any])?[api] as? String
+                for pair in (header ?? "").split(separator: ";") {
+                    chromium.insert(String(pair.split(separator: "=")[0]).trimmingCharacters(in: .whitespaces))
+                }
+            }
+            let apis = item.apis.map { URL(string: $0)! }
+            let jar = CookieMatching.jarCookies(CookieMatching.sentCookies(item.store.map(Self.httpCookie), apis: apis, now: now))
+            let sdk = Set(jar.map(\.name))
+            let differing = item.store.filter { chromium.symmetricDifference(sdk).contains($0["name"] as! String) }
+            #expect(
+                sdk == chromium,
+                """
+                case \(index) (seed \(seed)): apis \(item.apis)
+                  Chromium sent but not in the jar: \(chromium.subtracting(sdk).sorted())
+                  in the jar, never sent by Chromium: \(sdk.subtracting(chromium).sorted())
+                  those cookies: \(differing)
+                """)
+            if !chromium.isEmpty { withCookies += 1 }
+            leftOnDevice += item.store.count - chromium.count
+        }
+        // Not vacuous: many jars had cookies, and many cookies stayed on the device.
+        #expect(withCookies >= 10 && leftOnDevice >= 40, "\(withCookies) cases with cookies, \(leftOnDevice) cookies left out")
     }
 }
