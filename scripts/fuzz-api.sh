@@ -88,9 +88,10 @@ TOML
 
 # Two answers to a request over a documented size limit, which no schema can bound, are dropped when the request
 # really is over it; any other answer to such a request, and every answer to a smaller one, is checked:
-# - SwiftNIO's HTTP parser refuses a request head over 80 KiB before the service sees it: a bare 400, no body, no
-#   Content-Type or page-surface headers, `Connection: close` (documented in openapi.yaml's description). Negative
-#   cases that percent-encode thousands of 4-byte characters reach that size.
+# - On the operator surface SwiftNIO's HTTP parser refuses a request head over 80 KiB before the service sees it:
+#   a bare 400, no body, no Content-Type, `Connection: close` (documented in openapi.yaml's description; the page
+#   surface answers a documented `431 too-large` instead, checked like any answer). Negative cases that
+#   percent-encode thousands of 4-byte characters reach that size.
 # - A body over its operation's limit (64 KiB on the page surface, 4 KiB on the operator surface) is `413
 #   too-large` naming the limit (documented per operation): strings of escaped 4-byte characters reach it.
 cat >"$work/fuzz_hooks.py" <<'PY'

@@ -33,6 +33,27 @@ struct Mailbox {
     /// Set while the loop thread runs; wakeups are sent under the lock so the eventfd cannot be closed
     /// concurrently.
     var wakeup: MultiWakeup?
+    /// A wakeup was sent since the loop last took the mailbox: the loop takes it again before it next waits, so a
+    /// later post needs no write of its own. Under load, many page opens post between two turns of the loop and
+    /// one write wakes it for all of them.
+    var wakePending = false
+
+    /// Wakes the loop unless a wakeup is already on its way (``wakePending``).
+    mutating func wake() {
+        guard !wakePending, let wakeup else { return }
+        wakePending = true
+        wakeup.wake()
+    }
+
+    /// The loop takes what was posted: the next post wakes it again.
+    mutating func take() -> (submissions: [FetchTicket], cancellations: [FetchTicket], phase: FetcherPhase) {
+        defer {
+            submissions.removeAll(keepingCapacity: true)
+            cancellations.removeAll(keepingCapacity: true)
+        }
+        wakePending = false
+        return (submissions, cancellations, phase)
+    }
 }
 
 /// An HTTP client for composed upstream requests, driven by libcurl's multi interface on one loop thread.
@@ -154,7 +175,7 @@ public final class Fetcher: Service, Sendable {
             guard mailbox.phase.acceptsSubmissions else { return false }
             mailbox.submissions.append(contentsOf: tickets)
             inFlightCount.add(tickets.count, ordering: .relaxed)
-            mailbox.wakeup?.wake()
+            mailbox.wake()
             return true
         }
         if !accepted {
@@ -183,7 +204,7 @@ public final class Fetcher: Service, Sendable {
             guard mailbox.phase.acceptsSubmissions else { return false }
             mailbox.submissions.append(ticket)
             inFlightCount.add(1, ordering: .relaxed)
-            mailbox.wakeup?.wake()
+            mailbox.wake()
             return true
         }
         if !accepted {
@@ -195,7 +216,7 @@ public final class Fetcher: Service, Sendable {
         mailbox.withLock { mailbox in
             guard mailbox.phase.state != .stopped else { return }
             mailbox.cancellations.append(ticket)
-            mailbox.wakeup?.wake()
+            mailbox.wake()
         }
     }
 
@@ -206,7 +227,7 @@ public final class Fetcher: Service, Sendable {
             } else {
                 mailbox.phase.requestDrain()
             }
-            mailbox.wakeup?.wake()
+            mailbox.wake()
         }
     }
 }

@@ -142,13 +142,7 @@ final class TransferLoop {
     func run() {
         fetcher.mailbox.withLock { $0.wakeup = MultiWakeup(fd: wakeFD) }
         while true {
-            let (submissions, cancellations, phase) = fetcher.mailbox.withLock { mailbox in
-                defer {
-                    mailbox.submissions.removeAll(keepingCapacity: true)
-                    mailbox.cancellations.removeAll(keepingCapacity: true)
-                }
-                return (mailbox.submissions, mailbox.cancellations, mailbox.phase)
-            }
+            let (submissions, cancellations, phase) = fetcher.mailbox.withLock { $0.take() }
             for ticket in submissions {
                 if ticket.isFinished {
                     release()

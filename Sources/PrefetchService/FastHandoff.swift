@@ -128,6 +128,19 @@ struct FastHandoff: Sendable {
         return answer
     }
 
+    /// The answer to a request head over `limit` bytes: `431 too-large`, no CORS (the head, `Origin` included, was
+    /// never read), the security headers; and its request metrics under the route `NotFound` (as the router counts a request it could not route).
+    func headTooLarge(limit: Int) -> EncodedAnswer {
+        let error = APIError(
+            status: .requestHeaderFieldsTooLarge, code: .tooLarge,
+            message: "the request head (request line and header fields) is over \(limit) bytes")
+        let (status, fields, body) = (try? error.parts()) ?? (error.status, [:], ByteBuffer())
+        var head = fields
+        head[.connection] = "close"
+        return finish(
+            status, head, body, origin: (nil, .none), route: "NotFound", method: .get, started: DispatchTime.now().uptimeNanoseconds)
+    }
+
     // MARK: Trigger
 
     /// Whether `head` is a trigger or an open this path may take: its body is collected by the handler (at most the
@@ -484,10 +497,14 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var state: ConnectionState
     private var idleTimer: Scheduled<Void>?
 
-    init(handoff: FastHandoff, guards: ConnectionGuards, idleTimeout: TimeAmount?, writer: EncodedAnswerWriter) {
+    /// The most bytes of a request head (request line and header fields) the decoder reads.
+    private let headLimit: Int
+
+    init(handoff: FastHandoff, guards: ConnectionGuards, idleTimeout: TimeAmount?, writer: EncodedAnswerWriter, headLimit: Int) {
         self.handoff = handoff
         self.guards = guards
         self.writer = writer
+        self.headLimit = headLimit
         self.state = ConnectionState(idleTimeout: idleTimeout, now: .now())
     }
 
@@ -758,6 +775,20 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// A request head over the decoder's limit is answered `431` with the API's JSON error and the page surface's
+    /// security headers, and the connection closes (nothing after the head can be framed). Only when nothing is
+    /// outstanding on the connection: behind a request the router still answers, the router's own refusal (a bare
+    /// `400` and a close) keeps the answers in order. Every other error goes on.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parser = error as? HTTPParserError, parser == .headerOverflow, case .idle = current, routed == 0, held.isEmpty
+        else {
+            context.fireErrorCaught(error)
+            return
+        }
+        current = .closing
+        write(handoff.headTooLarge(limit: headLimit), close: true, context: context)
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         state.deactivated()
         endWait()
@@ -884,7 +915,9 @@ final class FastHandoffInstaller: ChannelInboundHandler, RemovableChannelHandler
                     position: .after(decoder.handler))
                 operations.removeHandler(context: decoder, promise: nil)
                 try operations.addHandler(
-                    FastHandoffHandler(handoff: handoff, guards: guards, idleTimeout: idleTimeout, writer: writer),
+                    FastHandoffHandler(
+                        handoff: handoff, guards: guards, idleTimeout: idleTimeout, writer: writer,
+                        headLimit: decoderLimits.maxHeaderListSize),
                     position: .before(codec.handler))
             } catch {
                 context.close(promise: nil)

@@ -1,3 +1,4 @@
+import Glibc
 import Testing
 
 @testable import PrefetchFetcher
@@ -49,5 +50,32 @@ struct FetcherPhaseTests {
         #expect(phase.state == .stopped)
         let restarted = phase.start()
         #expect(!restarted)
+    }
+}
+
+/// The mailbox wakes the loop once per turn: posts made before the loop takes the mailbox share one eventfd write,
+/// and the first post after it writes again (so no post is left waiting for a wakeup that never comes).
+@Suite struct MailboxWakeupTests {
+    /// Bytes written to the pipe standing in for the loop's eventfd.
+    static func written(_ fds: [Int32]) -> Int {
+        var count: Int32 = 0
+        _ = ioctl(fds[0], UInt(FIONREAD), &count)
+        return Int(count)
+    }
+
+    @Test func postsBeforeTheLoopTakesTheMailboxShareOneWakeup() throws {
+        var fds: [Int32] = [0, 0]
+        try #require(pipe(&fds) == 0)
+        defer { _ = fds.map(close) }
+        var mailbox = Mailbox()
+        mailbox.wake()
+        #expect(Self.written(fds) == 0, "no loop yet: nothing to wake, and the loop takes the mailbox when it starts")
+        mailbox.wakeup = MultiWakeup(fd: fds[1])
+        for _ in 0..<5 { mailbox.wake() }
+        #expect(Self.written(fds) == 8, "five posts in one turn: one eventfd write")
+        _ = mailbox.take()
+        mailbox.wake()
+        mailbox.wake()
+        #expect(Self.written(fds) == 16, "the first post after the loop took the mailbox wakes it again")
     }
 }
