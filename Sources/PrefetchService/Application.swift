@@ -145,7 +145,9 @@ func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<BasicReq
             body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer()))
         )
     }
-    admin.get("/openapi.yaml") { _, _ in OpenAPIDocument.response(OpenAPIDocument.operator) }
+    // The document describes the listener as configured: without a token it asks for no credential, as the server.
+    let document = settings.adminToken == nil ? OpenAPIDocument.operatorWithoutToken : OpenAPIDocument.operator
+    admin.get("/openapi.yaml") { _, _ in OpenAPIDocument.response(document) }
     return admin
 }
 
@@ -195,6 +197,34 @@ enum OpenAPIDocument {
     static let pageWithDemo = surface("page", alsoTagged: "demo", of: bytes)
     /// The operator surface's document.
     static let `operator` = surface("operator", of: bytes)
+    /// The operator surface's document for a listener without `--admin-token`: no operation asks for the bearer
+    /// token and none answers `401` (``withoutToken(_:)``).
+    static let operatorWithoutToken = withoutToken(`operator`)
+
+    /// `document` without the admin token: each operation's `security` requirement and its `401` response
+    /// (`AdminUnauthorized`) removed, in this repository's layout (`security:` at six spaces with its `- ` items
+    /// at eight; a response's status at eight spaces with its `$ref` at ten). The scheme itself stays in the
+    /// components, unused.
+    static func withoutToken(_ document: [UInt8]) -> [UInt8] {
+        let lines = String(decoding: document, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        var out: [Substring] = []
+        var index = 0
+        while index < lines.count {
+            let line = lines[index]
+            if line == "      security:" {
+                index += 1
+                while index < lines.count, lines[index].hasPrefix("        - ") { index += 1 }
+                continue
+            }
+            if line == "        \"401\":", index + 1 < lines.count, lines[index + 1].hasSuffix("/AdminUnauthorized\"") {
+                index += 2
+                continue
+            }
+            out.append(line)
+            index += 1
+        }
+        return Array(out.joined(separator: "\n").utf8)
+    }
 
     /// The document of `surface` (`page` or `operator`) cut from `source`, this repository's own layout: top-level
     /// keys at column 0, servers and tags as `  - ` items, paths at two spaces, operations at four with their

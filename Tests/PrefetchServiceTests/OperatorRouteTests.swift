@@ -23,6 +23,30 @@ struct OperatorRouteTests {
         return settings
     }
 
+    /// The operator document describes the listener as configured: with a token every operation but none asks for
+    /// the bearer token and may answer `401`; without one, no operation asks for a credential or documents a `401`,
+    /// as the server then answers without one (a plain schemathesis run checks exactly that).
+    @Test func theOperatorDocumentAsksForTheTokenOnlyWhenOneIsConfigured() async throws {
+        for withToken in [true, false] {
+            try await withOperatorRouter(config: Self.config, settings: withToken ? Self.tokenSettings() : testSettings()) { service in
+                let reply = try await service.get("/openapi.yaml", headers: withToken ? ["Authorization": "Bearer operator-secret"] : [:])
+                #expect(reply.status == 200)
+                let document = reply.text
+                let requirements = document.components(separatedBy: "- adminToken: []").count - 1
+                let unauthorized = document.components(separatedBy: "/AdminUnauthorized\"").count - 1
+                #expect(document.contains("/v1/config:") && document.contains("/metrics:"), "the operator operations are there")
+                if withToken {
+                    #expect(requirements >= 10 && unauthorized >= 10, "\(requirements) requirements, \(unauthorized) 401s")
+                } else {
+                    #expect(requirements == 0 && unauthorized == 0, "\(requirements) requirements, \(unauthorized) 401s")
+                    #expect(!document.contains("      security:"))
+                    // Still the same operations, each with its responses.
+                    #expect(document.contains("operationId: metrics"))
+                }
+            }
+        }
+    }
+
     @Test func withATokenEveryRouteNeedsTheBearerToken() async throws {
         try await withOperatorRouter(config: Self.config, settings: Self.tokenSettings()) { service in
             for (label, headers) in [
