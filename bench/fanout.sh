@@ -215,6 +215,17 @@ stop "$STARTED_PID"
     }));
     // Nonvoluntary switches are preemptions: they grow with the load on the machine; voluntary ones come from the design.
     console.log(`ctx switches / page open (voluntary + nonvoluntary, every thread; service target <= 6): ${perProcess.join("; ")}`);
+    // The same, by thread name (digits dropped: a pool's threads together), for the service rows.
+    for (const r of rows.filter((r) => r.label.startsWith("service"))) {
+      for (const [name, c] of Object.entries(r.contextSwitches ?? {})) {
+        const parts = Object.entries(c.byThread ?? {})
+          .map(([thread, t]) => [thread, (t.voluntary + t.nonvoluntary) / r.pages, t])
+          .filter(([, perPage]) => perPage >= 0.05)
+          .sort((a, b) => b[1] - a[1])
+          .map(([thread, perPage, t]) => `${thread} x${t.threads} ${f(perPage)} (v ${f(t.voluntary / r.pages)})`);
+        console.log(`ctx switches / page open by thread, ${r.label}${name === "server" ? "" : " [" + name + "]"}: ${parts.join("; ")}`);
+      }
+    }
     const h11 = by("service (1 origin, HTTPS, HTTP/1.1)"), h2 = by("service (1 origin, HTTPS, HTTP/2)");
     console.log(`https one origin: HTTP/2 / HTTP/1.1 cpu ${(cpuPerK(h2) / cpuPerK(h11)).toFixed(2)}x, overhead p99 ${f(h2.overheadMs.p99)} vs ${f(h11.overheadMs.p99)} ms`);
     console.log(`https upstream connections: ${process.argv[2]}`);

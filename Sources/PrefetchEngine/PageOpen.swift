@@ -63,6 +63,8 @@ final class PageOpen: Sendable {
         var consumers: [Int: Int] = [:]
         /// Flights of this page open not yet settled; the unit leaves the runner when none is left.
         var unsettled: Int
+        /// Flights settled without an answer the page can use (a failure, or a status that is not 2xx).
+        var failed = 0
     }
 
     let orchestrator: Orchestrator
@@ -187,8 +189,12 @@ final class PageOpen: Sendable {
                 (index, settle(flight, index: index, sent: sent, result: completion.result, into: &settlements, ownCopies: &ownCopies)))
         }
         orchestrator.metrics.inFlight.record(orchestrator.fetcher.inFlight)
+        let failed = posted.reduce(0) { count, item in
+            if case .failed = item.1 { return count + 1 }
+            return count
+        }
         post(posted)
-        commit(settlements, flights: posted.count, ownCopies: ownCopies)
+        commit(settlements, flights: posted.count, failed: failed, ownCopies: ownCopies)
     }
 
     /// What one result asks of the store (appended to `settlements`; `index` to `ownCopies` when the page open keeps
@@ -266,12 +272,12 @@ final class PageOpen: Sendable {
                     code: FailureCode.private, message: "the response \(why); only the page open that fetched it may read it")
                 settlements.append(.complete(flight.key, token: flight.token, result: .failure(failure)))
                 metrics.fetch(label, outcome: FailureCode.private.rawValue)
-                logger.info("fetch completed, kept private", metadata: ["interface": "\(label)", "status": "\(response.status)"])
+                logger.debug("fetch completed, kept private", metadata: ["interface": "\(label)", "status": "\(response.status)"])
                 return answer
             }
             settlements.append(.complete(flight.key, token: flight.token, result: .success(stored)))
             metrics.fetch(label, outcome: "ok")
-            logger.info(
+            logger.debug(
                 "fetch completed",
                 metadata: [
                     "interface": "\(label)", "status": "\(response.status)", "bytes": "\(response.bodyBuffer.readableBytes)",
@@ -302,7 +308,7 @@ final class PageOpen: Sendable {
     /// counts `flights` flights of this page open settled.
     /// Hands `settlements` to the store. The ticket learns of the copies it keeps for itself (`ownCopies`) once they
     /// are in the store, not before: a reader told to read the page open's own copy must find it there.
-    private func commit(_ settlements: [Settlement], flights count: Int, ownCopies: [Int] = []) {
+    private func commit(_ settlements: [Settlement], flights count: Int, failed: Int, ownCopies: [Int] = []) {
         let store = orchestrator.store
         let ticket = ticket
         let markOwn: @Sendable () -> Void = {
@@ -313,7 +319,7 @@ final class PageOpen: Sendable {
                 settlements,
                 then: { [self] in
                     markOwn()
-                    settled(count)
+                    settled(count, failed: failed)
                 })
         {
             return
@@ -327,18 +333,29 @@ final class PageOpen: Sendable {
             markOwn()
             orchestrator.logger.warning("store settlements dropped: the fetch runner has stopped", metadata: ["ticket": "\(ticket.id)"])
         }
-        settled(count)
+        settled(count, failed: failed)
     }
 
-    /// Counts `count` flights of this page open settled; the unit leaves the runner with its last (a graceful
-    /// shutdown waits for it, so a shared store's settlements are in before the store stops).
-    private func settled(_ count: Int) {
+    /// Counts `count` flights of this page open settled, `failed` of them without a usable answer; the unit leaves
+    /// the runner with its last (a graceful shutdown waits for it, so a shared store's settlements are in before the
+    /// store stops), after the page open's one `info` line. Each request's own line is at `debug` (a failure's at
+    /// `info`): a line per upstream request cost about a tenth of the service's CPU per request in the fan-out
+    /// benchmark (BENCHMARKS.md), a line per page open an eighth of that.
+    private func settled(_ count: Int, failed: Int) {
         guard count > 0 else { return }
-        let done = state.withLock { state in
+        let (done, failures) = state.withLock { state in
             state.unsettled -= count
-            return state.unsettled == 0
+            state.failed += failed
+            return (state.unsettled == 0, state.failed)
         }
-        if done { orchestrator.runner.leave() }
+        guard done else { return }
+        orchestrator.logger.info(
+            "page open settled",
+            metadata: [
+                "requests": "\(flights.count)", "failed": "\(failures)",
+                "ms": "\(ticket.createdAt.duration(to: orchestrator.clock.now).milliseconds)",
+            ])
+        orchestrator.runner.leave()
     }
 
     // MARK: Dependents
@@ -455,7 +472,7 @@ final class PageOpen: Sendable {
         orchestrator.logger.info(
             "dependent request not sent",
             metadata: ["interface": "\(flight.label)", "error": "\(error.code)", "message": "\(error.message)"])
-        commit([.complete(flight.key, token: flight.token, result: .failure(failure))], flights: 1)
+        commit([.complete(flight.key, token: flight.token, result: .failure(failure))], flights: 1, failed: 1)
     }
 
     /// Runs a leading dependent that cannot be sent from completions: waits for each answer it needs (this page

@@ -38,9 +38,10 @@ struct CommandTests {
                 let status = await server.child.exitStatus(within: 15)
                 let log = server.child.stderr
                 #expect(status == 0, "exit status; log:\n\(log)")
-                let completed = log.split(separator: "\n").filter { $0.contains("fetch completed") }
+                // The page open's one line: its one request settled with an answer.
+                let completed = log.split(separator: "\n").filter { $0.contains("page open settled") }
                 #expect(completed.count == 1, "log:\n\(log)")
-                #expect(completed.first?.contains("interface=slow") == true, "log:\n\(log)")
+                #expect(completed.first?.contains("requests=1") == true && completed.first?.contains("failed=0") == true, "log:\n\(log)")
                 #expect(!log.contains("fetch failed"), "log:\n\(log)")
                 #expect(upstream.hits(path: "/drain/slow") == 1)
             } catch {

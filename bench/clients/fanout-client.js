@@ -49,7 +49,9 @@ function cpu(pid) {
   return (Number(fields[11]) + Number(fields[12])) / ticks;
 }
 
-// Context switches so far of each thread of a process: tid -> [voluntary, nonvoluntary].
+// Context switches so far of each thread of a process: tid -> [voluntary, nonvoluntary, name]. The name is the
+// thread's comm with its digits dropped, so the threads of a pool count together (NIO-ELT-0-#0 and NIO-ELT-0-#1 as
+// NIO-ELT--#).
 function threadSwitches(pid) {
   const threads = new Map();
   for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
@@ -60,7 +62,8 @@ function threadSwitches(pid) {
       continue; // the thread exited while the directory was read
     }
     const field = (name) => Number(new RegExp(`^${name}:\\s+(\\d+)`, "m").exec(status)[1]);
-    threads.set(tid, [field("voluntary_ctxt_switches"), field("nonvoluntary_ctxt_switches")]);
+    const name = (/^Name:\s+(.*)$/m.exec(status)?.[1] ?? "?").replace(/[0-9]+/g, "");
+    threads.set(tid, [field("voluntary_ctxt_switches"), field("nonvoluntary_ctxt_switches"), name]);
   }
   return threads;
 }
@@ -69,13 +72,18 @@ function threadSwitches(pid) {
 // threadsGone, so an undercount shows); a thread started in between counts from zero.
 function switchesBetween(before, after) {
   let voluntary = 0, nonvoluntary = 0;
-  for (const [tid, [v, n]] of after) {
+  const byThread = {};
+  for (const [tid, [v, n, name]] of after) {
     const [v0, n0] = before.get(tid) ?? [0, 0];
     voluntary += v - v0;
     nonvoluntary += n - n0;
+    const entry = (byThread[name] ??= { voluntary: 0, nonvoluntary: 0, threads: 0 });
+    entry.voluntary += v - v0;
+    entry.nonvoluntary += n - n0;
+    entry.threads += 1;
   }
   const threadsGone = [...before.keys()].filter((tid) => !after.has(tid)).length;
-  return { voluntary, nonvoluntary, total: voluntary + nonvoluntary, threads: after.size, threadsGone };
+  return { voluntary, nonvoluntary, total: voluntary + nonvoluntary, threads: after.size, threadsGone, byThread };
 }
 
 // One page open; returns { total, settle } in ms (settle: server-side, or null).
