@@ -5,9 +5,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-deps.sh test
 scripts/lint.sh
-swift build --build-tests
+# No compiler warning in this repository's own sources (dependencies' warnings are theirs): a build's output is
+# kept and any `warning:` of a file under Sources, Tests or Clients fails the run. An incremental build shows only
+# what it recompiled; CI builds from scratch, so there every file is checked.
+build_without_warnings() {
+  local log
+  log="$(mktemp)"
+  if ! swift build "$@" 2>&1 | tee "$log"; then rm -f "$log"; return 1; fi
+  if grep -E "^$PWD/(Sources|Tests|Clients/PrefetchShell/(Sources|Tests))/[^:]+:[0-9]+:[0-9]+: warning:" "$log" >&2; then
+    rm -f "$log"
+    echo "test.sh: the build above has compiler warnings in this repository's sources (listed); fix them" >&2
+    return 1
+  fi
+  rm -f "$log"
+}
+build_without_warnings --build-tests
 # The browser tests inject the read key with the shell SDK's own script: its command, built first.
-swift build --package-path Clients/PrefetchShell --product prefetch-shell-script
+build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
 PREFETCH_SHELL_SCRIPT_BIN="$(swift build --package-path Clients/PrefetchShell --show-bin-path)/prefetch-shell-script"
 export PREFETCH_SHELL_SCRIPT_BIN
 # The suites that start whole Redis deployments (a cluster of three to six nodes, a primary with a replica and three
