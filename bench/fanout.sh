@@ -215,7 +215,7 @@ stop "$STARTED_PID"
     }));
     // Nonvoluntary switches are preemptions: they grow with the load on the machine; voluntary ones come from the design.
     console.log(`ctx switches / page open (voluntary + nonvoluntary, every thread; service target <= 6): ${perProcess.join("; ")}`);
-    // The same, by thread name (digits dropped: a pool's threads together), for the service rows.
+    // The same, by thread name (digits dropped: the threads of a pool together), for the service rows.
     for (const r of rows.filter((r) => r.label.startsWith("service"))) {
       for (const [name, c] of Object.entries(r.contextSwitches ?? {})) {
         const parts = Object.entries(c.byThread ?? {})

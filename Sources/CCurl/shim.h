@@ -10,6 +10,7 @@
 #include <sys/types.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 
 typedef size_t (*prefetch_data_callback)(char *data, size_t size, size_t count, void *userdata);
 
@@ -84,6 +85,9 @@ static inline curl_socket_t prefetch_socket_timeout(void) { return CURL_SOCKET_T
 
 static inline int prefetch_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 static inline int prefetch_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+/* Names the calling thread in the kernel (at most 15 bytes are kept): the loop thread's name for top -H and perf. */
+static inline int prefetch_name_this_thread(const char *name) { return prctl(PR_SET_NAME, name, 0, 0, 0); }
 
 /// Watches `fd` for reading and/or writing: adds it (`add`) or changes what it is watched for.
 static inline int prefetch_epoll_watch(int epfd, int fd, int readable, int writable, int add) {

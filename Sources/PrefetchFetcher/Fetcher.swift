@@ -106,6 +106,10 @@ public final class Fetcher: Service, Sendable {
             await withGracefulShutdownHandler {
                 await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
                     let thread = Thread { [self] in
+                        // Named from inside: Foundation's `Thread.name` set before `start()` does not reach the
+                        // kernel's name on Linux, so the thread kept its creator's (a Dispatch worker's) and tools
+                        // that count by thread (top -H, perf, bench/fanout.sh) could not tell it apart.
+                        _ = prefetch_name_this_thread("prefetch-curl")
                         TransferLoop(fetcher: self).run()
                         done.resume()
                     }
