@@ -13,6 +13,7 @@ import PrefetchStore
 public import Prometheus
 import RedisStore
 import RendererPool
+import ResourceProvider
 import ServiceLifecycle
 public import Tracing
 
@@ -119,6 +120,11 @@ public func buildApplication(
     services.append(orchestrator.runner)
     let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
     services.append(pools)
+    // The offline-package provider: its refresher fetches through the fetcher, which starts before it.
+    let resources = settings.resources.map {
+        ResourceProvider(settings: $0, fetcher: fetcher, logger: logger, metricsFactory: factory)
+    }
+    if let resources { services.append(ResourceRefresher(provider: resources)) }
 
     // Shutdown runs in reverse: the page server stops first, then the operator server, the pools, the fetch
     // runner (draining in-flight fetches), the config updater, the store, the resolver and last the fetcher.
@@ -126,6 +132,6 @@ public func buildApplication(
         ServiceParts(
             orchestrator: orchestrator, renderers: pools, listeners: settings.listeners,
             configSource: settings.configSource?.source, configPath: settings.configPath, updater: updater,
-            registry: registry, logger: logger),
+            registry: registry, logger: logger, resources: resources),
         services: services, onServerRunning: onServerRunning, onAdminRunning: onAdminRunning)
 }
