@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HTTPTypes
 import PrefetchRuntime
 import PrefetchTestSupport
 import PrefetchTestUpstream
@@ -112,5 +113,71 @@ import Testing
         #expect(given.resources?.manifest?.urls.isEmpty == false)
         #expect(given.resources?.refreshInterval == .seconds(60))
         #expect(given.resources?.manifestPath == "configs/resources.json")
+    }
+    @Test func theStatusAndMetricsAreOnTheOperatorSurfaceOnly() async throws {
+        try await withUpstream { upstream in
+            var settings = try Self.settings(upstream)
+            let missing = "\(upstream.base)/gone.js?status=404"
+            settings.resources?.manifest = try ResourceManifest(
+                allowHosts: ["127.0.0.1:\(upstream.port)"],
+                resources: ["\(upstream.base)/app.js?body=hello&contentType=application/javascript", missing])
+            try await withService(config: Self.config(upstream), settings: settings) { service in
+                var status = try await service.admin(.get, "/v1/resources/status")
+                let refreshed = await eventually {
+                    status = (try? await service.admin(.get, "/v1/resources/status")) ?? status
+                    return status.json["refreshes"] as? Int ?? 0 >= 1
+                }
+                #expect(refreshed, "\(status.text)")
+                #expect(status.status == 200)
+                #expect(status.json["configured"] as? Bool == true)
+                #expect(status.json["entries"] as? Int == 1)
+                #expect(status.json["bytes"] as? Int == 5)
+                #expect(status.json["lastOutcome"] as? String == "partial")
+                let failure = (status.json["failures"] as? [String: [String: Any]])?[missing]
+                #expect(failure?["reason"] as? String == "status-404")
+                let metrics = try await service.admin(.get, "/metrics").text
+                #expect(metrics.contains(#"prefetch_resource_refreshes_total{outcome="partial"} 1"#))
+                #expect(metrics.contains("prefetch_resource_bytes 5"))
+                // Not on the page listener.
+                #expect(try await service.get("/v1/resources/status").status == 404)
+            }
+        }
+    }
+
+    @Test func theExportCommandWritesTheMirrorOnlyWhenEveryResourceWasFetched() async throws {
+        try await withUpstream { upstream in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("resource-export-\(UUID().uuidString)").path
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: directory) }
+            let manifest = directory + "/resources.json"
+            func write(_ resources: [String]) throws {
+                let list = resources.map { "\"\(upstream.base)\($0)\"" }.joined(separator: ",")
+                try Data(#"{"allowHosts": ["127.0.0.1:\#(upstream.port)"], "resources": [\#(list)]}"#.utf8)
+                    .write(to: URL(fileURLWithPath: manifest))
+            }
+            try write(["/app.js?body=hello&contentType=application/javascript"])
+            let good = try ChildProcess("prefetch", ["resources", "export", directory + "/mirror", "--resources", manifest])
+            #expect(await good.exitStatus(within: 30) == 0, "\(good.stderr)")
+            let file = try Data(contentsOf: URL(fileURLWithPath: directory + "/mirror/resources.json"))
+            let answer = try JSONDecoder().decode(ResourceCheckAnswer.self, from: file)
+            #expect(answer.code == 200 && answer.data.update)
+            #expect(answer.data.resourcemap?.values.map(\.download) == [Self.helloSHA256])
+            let body = try String(contentsOfFile: directory + "/mirror/" + Self.helloSHA256, encoding: .utf8)
+            #expect(body == "hello")
+            await good.stop()
+
+            try write(["/app.js?body=hello", "/gone.js?status=404"])
+            let partial = try ChildProcess("prefetch", ["resources", "export", directory + "/partial", "--resources", manifest])
+            #expect(await partial.exitStatus(within: 30) == 1)
+            #expect(partial.stderr.contains("status-404"))
+            #expect(!FileManager.default.fileExists(atPath: directory + "/partial/resources.json"))
+            await partial.stop()
+
+            try Data(#"{"allowHosts": ["127.0.0.1"], "resources": ["file:///etc/passwd"]}"#.utf8).write(to: URL(fileURLWithPath: manifest))
+            let invalid = try ChildProcess("prefetch", ["resources", "export", directory + "/invalid", "--resources", manifest])
+            #expect(await invalid.exitStatus(within: 30) == 2)
+            #expect(invalid.stderr.contains("resources[0]: \"file:///etc/passwd\" is not an http(s) URL"))
+            await invalid.stop()
+        }
     }
 }
