@@ -75,11 +75,11 @@ public final class ResourceProvider: Sendable {
 
     public let settings: ResourceSettings
     private let fetcher: Fetcher?
-    private let state = Mutex(State())
+    let state = Mutex(State())
     private let refreshing = Mutex(false)
     private let manifest: Mutex<ResourceManifest?>
-    private let metrics: ResourceMetrics
-    private let logger: Logger
+    let metrics: ResourceMetrics
+    let logger: Logger
 
     /// A provider of `settings.manifest`'s resources, fetched with `fetcher` (nil only without a manifest).
     public init(settings: ResourceSettings, fetcher: Fetcher?, logger: Logger, metricsFactory: any MetricsFactory = MetricsSystem.factory) {
@@ -281,6 +281,7 @@ public final class ResourceProvider: Sendable {
             state.bytes = total
         }
         metrics.refreshed(outcome, bytes: total, entries: items.count)
+        await save()
         logger.info(
             "resources refreshed",
             metadata: ["outcome": "\(outcome.rawValue)", "version": "\(version)", "entries": "\(items.count)", "bytes": "\(total)"])
@@ -312,11 +313,14 @@ public final class ResourceProvider: Sendable {
     private func makeItem(url: String, response: FetchResponse) -> Item {
         let body = response.bodyBuffer
         let sha256 = Digests.sha256(body)
-        let download = settings.downloadBase.map { "\($0)/\(sha256)" } ?? "/v1/resources/blob/\(sha256)"
-        let entry = PublishedEntry(
-            version: String(sha256.prefix(16)), md5: Digests.md5(body), sha256: sha256, download: download,
-            ctype: response.headers[.contentType] ?? "application/octet-stream")
+        let entry = self.entry(sha256: sha256, md5: Digests.md5(body), ctype: response.headers[.contentType] ?? "application/octet-stream")
         return Item(entry: entry, body: body, etag: response.headers[.eTag], lastModified: response.headers[.lastModified])
+    }
+
+    /// The published entry of a body: its version and `download` follow from its hash and the settings.
+    func entry(sha256: String, md5: String, ctype: String) -> PublishedEntry {
+        let download = settings.downloadBase.map { "\($0)/\(sha256)" } ?? "/v1/resources/blob/\(sha256)"
+        return PublishedEntry(version: String(sha256.prefix(16)), md5: md5, sha256: sha256, download: download, ctype: ctype)
     }
 
     /// Runs blocking file work on NIO's shared thread pool, never on the cooperative pool.

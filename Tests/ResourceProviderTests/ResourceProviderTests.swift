@@ -352,3 +352,37 @@ private func makeProvider(
         }
     }
 }
+
+@Suite struct ResourcePersistenceTests {
+    @Test func aRestartedProviderPublishesTheSavedMapWithoutFetching() async throws {
+        try await withOrigin { origin in
+            origin.set("/app.js", "one", ctype: "application/javascript")
+            origin.set("/old.css", "old", ctype: "text/css")
+            try await withFetcher { fetcher in
+                let directory = temporaryDirectory()
+                let first = makeProvider(try manifest(origin, ["/app.js", "/old.css"]), fetcher: fetcher, directory: directory)
+                await first.refresh()
+                let before = first.version
+                origin.set("/app.js", "hello", ctype: "application/javascript")
+                first.use(try manifest(origin, ["/app.js"]))
+                await first.refresh()
+
+                let requests = origin.requests("/app.js")
+                let restarted = makeProvider(try manifest(origin, ["/app.js"]), fetcher: fetcher, directory: directory)
+                #expect(await restarted.restore())
+                #expect(origin.requests("/app.js") == requests, "nothing is fetched to restore")
+                #expect(restarted.version == first.version)
+                #expect(restarted.check(version: nil) == first.check(version: nil))
+                #expect(restarted.check(version: before).data.removed == [origin.url("/old.css")])
+                #expect(String(buffer: restarted.blob(helloSHA256).body) == "hello")
+
+                // A body changed on disk is not published again.
+                try Data("tampered".utf8).write(to: URL(fileURLWithPath: directory + "/resources/blobs/" + helloSHA256))
+                let tampered = makeProvider(try manifest(origin, ["/app.js"]), fetcher: fetcher, directory: directory)
+                #expect(await tampered.restore())
+                #expect(tampered.check(version: nil).data.resourcemap == [:])
+                #expect(tampered.blob(helloSHA256).status == .notFound)
+            }
+        }
+    }
+}
