@@ -26,6 +26,8 @@ public struct ResourceSettings: Sendable {
     public var refreshInterval: Duration = .seconds(300)
     /// How many past versions' membership is kept to answer `removed`. Default 16.
     public var historyLength = 16
+    /// Resources fetched at once during a refresh. Default 4.
+    public var concurrency = 4
 
     /// Settings publishing `manifest`, keeping bodies under `directory`.
     public init(manifest: ResourceManifest?, directory: String, downloadBase: String? = nil) {
@@ -166,19 +168,28 @@ public final class ResourceProvider: Sendable {
         guard let manifest = manifest.withLock({ $0 }), let fetcher else { return .ok }
 
         let previous = state.withLock { $0.items }
+        // At most `concurrency` fetches at once: resource bodies share the fetcher's in-flight byte budget with the
+        // page opens' prefetches, which must not wait behind a refresh.
+        let requests = manifest.urls.map {
+            ($0, Self.request(url: $0, previous: previous[$0], manifest: manifest, timeout: settings.timeout))
+        }
+        let width = max(1, settings.concurrency)
         let results = await withTaskGroup(of: (String, FetchResult).self) { group in
-            for url in manifest.urls {
-                let request = Self.request(url: url, previous: previous[url], manifest: manifest, timeout: settings.timeout)
-                group.addTask {
-                    do throws(FetchError) {
-                        return (url, .answer(try await fetcher.fetch(request)))
-                    } catch {
-                        return (url, .error(error))
-                    }
-                }
+            var next = 0
+            while next < min(width, requests.count) {
+                let (url, request) = requests[next]
+                group.addTask { await Self.fetch(url, request, with: fetcher) }
+                next += 1
             }
             var results: [String: FetchResult] = [:]
-            for await (url, result) in group { results[url] = result }
+            while let (url, result) = await group.next() {
+                results[url] = result
+                if next < requests.count {
+                    let (url, request) = requests[next]
+                    group.addTask { await Self.fetch(url, request, with: fetcher) }
+                    next += 1
+                }
+            }
             return results
         }
 
@@ -299,6 +310,14 @@ public final class ResourceProvider: Sendable {
     private enum FetchResult: Sendable {
         case answer(FetchResponse)
         case error(FetchError)
+    }
+
+    private static func fetch(_ url: String, _ request: FetchRequest, with fetcher: Fetcher) async -> (String, FetchResult) {
+        do throws(FetchError) {
+            return (url, .answer(try await fetcher.fetch(request)))
+        } catch {
+            return (url, .error(error))
+        }
     }
 
     /// The request for `url`: no credentials, no cookies, only the validators of the previous answer.

@@ -386,3 +386,20 @@ private func makeProvider(
         }
     }
 }
+
+@Suite struct ResourceRefreshWidthTests {
+    @Test func aRefreshOfMoreResourcesThanItsWidthFetchesEveryOneOnce() async throws {
+        try await withOrigin { origin in
+            let paths = (0..<20).map { "/r\($0).js" }
+            for path in paths { origin.set(path, "body of \(path)", ctype: "application/javascript") }
+            try await withFetcher { fetcher in
+                var settings = ResourceSettings(manifest: try manifest(origin, paths), directory: temporaryDirectory())
+                settings.concurrency = 3
+                let provider = ResourceProvider(settings: settings, fetcher: fetcher, logger: quietLogger(), metricsFactory: TestMetrics())
+                #expect(await provider.refresh() == .ok)
+                #expect(provider.status().entries == 20)
+                #expect(paths.allSatisfy { origin.requests($0) == 1 })
+            }
+        }
+    }
+}
