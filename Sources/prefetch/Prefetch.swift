@@ -173,12 +173,12 @@ extension Prefetch {
             abstract: "Run the prefetch service (HTTP API) until SIGTERM or SIGINT.",
             discussion: """
                 Two listeners: the page surface (--host/--port) for shells and pages, and the operator surface \
-                (--admin-host/--admin-port, loopback by default) for /ui, /v1/debug, /v1/plan, /v1/config, /v1/renderers and /metrics. \
+                (--admin-host/--admin-port, loopback by default) for /ui, /v1/debug, /v1/plan, /v1/config, /v1/renderers, /v1/resources/status and /metrics. \
                 Every option has an environment variable: PREFETCH_CONFIG, PREFETCH_HOST, PREFETCH_PORT, PREFETCH_ADMIN_HOST, \
                 PREFETCH_ADMIN_PORT, PREFETCH_ADMIN_TOKEN, PREFETCH_IDENTITY_KEY, PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS \
                 (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, PREFETCH_CONFIG_FALLBACK, \
                 PREFETCH_CONFIG_INTERVAL, PREFETCH_CONFIG_FATIGUE, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_TRIGGER_RATE, \
-                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_FAST_HANDOFF, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_THIRD_PARTY_COOKIES, PREFETCH_OTLP, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
+                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_FAST_HANDOFF, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_THIRD_PARTY_COOKIES, PREFETCH_OTLP, PREFETCH_LOG_LEVEL, PREFETCH_RESOURCES, PREFETCH_RESOURCES_REFRESH, PREFETCH_RESOURCE_DOWNLOAD_BASE. Secrets (the identity key, the admin token, a Redis password) belong in \
                 the environment, not on the command line. \
                 --config may be a file or an http(s) URL; the service follows it (interval, SIGHUP, POST /v1/config/refresh). \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
