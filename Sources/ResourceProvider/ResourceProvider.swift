@@ -293,6 +293,7 @@ public final class ResourceProvider: Sendable {
         }
         metrics.refreshed(outcome, bytes: total, entries: items.count)
         await save()
+        await removeUnpublishedBodies(keeping: Set(entries.values.map(\.sha256)))
         logger.info(
             "resources refreshed",
             metadata: ["outcome": "\(outcome.rawValue)", "version": "\(version)", "entries": "\(items.count)", "bytes": "\(total)"])
@@ -334,6 +335,21 @@ public final class ResourceProvider: Sendable {
         let sha256 = Digests.sha256(body)
         let entry = self.entry(sha256: sha256, md5: Digests.md5(body), ctype: response.headers[.contentType] ?? "application/octet-stream")
         return Item(entry: entry, body: body, etag: response.headers[.eTag], lastModified: response.headers[.lastModified])
+    }
+
+    /// Deletes the stored bodies the published map no longer names (only files named like a SHA-256): bodies are
+    /// served from memory, and a restart publishes only what `state.json` names, so nothing reads them again.
+    func removeUnpublishedBodies(keeping kept: Set<String>) async {
+        let directory = blobDirectory
+        let removed = await Self.blocking {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            var removed = 0
+            for name in names where Digests.isSHA256(name) && !kept.contains(name) {
+                if (try? FileManager.default.removeItem(atPath: directory + "/" + name)) != nil { removed += 1 }
+            }
+            return removed
+        }
+        if removed > 0 { logger.debug("unpublished resource bodies removed", metadata: ["count": "\(removed)"]) }
     }
 
     /// The published entry of a body: its version and `download` follow from its hash and the settings.

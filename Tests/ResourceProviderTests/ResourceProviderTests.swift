@@ -168,8 +168,10 @@ private func makeProvider(
                 #expect(answer.data.resourcemap?[origin.url("/app.js")]?.sha256 != nil)
                 // A version the provider never published: the whole map, no `removed`.
                 #expect(provider.check(version: "12345").data.removed == nil)
-                // The dropped resource's body is no longer served.
+                // The dropped resource's body is no longer served, nor kept on disk; the published ones are.
                 #expect(provider.blob(Digests.sha256(Array("old".utf8))).status == .notFound)
+                let stored = try FileManager.default.contentsOfDirectory(atPath: provider.blobDirectory).filter { $0.count == 64 }
+                #expect(stored == [Digests.sha256(Array("two".utf8))])
             }
         }
     }
