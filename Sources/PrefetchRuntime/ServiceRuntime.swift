@@ -23,8 +23,9 @@ public import Tracing
 /// The components, in the order they start (and the reverse of the order they stop): the fetcher (libcurl's
 /// loop), the DNS resolver, the response store (memory, or Redis shared by replicas), the config (a live source
 /// followed by the `ConfigUpdater`, or the fixed `config`), the ticket registry, the orchestrator and its fetch
-/// runner, the renderer pools; then the two HTTP surfaces (`PrefetchService.makeApplication`): the page surface on
-/// `host:port` and the operator surface on `adminHost:adminPort`. See `SECURITY.md`.
+/// runner, the renderer pools, the offline-package refresher (with `settings.resources`); then the two HTTP surfaces
+/// (`PrefetchService.makeApplication`): the page surface on `host:port` and the operator surface on
+/// `adminHost:adminPort`. See `SECURITY.md`.
 ///
 /// - Parameters:
 ///   - settings: listen addresses, budgets and limits.
@@ -126,8 +127,9 @@ public func buildApplication(
     }
     if let resources { services.append(ResourceRefresher(provider: resources)) }
 
-    // Shutdown runs in reverse: the page server stops first, then the operator server, the pools, the fetch
-    // runner (draining in-flight fetches), the config updater, the store, the resolver and last the fetcher.
+    // Shutdown runs in reverse: the page server stops first, then the operator server, the resource refresher, the
+    // pools, the fetch runner (draining in-flight fetches), the config updater, the store, the resolver and last the
+    // fetcher.
     return makeApplication(
         ServiceParts(
             orchestrator: orchestrator, renderers: pools, listeners: settings.listeners,
