@@ -15,6 +15,7 @@
 //   PrefetchService  the HTTP layer: the page and operator surfaces (Hummingbird routing, parsing, encoding)
 //   PrefetchRuntime  the composition root: settings in, every component built and wired, services to the lifecycle
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
+//   ResourceProvider the offline-package provider: the operator's resource manifest, fetched, hashed, stored by hash, published as versioned maps
 //   PrefetchTestUpstream  a scriptable upstream HTTP/1.1 server for tests, benchmarks and the demo (plain NIO)
 //   PrefetchTestUpstreamTLS  the same upstream over TLS and HTTP/2 (NIOSSL, NIOHTTP2), and TestPKI
 //   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo, CapturedLogs, RedisServer, RedisCluster
@@ -182,6 +183,7 @@ let package = Package(
                 "PrefetchCore",
                 "PrefetchStore",
                 "RendererPool",
+                "ResourceProvider",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
@@ -193,6 +195,21 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             resources: [.copy("Resources/openapi.yaml"), .copy("Resources/web")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "ResourceProvider",
+            dependencies: [
+                "PrefetchCore",
+                "PrefetchFetcher",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The demo upstream: plain NIO only, so it adds neither NIOSSL (a BoringSSL of its own) nor NIOHTTP2 to a first run.
@@ -208,6 +225,7 @@ let package = Package(
                 "PrefetchStore",
                 "RedisStore",
                 "RendererPool",
+                "ResourceProvider",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -270,6 +288,7 @@ let package = Package(
                 "PrefetchService",
                 "PrefetchStore",
                 "RendererPool",
+                "ResourceProvider",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -404,6 +423,22 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "ResourceProviderTests",
+            dependencies: [
+                "PrefetchTestSupport",
+                "PrefetchTestUpstream",
+                "PrefetchFetcher",
+                "ResourceProvider",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "PrefetchServiceTests",
             dependencies: [
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
@@ -417,6 +452,7 @@ let package = Package(
                 "PrefetchService",
                 "PrefetchStore",
                 "RendererPool",
+                "ResourceProvider",
                 "PrefetchTestUpstream",
                 "PrefetchTestUpstreamTLS",
                 "prefetch",

@@ -13,6 +13,7 @@ import PrefetchStore
 public import Prometheus
 import RedisStore
 import RendererPool
+import ResourceProvider
 import ServiceLifecycle
 public import Tracing
 
@@ -22,8 +23,9 @@ public import Tracing
 /// The components, in the order they start (and the reverse of the order they stop): the fetcher (libcurl's
 /// loop), the DNS resolver, the response store (memory, or Redis shared by replicas), the config (a live source
 /// followed by the `ConfigUpdater`, or the fixed `config`), the ticket registry, the orchestrator and its fetch
-/// runner, the renderer pools; then the two HTTP surfaces (`PrefetchService.makeApplication`): the page surface on
-/// `host:port` and the operator surface on `adminHost:adminPort`. See `SECURITY.md`.
+/// runner, the renderer pools, the offline-package refresher (with `settings.resources`); then the two HTTP surfaces
+/// (`PrefetchService.makeApplication`): the page surface on `host:port` and the operator surface on
+/// `adminHost:adminPort`. See `SECURITY.md`.
 ///
 /// - Parameters:
 ///   - settings: listen addresses, budgets and limits.
@@ -119,13 +121,19 @@ public func buildApplication(
     services.append(orchestrator.runner)
     let pools = try RendererPools(profiles: settings.renderers, logger: logger, metricsFactory: factory)
     services.append(pools)
+    // The offline-package provider: its refresher fetches through the fetcher, which starts before it.
+    let resources = settings.resources.map {
+        ResourceProvider(settings: $0, fetcher: fetcher, logger: logger, metricsFactory: factory)
+    }
+    if let resources { services.append(ResourceRefresher(provider: resources)) }
 
-    // Shutdown runs in reverse: the page server stops first, then the operator server, the pools, the fetch
-    // runner (draining in-flight fetches), the config updater, the store, the resolver and last the fetcher.
+    // Shutdown runs in reverse: the page server stops first, then the operator server, the resource refresher, the
+    // pools, the fetch runner (draining in-flight fetches), the config updater, the store, the resolver and last the
+    // fetcher.
     return makeApplication(
         ServiceParts(
             orchestrator: orchestrator, renderers: pools, listeners: settings.listeners,
             configSource: settings.configSource?.source, configPath: settings.configPath, updater: updater,
-            registry: registry, logger: logger),
+            registry: registry, logger: logger, resources: resources),
         services: services, onServerRunning: onServerRunning, onAdminRunning: onAdminRunning)
 }

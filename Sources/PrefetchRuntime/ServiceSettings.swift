@@ -4,6 +4,7 @@ public import PrefetchEngine
 public import PrefetchFetcher
 public import PrefetchService
 public import RendererPool
+public import ResourceProvider
 
 /// Everything `serve` can be told, with production defaults: each component's own settings, which the
 /// composition root (``buildApplication(settings:config:registry:logger:onServerRunning:onAdminRunning:clock:tracer:)``)
@@ -28,6 +29,8 @@ public struct ServiceSettings: Sendable {
     public var renderers: [String: RendererProfile] = RendererSettings.defaultProfiles
     /// How long graceful shutdown may take before in-flight work is cancelled. Default 10 s.
     public var shutdownGrace: Duration = .seconds(10)
+    /// The offline-package provider's manifest and store (`--resources`); nil: the empty map, version "0".
+    public var resources: ResourceSettings?
     /// Whether traces and metrics are also exported over OTLP/HTTP (``OTLPExport``); off by default.
     public var otlp = false
 

@@ -10,6 +10,7 @@ public import PrefetchEngine
 import PrefetchStore
 public import Prometheus
 public import RendererPool
+public import ResourceProvider
 public import ServiceLifecycle
 
 /// What the two HTTP surfaces route to, built by the composition root (`PrefetchRuntime.buildApplication`).
@@ -27,12 +28,15 @@ public struct ServiceParts: Sendable {
     /// Where metrics are collected; `GET /metrics` renders it.
     public var registry: PrometheusCollectorRegistry
     public var logger: Logger
+    /// The offline-package provider (`--resources`); nil: its routes answer the empty map, version "0".
+    public var resources: ResourceProvider?
 
     public init(
         orchestrator: Orchestrator, renderers: RendererPools, listeners: ListenerSettings, configSource: String?, configPath: String,
         updater: ConfigUpdater?,
-        registry: PrometheusCollectorRegistry, logger: Logger
+        registry: PrometheusCollectorRegistry, logger: Logger, resources: ResourceProvider? = nil
     ) {
+        self.resources = resources
         self.orchestrator = orchestrator
         self.renderers = renderers
         self.listeners = listeners
@@ -106,8 +110,13 @@ struct RouteSets {
     let prefetch: PrefetchRoutes
     let renderers: RendererRoutes
     let invalidation: InvalidationRoutes
+    let resources: ResourceRoutes
 
     init(_ parts: ServiceParts, factory: PrometheusMetricsFactory) {
+        resources = ResourceRoutes(
+            provider: parts.resources
+                ?? ResourceProvider(
+                    settings: ResourceSettings(manifest: nil, directory: ""), fetcher: nil, logger: parts.logger, metricsFactory: factory))
         prefetch = PrefetchRoutes(orchestrator: parts.orchestrator, bodyTimeout: parts.listeners.bodyTimeout)
         renderers = RendererRoutes(pools: parts.renderers, prefetch: prefetch)
         invalidation = InvalidationRoutes(prefetch: prefetch, metrics: InvalidationMetrics(factory: factory))
@@ -136,6 +145,7 @@ func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<BasicReq
         ).routes)
     group.addRoutes(routes.renderers.statisticsRoutes)
     group.addRoutes(routes.invalidation.operatorRoutes)
+    group.addRoutes(routes.resources.operatorRoutes)
     admin.get("/metrics") { _, _ in
         await orchestrator.recordGauges()
         orchestrator.recordBudgetGauges()
@@ -173,6 +183,7 @@ func pageRouter(_ parts: ServiceParts, routes: RouteSets, origins: AllowedOrigin
     group.addRoutes(routes.prefetch.routes)
     group.addRoutes(routes.renderers.routes)
     group.addRoutes(routes.invalidation.pageRoutes)
+    router.addRoutes(routes.resources.pageRoutes)
     router.addRoutes(
         StaticRoutes(currentConfig: { orchestrator.currentConfig() }, adminPort: parts.listeners.adminPort, demo: parts.listeners.demo)
             .routes)

@@ -14,6 +14,7 @@ import PrefetchService
 import PrefetchStore
 import Prometheus
 import RendererPool
+import ResourceProvider
 import ServiceLifecycle
 import Tracing
 import UnixSignals
@@ -24,7 +25,7 @@ struct Prefetch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "prefetch",
         abstract: "Prefetch orchestrator: fetches an H5 page's API data while the page is still loading.",
-        subcommands: [Serve.self, Plan.self, Fetch.self, Validate.self, HealthCheck.self]
+        subcommands: [Serve.self, Plan.self, Fetch.self, Validate.self, HealthCheck.self, Resources.self]
     )
 
     /// The entry point. A synchronous subcommand (`plan`) runs here, on the process's main thread, so its config load
@@ -172,12 +173,12 @@ extension Prefetch {
             abstract: "Run the prefetch service (HTTP API) until SIGTERM or SIGINT.",
             discussion: """
                 Two listeners: the page surface (--host/--port) for shells and pages, and the operator surface \
-                (--admin-host/--admin-port, loopback by default) for /ui, /v1/debug, /v1/plan, /v1/config, /v1/renderers and /metrics. \
+                (--admin-host/--admin-port, loopback by default) for /ui, /v1/debug, /v1/plan, /v1/config, /v1/renderers, /v1/resources/status and /metrics. \
                 Every option has an environment variable: PREFETCH_CONFIG, PREFETCH_HOST, PREFETCH_PORT, PREFETCH_ADMIN_HOST, \
                 PREFETCH_ADMIN_PORT, PREFETCH_ADMIN_TOKEN, PREFETCH_IDENTITY_KEY, PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS \
                 (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, PREFETCH_CONFIG_FALLBACK, \
                 PREFETCH_CONFIG_INTERVAL, PREFETCH_CONFIG_FATIGUE, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_TRIGGER_RATE, \
-                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_FAST_HANDOFF, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_THIRD_PARTY_COOKIES, PREFETCH_OTLP, PREFETCH_LOG_LEVEL. Secrets (the identity key, the admin token, a Redis password) belong in \
+                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_FAST_HANDOFF, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_THIRD_PARTY_COOKIES, PREFETCH_OTLP, PREFETCH_LOG_LEVEL, PREFETCH_RESOURCES, PREFETCH_RESOURCES_REFRESH, PREFETCH_RESOURCE_DOWNLOAD_BASE. Secrets (the identity key, the admin token, a Redis password) belong in \
                 the environment, not on the command line. \
                 --config may be a file or an http(s) URL; the service follows it (interval, SIGHUP, POST /v1/config/refresh). \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
@@ -354,6 +355,13 @@ extension Prefetch {
         )
         var unsharedStatuses: [Int] = []
 
+        @OptionGroup var resources: ResourceOptions
+
+        @Option(
+            name: .customLong("resources-refresh"),
+            help: "Seconds between refreshes of the offline-package resources (default 300, env PREFETCH_RESOURCES_REFRESH).")
+        var resourcesRefresh: Int?
+
         @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical (default info).")
         var logLevel: String?
 
@@ -508,6 +516,13 @@ extension Prefetch {
             settings.engine.identityKey = try IdentityKeySource.load(
                 given: identityKey ?? environment.value("PREFETCH_IDENTITY_KEY"), stateDirectory: source.stateDirectory,
                 shared: settings.store.url != nil)
+            if var resourceSettings = try resources.settings(environment: environment, stateDirectory: source.stateDirectory) {
+                if let seconds = try resourcesRefresh ?? environment.integer("PREFETCH_RESOURCES_REFRESH") {
+                    guard seconds >= 1 else { throw ValidationError("--resources-refresh \(seconds) must be at least 1 second") }
+                    resourceSettings.refreshInterval = .seconds(seconds)
+                }
+                settings.resources = resourceSettings
+            }
             return settings
         }
 
@@ -606,6 +621,95 @@ extension Prefetch {
                 "\(results.count) requests, \(results.count - failed) answered, \(failed) failed, \(bytes) bytes in \((elapsed / .milliseconds(1)).rounded()) ms"
             )
             if failed > 0 { throw ExitCode(1) }
+        }
+    }
+}
+
+/// The offline-package provider's options, shared by `serve` and `resources export`.
+struct ResourceOptions: ParsableArguments {
+    @Option(
+        name: .customLong("resources"),
+        help:
+            "The offline-package resource manifest (e.g. configs/resources.json), re-read at each refresh (env PREFETCH_RESOURCES; default none: an empty map)."
+    )
+    var path: String?
+
+    @Option(
+        name: .customLong("resource-download-base"),
+        help: "Write each map entry's download URL as <URL>/<sha256> (a CDN holding the bodies; env PREFETCH_RESOURCE_DOWNLOAD_BASE).")
+    var downloadBase: String?
+
+    /// The provider's settings, or nil without a manifest; the manifest is validated now (its problems, each naming
+    /// its field, end the command). Bodies go under the state directory, else a directory of this process.
+    func settings(environment: Environment = .process, stateDirectory: String?) throws -> ResourceSettings? {
+        guard let path = path ?? environment.value("PREFETCH_RESOURCES") else { return nil }
+        let manifest: ResourceManifest
+        do {
+            manifest = try ResourceManifest.load(path: path)
+        } catch {
+            throw ValidationError("--resources: \(error)")
+        }
+        let base = downloadBase ?? environment.value("PREFETCH_RESOURCE_DOWNLOAD_BASE")
+        if let base {
+            guard let url = try? HTTPURL(parsing: base), url.query == nil, url.fragment == nil else {
+                throw ValidationError("--resource-download-base \"\(base)\" must be an http(s) URL without query or fragment")
+            }
+        }
+        let directory =
+            stateDirectory ?? FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-\(getpid())").path
+        var settings = ResourceSettings(manifest: manifest, directory: directory, downloadBase: base)
+        settings.manifestPath = path
+        return settings
+    }
+}
+
+extension Prefetch {
+    struct Resources: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The offline-package provider's tools.", subcommands: [Export.self])
+
+        struct Export: AsyncParsableCommand {
+            static let configuration = CommandConfiguration(
+                abstract: "Fetch the manifest's resources once and write the CDN mirror: DIR/resources.json and DIR/<sha256>.",
+                discussion:
+                    "Download URLs are relative to resources.json (or <base>/<sha256> with --resource-download-base). Nothing is written unless every resource was fetched. Exit codes: 0 written; 1 a resource failed; 2 invalid manifest."
+            )
+
+            @Argument(help: "The directory to write (created when missing).")
+            var directory: String
+
+            @OptionGroup var resources: ResourceOptions
+
+            func run() async throws {
+                let settings: ResourceSettings
+                do {
+                    guard let loaded = try resources.settings(stateDirectory: nil) else {
+                        throw ValidationError("--resources PATH (or PREFETCH_RESOURCES) is required")
+                    }
+                    settings = loaded
+                } catch let error as ValidationError {
+                    Console.error("error: \(error.message)")
+                    throw ExitCode(2)
+                }
+                let logger = Logger(label: "prefetch.resources")
+                let fetcher = Fetcher(logger: logger)
+                let written: ResourceExport.Written? = try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await fetcher.run() }
+                    defer { group.cancelAll() }
+                    let provider = ResourceProvider(settings: settings, fetcher: fetcher, logger: logger)
+                    let outcome = await provider.refresh()
+                    for (url, failure) in provider.status().failures.sorted(by: { $0.key < $1.key }) {
+                        Console.error("error: \(Redaction.url(url)): \(failure.reason): \(failure.message)")
+                    }
+                    guard outcome == .ok else { return nil }
+                    return try await ResourceExport.write(provider, to: directory)
+                }
+                guard let written else {
+                    Console.error("error: nothing written to \(directory): not every resource was fetched")
+                    throw ExitCode(1)
+                }
+                Console.out("version \(written.version): \(written.entries) resources, \(written.blobs) bodies written to \(directory)")
+            }
         }
     }
 }

@@ -1,0 +1,33 @@
+import HTTPTypes
+import Hummingbird
+import ResourceProvider
+
+/// The offline-package provider's routes (docs/offline-packages.md, "Provider"). On the page listener, what shells
+/// call: the check `GET /v1/resources?version=V` and the bodies `GET /v1/resources/blob/{sha256}`, both answered from
+/// the provider's memory. On the operator listener: `GET /v1/resources/status`. Nothing a caller sends adds a
+/// resource or a host: the map comes from the operator's manifest only.
+struct ResourceRoutes: Sendable {
+    let provider: ResourceProvider
+
+    var pageRoutes: RouteCollection<PageContext> {
+        let routes = RouteCollection(context: PageContext.self)
+        routes.get("/v1/resources") { request, _ in
+            let version = request.uri.queryParameters["version"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
+            var response = try JSONEncoding.response(.ok, provider.check(version: version))
+            response.headers[.cacheControl] = "no-cache"
+            return response
+        }
+        routes.get("/v1/resources/blob/:sha256") { request, context in
+            let answer = provider.blob(
+                context.parameters.get("sha256") ?? "", ifNoneMatch: request.headers[.ifNoneMatch], range: request.headers[.range])
+            return Response(status: answer.status, headers: answer.headers, body: .init(byteBuffer: answer.body))
+        }
+        return routes
+    }
+
+    var operatorRoutes: RouteCollection<BasicRequestContext> {
+        let routes = RouteCollection(context: BasicRequestContext.self)
+        routes.get("/v1/resources/status") { _, _ in try JSONEncoding.response(.ok, provider.status()) }
+        return routes
+    }
+}
