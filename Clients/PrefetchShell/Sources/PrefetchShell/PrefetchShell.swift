@@ -272,6 +272,7 @@ extension PrefetchShell {
         case .notFound(let answer): return refused(answer, status: 404)
         case .requestTimeout(let answer): return refused(answer, status: 408)
         case .contentTooLarge(let answer): return refused(answer, status: 413)
+        case .requestHeaderFieldsTooLarge(let answer): return refused(answer, status: 431)
         case .unsupportedMediaType(let answer): return refused(answer, status: 415)
         case .tooManyRequests(let answer): return refused(answer, status: 429)
         case .serviceUnavailable: throw ServiceStatus(code: 503)
@@ -291,6 +292,7 @@ extension PrefetchShell {
         case .forbidden(let answer): return refusedOpen(answer, status: 403)
         case .requestTimeout(let answer): return refusedOpen(answer, status: 408)
         case .contentTooLarge(let answer): return refusedOpen(answer, status: 413)
+        case .requestHeaderFieldsTooLarge(let answer): return refusedOpen(answer, status: 431)
         case .unsupportedMediaType(let answer): return refusedOpen(answer, status: 415)
         case .undocumented(let status, _): return try undocumented(status)
         }

@@ -103,6 +103,7 @@ extension Components.Responses.OriginNotAllowed: ErrorAnswer { var errorBody: Co
 extension Components.Responses.NoConfig: ErrorAnswer { var errorBody: Components.Schemas._Error? { try? body.json } }
 extension Components.Responses.BodyTimeout: ErrorAnswer { var errorBody: Components.Schemas._Error? { try? body.json } }
 extension Components.Responses.TooLarge: ErrorAnswer { var errorBody: Components.Schemas._Error? { try? body.json } }
+extension Components.Responses.HeadTooLarge: ErrorAnswer { var errorBody: Components.Schemas._Error? { try? body.json } }
 extension Components.Responses.UnsupportedMediaType: ErrorAnswer { var errorBody: Components.Schemas._Error? { try? body.json } }
 extension Components.Responses.RateLimited: ErrorAnswer { var errorBody: Components.Schemas._Error? { try? body.json } }
 extension Components.Responses.Unavailable: ErrorAnswer { var errorBody: Components.Schemas._Error? { try? body.json } }
