@@ -54,11 +54,13 @@ import Testing
 
     @Test func aFlightInProgressIsNotTouched() async throws {
         try await withRedis { server in
-            try await withReplicas(server) { replicas in
+            // A lock that cannot age out while a loaded machine delays the read (a fresh-clone CI run once saw the
+            // reader never wait, 10 s being the lock's age and the test's patience alike).
+            try await withReplicas(server, configuration: testConfiguration(lockAge: .seconds(120))) { replicas in
                 let (a, b) = (replicas[0], replicas[1])
                 let token = try #require(await a.begin(key("/cart", identity: Self.alice), policy: policy()).token)
-                let waiting = Task { await b.read(key("/cart", identity: Self.alice), wait: .seconds(10)) }
-                #expect(await eventually { b.waitingReaders == 1 })
+                let waiting = Task { await b.read(key("/cart", identity: Self.alice), wait: .seconds(60)) }
+                #expect(await eventually(within: 60) { b.waitingReaders == 1 })
                 let inFlightDropped = try await b.invalidate(identity: Self.alice)
                 #expect(inFlightDropped == 0)
                 await a.complete(key("/cart", identity: Self.alice), token: token, result: .success(response("fresh")))
