@@ -89,12 +89,7 @@ extension ResourceProvider {
             guard state.refreshes == 0 else { return false }
             state.version = version
             state.items = items
-            var blobs: [String: (bytes: ByteBuffer, ctype: String)] = [:]
-            for url in items.keys.sorted() {
-                guard let item = items[url], blobs[item.entry.sha256] == nil else { continue }
-                blobs[item.entry.sha256] = (item.body, item.entry.ctype)
-            }
-            state.blobs = blobs
+            state.blobs = Self.blobs(of: items)
             state.history = history
             state.bytes = total
             return true

@@ -61,6 +61,16 @@ public final class ResourceProvider: Sendable {
         public var previousKept: Bool
     }
 
+    /// Each body once by its sha256, with its content type: the first URL in order that has it.
+    static func blobs(of items: [String: Item]) -> [String: (bytes: ByteBuffer, ctype: String)] {
+        var blobs: [String: (bytes: ByteBuffer, ctype: String)] = [:]
+        for url in items.keys.sorted() {
+            guard let item = items[url], blobs[item.entry.sha256] == nil else { continue }
+            blobs[item.entry.sha256] = (item.body, item.entry.ctype)
+        }
+        return blobs
+    }
+
     struct State: Sendable {
         var version = "0"
         var items: [String: Item] = [:]
@@ -279,12 +289,7 @@ public final class ResourceProvider: Sendable {
             }
             state.version = version
             state.items = items
-            var blobs: [String: (bytes: ByteBuffer, ctype: String)] = [:]
-            for url in items.keys.sorted() {
-                guard let item = items[url], blobs[item.entry.sha256] == nil else { continue }
-                blobs[item.entry.sha256] = (item.body, item.entry.ctype)
-            }
-            state.blobs = blobs
+            state.blobs = Self.blobs(of: items)
             state.failures = failures
             state.lastRefresh = Date()
             state.lastOutcome = outcome
