@@ -8,16 +8,9 @@ public enum RandomID {
         Base64URL.encode(randomBytes(16))
     }
 
-    /// `count` bytes from the system's secure random source, eight per call of it (not one call per byte).
+    /// `count` bytes from the system's secure random source (``SecureRandom``).
     public static func randomBytes(_ count: Int) -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(count + 7)
-        while bytes.count < count {
-            withUnsafeBytes(of: generator.next()) { bytes.append(contentsOf: $0) }
-        }
-        bytes.removeLast(bytes.count - count)
-        return bytes
+        SecureRandom.bytes(count)
     }
 
     /// Whether `text` has the shape of an identifier.

@@ -44,18 +44,8 @@ public struct TraceParent: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// A child span of this one: the same trace and flags, a fresh random span id as the parent the receiver sees.
-    public func child<R: RandomNumberGenerator>(using generator: inout R) -> TraceParent {
-        var span: [UInt8]
-        repeat {
-            span = (0..<8).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        } while span.allSatisfy { $0 == 0 }
-        return TraceParent(traceID: traceID, parentID: Hex.encode(span), flags: flags)
-    }
-
-    /// A child span, with the system's random numbers.
     public func child() -> TraceParent {
-        var generator = SystemRandomNumberGenerator()
-        return child(using: &generator)
+        TraceParent(traceID: traceID, parentID: Hex.encode(Self.nonZero(8)), flags: flags)
     }
 
     /// The header value this service sends: always version `00`.
@@ -83,12 +73,14 @@ public struct TraceParent: Sendable, Hashable, CustomStringConvertible {
 
     /// The root span of a new trace of the service's own: random trace and span ids, not sampled by the caller.
     public static func newRoot() -> TraceParent {
-        var generator = SystemRandomNumberGenerator()
-        var trace: [UInt8]
-        repeat {
-            trace = (0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        } while trace.allSatisfy { $0 == 0 }
-        return TraceParent(traceID: Hex.encode(trace), parentID: "0000000000000001", flags: "00").child(using: &generator)
+        TraceParent(traceID: Hex.encode(nonZero(16)), parentID: Hex.encode(nonZero(8)), flags: "00")
+    }
+
+    /// `count` random bytes, not all zero (the spec's invalid id), from one read of ``SecureRandom``.
+    private static func nonZero(_ count: Int) -> [UInt8] {
+        var bytes: [UInt8]
+        repeat { bytes = SecureRandom.bytes(count) } while bytes.allSatisfy { $0 == 0 }
+        return bytes
     }
 
     private static func isLowerHex(_ bytes: ArraySlice<UInt8>) -> Bool {

@@ -604,7 +604,8 @@ public final class RedisStore: ResponseStore, Service {
     // MARK: Performing steps
 
     private static func newToken() -> FlightToken {
-        FlightToken(UInt64.random(in: 1...UInt64.max))
+        var random = SecureRandom()
+        return FlightToken(UInt64.random(in: 1...UInt64.max, using: &random))
     }
 
     /// Begins `claim` in the fallback store (Redis gave no answer) and records a lead there.
