@@ -8,8 +8,10 @@ import PrefetchCore
 /// guessed cookie or token against them offline. Replicas that share a store must share the key, or the same
 /// user gets a different identity on each replica (misses, never leaks).
 public struct IdentityKey: Sendable {
-    /// The secret's bytes (`SymmetricKey` is not `Sendable`; one is made per digest, which costs a copy).
-    private let secret: [UInt8]
+    /// HMAC-SHA256 already keyed with the secret: each digest starts from a copy of it, so the key schedule (two
+    /// hash blocks) is computed once, not per digest (a trigger makes several). Never mutated: a copy is updated,
+    /// and the copy's state is its own (copy on write).
+    nonisolated(unsafe) private let keyed: HMAC<SHA256>
 
     /// The smallest secret accepted, in bytes.
     public static let minimumBytes = 32
@@ -19,14 +21,12 @@ public struct IdentityKey: Sendable {
     public init(secret: some Sequence<UInt8>) throws(IdentityKeyError) {
         let bytes = Array(secret)
         guard bytes.count >= Self.minimumBytes else { throw IdentityKeyError(length: bytes.count) }
-        self.secret = bytes
+        self.keyed = HMAC<SHA256>(key: SymmetricKey(data: bytes))
     }
 
     /// A fresh random key of 32 bytes.
     public static func random() -> IdentityKey {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        return try! IdentityKey(secret: bytes)
+        try! IdentityKey(secret: SecureRandom.bytes(32))
     }
 
     /// A keyed digest of `fields` (each length-prefixed, after a domain label) as 64 lowercase hex digits.
@@ -36,7 +36,7 @@ public struct IdentityKey: Sendable {
 
     /// The 32-byte HMAC-SHA256 of `fields` (each length-prefixed, after a domain label).
     public func mac(domain: String, _ fields: [[UInt8]]) -> [UInt8] {
-        var mac = HMAC<SHA256>(key: SymmetricKey(data: secret))
+        var mac = keyed
         mac.update(data: Array(domain.utf8))
         for field in fields { appendLengthPrefixed(field, to: &mac) }
         return Array(mac.finalize())

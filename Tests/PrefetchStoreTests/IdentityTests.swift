@@ -109,6 +109,26 @@ let key = IdentityKey.random()
         #expect(throws: IdentityKeyError.self) { try IdentityKey(secret: Array("short".utf8)) }
     }
 
+    @Test func aDigestIsTheKeyedHMACOfItsFieldsEveryTime() async throws {
+        // HMAC-SHA256 over the domain label and each field with its 8-byte big-endian length, as computed outside
+        // Swift (Python's hmac). The key is keyed once and copied per digest: repeated and concurrent digests must
+        // not carry state from one another.
+        let key = try IdentityKey(secret: Array(0..<32))
+        let fields: [[UInt8]] = [Array("sid=1234".utf8), [], Array("abc".utf8)]
+        let expected = "4a35635d4c38fac1605316f83e4aaa7a4157c0bc8294c7ca78ac956751f43401"
+        #expect(key.digest(domain: "test-domain", fields) == expected)
+        #expect(key.digest(domain: "test-domain", fields) == expected)
+        let digests = await withTaskGroup(of: String.self) { group in
+            for index in 0..<64 {
+                group.addTask { key.digest(domain: "test-domain", index % 2 == 0 ? fields : [[UInt8(index)]]) }
+            }
+            var all: [String] = []
+            for await digest in group { all.append(digest) }
+            return all
+        }
+        #expect(digests.filter { $0 == expected }.count == 32)
+    }
+
     @Test func keysHoldNoURL() {
         let url = "https://api.test/me?token=" + String(repeating: "t", count: 10_000)
         let key = StoreKey(identity: .anonymous, method: "GET", url: url, body: nil)
