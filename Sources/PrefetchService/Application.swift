@@ -66,10 +66,15 @@ public func makeApplication(
     let routes = RouteSets(parts, factory: factory)
     let http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount.nanoseconds(Int64(settings.idleTimeout.milliseconds) * 1_000_000))
     // Each listener's cap on open connections and the body timeout of its every route (ConnectionGuards.swift).
+    // An over-long request head is answered `431` in the API's JSON shape on both listeners: by the guard, or on the
+    // page surface's fast path by its handler below the codec.
+    let headLimit = http1.httpDecoder.maxHeaderListSize
     let pageGuards = ConnectionGuards(
-        listener: .page, maximum: settings.maxConnections, bodyTimeout: settings.bodyTimeout, factory: factory, logger: logger)
+        listener: .page, maximum: settings.maxConnections, bodyTimeout: settings.bodyTimeout,
+        headLimit: settings.fastHandoff ? nil : headLimit, factory: factory, logger: logger)
     let adminGuards = ConnectionGuards(
-        listener: .operator, maximum: settings.adminMaxConnections, bodyTimeout: settings.bodyTimeout, factory: factory, logger: logger)
+        listener: .operator, maximum: settings.adminMaxConnections, bodyTimeout: settings.bodyTimeout, headLimit: headLimit,
+        factory: factory, logger: logger)
 
     // The operator surface, on its own listener, one of the page application's services: it stops right after the
     // page surface.

@@ -5,6 +5,7 @@ import HummingbirdCore
 import Logging
 import Metrics
 import NIOCore
+import NIOHTTP1
 import NIOHTTPTypes
 import PrefetchCore
 import Synchronization
@@ -30,6 +31,10 @@ final class ConnectionGuards: Sendable {
     let bodyTimeout: TimeAmount
     /// The answer to a request whose body did not arrive in time, made once: the same bytes for every connection.
     let timeoutAnswer: (head: HTTPResponse, body: ByteBuffer)
+    /// The answer to a request head over the parser's limit, `431 too-large` in the API's JSON shape, when this
+    /// listener's guard gives it (nil: a handler below the codec answers it, as the page surface's fast path does).
+    /// Without it Hummingbird answers a bare `400` with no body and no content type.
+    let headTooLargeAnswer: (head: HTTPResponse, body: ByteBuffer)?
     private let open = Atomic<Int>(0)
     private let openGauge: Meter
     private let refusals: Counter
@@ -39,7 +44,9 @@ final class ConnectionGuards: Sendable {
     private let refusalLog = Mutex<(last: ContinuousClock.Instant?, unlogged: Int)>((nil, 0))
     private static let refusalLogInterval = Duration.seconds(60)
 
-    init(listener: Listener, maximum: Int, bodyTimeout: Duration, factory: any MetricsFactory, logger: Logger) {
+    init(
+        listener: Listener, maximum: Int, bodyTimeout: Duration, headLimit: Int?, factory: any MetricsFactory, logger: Logger
+    ) {
         self.listener = listener
         self.maximum = maximum
         self.bodyTimeout = .milliseconds(bodyTimeout.milliseconds)
@@ -54,6 +61,17 @@ final class ConnectionGuards: Sendable {
         var fields: HTTPFields = [.contentType: "application/json", .contentLength: String(body.readableBytes), .connection: "close"]
         PageGuardMiddleware.secure(&fields)
         timeoutAnswer = (HTTPResponse(status: .requestTimeout, headerFields: fields), body)
+        headTooLargeAnswer = headLimit.map { limit in
+            let error = APIError(
+                status: .requestHeaderFieldsTooLarge, code: .tooLarge,
+                message: "the request head (request line and header fields) is over \(limit) bytes")
+            let body = ByteBuffer(bytes: (try? JSONEncoding.encoder.encode(error.body)) ?? Data())
+            var fields: HTTPFields = [
+                .contentType: "application/json", .contentLength: String(body.readableBytes), .connection: "close",
+            ]
+            PageGuardMiddleware.secure(&fields)
+            return (HTTPResponse(status: .requestHeaderFieldsTooLarge, headerFields: fields), body)
+        }
     }
 
     /// Counts a new connection in, or refuses it (false) when the listener already holds its maximum.
@@ -178,6 +196,16 @@ struct BodyGuardState: Equatable {
         bodyOpen = true
     }
 
+    /// Whether an over-long head may be answered here: the connection is open and every request before it is
+    /// answered. The connection then only closes.
+    mutating func refusesOverlongHead() -> Bool {
+        guard phase == .open, answersBegun == answersEnded, requests == answersEnded else { return false }
+        phase = .answered
+        bodyOpen = false
+        timerArmed = false
+        return true
+    }
+
     mutating func requestEnd() -> Action {
         bodyOpen = false
         guard timerArmed else { return .none }
@@ -286,6 +314,24 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
         case .end: perform(state.requestEnd(), context: context)
         }
         context.fireChannelRead(data)
+    }
+
+    /// A request head over the parser's limit, with every earlier request answered: `431` in the API's JSON shape,
+    /// then the close (what follows the head on the connection cannot be framed). With an answer still being
+    /// written the error goes on to Hummingbird, which answers after it.
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let answer = guards.headTooLargeAnswer, let parser = error as? HTTPParserError, parser == .headerOverflow,
+            state.refusesOverlongHead()
+        else {
+            context.fireErrorCaught(error)
+            return
+        }
+        timer?.cancel()
+        timer = nil
+        context.write(wrapOutboundOut(.head(answer.head)), promise: nil)
+        context.write(wrapOutboundOut(.body(answer.body)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        closeAfterGrace(context: context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {

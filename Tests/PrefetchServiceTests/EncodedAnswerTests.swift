@@ -104,36 +104,48 @@ import Testing
     /// answers carry no body, and every answer is where the routed service puts it, byte for byte. (A `CONNECT`
     /// ends a connection's requests in NIO's decoder on both services; its framing is the test above's.)
     /// A request head over the parser's limit (80 KiB) is refused `431 too-large` with the API's JSON error, its
-    /// content type and the page surface's security headers, and the connection closes: a request pipelined after
-    /// it is never answered. The service goes on answering others. An over-long target and an over-long header
-    /// field both; schemathesis sends the first.
+    /// content type and the security headers, and the connection closes: a request pipelined after it is never
+    /// answered. The service goes on answering others. An over-long target and an over-long header field both
+    /// (schemathesis sends the first), on each listener: the page surface on its fast path and without it
+    /// (`--no-fast-handoff`), and the operator surface, where Hummingbird alone would answer a bare `400`.
     @Test func anOverLongHeadIsRefusedWithTheAPIsJSONError() async throws {
         let suite = FastHandoffTests()
-        try await suite.withBoth { fast, _ in
+        try await suite.withBoth { fast, routed in
             let long = String(repeating: "a", count: 100 * 1024)
-            let host = "Host: 127.0.0.1:\(fast.port)\r\n"
-            let heads = [
-                "GET /v1/data?page=\(long) HTTP/1.1\r\n\(host)\r\n",
-                "GET /healthz HTTP/1.1\r\n\(host)X-Long: \(long)\r\n\r\n",
+            let listeners = [
+                ("page, fast path", fast.port), ("page, routed", routed.port), ("operator", fast.adminPort),
+                ("operator of the routed service", routed.adminPort),
             ]
-            for head in heads {
-                let answer = try await rawExchange(port: fast.port, head + "GET /healthz HTTP/1.1\r\n\(host)\r\n")
-                let parts = answer.components(separatedBy: "\r\n\r\n")
-                let fields = parts[0].lowercased()
-                #expect(parts[0].hasPrefix("HTTP/1.1 431 "), "\(parts[0])")
-                #expect(fields.contains("content-type: application/json"), "\(parts[0])")
-                #expect(
-                    fields.contains("x-content-type-options: nosniff") && fields.contains("cache-control: private, no-store"), "\(parts[0])"
-                )
-                #expect(fields.contains("connection: close"), "\(parts[0])")
-                let body =
-                    try JSONSerialization.jsonObject(with: Data(parts.dropFirst().joined(separator: "\r\n\r\n").utf8)) as? [String: String]
-                #expect(body?["error"] == "too-large" && body?["message"]?.contains("request head") == true, "\(answer.suffix(300))")
-                // Nothing after it: one answer, then the close.
-                #expect(answer.components(separatedBy: "HTTP/1.1 ").count == 2, "\(answer.suffix(600))")
+            for (listener, port) in listeners {
+                let host = "Host: 127.0.0.1:\(port)\r\n"
+                let heads = [
+                    "GET /v1/data?page=\(long) HTTP/1.1\r\n\(host)\r\n",
+                    "GET /healthz HTTP/1.1\r\n\(host)X-Long: \(long)\r\n\r\n",
+                ]
+                for head in heads {
+                    let answer = try await rawExchange(port: port, head + "GET /healthz HTTP/1.1\r\n\(host)\r\n")
+                    let parts = answer.components(separatedBy: "\r\n\r\n")
+                    let fields = parts[0].lowercased()
+                    #expect(parts[0].hasPrefix("HTTP/1.1 431 "), "\(listener): \(parts[0])")
+                    #expect(fields.contains("content-type: application/json"), "\(listener): \(parts[0])")
+                    #expect(
+                        fields.contains("x-content-type-options: nosniff") && fields.contains("cache-control: private, no-store"),
+                        "\(listener): \(parts[0])")
+                    #expect(fields.contains("connection: close"), "\(listener): \(parts[0])")
+                    let body =
+                        try JSONSerialization.jsonObject(with: Data(parts.dropFirst().joined(separator: "\r\n\r\n").utf8))
+                        as? [String: String]
+                    #expect(
+                        body?["error"] == "too-large" && body?["message"]?.contains("request head") == true,
+                        "\(listener): \(answer.suffix(300))")
+                    // Nothing after it: one answer, then the close.
+                    #expect(answer.components(separatedBy: "HTTP/1.1 ").count == 2, "\(listener): \(answer.suffix(600))")
+                }
             }
-            let health = try await fast.get("/healthz")
-            #expect(health.status == 200)
+            for service in [fast, routed] {
+                #expect(try await service.get("/healthz").status == 200)
+                #expect(try await service.admin(.get, "/metrics").status == 200)
+            }
         }
     }
 
