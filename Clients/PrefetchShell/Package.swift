@@ -22,6 +22,9 @@ let package = Package(
         .library(name: "PrefetchOffline", targets: ["PrefetchOffline"]),
         // The document-start script as a command, for the service's browser test harness.
         .executable(name: "prefetch-shell-script", targets: ["prefetch-shell-script"]),
+        // A shell's request interceptor on the offline package, as a command: the browser test and the benchmark
+        // hand it each request the page makes (scripts/offline-browser.py).
+        .executable(name: "prefetch-shell-offline", targets: ["prefetch-shell-offline"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-openapi-generator", from: "1.14.3"),
@@ -62,6 +65,11 @@ let package = Package(
         .executableTarget(
             name: "prefetch-shell-script",
             dependencies: ["PrefetchShell"],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "prefetch-shell-offline",
+            dependencies: ["PrefetchOffline"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
