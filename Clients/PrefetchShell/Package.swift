@@ -72,14 +72,20 @@ let package = Package(
             dependencies: ["PrefetchOffline"],
             swiftSettings: swiftSettings
         ),
+        // The child processes of the live tests (the service, its test upstream, file servers), for both test targets.
+        .target(
+            name: "ShellTestSupport",
+            path: "Tests/ShellTestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "PrefetchShellTests",
-            dependencies: ["PrefetchShell"],
+            dependencies: ["PrefetchShell", "ShellTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "PrefetchOfflineTests",
-            dependencies: ["PrefetchOffline"],
+            dependencies: ["PrefetchOffline", "ShellTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,4 +1,5 @@
 import Foundation
+import ShellTestSupport
 import Testing
 
 /// Headless Chromium as a web shell with an offline package: `scripts/offline-browser.py render` serves a small site
@@ -34,7 +35,7 @@ import Testing
         let script = Self.repository.appendingPathComponent("scripts/offline-browser.py").path
         let harness = try ChildProcess(
             "/usr/bin/env",
-            ["python3", script, "render", "--prefetch", try serviceBinary("PREFETCH_BIN"), "--shell-offline", try Self.emulator()],
+            ["python3", script, "render", "--prefetch", try requiredBinary("PREFETCH_BIN"), "--shell-offline", try Self.emulator()],
             in: work)
         let status = try await harness.exitStatus(within: 300)
         let output = harness.text

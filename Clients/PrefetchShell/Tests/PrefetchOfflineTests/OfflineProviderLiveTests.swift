@@ -1,4 +1,5 @@
 import Foundation
+import ShellTestSupport
 import Testing
 
 @testable import PrefetchOffline
@@ -18,79 +19,6 @@ import Darwin
 // clock is the test's; the provider's refreshes are real (`--resources-refresh 1`), and the test waits for the map
 // it expects (polled, with a generous deadline), never for a time.
 
-/// The path of an executable named by an environment variable; a failure naming the variable otherwise.
-func serviceBinary(_ variable: String) throws -> String {
-    guard let path = ProcessInfo.processInfo.environment[variable], !path.isEmpty else {
-        throw ServerError(
-            description:
-                "\(variable) is not set: the provider tests run the service's binary. Run scripts/test-clients.sh from the repository root, "
-                + "or set PREFETCH_BIN=<path>/prefetch")
-    }
-    guard FileManager.default.isExecutableFile(atPath: path) else {
-        throw ServerError(description: "\(variable)=\(path) is not an executable file")
-    }
-    return path
-}
-
-/// One child process whose output goes to a file; `stop()` ends it (SIGTERM, then SIGKILL after 10 s).
-final class ChildProcess {
-    let process = Process()
-    let output: URL
-
-    init(_ executable: String, _ arguments: [String], in directory: URL) throws {
-        output = directory.appendingPathComponent("output-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: output)
-        defer { try? handle.close() }
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = handle
-        process.standardError = handle
-        process.standardInput = FileHandle.nullDevice
-        try childLaunches.withLock { try process.run() }
-    }
-
-    var text: String { (try? String(contentsOf: output, encoding: .utf8)) ?? "" }
-
-    /// Waits (at most `seconds`) for a line containing `prefix` and returns the port number that follows it.
-    func port(after prefix: String, within seconds: Int = 60) async throws -> Int {
-        let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
-        while ContinuousClock.now < deadline {
-            if let line = text.split(separator: "\n").first(where: { $0.contains(prefix) }),
-                let port = Int(line[line.range(of: prefix)!.upperBound...].prefix { $0.isNumber })
-            {
-                return port
-            }
-            guard process.isRunning else { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw ServerError(description: "\(process.executableURL?.lastPathComponent ?? "child") reported no port: \(text)")
-    }
-
-    /// Waits for the process to end (at most `seconds`); its exit status.
-    func exitStatus(within seconds: Int = 120) async throws -> Int32 {
-        let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
-        while process.isRunning && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        guard !process.isRunning else {
-            await stop()
-            throw ServerError(description: "\(process.executableURL?.lastPathComponent ?? "child") did not finish: \(text)")
-        }
-        return process.terminationStatus
-    }
-
-    func stop() async {
-        if process.isRunning { process.terminate() }
-        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
-}
-
-private let childLaunches = NSLock()
-
 /// A `prefetch serve` with a resource manifest, refreshed every second.
 final class LiveProvider {
     let child: ChildProcess
@@ -98,7 +26,7 @@ final class LiveProvider {
 
     /// Starts the service on `port` (0: any free port) with `manifest`, its state under `state`.
     init(manifest: URL, state: URL, port: Int = 0, downloadBase: String? = nil) async throws {
-        let binary = try serviceBinary("PREFETCH_BIN")
+        let binary = try requiredBinary("PREFETCH_BIN")
         let config = state.appendingPathComponent("prefetch.json")
         if !FileManager.default.fileExists(atPath: config.path) {
             try Self.config.write(to: config, atomically: true, encoding: .utf8)
@@ -319,7 +247,7 @@ struct Origin {
         let export = work.appendingPathComponent("mirror")
         func exportMirror() async throws {
             let child = try ChildProcess(
-                try serviceBinary("PREFETCH_BIN"), ["resources", "export", export.path, "--resources", manifest.path], in: work)
+                try requiredBinary("PREFETCH_BIN"), ["resources", "export", export.path, "--resources", manifest.path], in: work)
             let status = try await child.exitStatus()
             #expect(status == 0, "export: \(child.text)")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import ShellTestSupport
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -13,73 +14,6 @@ import Darwin
 // The real service for the live tests: `prefetch serve` and the project's test upstream (`prefetch-upstream`) as
 // child processes on 127.0.0.1, on free ports they report, always stopped. The binaries come from PREFETCH_BIN and
 // PREFETCH_UPSTREAM_BIN (scripts/test-clients.sh passes the repository's build); without them the tests fail.
-
-struct LiveTestError: Error, CustomStringConvertible {
-    var description: String
-}
-
-/// The path of an executable named by an environment variable; a failure naming the variable otherwise.
-func requiredBinary(_ variable: String) throws -> String {
-    guard let path = ProcessInfo.processInfo.environment[variable], !path.isEmpty else {
-        throw LiveTestError(
-            description:
-                "\(variable) is not set: the live tests need the service's binaries. Run scripts/test-clients.sh from the repository root, "
-                + "or set PREFETCH_BIN=<path>/prefetch and PREFETCH_UPSTREAM_BIN=<path>/prefetch-upstream")
-    }
-    guard FileManager.default.isExecutableFile(atPath: path) else {
-        throw LiveTestError(description: "\(variable)=\(path) is not an executable file")
-    }
-    return path
-}
-
-/// One child process whose output goes to files; `stop()` ends it (SIGTERM, then SIGKILL after 10 s).
-final class Child {
-    let process = Process()
-    let directory: URL
-
-    init(_ executable: String, _ arguments: [String]) throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("prefetch-shell-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let output = directory.appendingPathComponent("output")
-        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: output)
-        defer { try? handle.close() }
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardOutput = handle
-        process.standardError = handle
-        process.standardInput = FileHandle.nullDevice
-        try launchSerially(process)
-    }
-
-    var output: String { (try? String(contentsOf: directory.appendingPathComponent("output"), encoding: .utf8)) ?? "" }
-
-    /// Waits (at most `seconds`) for a line starting with `prefix` and returns the port number that follows it.
-    func port(after prefix: String, within seconds: Double = 30) async throws -> Int {
-        let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
-        while ContinuousClock.now < deadline {
-            if let line = output.split(separator: "\n").first(where: { $0.contains(prefix) }),
-                let port = Int(line[line.range(of: prefix)!.upperBound...].prefix { $0.isNumber })
-            {
-                return port
-            }
-            guard process.isRunning else { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw LiveTestError(description: "\(process.executableURL?.lastPathComponent ?? "child") reported no port: \(output)")
-    }
-
-    func stop() async {
-        if process.isRunning { process.terminate() }
-        let deadline = ContinuousClock.now.advanced(by: .seconds(10))
-        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        try? FileManager.default.removeItem(at: directory)
-    }
-}
 
 /// A running service and its upstream.
 struct LiveService {
@@ -98,12 +32,12 @@ func withLiveService<T>(
 ) async throws -> T {
     let prefetch = try requiredBinary("PREFETCH_BIN")
     let upstreamBinary = try requiredBinary("PREFETCH_UPSTREAM_BIN")
-    let upstream = try Child(upstreamBinary, ["--port", "0"])
+    let upstream = try ChildProcess(upstreamBinary, ["--port", "0"])
     do {
         let upstreamPort = try await upstream.port(after: "listening on 127.0.0.1:")
         let file = upstream.directory.appendingPathComponent("config.json")
         try config(upstreamPort).write(to: file, atomically: true, encoding: .utf8)
-        let serve = try Child(
+        let serve = try ChildProcess(
             prefetch, ["serve", "--config", file.path, "--port", "0", "--admin-port", "0", "--log-level", "warning"] + arguments)
         do {
             let port = try await serve.port(after: "prefetch listening on http://127.0.0.1:")
@@ -154,14 +88,6 @@ final class SilentListener {
         _ = Darwin.close(descriptor)
         #endif
     }
-}
-
-private let launches = NSLock()
-
-/// Starts `process`, one launch at a time in the test process, so no child inherits a descriptor another launch has
-/// just opened.
-func launchSerially(_ process: Process) throws {
-    try launches.withLock { try process.run() }
 }
 
 /// Runs a tool to completion with `input` on its standard input; its standard output.
