@@ -67,9 +67,7 @@ final class CancellableTimer: Sendable {
     }
 
     private func start(until deadline: ContinuousClock.Instant, _ continuation: CheckedContinuation<Void, any Error>) {
-        let (seconds, attoseconds) = max(.zero, ContinuousClock.now.duration(to: deadline)).components
-        let nanoseconds =
-            seconds >= Int64(Int.max / 1_000_000_000) ? Int.max : Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        let nanoseconds = Int(max(.zero, ContinuousClock.now.duration(to: deadline)).nanoseconds)
         source.setEventHandler { [self] in end(nil) }
         source.schedule(deadline: .now() + .nanoseconds(nanoseconds))
         let armed = state.withLock { state in

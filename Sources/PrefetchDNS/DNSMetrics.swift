@@ -1,4 +1,5 @@
 import CoreMetrics
+import PrefetchCore
 
 /// The outcome label of `prefetch_dns_lookups_total`.
 enum LookupOutcome: String, CaseIterable {
@@ -59,8 +60,7 @@ struct DNSMetrics: Sendable {
     }
 
     func duration(_ source: DNSSource, _ elapsed: Duration) {
-        let (seconds, attoseconds) = elapsed.components
-        durations[source]?.recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        durations[source]?.recordNanoseconds(elapsed.nanoseconds)
     }
 
     func cached(_ count: Int) {

@@ -1,4 +1,5 @@
 public import CoreMetrics
+import PrefetchCore
 import Synchronization
 
 /// The orchestrator's own metrics. Every dimension is bounded: interface names come from the config, outcomes
@@ -118,7 +119,6 @@ public final class EngineMetrics: Sendable {
 extension Timer {
     /// Records `duration` in nanoseconds.
     func record(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        recordNanoseconds(duration.nanoseconds)
     }
 }

@@ -1,3 +1,4 @@
+import PrefetchCore
 import Synchronization
 
 /// Token buckets per caller: `rate` tokens a second, at most `burst` saved up.
@@ -32,7 +33,7 @@ public final class RateLimiter: Sendable {
         state.withLock { state in
             var bucket = state.buckets[caller] ?? Bucket(tokens: burst, updated: now)
             let elapsed = now - bucket.updated
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            let seconds = elapsed.fractionalSeconds
             bucket.tokens = min(burst, bucket.tokens + max(0, seconds) * rate)
             bucket.updated = now
             if bucket.tokens >= 1 {

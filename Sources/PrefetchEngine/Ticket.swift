@@ -160,8 +160,7 @@ public final class Ticket: Sendable {
     /// The read as a span under the page open's, timed from when it was asked to when it was answered.
     private func span(of read: TicketRead, in trace: Trace) {
         let end = DefaultTracerClock.now
-        let (seconds, attoseconds) = (read.answeredAt - read.askedAt).components
-        let took = UInt64(max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000))
+        let took = UInt64(max(0, (read.answeredAt - read.askedAt).nanoseconds))
         let start = WallInstant(nanosecondsSinceEpoch: end.nanosecondsSinceEpoch &- min(took, end.nanosecondsSinceEpoch))
         let span = trace.tracer.startSpan("prefetch read", context: trace.context, ofKind: .server, at: start)
         span.attributes["prefetch.interface"] = requests[read.index].name

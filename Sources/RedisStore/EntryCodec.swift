@@ -51,7 +51,7 @@ enum EntryCodec {
             append(UInt32(clamping: response.status), to: &out)
             let age = max(.zero, now - response.fetchedAt)
             append(UInt64(bitPattern: wallNow - Int64(milliseconds(of: age))), to: &out)
-            append(UInt64(bitPattern: microseconds(of: response.elapsed)), to: &out)
+            append(UInt64(bitPattern: response.elapsed.microseconds), to: &out)
             append(UInt32(clamping: response.headers.count), to: &out)
             for header in response.headers {
                 appendField(Array(header.name.rawName.utf8), to: &out)
@@ -138,10 +138,6 @@ enum EntryCodec {
         duration.milliseconds
     }
 
-    private static func microseconds(of duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000_000 + attoseconds / 1_000_000_000_000
-    }
 }
 
 /// Reads big-endian fields off a byte array; every read returns nil instead of running past the end.

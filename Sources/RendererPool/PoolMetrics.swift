@@ -1,4 +1,5 @@
 import Metrics
+import PrefetchCore
 
 /// The pool's swift-metrics instruments. Every metric carries one dimension, `profile` (a configured profile
 /// name, so bounded); acquires add `result`, one of `warm`, `cold`, `timeout`, `failed`, `callerLimit`.
@@ -71,7 +72,7 @@ struct WaitWindow: Sendable {
     }
 
     mutating func add(_ wait: Duration) {
-        let ms = Double(wait.components.seconds) * 1000 + Double(wait.components.attoseconds) / 1e15
+        let ms = wait.fractionalSeconds * 1000
         if samples.count < capacity {
             samples.append(ms)
         } else {

@@ -427,7 +427,7 @@ public actor RendererPool: Service {
     }
 
     private nonisolated func lease(_ grant: PoolState.Grant, renderer: any Renderer) -> Lease {
-        metrics.wait.recordNanoseconds(nanoseconds(grant.waited))
+        metrics.wait.recordNanoseconds(grant.waited.nanoseconds)
         if grant.warm {
             metrics.warm.increment()
         } else {
@@ -522,9 +522,4 @@ public actor RendererPool: Service {
     func lifetimes() -> [RendererID: Duration] {
         withState { $0.lifetimes() }
     }
-}
-
-private func nanoseconds(_ duration: Duration) -> Int64 {
-    let (seconds, attoseconds) = duration.components
-    return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
 }
