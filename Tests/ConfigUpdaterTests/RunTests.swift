@@ -164,8 +164,18 @@ struct RunTests {
                 }
             }
         }
-        try await Task.sleep(for: .milliseconds(100))
+        // The guard goes only once no SIGHUP the test sent is still waiting to be taken (a signal sent by the last
+        // round may still be pending when the updater has heard an earlier one); it used to wait 100 ms instead.
+        #expect(await eventually(within: 10) { !Self.hangupPending() }, "a SIGHUP the test sent was never taken")
         withExtendedLifetime(guardHandler) {}
+    }
+
+    /// Whether a SIGHUP is pending for this process (or the calling thread).
+    static func hangupPending() -> Bool {
+        var pending = sigset_t()
+        sigemptyset(&pending)
+        sigpending(&pending)
+        return sigismember(&pending, SIGHUP) == 1
     }
 
     @Test("run() returns on graceful shutdown")
