@@ -2,7 +2,8 @@
 """Drives headless Chromium over the DevTools protocol against a running prefetch service.
 
   compare  loads the demo page with and without prefetch (alternating, after one warm-up load each), reads the
-           page's own timing marks and prints the figures; the last stdout line is the result as JSON. Every load
+           page's own timing marks and what it shows of its data, and prints the figures; the last stdout line is
+           the result as JSON (bench/browser.sh reports its medians; the browser tests check what each load saw). Every load
            is a fresh user: a cookie of its own (`prefetch-compare`, set in the browser and sent with the load's
            trigger), so a plain load finds nothing an earlier load stored and a prefetch load reads what its own
            trigger fetched. A plain load that reads a prefetched response (an interface whose entries the cookie
@@ -197,6 +198,9 @@ def load(browser, base, apis, run, prefetch):
         raise RuntimeError("the demo page failed: %s" % marks["error"])
     marks["mode"] = "prefetch" if prefetch else "plain"
     marks["url"] = target
+    marks["run"] = run
+    # What the page shows of its answers (each one's first 300 characters, a line each), read after its marks.
+    marks["data"] = browser.evaluate("document.getElementById('data').textContent")
     if not prefetch:
         served = [r["api"] for r in marks["results"] if r["source"] != "miss"]
         if served:

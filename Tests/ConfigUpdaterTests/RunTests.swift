@@ -98,19 +98,30 @@ struct RunTests {
         }
     }
 
+    /// Time moves by hand: the interval loop is asleep on the test's clock (counted by `sleepers`) before each step.
     @Test("run() checks every interval")
     func intervalChecks() async throws {
         try await withConfigServer { server in
             try await withFetcher { fetcher in
                 server.serve("/cfg", configBody(version: 1))
+                let clock = ManualClock()
                 let updater = try ConfigUpdater(
-                    settings: testSettings(source: server.url("/cfg"), interval: .milliseconds(150)),
-                    fetcher: fetcher, logger: testLogger)
+                    settings: testSettings(source: server.url("/cfg"), interval: .seconds(60)),
+                    fetcher: fetcher, logger: testLogger, clock: clock)
                 try await whileRunning(updater) {
-                    await expectEventually { server.hits("/cfg") >= 3 }
+                    await expectEventually { updater.current?.version == "1" && clock.sleepers == 1 }
+                    let loaded = server.hits("/cfg")
+                    clock.advance(by: .seconds(59))
+                    #expect(clock.sleepers == 1 && server.hits("/cfg") == loaded, "a check before the interval was up")
+                    clock.advance(by: .seconds(1))
+                    await expectEventually { server.hits("/cfg") == loaded + 1 && clock.sleepers == 1 }
+                    #expect(updater.status().lastCheckOutcome == .unchanged)
                     server.serve("/cfg", configBody(version: 2))
-                    await expectEventually { updater.current?.version == "2" }
-                    await expectEventually { updater.status().lastCheckOutcome == .unchanged }
+                    clock.advance(by: .seconds(60))
+                    await expectEventually { updater.current?.version == "2" && clock.sleepers == 1 }
+                    #expect(server.hits("/cfg") == loaded + 2)
+                    clock.advance(by: .seconds(60))
+                    await expectEventually { server.hits("/cfg") == loaded + 3 && updater.status().lastCheckOutcome == .unchanged }
                     #expect(updater.status().lastCheckTrigger == .interval)
                 }
             }
@@ -122,14 +133,17 @@ struct RunTests {
         try await withConfigServer { server in
             try await withFetcher { fetcher in
                 server.serve("/cfg", Array("oops".utf8), status: 503)
+                let clock = ManualClock()
                 let updater = try ConfigUpdater(
-                    settings: testSettings(source: server.url("/cfg"), interval: .milliseconds(150)),
-                    fetcher: fetcher, logger: testLogger)
+                    settings: testSettings(source: server.url("/cfg"), interval: .seconds(60)),
+                    fetcher: fetcher, logger: testLogger, clock: clock)
                 try await whileRunning(updater) {
-                    await expectEventually { server.hits("/cfg") >= 1 && updater.status().lastCheckAt != nil }
+                    await expectEventually { server.hits("/cfg") >= 1 && updater.status().lastCheckAt != nil && clock.sleepers >= 1 }
                     #expect(updater.status().ready == false)
                     #expect(updater.status().notReadyReason?.contains("HTTP status 503") == true)
                     server.serve("/cfg", configBody(version: 1))
+                    #expect(updater.status().ready == false, "ready before a check asked again")
+                    clock.advance(by: .seconds(60))
                     await expectEventually { updater.status().ready }
                 }
             }
@@ -164,8 +178,18 @@ struct RunTests {
                 }
             }
         }
-        try await Task.sleep(for: .milliseconds(100))
+        // The guard goes only once no SIGHUP the test sent is still waiting to be taken (a signal sent by the last
+        // round may still be pending when the updater has heard an earlier one); it used to wait 100 ms instead.
+        #expect(await eventually(within: 10) { !Self.hangupPending() }, "a SIGHUP the test sent was never taken")
         withExtendedLifetime(guardHandler) {}
+    }
+
+    /// Whether a SIGHUP is pending for this process (or the calling thread).
+    static func hangupPending() -> Bool {
+        var pending = sigset_t()
+        sigemptyset(&pending)
+        sigpending(&pending)
+        return sigismember(&pending, SIGHUP) == 1
     }
 
     @Test("run() returns on graceful shutdown")

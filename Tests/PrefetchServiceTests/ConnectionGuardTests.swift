@@ -1,9 +1,13 @@
 import Foundation
 import HTTPTypes
+import Logging
 import NIOCore
+import NIOEmbedded
+import NIOHTTPTypes
 import NIOPosix
 import PrefetchTestSupport
 import PrefetchTestUpstream
+import Prometheus
 import Synchronization
 import Testing
 
@@ -34,8 +38,12 @@ struct ConnectionGuardTests {
         }
     }
 
-    /// A short body timeout, and an idle timeout the drip (a few bytes every half second) keeps resetting.
-    static let slowBodyArguments = ["--idle-timeout", "2", "--body-timeout", "3"]
+    /// A short body timeout, and an idle timeout far beyond the drip's deadline: whatever closes a dripped
+    /// connection within the drip's 30 s is the body guard, however late a loaded machine sends the drip's bytes
+    /// (the idle timeout used to be 2 s against a drip every half second: a drip held up 1.5 s by the machine's
+    /// load let the idle timeout close the connection first, with no body timeout counted). The timeout itself is held to the millisecond on a virtual clock
+    /// by `BodyGuardClockTests`; these check the same guard through real sockets and a real `prefetch serve`.
+    static let slowBodyArguments = ["--idle-timeout", "120", "--body-timeout", "3"]
 
     /// SECURITY.md 15: a body a route never reads, dripped, does not hold the connection: the page listener answers
     /// `/healthz` at once and closes the connection at the body timeout.
@@ -278,5 +286,118 @@ struct BodyGuardStateTests {
         state.requestHead()
         #expect(state.readComplete() == .armTimer)
         #expect(state.timerFired() == .answerAndClose)
+    }
+}
+
+/// The body guard on a connection, on NIO's embedded event loop: the drip of the socket tests above, with time
+/// that moves only when the test moves it, so a loaded machine cannot stretch a gap between two dripped bytes into
+/// another timeout. The timer is the guard's own (`scheduleTask` on the connection's loop).
+@Suite("connection guards: the body timeout on a virtual clock")
+struct BodyGuardClockTests {
+    static let bodyTimeout = Duration.seconds(3)
+
+    /// A connection with only the guard in its pipeline, active, and the registry its counters go to.
+    static func connection() throws -> (EmbeddedChannel, PrometheusCollectorRegistry) {
+        let registry = PrometheusCollectorRegistry()
+        let guards = ConnectionGuards(
+            listener: .operator, maximum: 8, bodyTimeout: bodyTimeout, factory: PrometheusMetricsFactory(registry: registry),
+            logger: Logger(label: "guard-test"))
+        let channel = EmbeddedChannel(handler: ConnectionGuardHandler(guards: guards))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8081)).wait()
+        return (channel, registry)
+    }
+
+    /// One read from the socket: `part`, then the end of the read.
+    static func read(_ channel: EmbeddedChannel, _ part: HTTPRequestPart) throws {
+        try channel.writeInbound(part)
+        channel.pipeline.fireChannelReadComplete()
+        channel.embeddedEventLoop.run()
+    }
+
+    static func bodyTimeouts(_ registry: PrometheusCollectorRegistry) -> Double? {
+        var buffer: [UInt8] = []
+        registry.emit(into: &buffer)
+        return metricValue(String(decoding: buffer, as: UTF8.self), "prefetch_body_timeouts_total", labels: #"listener="operator""#)
+    }
+
+    /// SECURITY.md 15: a route answered before reading the body; the body keeps arriving a few bytes every half
+    /// second, and the connection still closes at the body timeout (not a moment sooner), counted once.
+    @Test func aDrippedBodyOfAnAnsweredRequestIsCutOffAtTheBodyTimeout() throws {
+        let (channel, registry) = try Self.connection()
+        defer { _ = try? channel.finish() }
+        try Self.read(
+            channel,
+            .head(
+                HTTPRequest(method: .get, scheme: nil, authority: "127.0.0.1", path: "/metrics", headerFields: [.contentLength: "1000000"]))
+        )
+        try channel.writeOutbound(HTTPResponsePart.head(HTTPResponse(status: .ok)))
+        try channel.writeOutbound(HTTPResponsePart.end(nil))
+        #expect(try channel.readOutbound(as: HTTPResponsePart.self) == .head(HTTPResponse(status: .ok)), "the answer passes")
+        #expect(try channel.readOutbound(as: HTTPResponsePart.self) == .end(nil))
+        // 5 drips in the first 2.5 s, then up to 2,999 ms: every one is read, none buys time.
+        for _ in 0..<5 {
+            channel.embeddedEventLoop.advanceTime(by: .milliseconds(500))
+            try Self.read(channel, .body(ByteBuffer(string: "abcd")))
+        }
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(499))
+        #expect(channel.isActive, "closed before the body timeout")
+        #expect(Self.bodyTimeouts(registry) == 0)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        #expect(!channel.isActive, "a dripped body held the connection past the body timeout")
+        #expect(Self.bodyTimeouts(registry) == 1)
+        #expect(try channel.readOutbound(as: HTTPResponsePart.self) == nil, "no second answer to an answered request")
+    }
+
+    /// SECURITY.md 15: a trigger whose body is dripped and not yet answered gets `408 body-timeout` in the
+    /// service's error shape at the body timeout, and its connection closes.
+    @Test func aDrippedBodyOfAnUnansweredRequestIsA408AtTheBodyTimeout() throws {
+        let (channel, registry) = try Self.connection()
+        defer { _ = try? channel.finish() }
+        try Self.read(
+            channel,
+            .head(
+                HTTPRequest(
+                    method: .post, scheme: nil, authority: "127.0.0.1", path: "/v1/prefetch",
+                    headerFields: [.contentType: "application/json", .contentLength: "1000"])))
+        try Self.read(channel, .body(ByteBuffer(string: #"{"url": "#)))
+        for _ in 0..<5 {
+            channel.embeddedEventLoop.advanceTime(by: .milliseconds(500))
+            try Self.read(channel, .body(ByteBuffer(string: "    ")))
+        }
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(499))
+        #expect(channel.isActive)
+        #expect(try channel.readOutbound(as: HTTPResponsePart.self) == nil, "answered before the body timeout")
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(1))
+        guard case .head(let head) = try channel.readOutbound(as: HTTPResponsePart.self) else {
+            Issue.record("no answer at the body timeout")
+            return
+        }
+        #expect(head.status == .requestTimeout && head.headerFields[.connection] == "close")
+        guard case .body(let body) = try channel.readOutbound(as: HTTPResponsePart.self) else {
+            Issue.record("the 408 has no body")
+            return
+        }
+        let error = try JSONDecoder().decode(APIError.Body.self, from: Data(String(buffer: body).utf8))
+        #expect(error.error == "body-timeout" && error.message.contains("3000 ms"), "\(String(buffer: body))")
+        #expect(try channel.readOutbound(as: HTTPResponsePart.self) == .end(nil))
+        #expect(!channel.isActive, "the connection stayed open after its 408")
+        #expect(Self.bodyTimeouts(registry) == 1)
+    }
+
+    /// A body whose last byte arrives a moment before the body timeout disarms it: the connection outlives any
+    /// body timeout afterwards (the guard's timer is the body's, not the connection's).
+    @Test func aBodyThatEndsBeforeTheBodyTimeoutLeavesTheConnectionOpen() throws {
+        let (channel, registry) = try Self.connection()
+        defer { _ = try? channel.finish() }
+        try Self.read(
+            channel,
+            .head(
+                HTTPRequest(method: .post, scheme: nil, authority: "127.0.0.1", path: "/v1/prefetch", headerFields: [.contentLength: "4"])))
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(2_999))
+        try Self.read(channel, .body(ByteBuffer(string: "{}  ")))
+        try Self.read(channel, .end(nil))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(60))
+        #expect(channel.isActive)
+        #expect(Self.bodyTimeouts(registry) == 0)
     }
 }

@@ -411,10 +411,16 @@ import Testing
     /// The fast path keeps the connection's idle timeout for the requests it answers (Hummingbird's connection-state
     /// handler never sees them): a connection busy with fast reads only stays open past the idle timeout, and closes
     /// by itself once it falls idle.
+    ///
+    /// The busy part lasts longer than the idle timeout by its sleeps alone (a sleep is never shorter than asked),
+    /// and the reads are 100 ms apart against a 4 s timeout, so only a machine that stalls this test for 4 s between
+    /// two reads can read as idle (it was 250 ms apart against 2 s). The close is waited for as an event (at most 30 s).
+    static let busyReads = 50
+
     @Test func aConnectionOfFastReadsKeepsItsIdleTimeout() async throws {
         let settings = {
             var settings = testSettings()
-            settings.listeners.idleTimeout = .seconds(2)
+            settings.listeners.idleTimeout = .seconds(4)
             return settings
         }()
         try await withUpstream { upstream in
@@ -434,8 +440,8 @@ import Testing
                         try await channel.executeThenClose { inbound, outbound in
                             var received = inbound.makeAsyncIterator()
                             var text = ""
-                            // Twelve reads 250 ms apart: 3 s of a connection that is never idle for its 2 s.
-                            for round in 1...12 {
+                            // 50 reads 100 ms apart: over 5 s of a connection that is never idle for its 4 s.
+                            for round in 1...Self.busyReads {
                                 let request =
                                     "GET /v1/prefetch/\(opened.ticket)/data?name=plain HTTP/1.1\r\nHost: 127.0.0.1:\(service.port)\r\n\r\n"
                                 try await outbound.write(ByteBuffer(string: request))
@@ -443,11 +449,11 @@ import Testing
                                     guard let buffer = try await received.next() else { return (round - 1, true) }
                                     text += String(buffer: buffer)
                                 }
-                                try await Task.sleep(for: .milliseconds(250))
+                                try await Task.sleep(for: .milliseconds(100))
                             }
                             // Then idle: the server closes it.
                             while try await received.next() != nil {}
-                            return (12, true)
+                            return (Self.busyReads, true)
                         }
                     }
                     group.addTask {
@@ -458,10 +464,10 @@ import Testing
                     group.cancelAll()
                     return first
                 }
-                let (answered, closedByServer) = outcome ?? (12, false)
-                #expect(answered == 12, "the connection was closed while busy, after \(answered) reads")
+                let (answered, closedByServer) = outcome ?? (Self.busyReads, false)
+                #expect(answered == Self.busyReads, "the connection was closed while busy, after \(answered) reads")
                 #expect(closedByServer, "an idle connection was kept open past its idle timeout")
-                #expect(try await fastCount(service) - before == 12, "the reads were answered on the fast path")
+                #expect(try await fastCount(service) - before == Self.busyReads, "the reads were answered on the fast path")
             }
         }
     }

@@ -128,21 +128,25 @@ struct SecurityTests {
     }
 
     /// SECURITY.md: the page open that fetched a private anonymous response keeps it for the interface's TTL,
-    /// after the shared entry's short `private` marker is gone.
+    /// after the shared entry's short `private` marker is gone. Time moves by hand (the marker's 300 ms pass in one
+    /// step, not on the machine's clock).
     @Test func aPrivateCopyOutlivesTheSharedMarker() async throws {
         try await withUpstream { upstream in
             let config = Self.config(upstream.base)
             var settings = testSettings()
             settings.engine.negativeTTL = .milliseconds(300)
-            try await withService(config: config, settings: settings) { service in
+            let clock = ManualClock()
+            try await withService(config: config, settings: settings, clock: clock) { service in
                 let page = Self.page + "?id=private-copy"
                 let ticket = try await service.ticket(page)
                 #expect(try await service.get("/v1/prefetch/\(ticket)/data?name=guest&wait=5000").status == 200)
                 // The shared entry says `private` until its negative TTL passes, then nothing at all.
-                let markerGone = try await eventually(within: 10) {
-                    try await service.get("/v1/data?page=\(q(page))&name=guest").errorCode != "private"
-                }
-                #expect(markerGone)
+                let shared = "/v1/data?page=\(q(page))&name=guest&wait=0"
+                clock.advance(by: .milliseconds(299))
+                #expect(try await service.get(shared).errorCode == "private", "the marker is there for its negative TTL")
+                clock.advance(by: .milliseconds(1))
+                let after = try await service.get(shared)
+                #expect(after.errorCode != "private" && after.status != 200, "\(after.text.prefix(200))")
                 let own = try await service.get("/v1/prefetch/\(ticket)/data?name=guest")
                 #expect(own.status == 200, "\(own.text.prefix(200))")
                 #expect(own.headers[values: .setCookie].first?.hasPrefix("guest=") == true)
