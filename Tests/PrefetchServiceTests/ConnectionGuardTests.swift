@@ -300,7 +300,8 @@ struct BodyGuardClockTests {
     static func connection() throws -> (EmbeddedChannel, PrometheusCollectorRegistry) {
         let registry = PrometheusCollectorRegistry()
         let guards = ConnectionGuards(
-            listener: .operator, maximum: 8, bodyTimeout: bodyTimeout, factory: PrometheusMetricsFactory(registry: registry),
+            listener: .operator, maximum: 8, bodyTimeout: bodyTimeout, headLimit: 80 * 1024,
+            factory: PrometheusMetricsFactory(registry: registry),
             logger: Logger(label: "guard-test"))
         let channel = EmbeddedChannel(handler: ConnectionGuardHandler(guards: guards))
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8081)).wait()
