@@ -102,8 +102,9 @@ class Browser:
         result = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
         return result.get("result", {}).get("value")
 
-    def wait_for(self, expression, timeout=10.0):
-        """Polls until `expression` is truthy in the page; returns its value."""
+    def wait_for(self, expression, timeout=60.0):
+        """Polls until `expression` is truthy in the page; returns its value. The timeout only bounds a page that
+        never gets there: on 2 cores shared with the rest of the test suite a page's loads can take many seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = self.evaluate(expression)
