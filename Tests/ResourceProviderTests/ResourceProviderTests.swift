@@ -217,6 +217,8 @@ private func makeProvider(
                 let bigHash = Digests.sha256(Array(String(repeating: "x", count: 100).utf8))
                 #expect(!FileManager.default.fileExists(atPath: directory + "/resources/blobs/" + bigHash))
                 #expect(try metrics.expectCounter("prefetch_resource_refreshes_total", [("outcome", "partial")]).totalValue == 1)
+                // The published version as a number, for the dashboard's panel.
+                #expect(try metrics.expectGauge("prefetch_resource_map_version").lastValue == Double(provider.version))
 
                 // The small one grows past the cap: refused, its previous copy still published.
                 origin.set("/small.js", String(repeating: "y", count: 60), ctype: "application/javascript")
