@@ -183,6 +183,32 @@ ROWS = [
         ("Acquirers waiting", "short", "Acquires waiting for a renderer per profile.",
          [q(f'sum by (profile) (renderer_pool_pending_acquires{{{SEL}}})', "{{profile}}")]),
     ]),
+    ("Offline packages", [
+        ("Resource map version", "none",
+         "The version of the resource map each replica publishes (prefetch_resource_map_version, set at each "
+         "refresh): replicas with the same inputs publish the same version; a replica apart is stuck or reads "
+         "another manifest.",
+         [q(f'prefetch_resource_map_version{{{SEL}}}', "{{instance}}")]),
+        ("Resource map entries", "short",
+         "Resources in each replica's published map.",
+         [q(f'prefetch_resource_entries{{{SEL}}}', "{{instance}}")]),
+        ("Resource map bytes", "bytes",
+         "Bytes of the published bodies per replica (held in memory; capped by the manifest's maxTotalBytes).",
+         [q(f'prefetch_resource_bytes{{{SEL}}}', "{{instance}}")]),
+        ("Resource map refreshes by outcome", "ops",
+         "Refreshes: ok, partial (some resources or a discover page failed; their previous copies stay), failed "
+         "(every resource, or writing the bodies).",
+         [q(f'sum by (outcome) (rate(prefetch_resource_refreshes_total{{{SEL}}}[{RATE}]))', "{{outcome}}")]),
+        ("Resource map refresh failures", "short",
+         "Failed refreshes in the last 15 minutes per replica (alert PrefetchResourceRefreshFailing when no ok or "
+         "partial one came in that time).",
+         [q(f'sum by (instance) (increase(prefetch_resource_refreshes_total{{{SEL}, outcome="failed"}}[15m]))',
+            "failed {{instance}}")]),
+        ("Blob reads by outcome", "reqps",
+         "GET /v1/resources/blob/{sha256}: hit, not-modified, partial (a range), unsatisfiable, not-found (a body "
+         "no longer in the map), bad-hash.",
+         [q(f'sum by (outcome) (rate(prefetch_resource_blob_reads_total{{{SEL}}}[{RATE}]))', "{{outcome}}")]),
+    ]),
     ("Config", [
         ("Config age", "s",
          "Time since each replica applied its config (a new version, a canary share, a promote or a rollback).",

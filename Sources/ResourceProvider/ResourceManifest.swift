@@ -8,11 +8,14 @@ import PrefetchCore
 /// {"allowHosts": ["static.example.com", "cdn.example.com:8443"],
 ///  "maxResourceBytes": 2097152, "maxTotalBytes": 67108864,
 ///  "resources": ["https://static.example.com/app.js"],
-///  "pages": {"https://m.example.com/home": ["https://static.example.com/home.css"]}}
+///  "pages": {"https://m.example.com/home": ["https://static.example.com/home.css"],
+///            "https://static.example.com/shop/": {"resources": [], "discover": true}}}
 /// ```
 ///
-/// `pages` only groups resources for the operator's reading: the published map is the union of `resources` and
-/// every page's list, once each.
+/// `pages` groups resources for the operator's reading: the published map is the union of `resources` and every
+/// page's list, once each. A page given as `{"resources": [...], "discover": true}` is also loaded at each refresh
+/// and the same-host scripts, stylesheets and images its HTML names are added for that refresh
+/// (`PageDiscovery`); such a page's URL must itself be on `allowHosts`.
 public struct ResourceManifest: Sendable, Equatable {
     /// Hosts resources may come from: `host` (any port) or `host:port`, lowercased.
     public var allowHosts: [String]
@@ -22,6 +25,8 @@ public struct ResourceManifest: Sendable, Equatable {
     public var maxTotalBytes: Int
     /// The resources, in order, each once (the union of `resources` and `pages`).
     public var urls: [String]
+    /// The pages whose HTML is scanned at each refresh for more resources (`"discover": true`), sorted.
+    public var discoverPages: [String]
 
     /// The default cap of one resource.
     public static let defaultMaxResourceBytes = 2 * 1024 * 1024
@@ -32,7 +37,8 @@ public struct ResourceManifest: Sendable, Equatable {
 
     /// A manifest from its parts, validated.
     public init(
-        allowHosts: [String], maxResourceBytes: Int? = nil, maxTotalBytes: Int? = nil, resources: [String], pages: [String: [String]] = [:]
+        allowHosts: [String], maxResourceBytes: Int? = nil, maxTotalBytes: Int? = nil, resources: [String], pages: [String: [String]] = [:],
+        discover: [String] = []
     )
         throws(ManifestError)
     {
@@ -71,11 +77,20 @@ public struct ResourceManifest: Sendable, Equatable {
                 check(url, field: "pages[\"\(page)\"][\(index)]", list: &pageListed)
             }
         }
+        var discoverPages: [String] = []
+        for page in Set(discover).sorted() {
+            if let problem = Self.problem(with: page, allowHosts: hosts) {
+                problems.append("pages[\"\(page)\"].discover: \(problem)")
+            } else {
+                discoverPages.append(page)
+            }
+        }
         guard problems.isEmpty else { throw ManifestError(problems: problems) }
         self.allowHosts = hosts
         self.maxResourceBytes = maxResource
         self.maxTotalBytes = maxTotal
         self.urls = urls
+        self.discoverPages = discoverPages
     }
 
     /// Why `url` may not be published, or nil: it must be an absolute http(s) URL without a fragment or user
@@ -107,9 +122,11 @@ public struct ResourceManifest: Sendable, Equatable {
         } catch {
             throw ManifestError(problems: ["not a resource manifest: \(Self.describe(error))"])
         }
+        let pages = file.pages ?? [:]
         return try ResourceManifest(
             allowHosts: file.allowHosts, maxResourceBytes: file.maxResourceBytes, maxTotalBytes: file.maxTotalBytes,
-            resources: file.resources ?? [], pages: file.pages ?? [:])
+            resources: file.resources ?? [], pages: pages.mapValues(\.resources),
+            discover: pages.filter(\.value.discover).map(\.key))
     }
 
     /// The manifest at `path`, validated; the error names the path.
@@ -134,7 +151,26 @@ public struct ResourceManifest: Sendable, Equatable {
         var maxResourceBytes: Int?
         var maxTotalBytes: Int?
         var resources: [String]?
-        var pages: [String: [String]]?
+        var pages: [String: Page]?
+    }
+
+    /// A page's entry: its list of resources, or `{"resources": [...], "discover": true}`.
+    private struct Page: Decodable {
+        var resources: [String]
+        var discover: Bool
+
+        enum CodingKeys: String, CodingKey { case resources, discover }
+
+        init(from decoder: any Decoder) throws {
+            if let list = try? decoder.singleValueContainer().decode([String].self) {
+                resources = list
+                discover = false
+                return
+            }
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            resources = try container.decodeIfPresent([String].self, forKey: .resources) ?? []
+            discover = try container.decodeIfPresent(Bool.self, forKey: .discover) ?? false
+        }
     }
 
     private static func describe(_ error: any Error) -> String {

@@ -5,6 +5,7 @@ final class ResourceMetrics: Sendable {
     private let refreshes: [RefreshOutcome: Counter]
     private let bytes: Gauge
     private let entries: Gauge
+    private let version: Gauge
     private let reads: [BlobAnswer.Outcome: Counter]
 
     init(factory: any MetricsFactory) {
@@ -16,6 +17,7 @@ final class ResourceMetrics: Sendable {
         self.refreshes = refreshes
         bytes = Gauge(label: "prefetch_resource_bytes", factory: factory)
         entries = Gauge(label: "prefetch_resource_entries", factory: factory)
+        version = Gauge(label: "prefetch_resource_map_version", factory: factory)
         var reads: [BlobAnswer.Outcome: Counter] = [:]
         for outcome in BlobAnswer.Outcome.allCases {
             reads[outcome] = Counter(
@@ -24,8 +26,11 @@ final class ResourceMetrics: Sendable {
         self.reads = reads
     }
 
-    func refreshed(_ outcome: RefreshOutcome, bytes: Int, entries: Int) {
+    /// A refresh ended with `outcome`; the published map has `bytes`, `entries` and `version` (decimal text of at
+    /// most 15 digits, so exact as a gauge's value).
+    func refreshed(_ outcome: RefreshOutcome, bytes: Int, entries: Int, version: String) {
         refreshes[outcome]?.increment()
+        if let number = Double(version) { self.version.record(number) }
         self.bytes.record(bytes)
         self.entries.record(entries)
     }

@@ -83,6 +83,8 @@ public final class ResourceProvider: Sendable {
         var refreshes = 0
         var bytes = 0
         var manifestError: String?
+        /// The resources each `discover` page named at its last successful load.
+        var discovered: [String: [String]] = [:]
     }
 
     public let settings: ResourceSettings
@@ -178,9 +180,11 @@ public final class ResourceProvider: Sendable {
         guard let manifest = manifest.withLock({ $0 }), let fetcher else { return .ok }
 
         let previous = state.withLock { $0.items }
+        let failuresBefore = state.withLock { $0.failures }
+        let (urls, pageFailures) = await discoverResources(manifest, fetcher: fetcher, failuresBefore: failuresBefore)
         // At most `concurrency` fetches at once: resource bodies share the fetcher's in-flight byte budget with the
         // page opens' prefetches, which must not wait behind a refresh.
-        let requests = manifest.urls.map {
+        let requests = urls.map {
             ($0, Self.request(url: $0, previous: previous[$0], manifest: manifest, timeout: settings.timeout))
         }
         let width = max(1, settings.concurrency)
@@ -204,11 +208,10 @@ public final class ResourceProvider: Sendable {
         }
 
         var items: [String: Item] = [:]
-        var failures: [String: Failure] = [:]
-        let failuresBefore = state.withLock { $0.failures }
+        var failures = pageFailures
         var total = 0
         var written: [(String, ByteBuffer)] = []
-        for url in manifest.urls {
+        for url in urls {
             let old = previous[url]
             var candidate: Item?
             var problem: (String, String)?
@@ -274,12 +277,13 @@ public final class ResourceProvider: Sendable {
                 $0.lastRefresh = Date()
                 $0.refreshes += 1
             }
-            metrics.refreshed(.failed, bytes: state.withLock { $0.bytes }, entries: state.withLock { $0.items.count })
+            let (bytes, count, current) = state.withLock { ($0.bytes, $0.items.count, $0.version) }
+            metrics.refreshed(.failed, bytes: bytes, entries: count, version: current)
             return .failed
         }
 
         let outcome: RefreshOutcome =
-            failures.isEmpty ? .ok : (failures.count == manifest.urls.count ? .failed : .partial)
+            failures.isEmpty ? .ok : (failures.count == urls.count + manifest.discoverPages.count ? .failed : .partial)
         let entries = items.mapValues(\.entry)
         let version = MapVersion.of(entries)
         state.withLock { state in
@@ -296,13 +300,55 @@ public final class ResourceProvider: Sendable {
             state.refreshes += 1
             state.bytes = total
         }
-        metrics.refreshed(outcome, bytes: total, entries: items.count)
+        metrics.refreshed(outcome, bytes: total, entries: items.count, version: version)
         await save()
         await removeUnpublishedBodies(keeping: Set(entries.values.map(\.sha256)))
         logger.info(
             "resources refreshed",
             metadata: ["outcome": "\(outcome.rawValue)", "version": "\(version)", "entries": "\(items.count)", "bytes": "\(total)"])
         return outcome
+    }
+
+    /// The manifest's resources followed by those its `discover` pages name (`PageDiscovery`), each once, and the
+    /// pages that could not be loaded. A page that fails keeps the resources it named at its last load.
+    private func discoverResources(
+        _ manifest: ResourceManifest, fetcher: Fetcher, failuresBefore: [String: Failure]
+    ) async -> (
+        [String], [String: Failure]
+    ) {
+        guard !manifest.discoverPages.isEmpty else { return (manifest.urls, [:]) }
+        var urls = manifest.urls
+        var seen = Set(urls)
+        var failures: [String: Failure] = [:]
+        var discovered = state.withLock { $0.discovered }.filter { manifest.discoverPages.contains($0.key) }
+        for page in manifest.discoverPages {
+            let request = FetchRequest(
+                method: "GET", url: page, headers: [.accept: "text/html,*/*"], timeout: settings.timeout,
+                maxResponseBytes: manifest.maxResourceBytes, group: "resources")
+            var problem: (String, String)?
+            switch await Self.fetch(page, request, with: fetcher).1 {
+            case .answer(let response) where response.status == 200:
+                let html = String(decoding: response.bodyBuffer.readableBytesView, as: UTF8.self)
+                discovered[page] = PageDiscovery.resources(in: html, page: page, allowHosts: manifest.allowHosts)
+            case .answer(let response):
+                problem = ("page-status-\(response.status)", "page \(Redaction.url(page)) answered \(response.status)")
+            case .error(let error):
+                problem = (
+                    "page-" + (error.code == .tooLarge ? "too-large" : error.code.rawValue),
+                    error.code == .tooLarge
+                        ? "page \(Redaction.url(page)) is larger than maxResourceBytes \(manifest.maxResourceBytes)" : error.message
+                )
+            }
+            if let (reason, message) = problem {
+                let kept = discovered[page] != nil
+                failures[page] = Failure(
+                    reason: reason, message: message, count: (failuresBefore[page]?.count ?? 0) + 1, previousKept: kept)
+                logger.warning("resource page not loaded", metadata: ["reason": "\(reason)", "message": "\(message)", "kept": "\(kept)"])
+            }
+            for url in discovered[page] ?? [] where seen.insert(url).inserted { urls.append(url) }
+        }
+        state.withLock { $0.discovered = discovered }
+        return (urls, failures)
     }
 
     /// Where bodies are kept.

@@ -5,6 +5,7 @@ import MetricsTestKit
 import NIOCore
 import PrefetchFetcher
 import PrefetchTestSupport
+import Synchronization
 import Testing
 
 @testable import ResourceProvider
@@ -216,6 +217,8 @@ private func makeProvider(
                 let bigHash = Digests.sha256(Array(String(repeating: "x", count: 100).utf8))
                 #expect(!FileManager.default.fileExists(atPath: directory + "/resources/blobs/" + bigHash))
                 #expect(try metrics.expectCounter("prefetch_resource_refreshes_total", [("outcome", "partial")]).totalValue == 1)
+                // The published version as a number, for the dashboard's panel.
+                #expect(try metrics.expectGauge("prefetch_resource_map_version").lastValue == Double(provider.version))
 
                 // The small one grows past the cap: refused, its previous copy still published.
                 origin.set("/small.js", String(repeating: "y", count: 60), ctype: "application/javascript")
@@ -403,5 +406,68 @@ private func makeProvider(
                 #expect(paths.allSatisfy { origin.requests($0) == 1 })
             }
         }
+    }
+}
+
+@Suite struct PageDiscoveryTests {
+    @Test func aDiscoverPageAddsItsSameHostReferencesAndNeverAnotherHost() async throws {
+        try await withOrigin { origin in
+            let page = origin.url("/shop/home")
+            origin.set(
+                "/shop/home",
+                """
+                <!DOCTYPE html><html><head>
+                <link rel="stylesheet" href="/shop/site.css">
+                <SCRIPT src="app.js?v=1&amp;x=2"></SCRIPT>
+                <script src="http://localhost:\(origin.port)/cdn.js"></script>
+                <!-- <script src="/shop/old.js"></script> -->
+                </head><body><img srcset="logo.png 1x, logo@2x.png 2x"></body></html>
+                """, ctype: "text/html")
+            origin.set("/shop/site.css", "body{}", ctype: "text/css")
+            origin.set("/shop/app.js", "hello", ctype: "application/javascript")
+            origin.set("/shop/logo.png", "png1", ctype: "image/png")
+            origin.set("/shop/logo@2x.png", "png2", ctype: "image/png")
+            origin.set("/cdn.js", "cdn", ctype: "application/javascript")
+            origin.set("/shop/old.js", "old", ctype: "application/javascript")
+            origin.set("/listed.js", "listed", ctype: "application/javascript")
+            // Both hosts are allowed: the cross-host reference is dropped because it is not the page's host.
+            let json = """
+                {"allowHosts": ["127.0.0.1:\(origin.port)", "localhost:\(origin.port)"],
+                 "pages": {"\(page)": {"resources": ["\(origin.url("/listed.js"))"], "discover": true}}}
+                """
+            let manifest = try ResourceManifest.decode(Data(json.utf8))
+            #expect(manifest.discoverPages == [page])
+            try await withFetcher { fetcher in
+                let provider = makeProvider(manifest, fetcher: fetcher)
+                #expect(await provider.refresh() == .ok)
+                let expected = ["/listed.js", "/shop/site.css", "/shop/app.js?v=1&x=2", "/shop/logo.png", "/shop/logo@2x.png"].map(
+                    origin.url)
+                let map = try #require(provider.check(version: nil).data.resourcemap)
+                #expect(map.keys.sorted() == expected.sorted())
+                #expect(map[origin.url("/shop/app.js?v=1&x=2")]?.sha256 == helloSHA256)
+                #expect(origin.requests("/cdn.js") == 0)
+                #expect(origin.requests("/shop/old.js") == 0)
+                // The page itself is not published, and its fetch carried no credentials.
+                #expect(map[page] == nil)
+                for headers in origin.seenHeaders { #expect(headers["cookie"] == nil && headers["authorization"] == nil) }
+                // The page fails: the resources it named last time stay, and the failure is reported by the page.
+                origin.state.files.withLock { _ = $0.removeValue(forKey: "/shop/home") }
+                let version = provider.version
+                #expect(await provider.refresh() == .partial)
+                #expect(provider.version == version)
+                let failure = try #require(provider.status().failures[page])
+                #expect(failure.reason == "page-status-404")
+                #expect(failure.previousKept)
+            }
+        }
+    }
+
+    @Test func aDiscoverPageOffTheAllowListIsRefused() throws {
+        let error = #expect(throws: ManifestError.self) {
+            try ResourceManifest.decode(
+                Data(#"{"allowHosts": ["static.example"], "pages": {"https://m.example/home": {"discover": true}}}"#.utf8))
+        }
+        #expect(error?.problems.count == 1)
+        #expect(error?.problems.first?.hasPrefix("pages[\"https://m.example/home\"].discover:") == true)
     }
 }
