@@ -65,9 +65,7 @@ struct WebShellBrowserTests {
             // The service's side: one open per prefetched load (the warm-up's and the two measured; a plain load
             // triggers nothing), each with the page's one read of demo.data answered from that open's flight, after
             // the flight began and no sooner than it ended (a read never answered from anything else).
-            let adminPort = try #require(Int(admin.split(separator: ":").last ?? ""))
-            let opens = try #require(
-                try await oneRequest(port: adminPort, .get, "/v1/debug/opens?limit=50").json["opens"] as? [[String: Any]])
+            let opens = try await Self.opens(admin: admin)
             #expect(opens.count == 3, "\(opens)")
             for open in opens {
                 let requests = try #require(open["requests"] as? [[String: Any]])
@@ -82,6 +80,12 @@ struct WebShellBrowserTests {
                 #expect((read["askedMs"] as? Int ?? -1) >= started && (read["answeredMs"] as? Int ?? -1) >= ended, "\(request)")
             }
         }
+    }
+
+    /// The page opens the operator's debug view shows (`/v1/debug/opens`), newest first.
+    static func opens(admin: String) async throws -> [[String: Any]] {
+        let adminPort = try #require(Int(admin.split(separator: ":").last ?? ""))
+        return try #require(try await oneRequest(port: adminPort, .get, "/v1/debug/opens?limit=50").json["opens"] as? [[String: Any]])
     }
 
     /// A page whose second request needs a value from its first: without prefetch the page asks for one and then
@@ -106,9 +110,7 @@ struct WebShellBrowserTests {
 
             // The waterfall the service recorded for each prefetched open: demo.orders needs demo.user, its fetch
             // began no sooner than demo.user's ended, and the page read demo.orders once it had read demo.user.
-            let adminPort = try #require(Int(admin.split(separator: ":").last ?? ""))
-            let opens = try #require(
-                try await oneRequest(port: adminPort, .get, "/v1/debug/opens?limit=50").json["opens"] as? [[String: Any]])
+            let opens = try await Self.opens(admin: admin)
             #expect(opens.count == 3, "\(opens)")
             for open in opens {
                 let requests = try #require(open["requests"] as? [[String: Any]])
