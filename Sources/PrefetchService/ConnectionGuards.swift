@@ -55,23 +55,17 @@ final class ConnectionGuards: Sendable {
         openGauge = Meter(label: "prefetch_connections", dimensions: dimensions, factory: factory)
         refusals = Counter(label: "prefetch_connections_refused_total", dimensions: dimensions, factory: factory)
         bodyTimeouts = Counter(label: "prefetch_body_timeouts_total", dimensions: dimensions, factory: factory)
-        // In the shape of every error; `Connection: close` because the rest of the body would be read as the next
-        // request.
-        let body = ByteBuffer(bytes: (try? JSONEncoding.encoder.encode(APIError.bodyTimeout(bodyTimeout).body)) ?? Data())
+        timeoutAnswer = Self.closingAnswer(.bodyTimeout(bodyTimeout))
+        headTooLargeAnswer = headLimit.map { Self.closingAnswer(.headTooLarge(limit: $0)) }
+    }
+
+    /// `error` in the shape of every error, with the security headers and `Connection: close`: what follows on the
+    /// connection (the rest of a body, or anything after an unframed head) would be read as the next request.
+    private static func closingAnswer(_ error: APIError) -> (head: HTTPResponse, body: ByteBuffer) {
+        let body = ByteBuffer(bytes: (try? JSONEncoding.encoder.encode(error.body)) ?? Data())
         var fields: HTTPFields = [.contentType: "application/json", .contentLength: String(body.readableBytes), .connection: "close"]
         PageGuardMiddleware.secure(&fields)
-        timeoutAnswer = (HTTPResponse(status: .requestTimeout, headerFields: fields), body)
-        headTooLargeAnswer = headLimit.map { limit in
-            let error = APIError(
-                status: .requestHeaderFieldsTooLarge, code: .tooLarge,
-                message: "the request head (request line and header fields) is over \(limit) bytes")
-            let body = ByteBuffer(bytes: (try? JSONEncoding.encoder.encode(error.body)) ?? Data())
-            var fields: HTTPFields = [
-                .contentType: "application/json", .contentLength: String(body.readableBytes), .connection: "close",
-            ]
-            PageGuardMiddleware.secure(&fields)
-            return (HTTPResponse(status: .requestHeaderFieldsTooLarge, headerFields: fields), body)
-        }
+        return (HTTPResponse(status: error.status, headerFields: fields), body)
     }
 
     /// Counts a new connection in, or refuses it (false) when the listener already holds its maximum.
@@ -124,6 +118,14 @@ extension APIError {
     static func bodyTimeout(_ timeout: Duration) -> APIError {
         APIError(
             status: .requestTimeout, code: .bodyTimeout, message: "the request body did not arrive within \(timeout.milliseconds) ms")
+    }
+
+    /// A request head over the parser's `limit` (request line and header fields), refused before it is read: the
+    /// same answer from the fast path's handler and from the connection guard.
+    static func headTooLarge(limit: Int) -> APIError {
+        APIError(
+            status: .requestHeaderFieldsTooLarge, code: .tooLarge,
+            message: "the request head (request line and header fields) is over \(limit) bytes")
     }
 }
 

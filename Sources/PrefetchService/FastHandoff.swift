@@ -131,9 +131,7 @@ struct FastHandoff: Sendable {
     /// The answer to a request head over `limit` bytes: `431 too-large`, no CORS (the head, `Origin` included, was
     /// never read), the security headers; and its request metrics under the route `NotFound` (as the router counts a request it could not route).
     func headTooLarge(limit: Int) -> EncodedAnswer {
-        let error = APIError(
-            status: .requestHeaderFieldsTooLarge, code: .tooLarge,
-            message: "the request head (request line and header fields) is over \(limit) bytes")
+        let error = APIError.headTooLarge(limit: limit)
         let (status, fields, body) = (try? error.parts()) ?? (error.status, [:], ByteBuffer())
         var head = fields
         head[.connection] = "close"

@@ -755,7 +755,7 @@ enum IdentityKeySource {
                 throw ValidationError("\(path): \(error)")
             }
         }
-        let key = (0..<32).map { _ in UInt8.random(in: 0...255) }
+        let key = SecureRandom.bytes(32)
         let hex = Array(Hex.encode(key).utf8)
         do {
             try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
