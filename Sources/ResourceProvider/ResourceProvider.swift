@@ -220,14 +220,8 @@ public final class ResourceProvider: Sendable {
                 candidate = makeItem(url: url, response: response)
             case .answer(let response) where response.status == 304 && old != nil:
                 candidate = old
-            case .answer(let response):
-                problem = ("status-\(response.status)", "\(Redaction.url(url)) answered \(response.status)")
-            case .error(let error):
-                let reason = error.code == .tooLarge ? "too-large" : error.code.rawValue
-                let message =
-                    error.code == .tooLarge
-                    ? "\(Redaction.url(url)) is larger than maxResourceBytes \(manifest.maxResourceBytes)" : error.message
-                problem = (reason, message)
+            case .some(let result):
+                problem = Self.problem(of: result, named: Redaction.url(url), maxBytes: manifest.maxResourceBytes)
             case nil:
                 problem = ("other", "\(Redaction.url(url)) was not fetched")
             }
@@ -330,14 +324,9 @@ public final class ResourceProvider: Sendable {
             case .answer(let response) where response.status == 200:
                 let html = String(decoding: response.bodyBuffer.readableBytesView, as: UTF8.self)
                 discovered[page] = PageDiscovery.resources(in: html, page: page, allowHosts: manifest.allowHosts)
-            case .answer(let response):
-                problem = ("page-status-\(response.status)", "page \(Redaction.url(page)) answered \(response.status)")
-            case .error(let error):
-                problem = (
-                    "page-" + (error.code == .tooLarge ? "too-large" : error.code.rawValue),
-                    error.code == .tooLarge
-                        ? "page \(Redaction.url(page)) is larger than maxResourceBytes \(manifest.maxResourceBytes)" : error.message
-                )
+            case let result:
+                problem = Self.problem(of: result, named: "page \(Redaction.url(page))", maxBytes: manifest.maxResourceBytes)
+                    .map { ("page-" + $0.0, $0.1) }
             }
             if let (reason, message) = problem {
                 let kept = discovered[page] != nil
@@ -362,6 +351,21 @@ public final class ResourceProvider: Sendable {
     private enum FetchResult: Sendable {
         case answer(FetchResponse)
         case error(FetchError)
+    }
+
+    /// Why `result` gives no body to publish (its failure code and a message naming `name`), for a resource and a
+    /// `discover` page alike; nil for a `200`. A `304` is the caller's to judge (it needs the previous copy).
+    private static func problem(of result: FetchResult, named name: String, maxBytes: Int) -> (String, String)? {
+        switch result {
+        case .answer(let response) where response.status == 200:
+            return nil
+        case .answer(let response):
+            return ("status-\(response.status)", "\(name) answered \(response.status)")
+        case .error(let error) where error.code == .tooLarge:
+            return ("too-large", "\(name) is larger than maxResourceBytes \(maxBytes)")
+        case .error(let error):
+            return (error.code.rawValue, error.message)
+        }
     }
 
     private static func fetch(_ url: String, _ request: FetchRequest, with fetcher: Fetcher) async -> (String, FetchResult) {
