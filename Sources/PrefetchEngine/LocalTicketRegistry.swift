@@ -57,14 +57,10 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
         for ticket in dropped { onDrop(ticket) }
     }
 
-    public func insert(_ ticket: Ticket) async {
+    /// See `TicketRegistry.insert(_:then:)`: remembered, then `done`, before returning.
+    public func insert(_ ticket: Ticket, then done: @escaping @Sendable () -> Void) {
         remember(ticket)
-    }
-
-    public var insertsWithoutSuspending: Bool { true }
-
-    public func insertWithoutSuspending(_ ticket: Ticket) {
-        remember(ticket)
+        done()
     }
 
     /// Adds `ticket`, dropping expired tickets and, past the bounds, the oldest (by owner for the byte budget).

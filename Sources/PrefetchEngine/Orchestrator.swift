@@ -24,7 +24,7 @@ public import Tracing
 /// 4. *Fetch*: ``start(_:outcomes:)`` hands the leaders to ``PageOpen`` (`PageOpen.send`: one post to the fetcher).
 /// 5. *Store*: the fetcher's loop calls `PageOpen.finished` with each batch of results, which settles them in the
 ///    store (`ResponseStore.settle(_:then:)`) and sends the dependents whose inputs are in.
-/// 6. *Read*: ``read(_:index:wait:)``, ``readAll(_:wait:)`` and ``readAllWithoutSuspending(_:canWait:notify:)``,
+/// 6. *Read*: ``read(_:index:wait:)``, ``readAll(_:wait:)`` and ``readAll(_:canWait:notify:)``,
 ///    for readers the HTTP layer has entitled (`TicketAccess`).
 ///
 /// The engine knows no HTTP: it throws ``PrefetchError`` and returns store outcomes; the HTTP layer maps them.
@@ -112,9 +112,6 @@ public final class Orchestrator: Sendable {
 
     /// The store's health, for readiness.
     public var storeHealth: StoreHealth { store.health }
-
-    /// Whether a read of the store never suspends (an in-process store): the event loop's reads may wait on it.
-    public var storeAnswersWithoutSuspending: Bool { store.answersWithoutSuspending }
 
     /// The store's counters and sizes (the debug view).
     public func storeSnapshot() async -> StoreSnapshot { await store.snapshot() }
@@ -287,98 +284,47 @@ public final class Orchestrator: Sendable {
     ) async throws(PrefetchError) -> Triggered {
         let open = try prepare(
             page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin, cookies: cookies)
-        // The ticket's record does not depend on the flights' outcomes, so it is stored while they are claimed: with a
-        // shared store the two round trips overlap. Its timings are filled in before anyone learns its id.
-        async let inserted: Void = tickets.insert(open.ticket)
-        // Every request's single flight is claimed in one call: one round trip to a shared store, not one each.
-        let outcomes = await store.begin(open.ticket.requests.map { (key: $0.key, policy: $0.policy) })
-        await inserted
-        let (triggered, refused) = start(open, outcomes: outcomes)
-        if let refused { await store.settle(refused) }
-        return triggered
-    }
-
-    /// ``trigger(page:headers:caller:trace:requestHeaders:origin:)`` without suspending, for an event loop: nil
-    /// (and nothing done) when the store or the ticket registry would have to wait (Redis); otherwise the same
-    /// checks, the same claims and the same page open, by the same code.
-    public func triggerWithoutSuspending(
-        page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil,
-        requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown, cookies: CookieJar? = nil
-    ) throws(PrefetchError) -> Triggered? {
-        guard triggersWithoutSuspending else { return nil }
-        let open = try prepare(
-            page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin, cookies: cookies)
-        guard let outcomes = store.beginWithoutSuspending(open.ticket.requests.map { (key: $0.key, policy: $0.policy) }) else {
-            preconditionFailure("a store that answers without suspending claims without suspending")
+        return await withCheckedContinuation { continuation in
+            if let triggered = start(open, then: { continuation.resume(returning: $0) }) {
+                continuation.resume(returning: triggered)
+            }
         }
-        tickets.insertWithoutSuspending(open.ticket)
-        let (triggered, refused) = start(open, outcomes: outcomes)
-        if let refused { _ = store.settleNow(refused) }
-        return triggered
     }
 
-    /// How a trigger made without a task went.
-    public enum TriggerProgress: Sendable {
-        /// Triggered now (an in-process store and registry).
-        case triggered(Triggered)
-        /// The flights' claims and the ticket's record are on their way to the shared store; the function given
-        /// gets the answer once both are back.
-        case underway
-    }
-
-    /// Whether ``trigger(page:headers:caller:trace:requestHeaders:origin:then:)`` takes a trigger: the store claims
-    /// and settles flights, and the registry remembers tickets, without tasks.
-    public var triggersWithoutTasks: Bool { store.worksWithoutTasks && tickets.insertsWithoutTasks }
-
-    /// Whether a trigger is done on return of ``triggerWithoutSuspending(page:headers:caller:trace:requestHeaders:origin:)``
-    /// (an in-process store and registry).
-    public var triggersWithoutSuspending: Bool { store.answersWithoutSuspending && tickets.insertsWithoutSuspending }
-
-    /// ``trigger(page:headers:caller:trace:requestHeaders:origin:)`` without a task, for an event loop: the same
-    /// checks (a refusal is thrown at once), then the same claims and page open, by the same code. With an in-process
-    /// store it is done on return (`.triggered`); with a shared one the claims and the ticket's record go in one
-    /// round trip each, overlapped, and `then` gets the answer on the thread of the later reply (`.underway`).
-    /// nil, with nothing done, when the store or the registry cannot do without a task (``triggersWithoutTasks``).
+    /// ``trigger(page:headers:caller:trace:requestHeaders:origin:cookies:)`` without a task, for an event loop: the
+    /// same checks (a refusal is thrown at once), then the same claims and page open, by the same code. Returns the
+    /// triggered page open when the store and the registry answered before returning (in process); otherwise nil,
+    /// and `done` gets it on the thread of the later of their replies (a shared store: the claims and the ticket's
+    /// record go in one round trip each, overlapped). `done` is called only when nil is returned; it must not
+    /// block.
     public func trigger(
         page: String, headers: HTTPFields, caller: String, trace: (parent: TraceParent, state: String?)? = nil,
         requestHeaders: HTTPFields = [:], origin: TicketAccess.RequestOrigin = .unknown, cookies: CookieJar? = nil,
         then done: @escaping @Sendable (Triggered) -> Void
-    ) throws(PrefetchError) -> TriggerProgress? {
-        if let triggered = try triggerWithoutSuspending(
-            page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin,
-            cookies: cookies)
-        {
-            return .triggered(triggered)
-        }
-        guard triggersWithoutTasks else { return nil }
+    ) throws(PrefetchError) -> Triggered? {
         let open = try prepare(
             page: page, headers: headers, caller: caller, trace: trace, requestHeaders: requestHeaders, origin: origin, cookies: cookies)
-        // The ticket's record and the claims overlap, as in the awaited trigger; whichever answer comes second starts
-        // the page open (its timings are filled in before anyone learns the ticket's id).
-        let arrivals = Mutex<(inserted: Bool, outcomes: [BeginOutcome]?)>((false, nil))
+        return start(open, then: done)
+    }
+
+    /// The claims of a prepared page open and its ticket's record, then the page open: what every trigger does
+    /// after its checks. The record and the claims overlap (with a shared store the two round trips do); whichever
+    /// answer comes second starts the page open, whose timings are filled in before anyone learns the ticket's id.
+    /// Flights the page open refused are released before the trigger is answered. The answer is returned when it is
+    /// in before this returns, else it goes to `done`.
+    private func start(_ open: PreparedOpen, then done: @escaping @Sendable (Triggered) -> Void) -> Triggered? {
+        let join = TriggerJoin()
         let proceed: @Sendable ([BeginOutcome]) -> Void = { [self] outcomes in
             let (triggered, refused) = start(open, outcomes: outcomes)
-            if let refused, !store.settle(refused, then: {}) {
-                preconditionFailure("a store that begins without tasks settles without tasks")
-            }
-            done(triggered)
+            guard let refused else { return join.answer(triggered, done) }
+            store.settle(refused) { join.answer(triggered, done) }
         }
-        let inserted = tickets.insert(open.ticket) {
-            let outcomes = arrivals.withLock { arrivals -> [BeginOutcome]? in
-                arrivals.inserted = true
-                return arrivals.outcomes
-            }
-            if let outcomes { proceed(outcomes) }
+        tickets.insert(open.ticket) { if let outcomes = join.inserted() { proceed(outcomes) } }
+        // Every request's single flight is claimed in one call: one round trip to a shared store, not one each.
+        store.begin(open.ticket.requests.map { (key: $0.key, policy: $0.policy) }) { outcomes in
+            if join.began(outcomes) { proceed(outcomes) }
         }
-        let began = store.begin(open.ticket.requests.map { (key: $0.key, policy: $0.policy) }) { outcomes in
-            let inserted = arrivals.withLock { arrivals -> Bool in
-                arrivals.outcomes = outcomes
-                return arrivals.inserted
-            }
-            if inserted { proceed(outcomes) }
-        }
-        precondition(inserted && began, "a registry and store that work without tasks took the trigger")
-        return .underway
+        return join.returning()
     }
 
     /// A trigger's page open before its flights are claimed: checked, planned, keyed, its ticket made.
@@ -653,15 +599,13 @@ public final class Orchestrator: Sendable {
         }
     }
 
-    /// ``readAll(_:wait:)`` without a task, for an event loop, when the store reads without tasks (else nil): the
-    /// outcomes now, or a wait whose outcomes go to `notify`, on the thread that settles the last of them, answers
-    /// the last of them (Redis) or ends the wait (`StoreWait.expire()`). With `canWait` what is in flight is waited
-    /// for until `expire()`; a store that must ask Redis first answers `.waiting` even without it. `notify` must
-    /// not block.
-    public func readAllWithoutSuspending(
+    /// ``readAll(_:wait:)`` without a task, for an event loop: the outcomes now (and `notify` is never called), or
+    /// a wait whose outcomes go to `notify`, on the thread that settles the last of them, answers the last of them
+    /// (Redis) or ends the wait (`StoreWait.expire()`). With `canWait` what is in flight is waited for until
+    /// `expire()`; a store that must ask Redis first answers `.waiting` even without it. `notify` must not block.
+    public func readAll(
         _ ticket: Ticket, canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
-    ) -> ImmediateRead? {
-        guard store.worksWithoutTasks else { return nil }
+    ) -> ImmediateRead {
         let asked = clock.now
         let notify: @Sendable ([ReadOutcome]) -> Void = { [self] outcomes in
             recordResultsView(ticket, outcomes, askedAt: asked)
@@ -671,7 +615,7 @@ public final class Orchestrator: Sendable {
         let withOwnCopies: @Sendable ([ReadOutcome]) -> Void = { [self] outcomes in
             if let done = ownCopies(ticket, keys: keys, keptPrivate: keptPrivate, outcomes, then: notify) { notify(done) }
         }
-        switch store.readWithoutSuspending(keys, canWait: canWait, notify: withOwnCopies) {
+        switch store.read(keys, canWait: canWait, notify: withOwnCopies) {
         case .done(let outcomes):
             guard let done = ownCopies(ticket, keys: keys, keptPrivate: keptPrivate, outcomes, then: notify) else {
                 // The store must ask Redis for the ticket's own copies: the outcomes come to `notify`.
@@ -680,7 +624,6 @@ public final class Orchestrator: Sendable {
             recordResultsView(ticket, done, askedAt: asked)
             return .done(done)
         case .waiting(let wait): return .waiting(wait)
-        case nil: return nil
         }
     }
 
@@ -698,10 +641,9 @@ public final class Orchestrator: Sendable {
             return merged
         }
         let privateKeys = indices.map { privateKey(keys[$0], ticket: ticket.id) }
-        switch store.readWithoutSuspending(privateKeys, canWait: false, notify: { then(merge($0)) }) {
+        switch store.read(privateKeys, canWait: false, notify: { then(merge($0)) }) {
         case .done(let own): return merge(own)
         case .waiting: return nil
-        case nil: preconditionFailure("a store that reads without tasks reads every key without a task")
         }
     }
 
@@ -748,4 +690,52 @@ public struct Triggered: Sendable {
     public var ticket: Ticket
     public var urls: [String]
     public var readKey: ReadKey
+}
+
+/// Where a trigger's two replies (its ticket's record kept, its flights claimed) meet, and where its answer meets
+/// the caller: returned when it is in before the trigger returns, else handed to the caller's function.
+final class TriggerJoin: Sendable {
+    private struct State {
+        var inserted = false
+        var outcomes: [BeginOutcome]?
+        var returned = false
+        var answer: Triggered?
+    }
+
+    private let state = Mutex(State())
+
+    /// The ticket's record is kept: the claims' outcomes when they came first (then the caller starts the page
+    /// open), else nil.
+    func inserted() -> [BeginOutcome]? {
+        state.withLock { state in
+            state.inserted = true
+            return state.outcomes
+        }
+    }
+
+    /// The claims are in: whether the ticket's record came first (then the caller starts the page open).
+    func began(_ outcomes: [BeginOutcome]) -> Bool {
+        state.withLock { state in
+            state.outcomes = outcomes
+            return state.inserted
+        }
+    }
+
+    /// The trigger's answer: kept for ``returning()`` while the trigger has not returned, else handed to `done`.
+    func answer(_ triggered: Triggered, _ done: @Sendable (Triggered) -> Void) {
+        let late = state.withLock { state -> Bool in
+            guard !state.returned else { return true }
+            state.answer = triggered
+            return false
+        }
+        if late { done(triggered) }
+    }
+
+    /// The trigger returns: its answer when it is in, else nil (it goes to the caller's function when it comes).
+    func returning() -> Triggered? {
+        state.withLock { state in
+            state.returned = true
+            return state.answer
+        }
+    }
 }

@@ -304,36 +304,16 @@ final class PageOpen: Sendable {
         }
     }
 
-    /// Hands `settlements` to the store (without suspending where it can, else in one task on the runner), then
-    /// counts `flights` flights of this page open settled.
-    /// Hands `settlements` to the store. The ticket learns of the copies it keeps for itself (`ownCopies`) once they
-    /// are in the store, not before: a reader told to read the page open's own copy must find it there.
+    /// Hands `settlements` to the store, then counts `flights` flights of this page open settled. The ticket learns
+    /// of the copies it keeps for itself (`ownCopies`) once they are in the store, not before: a reader told to read
+    /// the page open's own copy must find it there.
     private func commit(_ settlements: [Settlement], flights count: Int, failed: Int, ownCopies: [Int] = []) {
-        let store = orchestrator.store
+        guard !settlements.isEmpty else { return settled(count, failed: failed) }
         let ticket = ticket
-        let markOwn: @Sendable () -> Void = {
+        orchestrator.store.settle(settlements) { [self] in
             for index in ownCopies { ticket.record(index) { $0.keptPrivate = true } }
+            settled(count, failed: failed)
         }
-        if settlements.isEmpty
-            || store.settle(
-                settlements,
-                then: { [self] in
-                    markOwn()
-                    settled(count, failed: failed)
-                })
-        {
-            return
-        }
-        // A store that needs a task: one for the whole batch. The unit is still live, so the runner takes it.
-        let accepted = orchestrator.runner.submit {
-            await store.settle(settlements)
-            markOwn()
-        }
-        if !accepted {
-            markOwn()
-            orchestrator.logger.warning("store settlements dropped: the fetch runner has stopped", metadata: ["ticket": "\(ticket.id)"])
-        }
-        settled(count, failed: failed)
     }
 
     /// Counts `count` flights of this page open settled, `failed` of them without a usable answer; the unit leaves

@@ -21,28 +21,12 @@ public struct SharedTicketRegistry: TicketRegistry {
         self.local = LocalTicketRegistry(capacity: capacity, budgetBytes: budgetBytes, clock: clock, onDrop: onDrop)
     }
 
-    public var insertsWithoutSuspending: Bool { false }
-
-    public func insertWithoutSuspending(_ ticket: Ticket) {}
-
-    public func insert(_ ticket: Ticket) async {
+    /// See `TicketRegistry.insert(_:then:)`: remembered here at once, and `done` once the shared record is kept
+    /// (on the thread that has the record store's answer).
+    public func insert(_ ticket: Ticket, then done: @escaping @Sendable () -> Void) {
         local.remember(ticket)
-        guard let bytes = Self.bytes(of: ticket) else { return }
-        await records.keepRecord(bytes, name: TicketRecord.name(ticket.id), ttl: Ticket.lifetime(of: ticket.requests))
-    }
-
-    /// See `TicketRegistry.insertsWithoutTasks`: always; the record store answers through a callback.
-    public var insertsWithoutTasks: Bool { true }
-
-    /// See `TicketRegistry.insert(_:then:)`.
-    public func insert(_ ticket: Ticket, then done: @escaping @Sendable () -> Void) -> Bool {
-        local.remember(ticket)
-        guard let bytes = Self.bytes(of: ticket) else {
-            done()
-            return true
-        }
+        guard let bytes = Self.bytes(of: ticket) else { return done() }
         records.keepRecord(bytes, name: TicketRecord.name(ticket.id), ttl: Ticket.lifetime(of: ticket.requests)) { _ in done() }
-        return true
     }
 
     /// A ticket's record as the records keep it (JSON).

@@ -28,7 +28,7 @@ import Synchronization
 /// rules and headers, `JSONBodyMiddleware`'s media type, the trigger's body parsing (`PrefetchRoutes.jsonObject`,
 /// `pageURL`, `credentialHeaders`) and `Orchestrator.trigger(page:...:then:)` (the routed trigger's own checks,
 /// claims and page open, run without a task), `TicketAccess` and the page-origin rule (`PrefetchRoutes.pageRead`
-/// for a `page=` read), the interface selection, the store reads (`readIfReady`, `readAllWithoutSuspending`: a
+/// for a `page=` read), the interface selection, the store reads (`readIfReady`, `readAll(_:canWait:notify:)`: a
 /// no-store response is consumed exactly once), the answers (`TriggerAnswer`, `ResultsAnswer`, the replay, an
 /// engine refusal as `APIError`), the read recorded on the ticket, and the request metrics. A results view that
 /// must wait registers its wait with the store (no task) and is written when the ticket's flights settle (on the
@@ -158,7 +158,6 @@ struct FastHandoff: Sendable {
     private func takesBody(_ head: HTTPRequest) -> Bool {
         guard head.headerFields[.transferEncoding] == nil, let length = head.headerFields[.contentLength].flatMap({ Int($0) }),
             (0...orchestrator.settings.maximumRequestBody).contains(length),
-            orchestrator.triggersWithoutTasks,
             JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) == nil,
             grant(head) != nil
         else { return false }
@@ -166,7 +165,7 @@ struct FastHandoff: Sendable {
     }
 
     /// The trigger's answer, or nil to hand the request (head and body as received) to the router. With a shared
-    /// store the answer is `.underway`, and `deliver()` makes the function it goes to.
+    /// store the answer is `.underway`, and goes to the function `deliver()` made.
     func trigger(_ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: () -> Deliver) -> Answer? {
         let started = DispatchTime.now().uptimeNanoseconds
         guard let origin = grant(head), let object = try? PrefetchRoutes.jsonObject(body), let page = try? PrefetchRoutes.pageURL(object),
@@ -178,20 +177,12 @@ struct FastHandoff: Sendable {
             orchestrator.metrics.eventLoopAnswer("trigger")
             return finish(status, fields, bytes, origin: origin, route: Self.triggerRoute, method: .post, started: started)
         }
-        // The delivery is made only for a shared store: an in-process one answers at once.
-        let delivery = orchestrator.triggersWithoutSuspending ? nil : deliver()
+        let delivery = deliver()
         do {
-            switch try orchestrator.trigger(
+            let triggered = try orchestrator.trigger(
                 page: page, headers: headers, caller: caller, trace: PrefetchRoutes.traceContext(head.headerFields),
-                requestHeaders: head.headerFields, origin: requestOrigin(head), cookies: cookies, then: { delivery?(answer($0)) })
-            {
-            case .triggered(let triggered)?:
-                return .now(answer(triggered))
-            case .underway?:
-                return .underway
-            case nil:
-                return nil
-            }
+                requestHeaders: head.headerFields, origin: requestOrigin(head), cookies: cookies, then: { delivery(answer($0)) })
+            return triggered.map { .now(answer($0)) } ?? .underway
         } catch {
             // An engine refusal, counted once: answered here as the router would answer it.
             guard let (status, fields, bytes) = try? APIError(error).parts() else { return nil }
@@ -233,22 +224,14 @@ struct FastHandoff: Sendable {
             let (status, fields, bytes) = parts ?? (.internalServerError, [:], ByteBuffer())
             return finish(status, fields, bytes, origin: origin, route: Self.openRoute, method: .post, started: started)
         }
-        let delivery = orchestrator.triggersWithoutSuspending ? nil : deliver()
-        let progress: Orchestrator.TriggerProgress?
+        let delivery = deliver()
         do throws(PrefetchError) {
-            progress = try orchestrator.trigger(
+            let triggered = try orchestrator.trigger(
                 page: request.page, headers: request.headers, caller: caller, origin: requestOrigin(head), cookies: request.cookies,
-                then: { delivery?(answer(.success($0))) })
+                then: { delivery(answer(.success($0))) })
+            return triggered.map { .now(answer(.success($0))) } ?? .underway
         } catch {
             return .now(answer(.failure(error)))
-        }
-        switch progress {
-        case .triggered(let triggered)?:
-            return .now(answer(.success(triggered)))
-        case .underway?:
-            return .underway
-        case nil:
-            preconditionFailure("a trigger was refused its path without a task after takes(_:) allowed it")
         }
     }
 
@@ -305,22 +288,14 @@ struct FastHandoff: Sendable {
         // the routed path waits on that clock instead.
         let canWait = wait > .zero
         if canWait && !(orchestrator.clock is ContinuousClock) { return nil }
-        // The delivery is made only for a wait, or for a store that asks Redis first: an in-process store answers a
-        // read that may not wait at once and never notifies.
-        let notify: @Sendable ([ReadOutcome]) -> Void
-        if canWait || !orchestrator.storeAnswersWithoutSuspending {
-            let delivery = deliver()
-            notify = { delivery(answer($0)) }
-        } else {
-            notify = { _ in }
-        }
-        switch orchestrator.readAllWithoutSuspending(ticket, canWait: canWait, notify: notify) {
-        case .done(let outcomes)?:
+        // Answered now (and the delivery unused), or through the delivery once the flights settle or the store
+        // answers.
+        let delivery = deliver()
+        switch orchestrator.readAll(ticket, canWait: canWait, notify: { delivery(answer($0)) }) {
+        case .done(let outcomes):
             return .now(answer(outcomes))
-        case .waiting(let storeWait)?:
+        case .waiting(let storeWait):
             return .later(storeWait, deadline: wait)
-        case nil:
-            return nil
         }
     }
 

@@ -79,21 +79,27 @@ public final class MemoryStore: ResponseStore {
         apply(effects)
     }
 
-    /// See `ResponseStore.answersWithoutSuspending`: always.
-    public var answersWithoutSuspending: Bool { true }
+    /// See `ResponseStore.begin(_:then:)`: every claim under one acquisition of the lock, then `done`, before
+    /// returning.
+    public func begin(
+        _ requests: [(key: StoreKey, policy: StorePolicy)], then done: @escaping @Sendable ([BeginOutcome]) -> Void
+    ) {
+        done(claim(requests))
+    }
 
-    /// See `ResponseStore.beginWithoutSuspending`: every claim under one acquisition of the lock.
-    public func beginWithoutSuspending(_ requests: [(key: StoreKey, policy: StorePolicy)]) -> [BeginOutcome]? {
+    /// Every claim of `requests` under one acquisition of the lock: ``begin(_:then:)``'s work, for the Redis
+    /// store's fallback tier, which is this type and needs the outcomes where it stands.
+    package func claim(_ requests: [(key: StoreKey, policy: StorePolicy)]) -> [BeginOutcome] {
         locked { state, now, effects in
             requests.map { state.begin($0.key, policy: $0.policy, now: now, effects: &effects) }
         }
     }
 
-    /// See `ResponseStore.readWithoutSuspending`: under one acquisition of the lock, every key is read; those in
+    /// See `ResponseStore.read(_:canWait:notify:)`: under one acquisition of the lock, every key is read; those in
     /// flight get a waiter each whose outcome goes to a `StoreWaitGroup` (on the thread that settles it).
-    public func readWithoutSuspending(
+    public func read(
         _ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
-    ) -> ImmediateRead? {
+    ) -> ImmediateRead {
         locked { state, now, effects -> ImmediateRead in
             var outcomes = [ReadOutcome](repeating: .pending, count: keys.count)
             var waiting: [(index: Int, id: WaiterID)] = []
@@ -114,8 +120,16 @@ public final class MemoryStore: ResponseStore {
         }
     }
 
-    /// See `ResponseStore.settleNow`: every settlement under one acquisition of the lock.
-    public func settleNow(_ settlements: [Settlement]) -> Bool {
+    /// See `ResponseStore.settle(_:then:)`: every settlement under one acquisition of the lock, then `done`,
+    /// before returning.
+    public func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void) {
+        settleAll(settlements)
+        done()
+    }
+
+    /// Every settlement under one acquisition of the lock: ``settle(_:then:)``'s work, for the Redis store's
+    /// fallback tier.
+    package func settleAll(_ settlements: [Settlement]) {
         let held = heldElsewhere?() ?? 0
         locked { state, now, effects in
             state.heldElsewhere = held
@@ -132,12 +146,6 @@ public final class MemoryStore: ResponseStore {
                 }
             }
         }
-        return true
-    }
-
-    /// See `ResponseStore.settle`.
-    public func settle(_ settlements: [Settlement]) async {
-        _ = settleNow(settlements)
     }
 
     /// See `ResponseStore.abandon`.

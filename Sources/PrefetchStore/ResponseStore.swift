@@ -264,12 +264,6 @@ public protocol ResponseStore: Sendable {
     /// A flight older than the store's lock age may be taken over: the caller then leads and the old token is stale.
     func begin(_ key: StoreKey, policy: StorePolicy) async -> BeginOutcome
 
-    /// Claims the single flight for each of `requests`, in order, and answers one outcome per request, in the same
-    /// order: exactly what calling `begin(_:policy:)` for each in turn would answer (so of duplicate keys within one
-    /// call the first leads and the rest join). A page open claims all its requests at once through this, so a
-    /// shared store can do it in one round trip; the default does them one by one.
-    func begin(_ requests: [(key: StoreKey, policy: StorePolicy)]) async -> [BeginOutcome]
-
     /// Begins `key` and, when that leads, completes it with `result` at once; returns whether it led (when it did
     /// not, nothing was written). Meant for a key no one else flies, such as one named by a fresh random id, so a
     /// shared store can do both in one round trip; the default calls `begin` and then `complete`.
@@ -298,48 +292,30 @@ public protocol ResponseStore: Sendable {
     /// and nothing happens, and the caller takes the normal path. Stores that cannot answer without I/O return nil.
     func readIfReady(_ key: StoreKey) -> ReadOutcome?
 
-    /// Settles several flights in order without suspending, when the store can (an in-process store: one lock
-    /// acquisition for all, readers resumed after it), and returns true; returns false, having done nothing, when it
-    /// cannot (a shared store needs a round trip), and the caller runs ``settle(_:)`` in a task instead. Called from
-    /// the fetcher's loop thread with every result of one loop iteration of a page open.
-    func settleNow(_ settlements: [Settlement]) -> Bool
-
-    /// Whether `beginWithoutSuspending`, `settleNow` and `readWithoutSuspending` always answer (an in-process
-    /// store), so a caller on an event loop can take the whole path without a task.
-    var answersWithoutSuspending: Bool { get }
-
-    /// `begin(_:)` without suspending when the store can, else nil (nothing claimed).
-    func beginWithoutSuspending(_ requests: [(key: StoreKey, policy: StorePolicy)]) -> [BeginOutcome]?
-
     /// How the store is doing, for readiness (`GET /readyz`): an in-process store has no outage state.
     var health: StoreHealth { get }
 
-    /// Whether ``begin(_:then:)``, ``settle(_:then:)`` and ``readWithoutSuspending(_:canWait:notify:)`` always take
-    /// their call: an in-process store, or a shared one whose round trips run on event loops (Redis). A caller on an
-    /// event loop may then start a page open, settle its flights and read them without a task.
-    var worksWithoutTasks: Bool { get }
+    /// Claims the single flight for each of `requests`, in order, and hands `done` one outcome per request, in the
+    /// same order: exactly what calling `begin(_:policy:)` for each in turn would answer (so of duplicate keys
+    /// within one call the first leads and the rest join). A page open claims all its requests at once through
+    /// this, so a shared store does it in one round trip. `done` runs exactly once: before the call returns when
+    /// the store has the answer at hand (an in-process store, always), else on the thread that has the store's
+    /// answer (a Redis connection's event loop). It must not block.
+    func begin(_ requests: [(key: StoreKey, policy: StorePolicy)], then done: @escaping @Sendable ([BeginOutcome]) -> Void)
 
-    /// `begin(_:)` without a task: claims every request's flight as `begin(_:)` would and hands the outcomes, in
-    /// order, to `done`, at once (an in-process store) or on the thread that has the store's answer (a Redis
-    /// connection's event loop). Returns false, having claimed nothing, when the store cannot. `done` must not block.
-    func begin(_ requests: [(key: StoreKey, policy: StorePolicy)], then done: @escaping @Sendable ([BeginOutcome]) -> Void) -> Bool
+    /// Settles several flights in order (an in-process store: under one acquisition of its lock, readers resumed
+    /// after it), then calls `done` once, as ``begin(_:then:)`` calls its own: before returning, or on the thread
+    /// that has the store's answer. The fetcher's loop thread hands over every result of one loop iteration of a
+    /// page open this way.
+    func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void)
 
-    /// `settle(_:)` without a task: the settlements in order, then `done`, at once or on the thread that has the
-    /// store's answer. Returns false, having done nothing, when the store cannot. `done` must not block.
-    func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void) -> Bool
-
-    /// Reads `keys` without a task, when the store can (``worksWithoutTasks``), or nil, having done nothing. Every outcome is counted as
-    /// `read` counts it and a no-store response is consumed alike. With `canWait`, keys in flight are waited for
-    /// until the caller calls `expire()`: ``ImmediateRead/waiting(_:)``, and `notify` is called once, on the thread
-    /// that settles the last of them (or that calls `expire()`); it must not block. A store that must ask a server
-    /// first (Redis) answers `.waiting` even without `canWait`, and `notify` gets its answer.
-    func readWithoutSuspending(
-        _ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
-    )
-        -> ImmediateRead?
-
-    /// Settles several flights in order (what `settleNow` does, when it cannot be done without suspending).
-    func settle(_ settlements: [Settlement]) async
+    /// Reads `keys` without a task. Every outcome is counted as `read` counts it and a no-store response is
+    /// consumed alike. Answers `.done` with every outcome when the store has them at hand, and then never calls
+    /// `notify`. Otherwise `.waiting`, and `notify` is called once with every outcome, on the thread that has them:
+    /// with `canWait`, keys in flight are waited for until the last of them settles or the caller calls `expire()`
+    /// (those still in flight then read `.pending`); a store that must ask a server first (Redis) answers `.waiting`
+    /// even without `canWait`. `notify` must not block.
+    func read(_ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void) -> ImmediateRead
 
     /// Drops every entry, in flight or not, whose policy label is not in `labels` (used when a configuration
     /// update removes interfaces); their waiters get `.absent(.evicted)`. Returns how many entries were dropped.
@@ -403,7 +379,7 @@ public enum StoreHealth: String, Sendable, Hashable {
     case degraded
 }
 
-/// What ``ResponseStore/readWithoutSuspending(_:canWait:notify:)`` found.
+/// What ``ResponseStore/read(_:canWait:notify:)`` found.
 public enum ImmediateRead: Sendable {
     /// Every outcome, now (nothing was in flight, or the reader would not wait).
     case done([ReadOutcome])
@@ -500,51 +476,17 @@ extension ResponseStore {
     /// See `ResponseStore.readIfReady`: nil, always the normal path.
     public func readIfReady(_ key: StoreKey) -> ReadOutcome? { nil }
 
-    /// See `ResponseStore.answersWithoutSuspending`: false.
-    public var answersWithoutSuspending: Bool { false }
-
-    /// See `ResponseStore.beginWithoutSuspending`: nil, always the asynchronous path.
-    public func beginWithoutSuspending(_ requests: [(key: StoreKey, policy: StorePolicy)]) -> [BeginOutcome]? { nil }
-
-    /// See `ResponseStore.readWithoutSuspending`: nil, always the asynchronous path.
-    public func readWithoutSuspending(
-        _ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
-    ) -> ImmediateRead? { nil }
-
-    /// See `ResponseStore.settleNow`: false, always the asynchronous path.
-    public func settleNow(_ settlements: [Settlement]) -> Bool { false }
-
     /// See `ResponseStore.health`: in process.
     public var health: StoreHealth { .inProcess }
 
-    /// See `ResponseStore.worksWithoutTasks`: when the store answers without suspending.
-    public var worksWithoutTasks: Bool { answersWithoutSuspending }
-
-    /// See `ResponseStore.begin(_:then:)`: through `beginWithoutSuspending`, at once, when the store can.
-    public func begin(
-        _ requests: [(key: StoreKey, policy: StorePolicy)], then done: @escaping @Sendable ([BeginOutcome]) -> Void
-    ) -> Bool {
-        guard let outcomes = beginWithoutSuspending(requests) else { return false }
-        done(outcomes)
-        return true
+    /// ``begin(_:then:)`` for a caller that is async by nature.
+    public func begin(_ requests: [(key: StoreKey, policy: StorePolicy)]) async -> [BeginOutcome] {
+        await withCheckedContinuation { continuation in begin(requests) { continuation.resume(returning: $0) } }
     }
 
-    /// See `ResponseStore.settle(_:then:)`: through `settleNow`, at once, when the store can.
-    public func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void) -> Bool {
-        guard settleNow(settlements) else { return false }
-        done()
-        return true
-    }
-
-    /// See `ResponseStore.settle`: each settlement in turn through the store's own operations.
+    /// ``settle(_:then:)`` for a caller that is async by nature.
     public func settle(_ settlements: [Settlement]) async {
-        for settlement in settlements {
-            switch settlement {
-            case .complete(let key, let token, let result): await complete(key, token: token, result: result)
-            case .put(let key, let policy, let result): await put(key, policy: policy, result: result)
-            case .abandon(let key, let token): await abandon(key, token: token)
-            }
-        }
+        await withCheckedContinuation { continuation in settle(settlements) { continuation.resume() } }
     }
 
     /// See `ResponseStore.read(_:wait:)` for several keys: one child task per key.
@@ -557,17 +499,6 @@ extension ResponseStore {
             for await (index, outcome) in group { outcomes[index] = outcome }
             return outcomes
         }
-    }
-
-    /// Calls `begin(_:policy:)` for each request in turn: right for an in-process store, where a call costs no
-    /// round trip.
-    public func begin(_ requests: [(key: StoreKey, policy: StorePolicy)]) async -> [BeginOutcome] {
-        var outcomes: [BeginOutcome] = []
-        outcomes.reserveCapacity(requests.count)
-        for request in requests {
-            outcomes.append(await begin(request.key, policy: request.policy))
-        }
-        return outcomes
     }
 
     /// Calls `begin(_:policy:)` and, when it leads, `complete`.

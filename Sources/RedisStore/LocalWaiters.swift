@@ -4,7 +4,7 @@ import Synchronization
 
 /// The readers of this replica waiting on flights, by key digest, so an announcement (from pub/sub or from a
 /// completion on this replica) wakes exactly the readers of that key. A reader in a task waits on a `Wakeup`; a read
-/// made without a task (`RedisStore.readWithoutSuspending`) is called back instead.
+/// made without a task (`RedisStore.read(_:canWait:notify:)`) is called back instead.
 final class LocalWaiters: Sendable {
     /// How a waiting reader is woken, with the announced value when one travelled with the announcement.
     enum Waiter: Sendable {

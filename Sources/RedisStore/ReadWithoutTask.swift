@@ -4,16 +4,16 @@ public import PrefetchStore
 import Synchronization
 
 extension RedisStore {
-    /// See `ResponseStore.readWithoutSuspending`: every key read as `read(_:wait:)` reads it (the same state machine:
+    /// See `ResponseStore.read(_:canWait:notify:)`: every key read as `read(_:wait:)` reads it (the same state machine:
     /// the local tier, the lead on this replica, the probe, the wait for the announcement with its polling, the
     /// fallback store), driven by callbacks instead of a task: the keys' probes go in one pipeline, a waiting key
     /// is woken by the announcement or by a timer on an event loop. `.done` when the local tier answered every key;
     /// otherwise `.waiting`, even without `canWait` (Redis must answer first), and `notify` gets the outcomes on the
     /// thread of the last answer. With `canWait` the keys in flight are waited for until `expire()` (at most
     /// ``longestWaitWithoutTask``); without it, a key in flight reads `.pending`.
-    public func readWithoutSuspending(
+    public func read(
         _ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
-    ) -> ImmediateRead? {
+    ) -> ImmediateRead {
         let read = PageRead(store: self, keys: keys, notify: notify)
         if let outcomes = read.start(wait: canWait ? Self.longestWaitWithoutTask : .zero) { return .done(outcomes) }
         return .waiting(StoreWait { read.expire() })
@@ -154,11 +154,11 @@ extension RedisStore {
         }
 
         private func readFallback(_ index: Int, reader: RedisStoreState.Reader, wait: Duration) {
-            let read = store.fallback.readWithoutSuspending([keys[index]], canWait: wait > .zero) { [self] in finish(index, $0[0]) }
+            let read = store.fallback.read([keys[index]], canWait: wait > .zero) { [self] in finish(index, $0[0]) }
             switch read {
-            case .done(let outcomes)?:
+            case .done(let outcomes):
                 finish(index, outcomes[0])
-            case .waiting(let wait)?:
+            case .waiting(let wait):
                 let expired = state.withLock { state -> Bool in
                     state.slots[index]?.fallbackWait = wait
                     return state.expired
@@ -168,8 +168,6 @@ extension RedisStore {
                 } else {
                     _ = loop.scheduleTask(in: TimeAmount(max(.zero, reader.deadline - store.clock.now))) { wait.expire() }
                 }
-            case nil:
-                preconditionFailure("the fallback store reads without suspending")
             }
         }
 

@@ -238,16 +238,6 @@ public final class RedisStore: ResponseStore, Service {
         await begin([(key: key, policy: policy)])[0]
     }
 
-    /// See `ResponseStore.begin(_:)`, through ``begin(_:then:)``.
-    public func begin(_ requests: [(key: StoreKey, policy: StorePolicy)]) async -> [BeginOutcome] {
-        await withCheckedContinuation { continuation in
-            _ = begin(requests) { continuation.resume(returning: $0) }
-        }
-    }
-
-    /// See `ResponseStore.worksWithoutTasks`: always, the round trips run on the pool's event loops.
-    public var worksWithoutTasks: Bool { true }
-
     /// See `ResponseStore.begin(_:then:)`. Every key's script goes to Redis in one pipeline on one connection (one
     /// round trip for a page's requests instead of one each); Redis runs them in order, so each key's outcome is
     /// exactly what a `begin` of its own would get at that point, duplicates included (the first leads, the rest
@@ -255,7 +245,7 @@ public final class RedisStore: ResponseStore, Service {
     /// store, one by one in order, as a single `begin` does. `done` runs on the Redis connection's event loop.
     public func begin(
         _ requests: [(key: StoreKey, policy: StorePolicy)], then done: @escaping @Sendable ([BeginOutcome]) -> Void
-    ) -> Bool {
+    ) {
         let claims = requests.map { calls.claim($0.key, policy: $0.policy, token: Self.newToken()) }
         eval(claims.map(\.call)) { [self] replies in
             var outcomes: [BeginOutcome] = []
@@ -269,7 +259,6 @@ public final class RedisStore: ResponseStore, Service {
             }
             done(outcomes)
         }
-        return true
     }
 
     /// See `ResponseStore.put`, through ``settle(_:then:)``.
@@ -303,18 +292,11 @@ public final class RedisStore: ResponseStore, Service {
         await settle([.abandon(key, token: token)])
     }
 
-    /// See `ResponseStore.settle(_:)`: every settlement's scripts in one pipeline, through ``settle(_:then:)``.
-    public func settle(_ settlements: [Settlement]) async {
-        await withCheckedContinuation { continuation in
-            _ = settle(settlements) { continuation.resume() }
-        }
-    }
-
     /// See `ResponseStore.settle(_:then:)`. The scripts of every settlement go to Redis in one pipeline, in order
     /// (one round trip for a batch of a page open's results); settlements of flights led in the fallback store are
     /// done there at once. Each reply is then handled as the single operation would handle it, and `done` runs,
     /// on the Redis connection's event loop.
-    public func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void) -> Bool {
+    public func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void) {
         var calls: [ScriptCall] = []
         var handlers: [@Sendable (ArraySlice<Result<RedisValue, RedisCallError>>) -> Bool] = []
         var counts: [Int] = []
@@ -333,7 +315,6 @@ public final class RedisStore: ResponseStore, Service {
             }
             done()
         }
-        return true
     }
 
     /// What one settlement sends to Redis (nothing, when it is done in the fallback store or ignored), and what
@@ -348,7 +329,7 @@ public final class RedisStore: ResponseStore, Service {
                 logger.debug("completion from a stale or unknown flight ignored", metadata: ["store.key": "\(key)"])
                 return ([], { _ in false })
             case .completeInFallback(let fallbackToken, let digest, let policy):
-                _ = fallback.settleNow([.complete(key, token: fallbackToken, result: result)])
+                fallback.settleAll([.complete(key, token: fallbackToken, result: result)])
                 let now = clock.now
                 state.withLock { $0.fallbackCompleted(digest, policy: policy, now: now) }
                 waiters.notify(digest)
@@ -370,7 +351,7 @@ public final class RedisStore: ResponseStore, Service {
             case .ignore:
                 return ([], { _ in false })
             case .abandonInFallback(let fallbackToken):
-                _ = fallback.settleNow([.abandon(key, token: fallbackToken)])
+                fallback.settleAll([.abandon(key, token: fallbackToken)])
                 return ([], { _ in false })
             case .abandonInRedis(let call):
                 return ([call], { _ in false })
@@ -610,9 +591,7 @@ public final class RedisStore: ResponseStore, Service {
 
     /// Begins `claim` in the fallback store (Redis gave no answer) and records a lead there.
     private func beginInFallback(_ claim: RedisStoreState.Claim) -> BeginOutcome {
-        guard let outcome = fallback.beginWithoutSuspending([(key: claim.key, policy: claim.policy)])?.first else {
-            preconditionFailure("the fallback store begins without suspending")
-        }
+        let outcome = fallback.claim([(key: claim.key, policy: claim.policy)])[0]
         let now = clock.now
         return state.withLock { $0.fallbackBegan(claim, outcome: outcome, now: now) }
     }
@@ -641,8 +620,8 @@ public final class RedisStore: ResponseStore, Service {
                 "Redis unreachable at completion; keeping the result on this replica",
                 metadata: ["store.key": "\(key)", "redis.error": "\(error)"])
             let policy = completion.lead.policy
-            if case .leader(let fallbackToken)? = fallback.beginWithoutSuspending([(key: key, policy: policy)])?.first {
-                _ = fallback.settleNow([.complete(key, token: fallbackToken, result: completion.result)])
+            if case .leader(let fallbackToken) = fallback.claim([(key: key, policy: policy)])[0] {
+                fallback.settleAll([.complete(key, token: fallbackToken, result: completion.result)])
                 let now = clock.now
                 state.withLock { $0.fallbackCompleted(digest, policy: policy, now: now) }
             }

@@ -91,8 +91,9 @@ import Testing
         await put(store, key("/1"), .success(response(bytes: 1_000)))
         #expect(await store.read(key("/1"), wait: .zero).response == response(bytes: 1_000), "the newest is kept")
         #expect(await store.read(key("/0"), wait: .zero) == .absent(.evicted))
-        let settled = store.settleNow([.put(key("/2"), policy: policy(), result: .success(response(bytes: 1_000)))])
-        #expect(settled)
+        let settled = Settled()
+        store.settle([.put(key("/2"), policy: policy(), result: .success(response(bytes: 1_000)))]) { settled.mark() }
+        #expect(settled.done, "an in-process store settles before returning")
         #expect(await store.read(key("/2"), wait: .zero).response == response(bytes: 1_000))
         #expect(await store.snapshot().entries == 1)
     }
@@ -108,4 +109,11 @@ import Testing
         #expect(snapshot.entries == 4)
         #expect(snapshot.evictions == 0)
     }
+}
+
+/// Whether a store's `settle(_:then:)` called its function.
+private final class Settled: Sendable {
+    private let called = Mutex(false)
+    func mark() { called.withLock { $0 = true } }
+    var done: Bool { called.withLock { $0 } }
 }

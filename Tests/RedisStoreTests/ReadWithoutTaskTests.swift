@@ -5,7 +5,7 @@ import Testing
 
 @testable import RedisStore
 
-/// Reads made without a task (`readWithoutSuspending`, the event loop's results view): the same outcomes as the
+/// Reads made without a task (`read(_:canWait:notify:)`, the event loop's results view): the same outcomes as the
 /// awaited read, driven by Redis's replies, announcements and timers, against a real redis-server.
 @Suite(.serialized) struct ReadWithoutTaskTests {
     /// The outcomes a read without a task hands to `notify`, or the ones it answered at once.
@@ -27,10 +27,9 @@ import Testing
         /// Starts the read on `store`.
         static func read(_ store: RedisStore, _ keys: [StoreKey], canWait: Bool) -> Notified {
             let notified = Notified()
-            switch store.readWithoutSuspending(keys, canWait: canWait, notify: { notified.notify($0) }) {
+            switch store.read(keys, canWait: canWait, notify: { notified.notify($0) }) {
             case .done(let outcomes): notified.notify(outcomes)
             case .waiting(let wait): notified.waiting.withLock { $0 = wait }
-            case nil: Issue.record("the Redis store reads without a task")
             }
             return notified
         }
@@ -102,8 +101,8 @@ import Testing
                 #expect(await Notified.read(b, [key("/kept")], canWait: false).outcomes()?.map(\.body) == ["kept"])
                 // Read once through Redis, now local: answered without a round trip, by both kinds of read.
                 #expect(b.readIfReady(key("/kept"))?.body == "kept")
-                switch b.readWithoutSuspending([key("/kept")], canWait: false, notify: { _ in }) {
-                case .done(let outcomes)?: #expect(outcomes.map(\.body) == ["kept"])
+                switch b.read([key("/kept")], canWait: false, notify: { _ in }) {
+                case .done(let outcomes): #expect(outcomes.map(\.body) == ["kept"])
                 default: Issue.record("a local copy is answered at once")
                 }
             }
