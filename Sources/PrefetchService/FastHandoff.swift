@@ -284,10 +284,7 @@ struct FastHandoff: Sendable {
             orchestrator.metrics.eventLoopAnswer("results")
             return finish(status, fields, body, origin: origin, route: Self.resultsRoute, method: .get, started: started)
         }
-        // A reader's wait is timed by a timer of the event loop: with a clock of the tests' own (moved by hand),
-        // the routed path waits on that clock instead.
         let canWait = wait > .zero
-        if canWait && !(orchestrator.clock is ContinuousClock) { return nil }
         // Answered now (and the delivery unused), or through the delivery once the flights settle or the store
         // answers.
         let delivery = deliver()
@@ -297,6 +294,27 @@ struct FastHandoff: Sendable {
         case .waiting(let storeWait):
             return .later(storeWait, deadline: wait)
         }
+    }
+
+    /// Ends a results view's store wait after `deadline`, by the orchestrator's clock: a timer of the event loop on
+    /// the continuous clock; on a clock a test moves by hand, a sleep on that clock (the wait ends when the test
+    /// moves time past it, as every other deadline of the service does).
+    func expire(_ wait: StoreWait, after deadline: Duration, on loop: any EventLoop) -> Scheduled<Void> {
+        let clock = orchestrator.clock
+        guard !(clock is ContinuousClock) else {
+            return loop.scheduleTask(in: .nanoseconds(deadline.nanoseconds)) { wait.expire() }
+        }
+        let ended = loop.makePromise(of: Void.self)
+        let sleeper = Task {
+            do {
+                try await clock.sleep(for: deadline)
+                wait.expire()
+                ended.succeed()
+            } catch {
+                ended.fail(error)
+            }
+        }
+        return Scheduled(promise: ended) { sleeper.cancel() }
     }
 
     /// The data reads of a ready entry.
@@ -545,7 +563,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     current = .answered(answer, close: close)
                     return
                 case .later(let wait, let deadline)?:
-                    let timer = context.eventLoop.scheduleTask(in: .nanoseconds(Int64(deadline.milliseconds) * 1_000_000)) { wait.expire() }
+                    let timer = handoff.expire(wait, after: deadline, on: context.eventLoop)
                     current = .waiting(wait, timer, close: close, ended: false, ready: nil)
                     return
                 case .underway?:
