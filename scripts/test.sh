@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test suite, then fuzzes the byte parsers (libFuzzer with AddressSanitizer, 20 s a
+# Builds everything and runs every test suite, then fuzzes the byte parsers (libFuzzer with AddressSanitizer, 5 s a
 # target: scripts/fuzz.sh) and the HTTP API against openapi.yaml (schemathesis: scripts/fuzz-api.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +43,9 @@ else
   swift test --skip-build "$@"
 fi
 scripts/test-clients.sh
+# The fuzzers run short here, as a check that every target builds, starts and survives its corpus and a few seconds
+# of mutation, and schemathesis with 25 examples per operation (every operation, both listeners, three configs);
+# longer runs are on demand (docs/testing.md): PREFETCH_FUZZ_SECONDS and FUZZ_MAX_EXAMPLES set them here.
 # PREFETCH_SKIP_FUZZ=1 skips both fuzzing runs (a quicker local run).
-[ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || scripts/fuzz.sh 20
-[ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || scripts/fuzz-api.sh
+[ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || scripts/fuzz.sh "${PREFETCH_FUZZ_SECONDS:-5}"
+[ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-25}" scripts/fuzz-api.sh
