@@ -79,7 +79,7 @@ public func makeApplication(
     // The operator surface, on its own listener, one of the page application's services: it stops right after the
     // page surface.
     let admin = Application(
-        router: operatorRouter(parts, routes: routes), server: .http1(configuration: http1.guarded(by: adminGuards)),
+        router: operatorRouter(parts, routes: routes), server: .http1ClosingUnserved(configuration: http1.guarded(by: adminGuards)),
         configuration: .init(address: .hostname(settings.adminHost, port: settings.adminPort), serverName: nil),
         onServerRunning: { channel in await onAdminRunning(channel.localAddress?.port ?? settings.adminPort) },
         logger: logger)
@@ -100,7 +100,7 @@ public func makeApplication(
     }
     return Application(
         router: pageRouter(parts, routes: routes, origins: origins),
-        server: .http1(configuration: pageHTTP1.guarded(by: pageGuards)),
+        server: .http1ClosingUnserved(configuration: pageHTTP1.guarded(by: pageGuards)),
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
         services: services + [admin],
         onServerRunning: { channel in
