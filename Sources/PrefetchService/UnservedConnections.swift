@@ -61,8 +61,9 @@ final class AcceptedConnection: ServerChildChannelValue {
 
     deinit {
         guard !served.load(ordering: .acquiring) else { return }
-        // Neither waits: the writer's end and the close are carried out on the connection's event loop.
-        connection.outbound.finish()
-        connection.channel.close(promise: nil)
+        // Nothing waits here: a task of its own finishes the writer and closes the connection (`executeThenClose`),
+        // and holds the connection until it has.
+        let connection = connection
+        Task { try? await connection.executeThenClose { _, outbound in outbound.finish() } }
     }
 }
