@@ -186,7 +186,13 @@ import Testing
                 _ = try await waitForState(admin, profile: "main") { $0.idle == 2 }
                 let port = try #require(client.port)
                 let body = #"{"url":"https://m.example.test/page?id=1","headers":{"Cookie":"sid=a"}}"#
-                await collected.add(try await rawExchange(port: port, rawPost("/v1/open", port: port, body: body)))
+                let first = try await rawExchange(port: port, rawPost("/v1/open", port: port, body: body))
+                await collected.add(first)
+                // The first open's flight settles before the second open (its results view waits for it), so both
+                // runs answer the second open's prefetch half the same way: from a settled entry, never a race.
+                let ticket = try #require(first.firstMatch(of: /"ticket":"([A-Za-z0-9_-]+)"/)?.output.1)
+                let settled = try await oneRequest(port: port, .get, "/v1/prefetch/\(ticket)?wait=10000", headers: ["Cookie": "sid=a"])
+                #expect(settled.status == 200 && !settled.text.contains(#""state":"pending""#), "\(settled.text)")
                 // The same client again: at its share (one lease), so its renderer half waits for the router.
                 await collected.add(try await rawExchange(port: port, rawPost("/v1/open", port: port, body: body)))
                 let state = try await waitForState(admin, profile: "main") { $0.leased == 1 }
