@@ -136,6 +136,8 @@ extension Echo {
 package final class PortBox: Sendable {
     private let port = Mutex<Int?>(nil)
 
+    package init() {}
+
     package func set(_ value: Int) { port.withLock { $0 = value } }
 
     /// The port, once known (the server calls back as it starts; at most 10 s).
