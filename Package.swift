@@ -19,6 +19,7 @@
 //   PrefetchTestUpstream  a scriptable upstream HTTP/1.1 server for tests, benchmarks and the demo (plain NIO)
 //   PrefetchTestUpstreamTLS  the same upstream over TLS and HTTP/2 (NIOSSL, NIOHTTP2), and TestPKI
 //   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo, CapturedLogs, RedisServer, RedisCluster
+//   ServiceTestSupport    (Tests/ServiceTestSupport) the service test targets' helpers: the service in process or on a socket, prefetch serve as a process, replies
 //   prefetch         the CLI: plan, validate, fetch, serve
 //   prefetch-upstream, prefetch-upstream-tls  the test upstreams as processes (the demo's is the plain one)
 import PackageDescription
@@ -27,6 +28,38 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+// What each of the service's test targets depends on (below).
+let serviceTestDependencies: [Target.Dependency] = [
+    "ServiceTestSupport",
+    .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+    .product(name: "PropertyBased", package: "swift-property-based"),
+    "PrefetchTestSupport",
+    "PrefetchCore",
+    "PrefetchDNS",
+    "PrefetchEngine",
+    "PrefetchFetcher",
+    "PrefetchRuntime",
+    "PrefetchService",
+    "PrefetchStore",
+    "RendererPool",
+    "ResourceProvider",
+    "PrefetchTestUpstream",
+    "PrefetchTestUpstreamTLS",
+    "prefetch",
+    "prefetch-upstream",
+    .product(name: "Hummingbird", package: "hummingbird"),
+    .product(name: "HummingbirdTesting", package: "hummingbird"),
+    .product(name: "Logging", package: "swift-log"),
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "NIOEmbedded", package: "swift-nio"),
+    .product(name: "NIOHTTP1", package: "swift-nio"),
+    .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+    .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+    .product(name: "NIOPosix", package: "swift-nio"),
+    .product(name: "Prometheus", package: "swift-prometheus"),
+    .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
 ]
 
 let package = Package(
@@ -438,37 +471,50 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(
-            name: "PrefetchServiceTests",
+        // The service's tests, by what they need (docs/testing.md): ServiceUnitTests in process (the router without
+        // a socket, pure functions), ServiceSocketTests against one live service (in process on a socket, or one
+        // `prefetch serve` or CLI process), DeploymentTests several processes (replicas on Redis deployments),
+        // BrowserTests headless Chromium. Their shared helpers are ServiceTestSupport.
+        .target(
+            name: "ServiceTestSupport",
             dependencies: [
-                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
-                .product(name: "PropertyBased", package: "swift-property-based"),
                 "PrefetchTestSupport",
                 "PrefetchCore",
-                "PrefetchDNS",
                 "PrefetchEngine",
-                "PrefetchFetcher",
                 "PrefetchRuntime",
                 "PrefetchService",
-                "PrefetchStore",
-                "RendererPool",
-                "ResourceProvider",
                 "PrefetchTestUpstream",
                 "PrefetchTestUpstreamTLS",
-                "prefetch",
-                "prefetch-upstream",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
+            path: "Tests/ServiceTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ServiceUnitTests",
+            dependencies: serviceTestDependencies,
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ServiceSocketTests",
+            dependencies: serviceTestDependencies,
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "DeploymentTests",
+            dependencies: serviceTestDependencies,
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "BrowserTests",
+            dependencies: serviceTestDependencies,
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Browser: when the demo page's data is ready in headless Chromium, with and without prefetch. The measurement the
-# browser tests (Tests/PrefetchServiceTests/WebShellBrowserTests.swift) no longer make: they check what the page
+# browser tests (Tests/BrowserTests/WebShellBrowserTests.swift) no longer make: they check what the page
 # saw (its data, its reads, the waterfall), this measures how much sooner it saw it.
 #
 # `prefetch serve --demo` with a config naming the demo page (BASE/demo/page.html) and the scriptable upstream

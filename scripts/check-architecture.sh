@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The import graph between the package's own targets, three ways: as docs/ARCHITECTURE.md states it (its
 # ```import-graph block), as Package.swift declares it (each target's dependencies that are targets of this
-# package), and as the sources make it (the `import` lines under Sources/<Target>/). Fails naming every edge
-# or target on which any two of them differ. System modules and third-party products are not counted.
+# package), and as the sources make it (the `import` lines under Sources/<Target>/, or the target's own `path:`,
+# as for the test-support target Tests/ServiceTestSupport). Fails naming every edge or target on which any two of
+# them differ. System modules and third-party products are not counted.
 # Offline: bash and python3 only. Usage: scripts/check-architecture.sh [ROOT] (default: the repository).
 set -euo pipefail
 root=${1:-"$(cd "$(dirname "$0")/.." && pwd)"}
@@ -25,7 +26,7 @@ def strip_swift_comments(text):
 
 # Package.swift: every target, its kind and the package targets among its dependencies.
 manifest = strip_swift_comments(open(manifest_path, encoding="utf-8").read())
-declared, kinds = {}, {}
+declared, kinds, paths = {}, {}, {}
 starts = [(m.start(), m.group(1)) for m in re.finditer(r"\.(target|executableTarget|systemLibrary|testTarget|plugin|macro|binaryTarget)\(", manifest)]
 for index, (start, kind) in enumerate(starts):
     end = starts[index + 1][0] if index + 1 < len(starts) else len(manifest)
@@ -34,6 +35,8 @@ for index, (start, kind) in enumerate(starts):
     if not name:
         continue
     kinds[name.group(1)] = kind
+    path = re.search(r'path:\s*"([^"]+)"', block)
+    paths[name.group(1)] = path.group(1) if path else os.path.join("Sources", name.group(1))
     deps = set()
     found = re.search(r"dependencies:\s*\[", block)
     if found:
@@ -55,9 +58,9 @@ import_line = re.compile(
     re.M)
 imported = {}
 for name in sorted(own):
-    directory = os.path.join(sources, name)
+    directory = os.path.join(root, paths[name])
     if not os.path.isdir(directory):
-        problems.append(f"Package.swift declares target {name}, but Sources/{name}/ does not exist")
+        problems.append(f"Package.swift declares target {name}, but {paths[name]}/ does not exist")
         continue
     modules = {}
     for folder, _, files in os.walk(directory):

@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test suite, then fuzzes the byte parsers (libFuzzer with AddressSanitizer, 5 s a
-# target: scripts/fuzz.sh) and the HTTP API against openapi.yaml (schemathesis: scripts/fuzz-api.sh).
+# Builds everything and runs the Swift tests layer by layer, by what they need (docs/testing.md): unit (in process:
+# no child process, no listener of the service), service (one live service: on a socket, one prefetch serve or CLI
+# process, one redis-server), deployments (several processes: replicas on Redis cluster, sentinel and replica
+# deployments), browser (headless Chromium). The first layer that fails stops the run; each prints one line,
+# `test.sh: layer <name>: <N> tests passed in <S> s`. Then the operators' view, the shell SDK's tests, and the
+# fuzzers: the byte parsers (libFuzzer with AddressSanitizer, 5 s a target: scripts/fuzz.sh) and the HTTP API
+# against openapi.yaml (schemathesis: scripts/fuzz-api.sh).
+#   scripts/test.sh --quick       the build and the unit layer alone (no dependency check, no lint)
+#   scripts/test.sh --filter X    lint, build, then one `swift test` run with these arguments, the SDK tests, the fuzzers
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/ensure-deps.sh test
-scripts/lint.sh
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+  [ $# -eq 1 ] || { echo "test.sh: --quick takes no other arguments" >&2; exit 2; }
+  quick=1
+fi
+if [ $quick -eq 0 ]; then
+  scripts/ensure-deps.sh test
+  scripts/lint.sh
+fi
 # No compiler warning in this repository's own sources (dependencies' warnings are theirs): a build's output is
 # kept and any `warning:` of a file under Sources, Tests or Clients fails the run. An incremental build shows only
 # what it recompiled; CI builds from scratch, so there every file is checked.
@@ -20,27 +34,59 @@ build_without_warnings() {
   rm -f "$log"
 }
 build_without_warnings --build-tests
-# The browser tests inject the read key with the shell SDK's own script: its command, built first.
-build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
-PREFETCH_SHELL_SCRIPT_BIN="$(swift build --package-path Clients/PrefetchShell --show-bin-path)/prefetch-shell-script"
-export PREFETCH_SHELL_SCRIPT_BIN
-# The suites that start whole Redis deployments (a cluster of three to six nodes, a primary with a replica and three
-# sentinels, two prefetch serve processes on each) run after the rest, on their own: beside the rest on 2 cores their
-# dozen processes starve the tests that time short TTLs and lock ages. With arguments (a --filter), one run as asked.
-deployments='ClusterTests|SentinelFailoverTests|ServeReplicaTests|DifferentialKeyingTests'
 # A crash (of the test process or of a child it started) fails the run; its backtrace is not worth the minutes of a
 # core that symbolicating a debug build takes, starving every test still running.
 export SWIFT_BACKTRACE=enable=no
 # At most 6 tests at a time: with every test at once, 2 cores starve the tests that time short TTLs and deadlines
 # (8 of them failed in a fresh-clone run; 6 at a time took the same 80 s).
 width=(--experimental-maximum-parallelization-width 6)
+# The layers: `swift test` filters (regular expressions on Module.Suite/test; the modules are the test targets).
+# RedisStoreTests is the one target in two layers: its Redis Cluster and Sentinel failover suites are deployments.
+redis_deployments='RedisStoreTests.(ClusterTests|SentinelFailoverTests)'
+layer_unit=(--filter 'PrefetchCoreTests|PrefetchStoreTests|ConfigUpdaterTests|ResourceProviderTests|ServiceUnitTests')
+layer_service=(--filter 'PrefetchFetcherTests|PrefetchDNSTests|RendererPoolTests|RedisStoreTests|ServiceSocketTests'
+  --skip "$redis_deployments")
+layer_deployments=(--filter "DeploymentTests|$redis_deployments")
+layer_browser=(--filter 'BrowserTests')
+# Runs one layer: `run_layer NAME ARGS...` runs `swift test --skip-build ARGS...` and prints its summary line;
+# a failing layer ends the run.
+run_layer() {
+  local name=$1 log status count
+  shift
+  log="$(mktemp)"
+  SECONDS=0
+  set +e
+  swift test --skip-build "$@" "${width[@]}" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  set -e
+  count=$(grep -oE 'Test run with [0-9]+ tests?' "$log" | tail -1 | grep -oE '[0-9]+' || true)
+  rm -f "$log"
+  if [ "$status" -eq 0 ]; then
+    echo "test.sh: layer $name: ${count:-0} tests passed in $SECONDS s"
+  else
+    echo "test.sh: layer $name: failed (${count:-?} tests) in $SECONDS s; the layers after it did not run" >&2
+    exit "$status"
+  fi
+}
+if [ $quick -eq 1 ]; then
+  run_layer unit "${layer_unit[@]}"
+  exit 0
+fi
+# The browser tests inject the read key with the shell SDK's own script: its command, built first.
+build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
+PREFETCH_SHELL_SCRIPT_BIN="$(swift build --package-path Clients/PrefetchShell --show-bin-path)/prefetch-shell-script"
+export PREFETCH_SHELL_SCRIPT_BIN
+# The layers in order, each on its own: beside the rest on 2 cores, a deployment's dozen processes or a browser
+# starve the tests that time short TTLs and lock ages. With arguments (a --filter), one run as asked.
 if [ $# -eq 0 ]; then
-  swift test --skip-build --skip "$deployments" "${width[@]}"
-  swift test --skip-build --filter "$deployments" "${width[@]}"
+  run_layer unit "${layer_unit[@]}"
+  run_layer service "${layer_service[@]}"
+  run_layer deployments "${layer_deployments[@]}"
+  run_layer browser "${layer_browser[@]}"
   # The operators' view: a real Prometheus scraping live services, the rules and every dashboard query (docs/operations.md).
   PREFETCH_BIN_DIR="$(swift build --show-bin-path)" scripts/operators-view-test.py
 else
-  swift test --skip-build "$@"
+  swift test --skip-build "$@" "${width[@]}"
 fi
 scripts/test-clients.sh
 # The fuzzers run short here, as a check that every target builds, starts and survives its corpus and a few seconds

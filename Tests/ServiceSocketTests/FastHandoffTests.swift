@@ -1,0 +1,475 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOPosix
+import PrefetchCore
+import PrefetchEngine
+import PrefetchRuntime
+import PrefetchTestSupport
+import PrefetchTestUpstream
+import ServiceTestSupport
+import Testing
+
+@testable import PrefetchService
+
+/// The data endpoints answered on the event loop (`FastHandoff`) against the same service with every request
+/// routed (`--no-fast-handoff`): same bytes for the same entry, the same refusals and misses, no-store handed out
+/// once, pipelined requests in order.
+@Suite struct FastHandoffTests {
+    static let page = "https://m.example.com/item"
+
+    /// The page's entries live 10 minutes, so its ticket and read key outlive the longest run of these tests (the
+    /// differential test compares answers to the same reads on two services opened seconds apart).
+    static func config(_ port: Int) -> TestConfig {
+        let api = "http://127.0.0.1:\(port)"
+        return TestConfig([
+            TestPage(
+                page,
+                [
+                    TestInterface(
+                        name: "plain", api: "\(api)/plain?body=%7B%22ok%22%3Atrue%7D&cacheControl=max-age%3D60", urlParam: true, ttl: 600),
+                    TestInterface(
+                        name: "cookie", api: "\(api)/cookie?body=%7B%22me%22%3A1%7D&setCookie=sid%3Dabc%3B%20HttpOnly", urlParam: true,
+                        ttl: 600),
+                    TestInterface(
+                        name: "once", api: "\(api)/once?body=%7B%22n%22%3A1%7D&cacheControl=no-store", urlParam: true, ttl: 600),
+                    TestInterface(name: "slow", api: "\(api)/slow?hang=1", urlParam: true, timeout: 10000),
+                ]),
+            TestPage(
+                "https://m.example.com/later",
+                [
+                    TestInterface(name: "soon", api: "\(api)/soon?body=%7B%22a%22%3A1%7D&cacheControl=max-age%3D60", urlParam: true),
+                    TestInterface(name: "later", api: "\(api)/later?delay=300&body=%7B%22b%22%3A2%7D", urlParam: true),
+                ]),
+            TestPage(
+                "https://m.example.com/account", [TestInterface(name: "me", api: "https://api.example.com/me", credentials: .include)]),
+        ])
+    }
+
+    /// Runs `body` with the same config on two services: the fast handoff on, and off.
+    func withBoth(_ body: @Sendable (_ fast: LiveService, _ routed: LiveService) async throws -> Void) async throws {
+        try await withUpstream { upstream in
+            try await withBoth(upstream, settings: testSettings(), body)
+        }
+    }
+
+    /// `withBoth` with each service on a redis-server of its own (started and stopped here).
+    func withBothOnRedis(_ body: @Sendable (_ fast: LiveService, _ routed: LiveService) async throws -> Void) async throws {
+        try await withUpstream { upstream in
+            let fastRedis = try await RedisServer.start()
+            let routedRedis: RedisServer
+            do {
+                routedRedis = try await RedisServer.start()
+            } catch {
+                await fastRedis.stop()
+                throw error
+            }
+            do {
+                var fast = testSettings()
+                fast.store.url = "redis://127.0.0.1:\(fastRedis.port)"
+                var routed = testSettings()
+                routed.store.url = "redis://127.0.0.1:\(routedRedis.port)"
+                try await withBoth(upstream, settings: fast, routedStore: routed.store.url, body)
+            } catch {
+                await fastRedis.stop()
+                await routedRedis.stop()
+                throw error
+            }
+            await fastRedis.stop()
+            await routedRedis.stop()
+        }
+    }
+
+    private func withBoth(
+        _ upstream: TestUpstream, settings: ServiceSettings, routedStore: String? = nil,
+        _ body: @Sendable (_ fast: LiveService, _ routed: LiveService) async throws -> Void
+    ) async throws {
+        let routedSettings = {
+            var routed = settings
+            routed.listeners.fastHandoff = false
+            if let routedStore { routed.store.url = routedStore }
+            return routed
+        }()
+        try await withService(config: Self.config(upstream.port), settings: settings) { fast in
+            try await withService(config: Self.config(upstream.port), settings: routedSettings) { routed in
+                try await body(fast, routed)
+            }
+        }
+    }
+
+    /// Triggers the page and waits (on the operator's debug view, which reads nothing) until every request but the
+    /// hanging one has its answer; returns the ticket and its read key.
+    func openPage(_ service: LiveService) async throws -> (ticket: String, readKey: String) {
+        let reply = try await service.trigger(Self.page)
+        let triggered = try reply.decoded(TriggerAnswer.self)
+        let ticket = triggered.ticket
+        let readKey = triggered.readKey
+        let settled = try await eventually {
+            let view = try await service.admin(.get, "/v1/debug/opens?ticket=\(ticket)")
+            let requests = (try? view.decoded(DebugRoutes.OpensAnswer.self))?.opens.first?.requests ?? []
+            return requests.filter { $0.status != nil }.count == 3
+        }
+        #expect(settled, "the three answering interfaces did not answer")
+        return (ticket, readKey)
+    }
+
+    /// Reads the shared entry `name` of `ticket` until it is handed out (no-store entries excepted: this reads them).
+    func waitReady(_ service: LiveService, _ ticket: String, _ name: String) async throws {
+        let ready = try await eventually {
+            try await service.separateRequest(.get, "/v1/prefetch/\(ticket)/data?name=\(name)").status == 200
+        }
+        #expect(ready, "\(name) was not handed out")
+    }
+
+    func fastCount(_ service: LiveService) async throws -> Int {
+        let text = try await service.admin(.get, "/metrics").text
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("prefetch_data_fast_total ") }) else { return 0 }
+        return Int(line.split(separator: " ").last ?? "") ?? -1
+    }
+
+    /// A raw answer without its `Date` line (the only header that depends on when it was written).
+    func raw(_ service: LiveService, _ target: String, headers: [String: String] = [:]) async throws -> String {
+        let extra = headers.map { "\($0.key): \($0.value)\r\n" }.joined()
+        let answer = try await rawExchange(
+            port: service.port, "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(service.port)\r\n\(extra)Connection: close\r\n\r\n")
+        return answer.split(separator: "\r\n", omittingEmptySubsequences: false).filter { !$0.lowercased().hasPrefix("date:") }.joined(
+            separator: "\r\n")
+    }
+
+    @Test func bothPathsWriteTheSameBytesForTheSameEntry() async throws {
+        try await withBoth { fast, routed in
+            let fastPage = try await openPage(fast)
+            let routedPage = try await openPage(routed)
+            for name in ["plain", "cookie"] {
+                try await waitReady(fast, fastPage.ticket, name)
+                try await waitReady(routed, routedPage.ticket, name)
+            }
+            let before = try await fastCount(fast)
+            for name in ["plain", "cookie"] {
+                let a = try await raw(fast, "/v1/prefetch/\(fastPage.ticket)/data?name=\(name)")
+                let b = try await raw(routed, "/v1/prefetch/\(routedPage.ticket)/data?name=\(name)")
+                #expect(rawStatus(a) == 200, "\(a)")
+                #expect(a == b, "\(name): fast\n\(a)\nrouted\n\(b)")
+            }
+            // The page's own read, cross-origin with the read key: CORS headers decided by the same rules.
+            let pageHeaders = ["Origin": "https://m.example.com"]
+            let a = try await raw(fast, "/v1/data?name=plain", headers: pageHeaders.merging(["X-Prefetch-Key": fastPage.readKey]) { $1 })
+            let b = try await raw(
+                routed, "/v1/data?name=plain", headers: pageHeaders.merging(["X-Prefetch-Key": routedPage.readKey]) { $1 })
+            #expect(rawStatus(a) == 200, "\(a)")
+            #expect(a.contains("Access-Control-Allow-Origin: https://m.example.com"), "\(a)")
+            #expect(a == b, "read key: fast\n\(a)\nrouted\n\(b)")
+            // The same-site read by page=, with the page's own cookies: the same checks, the same bytes.
+            let pageRead = "/v1/data?page=\(q(Self.page))&name=plain"
+            let sameSite = pageHeaders.merging(["Cookie": "visitor=1"]) { $1 }
+            let c = try await raw(fast, pageRead, headers: sameSite)
+            let d = try await raw(routed, pageRead, headers: sameSite)
+            #expect(rawStatus(c) == 200, "\(c)")
+            #expect(c == d, "page=: fast\n\(c)\nrouted\n\(d)")
+            // Another origin's page= read is the router's refusal on both.
+            let foreign = ["Origin": "https://evil.example.com"]
+            let e = try await raw(fast, pageRead, headers: foreign)
+            let f = try await raw(routed, pageRead, headers: foreign)
+            #expect(rawStatus(e) == 403 && e == f, "\(e)")
+            // Four reads above were answered on the event loop; the routed service never does.
+            #expect(try await fastCount(fast) == before + 4)
+            #expect(try await fastCount(routed) == 0)
+        }
+    }
+
+    /// A GET that announces a body goes to the router, which answers at once; the fast path, which writes at the
+    /// body's end, would hold (and, for a no-store entry, consume) an answer a never-ending body keeps back.
+    @Test func aGetThatAnnouncesABodyIsRouted() async throws {
+        try await withBoth { fast, _ in
+            let opened = try await openPage(fast)
+            let before = try await fastCount(fast)
+            let answer = try await rawExchange(
+                port: fast.port,
+                "GET /v1/prefetch/\(opened.ticket)/data?name=once HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+                    + "Connection: close\r\n\r\n5\r\nhello\r\n")
+            #expect(rawStatus(answer) == 200 && answer.contains(#"{"n":1}"#), "\(answer)")
+            #expect(try await fastCount(fast) == before, "the router answered it")
+        }
+    }
+
+    @Test func noStoreIsHandedOutOnceAndMissesAreTheRoutersAnswers() async throws {
+        try await withBoth { fast, routed in
+            let fastPage = try await openPage(fast)
+            let routedPage = try await openPage(routed)
+            var answers: [[String]] = []
+            for (service, ticket) in [(fast, fastPage.ticket), (routed, routedPage.ticket)] {
+                answers.append([
+                    try await raw(service, "/v1/prefetch/\(ticket)/data?name=once"),
+                    try await raw(service, "/v1/prefetch/\(ticket)/data?name=once"),
+                    try await raw(service, "/v1/prefetch/\(ticket)/data?name=slow&wait=0"),
+                    try await raw(service, "/v1/prefetch/\(ticket)/data?name=plain&wait=soon"),
+                    try await raw(service, "/v1/prefetch/\(ticket)/data?name=nope"),
+                ])
+            }
+            #expect(answers[0].map(rawStatus) == [200, 404, 504, 400, 404])
+            #expect(answers[0][1].contains("X-Prefetch-Reason: consumed"), "\(answers[0][1])")
+            #expect(answers[0] == answers[1])
+        }
+    }
+
+    @Test func aCredentialedTicketIsRefusedTheSameWayWithoutItsCredentials() async throws {
+        try await withBoth { fast, routed in
+            var answers: [String] = []
+            for service in [fast, routed] {
+                let reply = try await service.trigger("https://m.example.com/account", credentials: ["Cookie": "session=alice"])
+                let ticket = try reply.decoded(TriggerAnswer.self).ticket
+                answers.append(try await raw(service, "/v1/prefetch/\(ticket)/data?name=me", headers: ["Cookie": "session=mallory"]))
+                answers.append(try await raw(service, "/v1/prefetch/\(ticket)/data?name=me"))
+            }
+            #expect(answers.map(rawStatus) == [403, 401, 403, 401])
+            #expect(Array(answers[0...1]) == Array(answers[2...3]))
+        }
+    }
+
+    /// Counts of `prefetch_event_loop_answers_total` by route.
+    func eventLoopAnswers(_ service: LiveService, _ route: String) async throws -> Int {
+        let text = try await service.admin(.get, "/metrics").text
+        let prefix = "prefetch_event_loop_answers_total{route=\"\(route)\"} "
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }) else { return 0 }
+        return Int(line.dropFirst(prefix.count)) ?? -1
+    }
+
+    /// A raw exchange with what varies per ticket replaced: ids, read keys, their expiry and elapsed times (and so
+    /// the length).
+    func normalised(_ answer: String) -> String {
+        var text = answer.split(separator: "\r\n", omittingEmptySubsequences: false).filter { !$0.lowercased().hasPrefix("date:") }.joined(
+            separator: "\r\n")
+        for pattern in [
+            #""ticket":"[A-Za-z0-9_-]+""#, #""readKey":"[A-Za-z0-9_.-]+""#, #""readKeyExpiresAt":"[^"]+""#, #""elapsedMs":[0-9]+"#,
+            #"Content-Length: [0-9]+"#,
+        ] {
+            text = text.replacingOccurrences(of: pattern, with: "<varies>", options: .regularExpression)
+        }
+        return text
+    }
+
+    func rawPost(_ service: LiveService, _ target: String, body: String, headers: [String: String] = [:]) async throws -> String {
+        let extra = headers.map { "\($0.key): \($0.value)\r\n" }.joined()
+        return try await rawExchange(
+            port: service.port,
+            "POST \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(service.port)\r\n\(extra)Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+        )
+    }
+
+    /// The trigger answered on the event loop: the same bytes as the router's (but for its ticket and read key), the
+    /// same refusals, and a body the fast path will not take (not JSON, no page URL) is the router's 400 on both.
+    @Test func theTriggerWritesTheRoutersBytes() async throws {
+        try await withBoth { fast, routed in
+            let json = ["Content-Type": "application/json", "Origin": "https://m.example.com"]
+            let cases: [(String, [String: String], Int)] = [
+                (#"{"url": "https://m.example.com/item?id=7"}"#, json, 202),
+                (#"{"url": "https://m.example.com/nowhere"}"#, json, 404),
+                (#"{"nope": 1}"#, json, 400),
+                (#"{"url": "#, json, 400),
+                (#"{"url": "https://m.example.com/item"}"#, ["Content-Type": "text/plain"], 415),
+            ]
+            let before = try await eventLoopAnswers(fast, "trigger")
+            for (body, headers, status) in cases {
+                let a = normalised(try await rawPost(fast, "/v1/prefetch", body: body, headers: headers))
+                let b = normalised(try await rawPost(routed, "/v1/prefetch", body: body, headers: headers))
+                #expect(rawStatus(a) == status, "\(body): \(a)")
+                #expect(a == b, "\(body): fast\n\(a)\nrouted\n\(b)")
+            }
+            // The 202 and the 404 (engine answers) were written on the event loop; the rest by the router.
+            #expect(try await eventLoopAnswers(fast, "trigger") == before + 2)
+            #expect(try await eventLoopAnswers(routed, "trigger") == 0)
+        }
+    }
+
+    /// With the Redis store the trigger is answered on the event loop too, once Redis has the claims and the ticket's
+    /// record (no task): the router's bytes and refusals, and requests pipelined behind it answered after it, in
+    /// order. (`ServeReplicaTests` reads such a ticket on another replica right after its answer.)
+    @Test func onRedisTheTriggerWritesTheRoutersBytesWithoutATask() async throws {
+        try await withBothOnRedis { fast, routed in
+            let json = ["Content-Type": "application/json", "Origin": "https://m.example.com"]
+            let cases: [(String, Int)] = [
+                (#"{"url": "https://m.example.com/item?id=7"}"#, 202), (#"{"url": "https://m.example.com/nowhere"}"#, 404),
+            ]
+            let before = try await eventLoopAnswers(fast, "trigger")
+            for (body, status) in cases {
+                let a = normalised(try await rawPost(fast, "/v1/prefetch", body: body, headers: json))
+                let b = normalised(try await rawPost(routed, "/v1/prefetch", body: body, headers: json))
+                #expect(rawStatus(a) == status, "\(body): \(a)")
+                #expect(a == b, "\(body): fast\n\(a)\nrouted\n\(b)")
+            }
+            #expect(try await eventLoopAnswers(fast, "trigger") == before + 2)
+
+            // A trigger, then a health check and a second trigger in the same write: three answers, in order.
+            let host = "Host: 127.0.0.1:\(fast.port)\r\n"
+            let first = #"{"url": "https://m.example.com/item?id=1"}"#
+            let second = #"{"url": "https://m.example.com/item?id=2"}"#
+            let post = { (body: String, last: Bool) in
+                "POST /v1/prefetch HTTP/1.1\r\n\(host)Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n"
+                    + (last ? "Connection: close\r\n" : "") + "\r\n" + body
+            }
+            let answer = try await rawExchange(
+                port: fast.port, post(first, false) + "GET /healthz HTTP/1.1\r\n\(host)\r\n" + post(second, true))
+            let pages = answer.ranges(of: #""page":"https://m.example.com/item?id="#).map { answer[$0.upperBound...].prefix(1) }
+            #expect(pages == ["1", "2"], "\(answer)")
+            let health = try #require(answer.range(of: #""status":"ok""#), "\(answer)")
+            let ids = answer.ranges(of: #""page":"https://m.example.com/item?id="#).map(\.lowerBound)
+            #expect(ids.count == 2 && ids[0] < health.lowerBound && health.lowerBound < ids[1], "\(answer)")
+            // The first on the event loop; the second behind the routed health check, so routed too, to keep the order.
+            #expect(try await eventLoopAnswers(fast, "trigger") == before + 3)
+
+            // The results view: Redis's answers, waited for on the event loop, the router's bytes.
+            let fastTicket = try await fast.trigger(Self.page).decoded(TriggerAnswer.self).ticket
+            let routedTicket = try await routed.trigger(Self.page).decoded(TriggerAnswer.self).ticket
+            let viewsBefore = try await eventLoopAnswers(fast, "results")
+            for wait in ["0", "300"] {
+                try await waitReady(fast, fastTicket, "plain")
+                try await waitReady(routed, routedTicket, "plain")
+                let a = normalised(try await raw(fast, "/v1/prefetch/\(fastTicket)?wait=\(wait)")).timingFree
+                let b = normalised(try await raw(routed, "/v1/prefetch/\(routedTicket)?wait=\(wait)")).timingFree
+                #expect(rawStatus(a) == 200 && a.contains(#""state":"ready""#), "\(a)")
+                #expect(
+                    a.replacingOccurrences(of: fastTicket, with: "<ticket>") == b.replacingOccurrences(of: routedTicket, with: "<ticket>"))
+            }
+            #expect(try await eventLoopAnswers(fast, "results") == viewsBefore + 2)
+        }
+    }
+
+    /// The results view on the event loop: settled now, the same bytes as the router's; waiting, written when the
+    /// ticket's flights settle; a wait that ends first shows what is still in flight as pending.
+    @Test func theResultsViewIsWrittenWhenItsFlightsSettle() async throws {
+        try await withBoth { fast, routed in
+            let fastPage = try await openPage(fast)
+            let routedPage = try await openPage(routed)
+            try await waitReady(fast, fastPage.ticket, "plain")
+            try await waitReady(routed, routedPage.ticket, "plain")
+            let a = normalised(try await raw(fast, "/v1/prefetch/\(fastPage.ticket)?wait=0"))
+            let b = normalised(try await raw(routed, "/v1/prefetch/\(routedPage.ticket)?wait=0"))
+            #expect(rawStatus(a) == 200 && a.contains(#""state":"pending""#), "\(a)")
+            #expect(a == b, "fast\n\(a)\nrouted\n\(b)")
+            let before = try await eventLoopAnswers(fast, "results")
+            // `slow` never answers: a wait of 200 ms ends with it pending, everything else ready.
+            let ended = try await raw(fast, "/v1/prefetch/\(fastPage.ticket)?wait=200")
+            #expect(ended.contains(#""name":"slow","api""#) && ended.contains(#""state":"pending""#), "\(ended)")
+            #expect(ended.components(separatedBy: #""state":"ready""#).count == 3, "plain and cookie ready: \(ended)")
+
+            // A page whose second interface answers after 300 ms: the view waits for it and shows both ready.
+            let later = try await fast.trigger("https://m.example.com/later")
+            let ticket = try later.decoded(TriggerAnswer.self).ticket
+            let waited = try await raw(fast, "/v1/prefetch/\(ticket)?wait=5000")
+            #expect(waited.components(separatedBy: #""state":"ready""#).count == 3, "\(waited)")
+            #expect(waited.contains(#"{"b":2}"#), "\(waited)")
+            #expect(try await eventLoopAnswers(fast, "results") == before + 2)
+        }
+    }
+
+    /// A results view waiting on the event loop holds the requests pipelined behind it: they are answered after it,
+    /// in order, whichever path answers them.
+    @Test func requestsPipelinedBehindAWaitingResultsViewKeepTheirOrder() async throws {
+        try await withBoth { fast, _ in
+            let opened = try await openPage(fast)
+            try await waitReady(fast, opened.ticket, "plain")
+            let later = try await fast.trigger("https://m.example.com/later")
+            let ticket = try later.decoded(TriggerAnswer.self).ticket
+            let host = "Host: 127.0.0.1:\(fast.port)\r\n"
+            let text =
+                "GET /v1/prefetch/\(ticket)?wait=5000 HTTP/1.1\r\n\(host)\r\n"
+                + "GET /v1/prefetch/\(opened.ticket)/data?name=plain HTTP/1.1\r\n\(host)\r\n"
+                + "GET /healthz HTTP/1.1\r\n\(host)\r\n"
+                + "GET /v1/prefetch/\(opened.ticket)/data?name=cookie HTTP/1.1\r\n\(host)Connection: close\r\n\r\n"
+            let answer = try await rawExchange(port: fast.port, text)
+            let results = try #require(answer.range(of: #"{"b":2}"#), "\(answer)")
+            let plain = try #require(answer.range(of: #"{"ok":true}"#), "\(answer)")
+            let health = try #require(answer.range(of: #""status":"ok""#), "\(answer)")
+            let cookie = try #require(answer.range(of: #"{"me":1}"#), "\(answer)")
+            #expect(results.lowerBound < plain.lowerBound && plain.lowerBound < health.lowerBound && health.lowerBound < cookie.lowerBound)
+            #expect(answer.components(separatedBy: "HTTP/1.1 200 OK").count == 5)
+        }
+    }
+
+    /// Three requests in one write, each answered on the event loop: a data read, the results view, a data read.
+    @Test func pipelinedRequestsAreAnsweredInOrder() async throws {
+        try await withBoth { fast, _ in
+            let opened = try await openPage(fast)
+            try await waitReady(fast, opened.ticket, "plain")
+            try await waitReady(fast, opened.ticket, "cookie")
+            let host = "Host: 127.0.0.1:\(fast.port)\r\n"
+            let text =
+                "GET /v1/prefetch/\(opened.ticket)/data?name=plain HTTP/1.1\r\n\(host)\r\n"
+                + "GET /v1/prefetch/\(opened.ticket) HTTP/1.1\r\n\(host)\r\n"
+                + "GET /v1/prefetch/\(opened.ticket)/data?name=cookie HTTP/1.1\r\n\(host)Connection: close\r\n\r\n"
+            let answer = try await rawExchange(port: fast.port, text)
+            let plain = try #require(answer.range(of: #"{"ok":true}"#), "\(answer)")
+            let results = try #require(answer.range(of: #""results":"#), "\(answer)")
+            let cookie = try #require(answer.range(of: #"{"me":1}"#), "\(answer)")
+            #expect(plain.lowerBound < results.lowerBound && results.lowerBound < cookie.lowerBound)
+            #expect(answer.components(separatedBy: "HTTP/1.1 200 OK").count == 4)
+            // Both fast reads are counted as hits, like routed ones.
+            let metrics = try await fast.admin(.get, "/metrics").text
+            #expect(metrics.contains(#"prefetch_data_total{result="hit"} 4"#), "\(metrics.count) bytes of metrics")
+        }
+    }
+
+    /// The fast path keeps the connection's idle timeout for the requests it answers (Hummingbird's connection-state
+    /// handler never sees them): a connection busy with fast reads only stays open past the idle timeout, and closes
+    /// by itself once it falls idle.
+    ///
+    /// The busy part lasts longer than the idle timeout by its sleeps alone (a sleep is never shorter than asked),
+    /// and the reads are 100 ms apart against a 4 s timeout, so only a machine that stalls this test for 4 s between
+    /// two reads can read as idle (it was 250 ms apart against 2 s). The close is waited for as an event (at most 30 s).
+    static let busyReads = 50
+
+    @Test func aConnectionOfFastReadsKeepsItsIdleTimeout() async throws {
+        let settings = {
+            var settings = testSettings()
+            settings.listeners.idleTimeout = .seconds(4)
+            return settings
+        }()
+        try await withUpstream { upstream in
+            try await withService(config: Self.config(upstream.port), settings: settings) { service in
+                let opened = try await openPage(service)
+                try await waitReady(service, opened.ticket, "plain")
+                let before = try await fastCount(service)
+                let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .connect(host: "127.0.0.1", port: service.port) { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                        }
+                    }
+                // Bounded, so a server that never closes the idle connection fails the test instead of hanging it.
+                let outcome = try await withThrowingTaskGroup(of: (answered: Int, closed: Bool)?.self) { group in
+                    group.addTask {
+                        try await channel.executeThenClose { inbound, outbound in
+                            var received = inbound.makeAsyncIterator()
+                            var text = ""
+                            // 50 reads 100 ms apart: over 5 s of a connection that is never idle for its 4 s.
+                            for round in 1...Self.busyReads {
+                                let request =
+                                    "GET /v1/prefetch/\(opened.ticket)/data?name=plain HTTP/1.1\r\nHost: 127.0.0.1:\(service.port)\r\n\r\n"
+                                try await outbound.write(ByteBuffer(string: request))
+                                while text.components(separatedBy: #"{"ok":true}"#).count - 1 < round {
+                                    guard let buffer = try await received.next() else { return (round - 1, true) }
+                                    text += String(buffer: buffer)
+                                }
+                                try await Task.sleep(for: .milliseconds(100))
+                            }
+                            // Then idle: the server closes it.
+                            while try await received.next() != nil {}
+                            return (Self.busyReads, true)
+                        }
+                    }
+                    group.addTask {
+                        try await Task.sleep(for: .seconds(30))
+                        return nil
+                    }
+                    let first = try await group.next() ?? nil
+                    group.cancelAll()
+                    return first
+                }
+                let (answered, closedByServer) = outcome ?? (Self.busyReads, false)
+                #expect(answered == Self.busyReads, "the connection was closed while busy, after \(answered) reads")
+                #expect(closedByServer, "an idle connection was kept open past its idle timeout")
+                #expect(try await fastCount(service) - before == Self.busyReads, "the reads were answered on the fast path")
+            }
+        }
+    }
+}
