@@ -243,6 +243,14 @@ extension Prefetch {
         var maxConnectionsPerHost: Int?
 
         @Option(
+            name: .customLong("negative-ttl"),
+            help: """
+                Seconds a failed fetch, and the `private` marker of a response kept for the page open that fetched it, \
+                are kept before the next trigger fetches again (default 5, env PREFETCH_NEGATIVE_TTL).
+                """)
+        var negativeTTL: Int?
+
+        @Option(
             name: .customLong("idle-timeout"),
             help: "Seconds a connection may idle, and the longest a request head may take (default 30, env PREFETCH_IDLE_TIMEOUT).")
         var idleTimeout: Int?
@@ -438,6 +446,12 @@ extension Prefetch {
             if let count = try maxConnectionsPerHost ?? environment.integer("PREFETCH_MAX_CONNECTIONS_PER_HOST") {
                 guard count >= 1 else { throw ValidationError("--max-connections-per-host \(count) must be at least 1") }
                 settings.fetcher.maxConnectionsPerHost = count
+            }
+            if let seconds = try negativeTTL ?? environment.integer("PREFETCH_NEGATIVE_TTL") {
+                guard (1...3600).contains(seconds) else {
+                    throw ValidationError("--negative-ttl \(seconds) must be between 1 and 3600 seconds")
+                }
+                settings.engine.negativeTTL = .seconds(seconds)
             }
             if let seconds = try idleTimeout ?? environment.integer("PREFETCH_IDLE_TIMEOUT") {
                 guard (1...3600).contains(seconds) else {

@@ -100,7 +100,9 @@ struct SecurityTests {
 
     /// SECURITY.md: an anonymous response that sets a cookie, or is private, goes to the page open that fetched it.
     @Test func anonymousCookieAndPrivateResponsesAreNeverShared() async throws {
-        try await withServe { server, upstream in
+        // The `private` marker lives longer than a loaded machine takes between the two visitors (at the default 5 s
+        // it could pass, and the later visitor's own page open would then fetch the guest answer itself).
+        try await withServe(["--negative-ttl", "120"]) { server, upstream in
             let page = Self.page + "?id=3"
             let victim = try await trigger(server, page).decoded(TriggerAnswer.self).ticket
             let own = try await oneRequest(port: server.port, .get, "/v1/prefetch/\(victim)/data?name=guest&wait=5000")
