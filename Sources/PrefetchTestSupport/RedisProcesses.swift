@@ -1,7 +1,7 @@
 // Real Redis processes for tests: one `redis-server`, a Redis Cluster of several, and a Sentinel-managed primary.
 // Each listens on 127.0.0.1 and free ports, keeps no data, writes its files to a temporary directory, and is always
 // stopped by the test that started it. Shared by the store's tests (RedisStoreTests) and the service's
-// (PrefetchServiceTests).
+// (ServiceSocketTests, DeploymentTests).
 
 import Foundation
 public import Synchronization
