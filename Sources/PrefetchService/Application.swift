@@ -48,6 +48,12 @@ public struct ServiceParts: Sendable {
     }
 }
 
+/// The most bytes a request head (request line and header fields) may have on either listener: above the longest
+/// request the API accepts with room to spare, so that a parameter just over its own limit (a page URL of 8 KiB of
+/// four-byte characters, percent-encoded, is 96 KiB) is refused by the operation with its precise `400`
+/// (`url-too-long`), and only a head no valid request comes near gets the transport's `431 too-large`.
+public let requestHeadLimit = 128 * 1024
+
 /// The service's two HTTP surfaces as one application running `services` (the components, in start order).
 ///
 /// The returned application serves the **page surface** (what shells and pages call) on `host:port`. The
@@ -64,11 +70,12 @@ public func makeApplication(
     let settings = parts.listeners
     let factory = PrometheusMetricsFactory(registry: registry)
     let routes = RouteSets(parts, factory: factory)
-    let http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount.nanoseconds(Int64(settings.idleTimeout.milliseconds) * 1_000_000))
+    var http1 = HTTP1Channel.Configuration(idleTimeout: TimeAmount.nanoseconds(Int64(settings.idleTimeout.milliseconds) * 1_000_000))
     // Each listener's cap on open connections and the body timeout of its every route (ConnectionGuards.swift).
     // An over-long request head is answered `431` in the API's JSON shape on both listeners: by the guard, or on the
     // page surface's fast path by its handler below the codec.
-    let headLimit = http1.httpDecoder.maxHeaderListSize
+    let headLimit = requestHeadLimit
+    http1.httpDecoder = .init(maxHeaderFieldSize: headLimit, maxHeaderListSize: headLimit)
     let pageGuards = ConnectionGuards(
         listener: .page, maximum: settings.maxConnections, bodyTimeout: settings.bodyTimeout,
         headLimit: settings.fastHandoff ? nil : headLimit, factory: factory, logger: logger)

@@ -104,7 +104,7 @@ import Testing
     /// `HEAD` is routed (the fast path takes GET and POST only); pipelined between fast reads on one connection, its
     /// answers carry no body, and every answer is where the routed service puts it, byte for byte. (A `CONNECT`
     /// ends a connection's requests in NIO's decoder on both services; its framing is the test above's.)
-    /// A request head over the parser's limit (80 KiB) is refused `431 too-large` with the API's JSON error, its
+    /// A request head over the parser's limit (128 KiB) is refused `431 too-large` with the API's JSON error, its
     /// content type and the security headers, and the connection closes: a request pipelined after it is never
     /// answered. The service goes on answering others. An over-long target and an over-long header field both
     /// (schemathesis sends the first), on each listener: the page surface on its fast path and without it
@@ -112,7 +112,7 @@ import Testing
     @Test func anOverLongHeadIsRefusedWithTheAPIsJSONError() async throws {
         let suite = FastHandoffTests()
         try await suite.withBoth { fast, routed in
-            let long = String(repeating: "a", count: 100 * 1024)
+            let long = String(repeating: "a", count: 129 * 1024)
             let listeners = [
                 ("page, fast path", fast.port), ("page, routed", routed.port), ("operator", fast.adminPort),
                 ("operator of the routed service", routed.adminPort),
@@ -146,6 +146,30 @@ import Testing
             for service in [fast, routed] {
                 #expect(try await service.get("/healthz").status == 200)
                 #expect(try await service.admin(.get, "/metrics").status == 200)
+            }
+        }
+    }
+
+    /// A page URL just over its own limit (8 KiB) is refused by its operation with the precise `400 url-too-long`,
+    /// not by the transport: percent-encoded, 8,193 four-byte characters make a 96 KiB request line, under the head
+    /// limit. This is what a schema-driven client sends to test `maxLength` (schemathesis expects a 400).
+    @Test func aPageURLJustOverItsLimitGetsItsOperationsError() async throws {
+        let suite = FastHandoffTests()
+        try await suite.withBoth { fast, routed in
+            let url = "https://m.example.com/?q=" + String(repeating: "%F0%9F%98%8D", count: 8193)
+            let targets = [
+                ("page, fast path", fast.port, "/v1/data?page=\(url)"), ("page, routed", routed.port, "/v1/data?page=\(url)"),
+                ("operator", fast.adminPort, "/v1/plan?url=\(url)"),
+            ]
+            for (listener, port, target) in targets {
+                let answer = try await rawExchange(
+                    port: port, "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n")
+                let parts = answer.components(separatedBy: "\r\n\r\n")
+                #expect(parts[0].hasPrefix("HTTP/1.1 400 "), "\(listener): \(parts[0])")
+                let body =
+                    try JSONSerialization.jsonObject(with: Data(parts.dropFirst().joined(separator: "\r\n\r\n").utf8))
+                    as? [String: String]
+                #expect(body?["error"] == "url-too-long", "\(listener): \(answer.suffix(300))")
             }
         }
     }
