@@ -157,13 +157,17 @@ import Testing
 
     @Test func entriesExpireThroughRedisOnEveryReplica() async throws {
         try await withRedis { server in
-            // A local tier cap far above the TTL: only the Redis expiry can end the local copies.
-            try await withReplicas(server, configuration: testConfiguration(localTTL: .seconds(60))) { replicas in
+            // A local tier cap far above the TTL: only the Redis expiry can end the local copies. The replicas'
+            // clock is moved by hand and Redis is told to end the value, so no read races a short TTL.
+            let clock = ManualClock()
+            try await withReplicas(server, configuration: testConfiguration(localTTL: .seconds(600)), clock: clock) { replicas in
                 let (a, b) = (replicas[0], replicas[1])
-                #expect(await put(a, key(), .success(response("short")), policy: policy(ttl: .milliseconds(300))))
+                #expect(await put(a, key(), .success(response("short")), policy: policy(ttl: .seconds(30))))
                 #expect(await b.read(key(), wait: .zero).body == "short")
                 #expect(await a.read(key(), wait: .zero).body == "short")
-                // Redis ends the entry on its own clock (the key's expiry): awaited, not slept past.
+                // The TTL passes: Redis ends the value (its expiry), and the local copies end with it.
+                try await expireNow(server, a.keySpace.keys(for: key()).entry)
+                clock.advance(by: .seconds(31))
                 let expired = await eventually {
                     let (onB, onA) = (await b.read(key(), wait: .zero), await a.read(key(), wait: .zero))
                     return onB == .absent(.expired) && onA == .absent(.expired)
@@ -176,9 +180,12 @@ import Testing
 
     @Test func failureIsSharedAcrossReplicasOnlyForTheNegativeTTL() async throws {
         try await withRedis { server in
-            try await withReplicas(server) { replicas in
+            // The negative TTL is long and ended by hand (the clock moved, Redis told to end the value), so no read
+            // races it on a loaded machine.
+            let clock = ManualClock()
+            try await withReplicas(server, clock: clock) { replicas in
                 let (a, b) = (replicas[0], replicas[1])
-                let failing = policy(negativeTTL: .milliseconds(300))
+                let failing = policy(negativeTTL: .seconds(30))
                 let failure = StoreFailure(code: .connect, message: "connection to api.test:443 refused")
                 let token = try #require(await a.begin(key(), policy: failing).token)
                 async let waiter = b.read(key(), wait: .seconds(30))
@@ -190,7 +197,9 @@ import Testing
                 #expect(await waiter == .failed(failure, joined: true))
                 #expect(await b.read(key(), wait: .zero) == .failed(failure, joined: false))
                 #expect(await b.begin(key(), policy: failing) == .fresh, "a fresh failure stops another fetch")
-                // The negative TTL runs on Redis's clock: awaited, not slept past.
+                // The negative TTL passes: Redis ends the failure (its expiry).
+                try await expireNow(server, a.keySpace.keys(for: key()).entry)
+                clock.advance(by: .seconds(31))
                 let expired = await eventually { await b.read(key(), wait: .zero) == .absent(.expired) }
                 #expect(expired, "the failure expired after its negative TTL")
                 #expect(await b.begin(key(), policy: failing).token != nil)
@@ -212,16 +221,20 @@ import Testing
 
     @Test func anotherReplicaTakesOverAfterTheLockAgeAndTheStaleLeaderIsIgnored() async throws {
         try await withRedis { server in
-            try await withReplicas(server, configuration: testConfiguration(lockAge: .milliseconds(300))) { replicas in
+            // A long lock age ended by hand (the clock moved, Redis told to end the lock), so no step races it.
+            let clock = ManualClock()
+            try await withReplicas(server, configuration: testConfiguration(lockAge: .seconds(30)), clock: clock) { replicas in
                 let (a, b) = (replicas[0], replicas[1])
                 let first = try #require(await a.begin(key(), policy: policy()).token)
                 #expect(await b.begin(key(), policy: policy()) == .joined)
-                async let waiter = b.read(key(), wait: .seconds(30))
+                async let waiter = b.read(key(), wait: .seconds(600))
                 do {
                     let settled = await eventually { b.waitingReaders == 1 }
                     #expect(settled)
                 }
                 // The lock is a Redis key that expires after the lock age: b joins until then, then leads.
+                try await expireNow(server, a.keySpace.keys(for: key()).lock)
+                clock.advance(by: .seconds(31))
                 let second = try #require(await eventuallyValue { await b.begin(key(), policy: policy()).token }, "the lock age passed")
                 await a.complete(key(), token: first, result: .success(response("stale")))
                 #expect(await a.read(key(), wait: .zero) == .pending, "the stale leader's result is ignored")

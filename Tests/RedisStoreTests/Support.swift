@@ -163,3 +163,22 @@ func bounded<T: Sendable>(
         return first
     }
 }
+
+/// Ends `name` in Redis now, as its expiry does (`PEXPIRE name 1`), and returns once Redis no longer has it: tests of
+/// what replicas do when a TTL or lock age passes use a long one and end it here, so no step races a short TTL on a
+/// loaded machine.
+func expireNow(_ server: RedisServer, _ name: String) async throws {
+    let (pool, _) = try PipelineTests.onePool(server)
+    let command = ["PEXPIRE", name, "1"].map { Array($0.utf8) }
+    guard case .success = await pool.execute(command) else { throw RedisTestError("PEXPIRE \(name) failed") }
+    let gone = await eventually {
+        guard case .success(let reply) = await pool.execute(["PTTL", name].map { Array($0.utf8) }) else { return false }
+        return reply == .integer(-2)
+    }
+    guard gone else { throw RedisTestError("\(name) outlived its PEXPIRE") }
+}
+
+struct RedisTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
