@@ -84,7 +84,7 @@ JSON
 #   upstream failed, a renderer pool or the service is busy, the upstream is still pending) that the configs
 #   provoke on purpose; any other 5xx fails.
 # - The data checks also accept 413 and 431: a body over its operation's limit (64 KiB on the page surface, 4 KiB
-#   on the operator surface) is `413 too-large`, a request head over 80 KiB `431 too-large`, both documented per
+#   on the operator surface) is `413 too-large`, a request head over 128 KiB `431 too-large`, both documented per
 #   operation in the API's JSON error shape on both listeners. No schema can bound a request's size in bytes, and
 #   strings of escaped 4-byte characters or thousands of percent-encoded ones reach either limit. Every other
 #   check still runs on those answers (their status, content type and body are checked against the document).

@@ -13,8 +13,14 @@ scripts/ensure-deps.sh build
 command -v debootstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
 dpkg -s libhiredis-dev >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libhiredis-dev >/dev/null
 
-echo "== release build (--static-swift-stdlib)"
-swift build -c release --static-swift-stdlib --product prefetch
+# The Dockerfile builds release; VERIFY_BUILD=debug (CI, after the test run's debug build) links the same
+# objects the tests ran against with the static Swift runtime instead: the binary's shared libraries, which are what
+# the runtime stage must provide, are the same in both.
+build=${VERIFY_BUILD:-release}
+case "$build" in release | debug) ;; *) echo "verify-runtime: VERIFY_BUILD must be release or debug, not $build" >&2; exit 2 ;; esac
+echo "== $build build (--static-swift-stdlib)"
+swift build -c "$build" --static-swift-stdlib --product prefetch
+bin=$(swift build -c "$build" --show-bin-path)
 
 root=${VERIFY_ROOT:-/var/tmp/prefetch-runtime-root}
 if [ ! -x "$root/usr/bin/apt-get" ]; then
@@ -40,8 +46,8 @@ chroot "$root" /bin/sh -c "id prefetch >/dev/null 2>&1 || useradd --system --uid
 
 echo "== copy the binary, its resources and the configs as the Dockerfile does"
 rm -rf "$root/usr/local/bin/prefetch" "$root/usr/local/bin/prefetch_PrefetchService.resources" "$root/app"
-cp .build/release/prefetch "$root/usr/local/bin/"
-cp -R .build/release/prefetch_PrefetchService.resources "$root/usr/local/bin/"
+cp "$bin/prefetch" "$root/usr/local/bin/"
+cp -R "$bin/prefetch_PrefetchService.resources" "$root/usr/local/bin/"
 mkdir -p "$root/app"
 cp -R configs "$root/app/configs"
 
