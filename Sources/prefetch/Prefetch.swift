@@ -187,24 +187,15 @@ extension Prefetch {
 
         @OptionGroup var config: ConfigOptions
 
-        @Option(help: "Address to listen on (default 127.0.0.1, env PREFETCH_HOST).")
-        var host: String?
+        @OptionGroup(title: "Config updates") var follow: ConfigFollowOptions
 
-        @Option(help: "Port to listen on, 0 for any free port (default 8080, env PREFETCH_PORT).")
-        var port: Int?
+        @OptionGroup(title: "Listeners") var listeners: ListenerOptions
 
-        @Option(name: .customLong("admin-host"), help: "Address of the operator surface (default 127.0.0.1, env PREFETCH_ADMIN_HOST).")
-        var adminHost: String?
+        @OptionGroup(title: "Prefetching") var engine: EngineOptions
 
-        @Option(
-            name: .customLong("admin-port"),
-            help: "Port of the operator surface, 0 for any free port (default 8081, env PREFETCH_ADMIN_PORT).")
-        var adminPort: Int?
+        @OptionGroup(title: "Upstreams") var upstream: UpstreamOptions
 
-        @Option(
-            name: .customLong("admin-token"),
-            help: "Require 'Authorization: Bearer TOKEN' on the operator surface (env PREFETCH_ADMIN_TOKEN; prefer the env).")
-        var adminToken: String?
+        @OptionGroup(title: "Response store") var store: StoreOptions
 
         @Option(
             name: .customLong("identity-key"),
@@ -214,126 +205,10 @@ extension Prefetch {
         var identityKey: String?
 
         @Option(
-            name: .customLong("trigger-rate"),
-            help: "Triggers per second one caller may sustain, 0 for no limit (default 10, env PREFETCH_TRIGGER_RATE).")
-        var triggerRate: Double?
-
-        @Option(
-            name: .customLong("trigger-burst"), help: "Triggers one caller may make in a burst (default 40, env PREFETCH_TRIGGER_BURST).")
-        var triggerBurst: Int?
-
-        @Option(
-            name: .customLong("ticket-bytes"),
-            help: "Bytes tickets may hold; the oldest go first (default 16777216, env PREFETCH_TICKET_BYTES).")
-        var ticketBytes: Int?
-
-        @Option(
-            name: .customLong("in-flight-bytes"),
-            help: "Bytes all responses still arriving may hold together (default 67108864, env PREFETCH_IN_FLIGHT_BYTES).")
-        var inFlightBytes: Int?
-
-        @Option(
-            name: .customLong("max-transfers"),
-            help: "Upstream transfers at once; more wait, fairly across page opens (default 512, env PREFETCH_MAX_TRANSFERS).")
-        var maxTransfers: Int?
-
-        @Option(
-            name: .customLong("max-connections-per-host"),
-            help: "Connections to one upstream host (default: --max-transfers, env PREFETCH_MAX_CONNECTIONS_PER_HOST).")
-        var maxConnectionsPerHost: Int?
-
-        @Option(
-            name: .customLong("negative-ttl"),
-            help: """
-                Seconds a failed fetch, and the `private` marker of a response kept for the page open that fetched it, \
-                are kept before the next trigger fetches again (default 5, env PREFETCH_NEGATIVE_TTL).
-                """)
-        var negativeTTL: Int?
-
-        @Option(
-            name: .customLong("idle-timeout"),
-            help: "Seconds a connection may idle, and the longest a request head may take (default 30, env PREFETCH_IDLE_TIMEOUT).")
-        var idleTimeout: Int?
-
-        @Option(
-            name: .customLong("body-timeout"),
-            help: "Seconds a request body may take once its head is in, on every route (default 10, env PREFETCH_BODY_TIMEOUT).")
-        var bodyTimeout: Int?
-
-        @Option(
-            name: .customLong("max-connections"),
-            help:
-                "Client connections the page listener holds at once; more are closed on arrival (default 4096, env PREFETCH_MAX_CONNECTIONS)."
-        )
-        var maxConnections: Int?
-
-        @Option(
-            name: .customLong("admin-max-connections"),
-            help: "Client connections the operator listener holds at once (default 64, env PREFETCH_ADMIN_MAX_CONNECTIONS).")
-        var adminMaxConnections: Int?
-
-        @Option(name: .customLong("store-bytes"), help: "Byte budget of the response store (default 67108864, env PREFETCH_STORE_BYTES).")
-        var storeBytes: Int?
-
-        @Option(name: .customLong("cors-origin"), help: "An extra origin allowed to read data cross-origin; repeatable; * for any.")
-        var corsOrigins: [String] = []
-
-        @Option(
             help:
                 "Renderer profiles file (default: $PREFETCH_RENDERERS, or configs/renderers.json when it exists, else built-in main and plain)."
         )
         var renderers: String?
-
-        @Option(
-            name: .customLong("config-fallback"),
-            help: "CDN copy of a URL config, used after repeated abnormal answers (env PREFETCH_CONFIG_FALLBACK).")
-        var configFallback: String?
-
-        @Option(name: .customLong("config-interval"), help: "Seconds between config checks (default 60, env PREFETCH_CONFIG_INTERVAL).")
-        var configInterval: Int?
-
-        @Option(
-            name: .customLong("config-fatigue"),
-            help: "Minimum seconds between two checks of a URL config, whatever triggers them (default 30, env PREFETCH_CONFIG_FATIGUE).")
-        var configFatigue: Int?
-
-        @Option(name: .customLong("state-dir"), help: "Directory for the last-good config copy (env PREFETCH_STATE_DIR; default none).")
-        var stateDirectory: String?
-
-        @Option(
-            help:
-                "Response store: memory (default), redis://[user[:password]@]host:port[/db] shared by replicas, redis-sentinel://[user[:password]@]host:port[,host:port...]/primary-name[/db] for a Sentinel-managed primary, or redis-cluster://[user[:password]@]host:port[,host:port...] for a Redis Cluster (env PREFETCH_STORE; prefer the env for a password)."
-        )
-        var store: String?
-
-        @Option(
-            name: .customLong("store-connections"),
-            help:
-                "Connections to the Redis store, each with its own thread; calls meeting a busy one are pipelined (default 2, env PREFETCH_STORE_CONNECTIONS)."
-        )
-        var storeConnections: Int?
-
-        @Option(
-            name: .customLong("httpdns"),
-            help: "HTTPDNS endpoint (GET <url>?host=NAME answering {\"host\",\"ips\",\"ttl\"}); default off, env PREFETCH_HTTPDNS.")
-        var httpdns: String?
-
-        @Flag(
-            name: .customLong("no-fast-handoff"),
-            help:
-                "Send every data read through the router instead of answering ready entries on the event loop (env PREFETCH_FAST_HANDOFF=0)."
-        )
-        var noFastHandoff = false
-
-        @Flag(
-            name: .customLong("httpdns-allow-private"),
-            help: "Accept HTTPDNS answers pointing at loopback, private or link-local addresses (env PREFETCH_HTTPDNS_ALLOW_PRIVATE=1).")
-        var httpdnsAllowPrivate = false
-
-        @Option(
-            name: .customLong("ca-bundle"),
-            help: "Extra CA bundle (PEM) for private upstreams; TLS verification is never off (env PREFETCH_CA_BUNDLE).")
-        var caBundle: String?
 
         @Flag(
             name: .customLong("otlp"),
@@ -341,27 +216,6 @@ extension Prefetch {
                 "Also export traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318; env PREFETCH_OTLP=1)."
         )
         var otlp = false
-
-        @Flag(
-            name: .customLong("demo"),
-            help:
-                "Also serve the demo pages (/demo/*) on the page listener: for a local try-out only, never in production (env PREFETCH_DEMO=1)."
-        )
-        var demo = false
-
-        @Flag(
-            name: .customLong("third-party-cookies"),
-            help:
-                "The shells' webviews accept third-party cookies: send a jar's SameSite=None cookies to apis on another site than the page (default: no cookie across sites, as WKWebView and Android WebView do; env PREFETCH_THIRD_PARTY_COOKIES=1)."
-        )
-        var thirdPartyCookies = false
-
-        @Option(
-            name: .customLong("unshared-status"),
-            help:
-                "An upstream status kept for the page open that fetched it alone, never served to others from the store; repeatable. Always: 400, 408, 413, 414, 429, 431."
-        )
-        var unsharedStatuses: [Int] = []
 
         @OptionGroup var resources: ResourceOptions
 
@@ -378,113 +232,12 @@ extension Prefetch {
         func settings(environment: Environment = .process) throws -> ServiceSettings {
             var settings = ServiceSettings()
             settings.configPath = config.path
-            var source = ConfigSourceSettings(source: config.path)
-            source.fallbackURL = configFallback ?? environment.value("PREFETCH_CONFIG_FALLBACK")
-            if let seconds = try configInterval ?? environment.integer("PREFETCH_CONFIG_INTERVAL") {
-                guard seconds >= 1 else { throw ValidationError("--config-interval \(seconds) must be at least 1 second") }
-                source.interval = .seconds(seconds)
-            }
-            if let seconds = try configFatigue ?? environment.integer("PREFETCH_CONFIG_FATIGUE") {
-                guard seconds >= 0 else { throw ValidationError("--config-fatigue \(seconds) must not be negative") }
-                source.fatigueWindow = .seconds(seconds)
-            }
-            source.stateDirectory = stateDirectory ?? environment.value("PREFETCH_STATE_DIR")
+            let source = try follow.settings(source: config.path, environment: environment)
             settings.configSource = source
-            let storeChoice = store ?? environment.value("PREFETCH_STORE") ?? "memory"
-            if storeChoice != "memory" {
-                guard ["redis://", "redis-sentinel://", "redis-cluster://"].contains(where: storeChoice.hasPrefix) else {
-                    // Never echo the value: it may carry a password.
-                    throw ValidationError(
-                        "--store must be memory, redis://[user[:password]@]host:port[/db], redis-sentinel://[user[:password]@]host:port[,host:port...]/primary-name[/db] or redis-cluster://[user[:password]@]host:port[,host:port...] (the value given starts otherwise)"
-                    )
-                }
-                settings.store.url = storeChoice
-            }
-            if let count = try storeConnections ?? environment.integer("PREFETCH_STORE_CONNECTIONS") {
-                guard (1...64).contains(count) else { throw ValidationError("--store-connections \(count) must be between 1 and 64") }
-                settings.store.connections = count
-            }
-            settings.listeners.host = host ?? environment.value("PREFETCH_HOST") ?? settings.listeners.host
-            if let port = try port ?? environment.integer("PREFETCH_PORT") {
-                guard (0...65535).contains(port) else { throw ValidationError("port \(port) is not between 0 and 65535") }
-                settings.listeners.port = port
-            }
-            settings.listeners.adminHost = adminHost ?? environment.value("PREFETCH_ADMIN_HOST") ?? settings.listeners.adminHost
-            if let port = try adminPort ?? environment.integer("PREFETCH_ADMIN_PORT") {
-                guard (0...65535).contains(port) else { throw ValidationError("--admin-port \(port) is not between 0 and 65535") }
-                settings.listeners.adminPort = port
-            }
-            if settings.listeners.port != 0, settings.listeners.port == settings.listeners.adminPort,
-                settings.listeners.host == settings.listeners.adminHost
-            {
-                throw ValidationError(
-                    "--admin-port \(settings.listeners.adminPort) is the page port: the operator surface needs a listener of its own")
-            }
-            settings.listeners.adminToken = adminToken ?? environment.value("PREFETCH_ADMIN_TOKEN")
-            if let token = settings.listeners.adminToken, token.utf8.count < 16 {
-                throw ValidationError("--admin-token has \(token.utf8.count) characters; use at least 16")
-            }
-            if let rate = try triggerRate ?? environment.double("PREFETCH_TRIGGER_RATE") {
-                guard rate >= 0 else { throw ValidationError("--trigger-rate \(rate) must not be negative") }
-                settings.engine.triggerRate = rate
-            }
-            if let bytes = try ticketBytes ?? environment.integer("PREFETCH_TICKET_BYTES") {
-                guard bytes >= 64 * 1024 else { throw ValidationError("--ticket-bytes \(bytes) is below the minimum of 65536") }
-                settings.engine.ticketBytes = bytes
-            }
-            if let bytes = try inFlightBytes ?? environment.integer("PREFETCH_IN_FLIGHT_BYTES") {
-                guard bytes >= settings.engine.maximumResponseBytes else {
-                    throw ValidationError(
-                        "--in-flight-bytes \(bytes) is below one response's cap of \(settings.engine.maximumResponseBytes)")
-                }
-                settings.engine.inFlightBytes = bytes
-            }
-            if let count = try maxTransfers ?? environment.integer("PREFETCH_MAX_TRANSFERS") {
-                guard (1...100_000).contains(count) else { throw ValidationError("--max-transfers \(count) must be between 1 and 100000") }
-                settings.fetcher.maxTransfers = count
-            }
-            if let count = try maxConnectionsPerHost ?? environment.integer("PREFETCH_MAX_CONNECTIONS_PER_HOST") {
-                guard count >= 1 else { throw ValidationError("--max-connections-per-host \(count) must be at least 1") }
-                settings.fetcher.maxConnectionsPerHost = count
-            }
-            if let seconds = try negativeTTL ?? environment.integer("PREFETCH_NEGATIVE_TTL") {
-                guard (1...3600).contains(seconds) else {
-                    throw ValidationError("--negative-ttl \(seconds) must be between 1 and 3600 seconds")
-                }
-                settings.engine.negativeTTL = .seconds(seconds)
-            }
-            if let seconds = try idleTimeout ?? environment.integer("PREFETCH_IDLE_TIMEOUT") {
-                guard (1...3600).contains(seconds) else {
-                    throw ValidationError("--idle-timeout \(seconds) must be between 1 and 3600 seconds")
-                }
-                settings.listeners.idleTimeout = .seconds(seconds)
-            }
-            if let seconds = try bodyTimeout ?? environment.integer("PREFETCH_BODY_TIMEOUT") {
-                guard (1...3600).contains(seconds) else {
-                    throw ValidationError("--body-timeout \(seconds) must be between 1 and 3600 seconds")
-                }
-                settings.listeners.bodyTimeout = .seconds(seconds)
-            }
-            if let count = try maxConnections ?? environment.integer("PREFETCH_MAX_CONNECTIONS") {
-                guard (1...1_000_000).contains(count) else {
-                    throw ValidationError("--max-connections \(count) must be between 1 and 1000000")
-                }
-                settings.listeners.maxConnections = count
-            }
-            if let count = try adminMaxConnections ?? environment.integer("PREFETCH_ADMIN_MAX_CONNECTIONS") {
-                guard (1...1_000_000).contains(count) else {
-                    throw ValidationError("--admin-max-connections \(count) must be between 1 and 1000000")
-                }
-                settings.listeners.adminMaxConnections = count
-            }
-            if let burst = try triggerBurst ?? environment.integer("PREFETCH_TRIGGER_BURST") {
-                guard burst >= 1 else { throw ValidationError("--trigger-burst \(burst) must be at least 1") }
-                settings.engine.triggerBurst = burst
-            }
-            if let bytes = try storeBytes ?? environment.integer("PREFETCH_STORE_BYTES") {
-                guard bytes >= 1024 * 1024 else { throw ValidationError("--store-bytes \(bytes) is below the minimum of 1048576") }
-                settings.store.bytes = bytes
-            }
+            try listeners.apply(to: &settings.listeners, environment: environment)
+            try engine.apply(to: &settings.engine, environment: environment)
+            try upstream.apply(to: &settings.fetcher, &settings.dns, environment: environment)
+            try store.apply(to: &settings.store, environment: environment)
             if let path = renderers ?? environment.value("PREFETCH_RENDERERS")
                 ?? (FileManager.default.fileExists(atPath: "configs/renderers.json") ? "configs/renderers.json" : nil)
             {
@@ -495,44 +248,14 @@ extension Prefetch {
                     throw ExitCode(2)
                 }
             }
-            settings.dns.httpdns = httpdns ?? environment.value("PREFETCH_HTTPDNS")
-            settings.listeners.fastHandoff = !(noFastHandoff || environment.value("PREFETCH_FAST_HANDOFF") == "0")
             settings.otlp = otlp || environment.value("PREFETCH_OTLP") == "1"
-            settings.listeners.demo = demo || environment.value("PREFETCH_DEMO") == "1"
-            settings.engine.thirdPartyCookies = thirdPartyCookies || environment.value("PREFETCH_THIRD_PARTY_COOKIES") == "1"
-            for status in unsharedStatuses {
-                guard (100...599).contains(status) else {
-                    throw ValidationError("--unshared-status \(status) is not an HTTP status (100-599)")
-                }
-                settings.engine.unsharedStatuses.insert(status)
-            }
-            settings.dns.allowPrivateAddresses = httpdnsAllowPrivate || environment.value("PREFETCH_HTTPDNS_ALLOW_PRIVATE") == "1"
-            do {
-                try settings.dns.validate()
-            } catch {
-                throw ValidationError("\(error)")
-            }
-            if let bundle = caBundle ?? environment.value("PREFETCH_CA_BUNDLE") {
-                guard FileManager.default.isReadableFile(atPath: bundle) else {
-                    throw ValidationError("--ca-bundle \(bundle) is not a readable file")
-                }
-                settings.fetcher.caBundlePath = bundle
-            }
-            settings.engine.corsOrigins =
-                corsOrigins
-                + (environment.value("PREFETCH_CORS_ORIGINS")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } ?? [])
-            for origin in settings.engine.corsOrigins where origin != "*" {
-                guard let parsed = try? HTTPURL(parsing: origin), parsed.origin == origin.lowercased() else {
-                    throw ValidationError(
-                        "--cors-origin \"\(origin)\" must be an origin like https://m.example.com (scheme, host, optional port) or *")
-                }
-            }
             settings.engine.identityKey = try IdentityKeySource.load(
                 given: identityKey ?? environment.value("PREFETCH_IDENTITY_KEY"), stateDirectory: source.stateDirectory,
                 shared: settings.store.url != nil)
             if var resourceSettings = try resources.settings(environment: environment, stateDirectory: source.stateDirectory) {
-                if let seconds = try resourcesRefresh ?? environment.integer("PREFETCH_RESOURCES_REFRESH") {
-                    guard seconds >= 1 else { throw ValidationError("--resources-refresh \(seconds) must be at least 1 second") }
+                if let seconds = try environment.integer(
+                    resourcesRefresh, "PREFETCH_RESOURCES_REFRESH", flag: "--resources-refresh", in: 1...Int.max, unit: "second")
+                {
                     resourceSettings.refreshInterval = .seconds(seconds)
                 }
                 settings.resources = resourceSettings

@@ -69,4 +69,36 @@ import Testing
             String(describing: error).contains("--config-interval 0 must be at least 1 second")
         }
     }
+
+    /// Every bounded number, from its flag or its variable, is checked against its bounds by the one rule, and the
+    /// message names the flag, the value and the bounds; a value within them is taken.
+    @Test func everyBoundedNumberIsCheckedAndNamedTheSameWay() throws {
+        let cases: [(flag: String, variable: String, bad: String, message: String, good: String)] = [
+            ("--port", "PREFETCH_PORT", "70000", "--port 70000 must be between 0 and 65535", "9000"),
+            ("--admin-port", "PREFETCH_ADMIN_PORT", "-1", "--admin-port -1 must be between 0 and 65535", "9001"),
+            ("--idle-timeout", "PREFETCH_IDLE_TIMEOUT", "0", "--idle-timeout 0 must be between 1 and 3600 seconds", "5"),
+            ("--body-timeout", "PREFETCH_BODY_TIMEOUT", "3601", "--body-timeout 3601 must be between 1 and 3600 seconds", "5"),
+            ("--max-connections", "PREFETCH_MAX_CONNECTIONS", "0", "--max-connections 0 must be between 1 and 1000000", "10"),
+            ("--trigger-burst", "PREFETCH_TRIGGER_BURST", "0", "--trigger-burst 0 must be at least 1", "3"),
+            ("--ticket-bytes", "PREFETCH_TICKET_BYTES", "5", "--ticket-bytes 5 must be at least 65536", "65536"),
+            ("--negative-ttl", "PREFETCH_NEGATIVE_TTL", "0", "--negative-ttl 0 must be between 1 and 3600 seconds", "7"),
+            ("--max-transfers", "PREFETCH_MAX_TRANSFERS", "0", "--max-transfers 0 must be between 1 and 100000", "8"),
+            ("--store-connections", "PREFETCH_STORE_CONNECTIONS", "65", "--store-connections 65 must be between 1 and 64", "4"),
+            ("--store-bytes", "PREFETCH_STORE_BYTES", "1024", "--store-bytes 1024 must be at least 1048576", "2097152"),
+            ("--config-fatigue", "PREFETCH_CONFIG_FATIGUE", "-1", "--config-fatigue -1 must be at least 0", "0"),
+        ]
+        for item in cases {
+            #expect(throws: (any Error).self, "\(item.flag)") { try settings(["\(item.flag)=\(item.bad)"]) }
+            #expect {
+                try settings([], [item.variable: item.bad])
+            } throws: { error in
+                String(describing: error).contains(item.message)
+            }
+            #expect(throws: Never.self, "\(item.flag)") { try settings(["\(item.flag)=\(item.good)"]) }
+            #expect(throws: Never.self, "\(item.variable)") { try settings([], [item.variable: item.good]) }
+        }
+        #expect(try settings(["--port", "9000"]).listeners.port == 9000)
+        #expect(try settings([], ["PREFETCH_STORE_BYTES": "2097152"]).store.bytes == 2_097_152)
+        #expect(try settings([], ["PREFETCH_NEGATIVE_TTL": "7"]).engine.negativeTTL == .seconds(7))
+    }
 }
