@@ -54,9 +54,12 @@ struct URLSourceTests {
             try await withFetcher { fetcher in
                 server.serve("/cfg", configBody(version: 1))
                 let metrics = TestMetrics()
+                // The window is measured on a clock moved by hand: however slow the machine, the second refresh is
+                // inside it and the third outside.
+                let clock = ManualClock()
                 let updater = try ConfigUpdater(
-                    settings: testSettings(source: server.url("/cfg"), fatigueWindow: .seconds(2)),
-                    fetcher: fetcher, logger: testLogger, metricsFactory: metrics)
+                    settings: testSettings(source: server.url("/cfg"), fatigueWindow: .seconds(60)),
+                    fetcher: fetcher, logger: testLogger, metricsFactory: metrics, clock: clock)
                 let first = await updater.refresh(trigger: .appStart)
                 #expect(first.outcome == .applied)
                 server.serve("/cfg", configBody(version: 2))
@@ -72,7 +75,11 @@ struct URLSourceTests {
                 #expect(try metrics.expectCounter("prefetch_config_checks_total", [("outcome", "throttled")]).totalValue == 1)
 
                 // Once the window has passed, the next refresh checks again.
-                let third = await checkNow(updater, trigger: .foreground)
+                clock.advance(by: .seconds(59))
+                #expect(await updater.refresh(trigger: .pageOpen).outcome == .throttled, "a check before the window was up")
+                #expect(server.hits("/cfg") == 1)
+                clock.advance(by: .seconds(1))
+                let third = await updater.refresh(trigger: .foreground)
                 #expect(third.outcome == .applied)
                 #expect(server.hits("/cfg") == 2)
                 #expect(updater.current?.version == "2")
@@ -85,18 +92,20 @@ struct URLSourceTests {
         try await withConfigServer { server in
             try await withFetcher { fetcher in
                 server.serve("/cfg", configBody(version: 3), delay: .milliseconds(200))
+                // The fatigue window is on a clock that never moves, so a refresh that a slow machine starts after
+                // the check finished is throttled, never a second check: the outcome does not depend on timing.
                 let updater = try ConfigUpdater(
-                    settings: testSettings(source: server.url("/cfg"), fatigueWindow: .milliseconds(1)),
-                    fetcher: fetcher, logger: testLogger)
+                    settings: testSettings(source: server.url("/cfg"), fatigueWindow: .seconds(60)),
+                    fetcher: fetcher, logger: testLogger, clock: ManualClock())
                 let results = await withTaskGroup(of: ConfigRefreshResult.self) { group in
                     for _ in 0..<8 {
                         group.addTask { await updater.refresh(trigger: .pageOpen) }
                     }
                     return await group.reduce(into: []) { $0.append($1) }
                 }
-                #expect(server.hits("/cfg") == 1)
-                #expect(results.filter { !$0.coalesced }.count == 1)
-                #expect(results.allSatisfy { $0.outcome == .applied && $0.status.version == "3" })
+                #expect(server.hits("/cfg") == 1, "eight concurrent refreshes made one check")
+                #expect(results.filter { $0.outcome == .applied && !$0.coalesced }.count == 1, "\(results)")
+                #expect(results.allSatisfy { ($0.outcome == .applied || $0.outcome == .throttled) && $0.status.version == "3" })
             }
         }
     }
