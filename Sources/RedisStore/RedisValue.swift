@@ -58,7 +58,8 @@ extension RedisCallError {
     }
 }
 
-/// Whole milliseconds in `duration`, rounded up, at least 1 (Redis rejects a zero expiry).
+/// Whole milliseconds in `duration`, rounded up, at least 1 (Redis rejects a zero expiry): how the store hands every
+/// expiry and timeout to Redis or hiredis, through PrefetchCore's `Duration.wholeMillisecondsRoundedUp`.
 func milliseconds(_ duration: Duration) -> Int {
     max(1, Int(duration.wholeMillisecondsRoundedUp))
 }
