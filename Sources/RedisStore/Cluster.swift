@@ -7,49 +7,15 @@ public struct ClusterEndpoints: Sendable, Hashable, CustomStringConvertible {
     /// The credentials every node is connected with (a cluster has database 0 only).
     public let template: RedisEndpoint
 
-    /// Parses `redis-cluster://[user:password@]host:port[,host:port...]`. Each address follows `redis://`'s rules
-    /// (IPv6 in brackets; the port defaults to 6379); the credentials go to every node; a cluster has no database
-    /// but 0, so a path is refused. The error names the URL (password masked) and what is wrong.
+    /// Parses `redis-cluster://[user:password@]host:port[,host:port...]` (see `RedisURL` for the rules). Each
+    /// address follows `redis://`'s rules (IPv6 in brackets; the port defaults to 6379); the credentials go to every
+    /// node; a cluster has no database but 0, so a path is refused. The error names the URL (password masked) and what
+    /// is wrong.
     public init(url: String) throws(RedisStoreError) {
-        let scheme = "redis-cluster://"
-        func invalid(_ why: String) -> RedisStoreError {
-            RedisStoreError(
-                code: RedisStoreError.invalidURLCode,
-                message:
-                    "invalid Redis Cluster URL '\(RedisEndpoint.masked(url, scheme: scheme))': \(why); expected redis-cluster://[user:password@]host:port[,host:port...]"
-            )
-        }
-        guard url.lowercased().hasPrefix(scheme) else { throw invalid("the scheme must be redis-cluster://") }
-        var rest = Substring(url.dropFirst(scheme.count))
-        var userInfo = ""
-        if let at = rest.lastIndex(of: "@") {
-            userInfo = String(rest[...at])
-            rest = rest[rest.index(after: at)...]
-        }
-        if rest.hasSuffix("/") { rest = rest.dropLast() }
-        guard !rest.contains("/") else { throw invalid("a cluster has only database 0, so the URL takes no path") }
-        guard !rest.isEmpty else { throw invalid("no node is given") }
-        let template: RedisEndpoint
-        do throws(RedisStoreError) {
-            // The credentials by the rules of redis:// (the host is a stand-in, never used).
-            template = try RedisEndpoint(url: "redis://\(userInfo)cluster-node")
-        } catch {
-            throw invalid(String(error.message.split(separator: ": ", maxSplits: 1).last?.split(separator: ";").first ?? "bad credentials"))
-        }
-        var seeds: [RedisEndpoint] = []
-        for part in rest.split(separator: ",", omittingEmptySubsequences: false) {
-            guard !part.isEmpty else { throw invalid("an address in the list is empty") }
-            let parsed: RedisEndpoint
-            do throws(RedisStoreError) {
-                parsed = try RedisEndpoint(url: "redis://\(part)")
-            } catch {
-                throw invalid("the node address '\(part)' is not host:port")
-            }
-            guard parsed.database == 0 else { throw invalid("a cluster has only database 0, so the URL takes no path") }
-            seeds.append(RedisEndpoint(host: parsed.host, port: parsed.port, credentials: template.credentials))
-        }
-        guard seeds.count <= 16 else { throw invalid("at most 16 nodes may be listed, got \(seeds.count)") }
-        self.seeds = seeds
+        let parsed = try RedisURL(url, as: .cluster)
+        // The credentials' holder (the host is a stand-in, never used).
+        let template = RedisEndpoint(host: "cluster-node", credentials: parsed.credentials)
+        self.seeds = parsed.addresses.map { RedisEndpoint(host: $0.host, port: $0.port, credentials: template.credentials) }
         self.template = template
     }
 

@@ -50,7 +50,7 @@ enum EntryCodec {
             appendLabel(label, to: &out)
             append(UInt32(clamping: response.status), to: &out)
             let age = max(.zero, now - response.fetchedAt)
-            append(UInt64(bitPattern: wallNow - Int64(milliseconds(of: age))), to: &out)
+            append(UInt64(bitPattern: wallNow - age.milliseconds), to: &out)
             append(UInt64(bitPattern: response.elapsed.microseconds), to: &out)
             append(UInt32(clamping: response.headers.count), to: &out)
             for header in response.headers {
@@ -133,11 +133,6 @@ enum EntryCodec {
     private static func append<T: FixedWidthInteger>(_ value: T, to out: inout [UInt8]) {
         withUnsafeBytes(of: value.bigEndian) { out.append(contentsOf: $0) }
     }
-
-    private static func milliseconds(of duration: Duration) -> Int64 {
-        duration.milliseconds
-    }
-
 }
 
 /// Reads big-endian fields off a byte array; every read returns nil instead of running past the end.

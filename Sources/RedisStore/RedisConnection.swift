@@ -24,8 +24,9 @@ final class RedisConnection {
         redisFree(context)
     }
 
-    /// Connects (bounded by `connectTimeout`), bounds every later read and write by `commandTimeout`, sends
-    /// `AUTH` when the endpoint has credentials, and selects the endpoint's database.
+    /// Connects (bounded by `connectTimeout`), bounds every later read and write by `commandTimeout`, then sends the
+    /// handshake (`RedisHandshake`: `AUTH` with the endpoint's credentials or `PING`, and `SELECT` when the database
+    /// is not 0) as one pipeline.
     static func open(
         _ endpoint: RedisEndpoint, connectTimeout: Duration, commandTimeout: Duration
     ) throws(RedisCallError) -> RedisConnection {
@@ -40,25 +41,11 @@ final class RedisConnection {
         guard prefetch_redis_set_timeout(context, milliseconds(commandTimeout)) == REDIS_OK else {
             throw RedisCallError(kind: .connect, message: "cannot set the command timeout on \(endpoint)")
         }
-        if let credentials = endpoint.credentials {
-            let reply: RedisValue
-            do throws(RedisCallError) {
-                reply = try connection.command(credentials.authCommand)
-            } catch {
-                throw RedisCallError(kind: error.kind, message: credentials.redacting(error.message))
-            }
-            if case .error(let message) = reply {
-                throw RedisCallError(
-                    kind: .auth,
-                    message: "Redis at \(endpoint.address) refused \(credentials.who): \(credentials.redacting(message))")
-            }
-        }
-        if endpoint.database != 0 {
-            let reply = try connection.command(["SELECT", String(endpoint.database)])
-            if case .error(let message) = reply {
-                throw RedisCallError(kind: .connect, message: "cannot select database \(endpoint.database): \(message)")
-            }
-        }
+        let handshake = RedisHandshake.commands(for: endpoint)
+        let (replies, error) = connection.pipeline(handshake)
+        var results: RedisCall.Results = replies.map { .success($0) }
+        if let error { results += Array(repeating: .failure(error), count: handshake.count - replies.count) }
+        if let failure = RedisHandshake.failure(results, endpoint: endpoint) { throw failure }
         return connection
     }
 
@@ -93,14 +80,7 @@ final class RedisConnection {
             guard prefetch_redis_get_reply(context, &reply) == REDIS_OK, let reply else { return (replies, brokenError()) }
             let value = Self.value(of: reply)
             prefetch_redis_free_reply(reply)
-            if case .error(let message) = value, message.hasPrefix("NOAUTH") {
-                return (
-                    replies,
-                    RedisCallError(
-                        kind: .auth,
-                        message: "Redis at \(address) wants credentials the store URL does not give: \(message)")
-                )
-            }
+            if let missing = RedisCallError(missingCredentials: value, at: address) { return (replies, missing) }
             replies.append(value)
         }
         return (replies, nil)

@@ -83,96 +83,16 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
         self.credentials = credentials
     }
 
-    /// Parses `redis://[user[:password]@]host[:port][/db]`. IPv6 hosts go in brackets (`redis://[::1]:6379`).
-    /// `redis://:password@host` authenticates as the `default` user (the `requirepass` form),
-    /// `redis://user:password@host` as an ACL user; user and password are percent-decoded (`%40` for `@`,
-    /// `%3A` for `:`). A user without a password, query strings and fragments are rejected, and so is anything
-    /// else that is not exactly this form; the error names the URL (with any password masked) and what is wrong.
+    /// Parses `redis://[user[:password]@]host[:port][/db]` (see `RedisURL` for the rules). IPv6 hosts go in brackets
+    /// (`redis://[::1]:6379`). `redis://:password@host` authenticates as the `default` user (the `requirepass` form),
+    /// `redis://user:password@host` as an ACL user; user and password are percent-decoded (`%40` for `@`, `%3A` for
+    /// `:`). A user without a password, query strings and fragments are rejected, and so is anything else that is not
+    /// exactly this form; the error names the URL (with any password masked) and what is wrong.
     public init(url: String) throws(RedisStoreError) {
-        func invalid(_ why: String) -> RedisStoreError {
-            RedisStoreError(
-                code: RedisStoreError.invalidURLCode,
-                message: "invalid Redis URL '\(Self.masked(url))': \(why); expected redis://[user:password@]host[:port][/db]")
-        }
-        let scheme = "redis://"
-        guard url.lowercased().hasPrefix(scheme) else { throw invalid("the scheme must be redis://") }
-        var rest = Substring(url.dropFirst(scheme.count))
-
-        // Everything up to the last `@` is user information: the host, port and database never contain one.
-        var credentials: RedisCredentials?
-        if let at = rest.lastIndex(of: "@") {
-            let userInfo = rest[..<at]
-            rest = rest[rest.index(after: at)...]
-            let rawUser: Substring
-            let rawPassword: Substring?
-            if let colon = userInfo.firstIndex(of: ":") {
-                rawUser = userInfo[..<colon]
-                rawPassword = userInfo[userInfo.index(after: colon)...]
-            } else {
-                rawUser = userInfo
-                rawPassword = nil
-            }
-            guard let user = Self.percentDecoded(rawUser) else {
-                throw invalid("the user is not valid percent-encoded UTF-8")
-            }
-            guard let rawPassword, !rawPassword.isEmpty else {
-                // The user is not repeated: a password written without its colon would be shown.
-                throw invalid(user.isEmpty ? "the password is empty" : "a user without a password (for the default user write :password@)")
-            }
-            guard let password = Self.percentDecoded(rawPassword) else {
-                throw invalid("the password is not valid percent-encoded UTF-8")
-            }
-            credentials = RedisCredentials(user: user.isEmpty ? nil : user, password: password)
-        }
-        if rest.contains("?") || rest.contains("#") { throw invalid("query strings and fragments are not supported") }
-
-        var path: Substring = ""
-        if let slash = rest.firstIndex(of: "/") {
-            path = rest[rest.index(after: slash)...]
-            rest = rest[..<slash]
-        }
-
-        let host: Substring
-        var portText: Substring?
-        if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { throw invalid("the IPv6 address lacks its closing ]") }
-            host = rest[rest.index(after: rest.startIndex)..<close]
-            let after = rest[rest.index(after: close)...]
-            if !after.isEmpty {
-                guard after.hasPrefix(":") else { throw invalid("unexpected '\(after)' after the IPv6 address") }
-                portText = after.dropFirst()
-            }
-            guard !host.isEmpty, host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else {
-                throw invalid("'\(host)' is not an IPv6 address")
-            }
-        } else {
-            if let colon = rest.firstIndex(of: ":") {
-                host = rest[..<colon]
-                portText = rest[rest.index(after: colon)...]
-            } else {
-                host = rest
-            }
-            guard !host.isEmpty else { throw invalid("the host is missing") }
-            guard host.allSatisfy({ ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "." || $0 == "-" || $0 == "_" })
-            else { throw invalid("'\(host)' is not a valid host name") }
-        }
-
-        var port = Self.defaultPort
-        if let portText {
-            guard let parsed = Self.decimal(portText), (1...65535).contains(parsed) else {
-                throw invalid("the port '\(portText)' is not a number in 1...65535")
-            }
-            port = parsed
-        }
-
-        var database = 0
-        if !path.isEmpty {
-            guard let parsed = Self.decimal(path), parsed <= Int(Int32.max) else {
-                throw invalid("the database '\(path)' is not a non-negative number")
-            }
-            database = parsed
-        }
-        self.init(host: String(host), port: port, database: database, credentials: credentials)
+        let parsed = try RedisURL(url, as: .redis)
+        self.init(
+            host: parsed.addresses[0].host, port: parsed.addresses[0].port, database: parsed.database,
+            credentials: parsed.credentials)
     }
 
     /// `redis://host:port/db`, or `redis://user:***@host:port/db` with credentials: never the password.
@@ -185,38 +105,5 @@ public struct RedisEndpoint: Sendable, Hashable, CustomStringConvertible {
     /// `host:port`, for messages that should name the server but not the user.
     var address: String {
         host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
-    }
-
-    private static func decimal(_ text: Substring) -> Int? {
-        guard !text.isEmpty, text.count <= 10, text.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-        return Int(text)
-    }
-
-    /// `text` with `%XX` escapes decoded; nil when an escape is malformed or the bytes are not UTF-8.
-    private static func percentDecoded(_ text: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var iterator = text.utf8.makeIterator()
-        while let byte = iterator.next() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard let high = iterator.next().flatMap(Hex.value(of:)), let low = iterator.next().flatMap(Hex.value(of:)) else {
-                return nil
-            }
-            bytes.append(high << 4 | low)
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    /// The URL with its user information shown as `user:***` (the user as written), so a password never
-    /// reaches a log or an error.
-    static func masked(_ url: String, scheme: String = "redis://") -> String {
-        guard let at = url.lastIndex(of: "@") else { return url }
-        let hasScheme = url.lowercased().hasPrefix(scheme)
-        let start = hasScheme ? url.index(url.startIndex, offsetBy: scheme.count) : url.startIndex
-        let userInfo = url[start..<at]
-        let user = userInfo.firstIndex(of: ":").map { userInfo[..<$0] } ?? ""
-        return String(url[..<start]) + user + ":***" + String(url[at...])
     }
 }

@@ -323,69 +323,21 @@ final class PooledConnection: Sendable {
         }
     }
 
-    /// `AUTH` (or, without credentials, `PING`: a server that wants some says `NOAUTH` before the connection counts
-    /// as open) and `SELECT` when the database is not 0, as one pipeline.
+    /// The handshake (`RedisHandshake`: `AUTH` or `PING`, and `SELECT` when the database is not 0), as one pipeline.
     private func handshake(_ handler: RedisConnectionHandler, endpoint: RedisEndpoint, generation: Int) {
-        var commands: [[[UInt8]]] = []
-        if let credentials = endpoint.credentials {
-            commands.append(credentials.authCommand.map { Array($0.utf8) })
-        } else {
-            commands.append([Array("PING".utf8)])
-        }
-        if endpoint.database != 0 { commands.append(["SELECT", String(endpoint.database)].map { Array($0.utf8) }) }
         let box = NIOLoopBound(handler, eventLoop: eventLoop)
         handler.send(
             RedisCall(
-                commands: commands,
+                commands: RedisHandshake.commands(for: endpoint),
                 completion: .callback { results in
                     let handler = box.value
-                    if let failure = Self.handshakeFailure(results, endpoint: endpoint) {
+                    if let failure = RedisHandshake.failure(results, endpoint: endpoint) {
                         handler.retire()
                         self.opened(.failure(failure), generation: generation)
                     } else {
                         self.opened(.success(handler), generation: generation)
                     }
                 }))
-    }
-
-    /// Why the replies to the handshake mean the connection cannot be used, if they do.
-    static func handshakeFailure(_ results: RedisCall.Results, endpoint: RedisEndpoint) -> RedisCallError? {
-        var index = 0
-        if let credentials = endpoint.credentials {
-            switch results[index] {
-            case .failure(let error):
-                return RedisCallError(kind: error.kind, message: credentials.redacting(error.message))
-            case .success(.error(let message)):
-                return RedisCallError(
-                    kind: .auth,
-                    message: "Redis at \(endpoint.address) refused \(credentials.who): \(credentials.redacting(message))")
-            case .success:
-                index += 1
-            }
-        } else {
-            switch results[index] {
-            case .failure(let error):
-                return error
-            case .success(.error(let message)) where message.hasPrefix("NOAUTH"):
-                return RedisCallError(
-                    kind: .auth, message: "Redis at \(endpoint.address) wants credentials the store URL does not give: \(message)")
-            case .success(.error(let message)):
-                return RedisCallError(kind: .connect, message: "Redis at \(endpoint.address) answered PING with \(message)")
-            case .success:
-                index += 1
-            }
-        }
-        if endpoint.database != 0 {
-            switch results[index] {
-            case .failure(let error):
-                return error
-            case .success(.error(let message)):
-                return RedisCallError(kind: .connect, message: "cannot select database \(endpoint.database): \(message)")
-            case .success:
-                break
-            }
-        }
-        return nil
     }
 
     /// The connection attempt ended: write the waiting calls on it, or fail them all.
@@ -499,8 +451,10 @@ final class RedisConnectionHandler: ChannelInboundHandler, RemovableChannelHandl
             fail(RedisCallError(kind: .io, message: "Redis at \(address) sent a reply nobody asked for"))
             return
         }
-        if case .error(let message) = value, message.hasPrefix("NOAUTH"), case .caller = outstanding[outstanding.startIndex].completion {
-            fail(RedisCallError(kind: .auth, message: "Redis at \(address) wants credentials the store URL does not give: \(message)"))
+        if case .caller = outstanding[outstanding.startIndex].completion,
+            let missing = RedisCallError(missingCredentials: value, at: address)
+        {
+            fail(missing)
             return
         }
         outstanding[outstanding.startIndex].replies.append(value)

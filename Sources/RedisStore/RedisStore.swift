@@ -101,17 +101,19 @@ public final class RedisStore: ResponseStore, Service {
         metricsFactory: any MetricsFactory = MetricsSystem.factory, clock: any ServiceClock = ContinuousClock(),
         eventLoopGroup: (any EventLoopGroup)? = nil
     ) throws(RedisStoreError) {
-        if url.lowercased().hasPrefix("redis-sentinel://") {
+        switch RedisURL.Scheme.of(url) {
+        case .sentinel:
             let sentinels = try SentinelEndpoints(url: url)
             self.init(
                 endpoint: sentinels.template, sentinels: sentinels, configuration: configuration, logger: logger,
                 metricsFactory: metricsFactory, clock: clock, eventLoopGroup: eventLoopGroup)
-        } else if url.lowercased().hasPrefix("redis-cluster://") {
+        case .cluster:
             let cluster = try ClusterEndpoints(url: url)
             self.init(
                 endpoint: cluster.seeds[0], sentinels: nil, cluster: cluster, configuration: configuration, logger: logger,
                 metricsFactory: metricsFactory, clock: clock, eventLoopGroup: eventLoopGroup)
-        } else {
+        case .redis, nil:
+            // Anything else is refused by the redis:// rules, whose error names the scheme expected.
             self.init(
                 endpoint: try RedisEndpoint(url: url), configuration: configuration, logger: logger,
                 metricsFactory: metricsFactory, clock: clock, eventLoopGroup: eventLoopGroup)

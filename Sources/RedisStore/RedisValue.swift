@@ -49,7 +49,17 @@ struct RedisCallError: Error, Sendable, Hashable, CustomStringConvertible {
     static let unavailable = RedisCallError(kind: .unavailable, message: "Redis is down; waiting to reconnect")
 }
 
-/// Whole milliseconds in `duration`, rounded up, at least 1 (Redis rejects a zero expiry).
+extension RedisCallError {
+    /// The error `reply` means when it is `NOAUTH` (the server at `address` wants credentials the URL does not give):
+    /// the one place that reply is recognised, for both transports and the handshake. Nil for any other reply.
+    init?(missingCredentials reply: RedisValue, at address: String) {
+        guard case .error(let message) = reply, message.hasPrefix("NOAUTH") else { return nil }
+        self.init(kind: .auth, message: "Redis at \(address) wants credentials the store URL does not give: \(message)")
+    }
+}
+
+/// Whole milliseconds in `duration`, rounded up, at least 1 (Redis rejects a zero expiry): how the store hands every
+/// expiry and timeout to Redis or hiredis, through PrefetchCore's `Duration.wholeMillisecondsRoundedUp`.
 func milliseconds(_ duration: Duration) -> Int {
     max(1, Int(duration.wholeMillisecondsRoundedUp))
 }

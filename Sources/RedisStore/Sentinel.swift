@@ -28,59 +28,16 @@ public struct SentinelEndpoints: Sendable, Hashable, CustomStringConvertible {
     /// What the primary is connected with: its credentials and database (host and port come from the sentinels).
     public let template: RedisEndpoint
 
-    /// Parses `redis-sentinel://[user:password@]host:port[,host:port...]/primary-name[/db]`. Each address follows
-    /// `redis://`'s rules (IPv6 in brackets; the port defaults to 26379); the credentials are the data nodes' (`AUTH`
-    /// on the primary; the sentinels are asked without them); the name is letters, digits, `.`, `_` and `-`. The
-    /// error names the URL (password masked) and what is wrong.
+    /// Parses `redis-sentinel://[user:password@]host:port[,host:port...]/primary-name[/db]` (see `RedisURL` for the
+    /// rules). Each address follows `redis://`'s rules (IPv6 in brackets; the port defaults to 26379); the credentials
+    /// are the data nodes' (`AUTH` on the primary; the sentinels are asked without them); the name is letters, digits,
+    /// `.`, `_` and `-`. The error names the URL (password masked) and what is wrong.
     public init(url: String) throws(RedisStoreError) {
-        let scheme = "redis-sentinel://"
-        func invalid(_ why: String) -> RedisStoreError {
-            let shown = RedisEndpoint.masked(url, scheme: scheme)
-            return RedisStoreError(
-                code: RedisStoreError.invalidURLCode,
-                message:
-                    "invalid Redis Sentinel URL '\(shown)': \(why); expected redis-sentinel://[user:password@]host:port[,host:port...]/primary-name[/db]"
-            )
-        }
-        guard url.lowercased().hasPrefix(scheme) else { throw invalid("the scheme must be redis-sentinel://") }
-        var rest = Substring(url.dropFirst(scheme.count))
-        var userInfo = ""
-        if let at = rest.lastIndex(of: "@") {
-            userInfo = String(rest[...at])
-            rest = rest[rest.index(after: at)...]
-        }
-        guard let slash = rest.firstIndex(of: "/") else { throw invalid("the primary's name is missing") }
-        let hosts = rest[..<slash]
-        let path = rest[rest.index(after: slash)...].split(separator: "/", omittingEmptySubsequences: false)
-        guard let name = path.first, !name.isEmpty else { throw invalid("the primary's name is missing") }
-        guard name.count <= 128, name.allSatisfy({ ($0.isASCII && ($0.isLetter || $0.isNumber)) || "._-".contains($0) }) else {
-            throw invalid("'\(name)' is not a primary name (letters, digits, '.', '_' and '-')")
-        }
-        guard path.count <= 2 else { throw invalid("unexpected '\(path.dropFirst(2).joined(separator: "/"))' after the database") }
-        let database = path.count == 2 ? "/" + path[1] : ""
-        var sentinels: [Address] = []
-        for part in hosts.split(separator: ",", omittingEmptySubsequences: false) {
-            guard !part.isEmpty else { throw invalid("an address in the list is empty") }
-            let withPort = part.hasSuffix("]") || !part.contains(":") ? "\(part):\(Self.defaultPort)" : String(part)
-            let parsed: RedisEndpoint
-            do throws(RedisStoreError) {
-                parsed = try RedisEndpoint(url: "redis://\(withPort)")
-            } catch {
-                throw invalid("the sentinel address '\(part)' is not host:port")
-            }
-            sentinels.append(Address(host: parsed.host, port: parsed.port))
-        }
-        guard sentinels.count <= 16 else { throw invalid("at most 16 sentinels may be listed, got \(sentinels.count)") }
-        let template: RedisEndpoint
-        do throws(RedisStoreError) {
-            // The credentials and the database by the rules of redis:// (the host is a stand-in, never used).
-            template = try RedisEndpoint(url: "redis://\(userInfo)sentinel-primary\(database)")
-        } catch {
-            throw invalid(String(error.message.split(separator: ": ", maxSplits: 1).last?.split(separator: ";").first ?? "bad credentials"))
-        }
-        self.sentinels = sentinels
-        self.primaryName = String(name)
-        self.template = template
+        let parsed = try RedisURL(url, as: .sentinel)
+        self.sentinels = parsed.addresses.map { Address(host: $0.host, port: $0.port) }
+        self.primaryName = parsed.primaryName ?? ""
+        // The credentials and the database of the primary (the host is a stand-in, never used).
+        self.template = RedisEndpoint(host: "sentinel-primary", database: parsed.database, credentials: parsed.credentials)
     }
 
     /// The primary at `host:port`, with the URL's credentials and database.

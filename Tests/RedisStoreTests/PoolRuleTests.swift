@@ -59,7 +59,7 @@ import Testing
     @Test func aRefusedAuthIsAnAuthErrorNamingTheUserAndHostButNotThePassword() throws {
         let refusal = RedisValue.error("WRONGPASS invalid username-password pair or user is disabled (\(Self.password))")
         let failure = try #require(
-            PooledConnection.handshakeFailure(
+            RedisHandshake.failure(
                 [.success(refusal), .success(.error("NOAUTH Authentication required."))], endpoint: Self.withCredentials))
         #expect(failure.kind == .auth)
         #expect(failure.message.contains("Redis at 10.0.0.5:6380 refused user 'app'"), "\(failure.message)")
@@ -70,19 +70,19 @@ import Testing
     @Test func aConnectionThatBreaksDuringTheHandshakeKeepsItsKindAndHidesThePassword() throws {
         let broken = RedisCallError(kind: .io, message: "Redis connection broke while sending \(Self.password)")
         let failure = try #require(
-            PooledConnection.handshakeFailure([.failure(broken), .failure(broken)], endpoint: Self.withCredentials))
+            RedisHandshake.failure([.failure(broken), .failure(broken)], endpoint: Self.withCredentials))
         #expect(failure.kind == .io)
         #expect(!failure.message.contains(Self.password))
     }
 
     @Test func aRefusedSelectIsAConnectErrorNamingTheDatabase() throws {
         let failure = try #require(
-            PooledConnection.handshakeFailure(
+            RedisHandshake.failure(
                 [.success(.status("OK")), .success(.error("ERR DB index is out of range"))], endpoint: Self.withCredentials))
         #expect(failure.kind == .connect)
         #expect(failure.message.contains("cannot select database 2"))
         let noAuth = RedisEndpoint(host: "127.0.0.1", database: 9)
-        let unselected = PooledConnection.handshakeFailure(
+        let unselected = RedisHandshake.failure(
             [.success(.status("PONG")), .success(.error("ERR DB index is out of range"))], endpoint: noAuth)
         #expect(unselected?.kind == .connect)
         #expect(unselected?.message.contains("cannot select database 9") == true)
@@ -93,23 +93,23 @@ import Testing
     @Test func aServerWantingCredentialsTheURLLacksRefusesTheHandshake() throws {
         let noAuth = RedisEndpoint(host: "127.0.0.1", port: 7001)
         let failure = try #require(
-            PooledConnection.handshakeFailure([.success(.error("NOAUTH Authentication required."))], endpoint: noAuth))
+            RedisHandshake.failure([.success(.error("NOAUTH Authentication required."))], endpoint: noAuth))
         #expect(failure.kind == .auth)
         #expect(failure.message == "Redis at 127.0.0.1:7001 wants credentials the store URL does not give: NOAUTH Authentication required.")
         let selecting = RedisEndpoint(host: "127.0.0.1", port: 7001, database: 3)
-        let refused = PooledConnection.handshakeFailure(
+        let refused = RedisHandshake.failure(
             [.success(.error("NOAUTH Authentication required.")), .success(.error("NOAUTH Authentication required."))],
             endpoint: selecting)
         #expect(refused?.kind == .auth)
-        #expect(PooledConnection.handshakeFailure([.success(.error("LOADING Redis is loading"))], endpoint: noAuth)?.kind == .connect)
+        #expect(RedisHandshake.failure([.success(.error("LOADING Redis is loading"))], endpoint: noAuth)?.kind == .connect)
     }
 
     @Test func anAcceptedHandshakeLetsTheConnectionBeUsed() {
         #expect(
-            PooledConnection.handshakeFailure([.success(.status("OK")), .success(.status("OK"))], endpoint: Self.withCredentials)
+            RedisHandshake.failure([.success(.status("OK")), .success(.status("OK"))], endpoint: Self.withCredentials)
                 == nil)
         let passwordOnly = RedisEndpoint(host: "127.0.0.1", credentials: RedisCredentials(password: Self.password))
-        #expect(PooledConnection.handshakeFailure([.success(.status("OK"))], endpoint: passwordOnly) == nil)
-        #expect(PooledConnection.handshakeFailure([.success(.status("PONG"))], endpoint: RedisEndpoint(host: "127.0.0.1")) == nil)
+        #expect(RedisHandshake.failure([.success(.status("OK"))], endpoint: passwordOnly) == nil)
+        #expect(RedisHandshake.failure([.success(.status("PONG"))], endpoint: RedisEndpoint(host: "127.0.0.1")) == nil)
     }
 }
