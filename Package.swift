@@ -3,6 +3,8 @@
 // The prefetch orchestrator. One library target per concern, a thin `prefetch`
 // executable on top:
 //
+//   CCrypto          the C world: the system's libcrypto (OpenSSL 3, which libcurl links too) through pkg-config (only Digests imports it)
+//   Digests          SHA-256, HMAC-SHA256 keyed once and copied per use, SHA-1 and MD5 as value types, on libcrypto's EVP API
 //   PrefetchCore     config protocol, validation, page matching, request composition, which config a caller gets (no networking)
 //   CCurl            the C world: libcurl through pkg-config, with typed shims (only PrefetchFetcher imports it)
 //   PrefetchFetcher  libcurl multi interface driven from one loop thread; async fetch API
@@ -79,7 +81,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
@@ -95,8 +96,18 @@ let package = Package(
             name: "PrefetchCore",
             dependencies: [
                 .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "Digests",
             ],
+            swiftSettings: swiftSettings
+        ),
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(
+            name: "Digests",
+            dependencies: ["CCrypto"],
             swiftSettings: swiftSettings
         ),
         .systemLibrary(
@@ -135,7 +146,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 "PrefetchCore",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "Digests",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -157,7 +168,7 @@ let package = Package(
                 "PrefetchStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "Digests",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -198,7 +209,6 @@ let package = Package(
                 "PrefetchDNS",
                 "PrefetchFetcher",
                 "PrefetchStore",
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -211,7 +221,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "PrefetchEngine",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "Digests",
                 "ConfigUpdater",
                 "PrefetchCore",
                 "PrefetchStore",
@@ -235,7 +245,7 @@ let package = Package(
             dependencies: [
                 "PrefetchCore",
                 "PrefetchFetcher",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "Digests",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -347,6 +357,11 @@ let package = Package(
                 "PrefetchTestUpstreamTLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "DigestsTests",
+            dependencies: ["Digests"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
