@@ -1,6 +1,6 @@
-# The prefetch service image: a release build on the Swift 6 bookworm image, run on bookworm-slim with only
-# the C libraries it links (libcurl, hiredis, libcrypto from OpenSSL 3), CA certificates and time zones, as a
-# non-root user.
+# The prefetch service image: a release build on the Swift 6 bookworm image, with OTLP export (the OTLP trait),
+# run on bookworm-slim with only the C libraries it links (libcurl, hiredis, libcrypto from OpenSSL 3), CA
+# certificates and time zones, as a non-root user.
 # scripts/verify-runtime.sh rehearses the runtime stage without a Docker engine.
 
 FROM swift:6.3-bookworm AS build
@@ -11,7 +11,7 @@ WORKDIR /src
 COPY Package.swift ./
 COPY Sources ./Sources
 COPY Tests ./Tests
-RUN swift build -c release --static-swift-stdlib --product prefetch \
+RUN swift build -c release --static-swift-stdlib --traits OTLP --product prefetch \
     && mkdir -p /staging \
     && cp .build/release/prefetch /staging/ \
     && cp -R .build/release/prefetch_PrefetchService.resources /staging/

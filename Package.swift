@@ -24,6 +24,9 @@
 //   ServiceTestSupport    (Tests/ServiceTestSupport) the service test targets' helpers: the service in process or on a socket, prefetch serve as a process, replies
 //   prefetch         the CLI: plan, validate, fetch, serve
 //   prefetch-upstream, prefetch-upstream-tls  the test upstreams as processes (the demo's is the plain one)
+//
+// Trait OTLP (off by default): OTLP export through swift-otel (`prefetch serve --otlp`). Production builds
+// (the Dockerfile) and scripts/test.sh enable it with `--traits OTLP`; the demo's first build goes without it.
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -72,6 +75,12 @@ let package = Package(
         .executable(name: "prefetch-upstream", targets: ["prefetch-upstream"]),
         .executable(name: "prefetch-upstream-tls", targets: ["prefetch-upstream-tls"]),
         .library(name: "PrefetchCore", targets: ["PrefetchCore"]),
+    ],
+    traits: [
+        // OTLP export of traces and metrics (`prefetch serve --otlp`): swift-otel's HTTP exporter, with
+        // AsyncHTTPClient, NIOSSL and protobuf. Off by default so a first build skips them; production builds it
+        // (`swift build --traits OTLP`, the Dockerfile), and so does scripts/test.sh.
+        .trait(name: "OTLP", description: "OTLP/HTTP export of traces and metrics (swift-otel)")
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -272,8 +281,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                // OTLP/HTTP only (the OTLPHTTP trait): no gRPC stack in the build.
-                .product(name: "OTel", package: "swift-otel"),
+                // OTLP/HTTP only (swift-otel's OTLPHTTP trait: no gRPC stack), and only with this package's OTLP trait.
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLP"])),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),

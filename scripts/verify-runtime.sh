@@ -11,10 +11,10 @@ cd "$(dirname "$0")/.."
 
 scripts/ensure-deps.sh build
 command -v debootstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
-dpkg -s libhiredis-dev >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libhiredis-dev >/dev/null
+dpkg -s libhiredis-dev libssl-dev >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libhiredis-dev libssl-dev >/dev/null
 
-echo "== release build (--static-swift-stdlib)"
-swift build -c release --static-swift-stdlib --product prefetch
+echo "== release build (--static-swift-stdlib, with the OTLP trait)"
+swift build -c release --static-swift-stdlib --traits OTLP --product prefetch
 
 root=${VERIFY_ROOT:-/var/tmp/prefetch-runtime-root}
 if [ ! -x "$root/usr/bin/apt-get" ]; then

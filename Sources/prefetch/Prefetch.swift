@@ -338,7 +338,7 @@ extension Prefetch {
         @Flag(
             name: .customLong("otlp"),
             help:
-                "Also export traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318; env PREFETCH_OTLP=1)."
+                "Also export traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318; env PREFETCH_OTLP=1). Only in a build with the OTLP trait (swift build --traits OTLP)."
         )
         var otlp = false
 
@@ -498,6 +498,13 @@ extension Prefetch {
             settings.dns.httpdns = httpdns ?? environment.value("PREFETCH_HTTPDNS")
             settings.listeners.fastHandoff = !(noFastHandoff || environment.value("PREFETCH_FAST_HANDOFF") == "0")
             settings.otlp = otlp || environment.value("PREFETCH_OTLP") == "1"
+            if settings.otlp {
+                do {
+                    try OTLPExport.requireAvailable()
+                } catch {
+                    throw ValidationError("\(error)")
+                }
+            }
             settings.listeners.demo = demo || environment.value("PREFETCH_DEMO") == "1"
             settings.engine.thirdPartyCookies = thirdPartyCookies || environment.value("PREFETCH_THIRD_PARTY_COOKIES") == "1"
             for status in unsharedStatuses {
