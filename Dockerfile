@@ -1,23 +1,24 @@
-# The prefetch service image: a release build on the Swift 6 bookworm image, run on bookworm-slim with only
-# the C libraries it links (libcurl, hiredis), CA certificates and time zones, as a non-root user.
+# The prefetch service image: a release build on the Swift 6 bookworm image, with OTLP export (the OTLP trait),
+# run on bookworm-slim with only the C libraries it links (libcurl, hiredis, libcrypto from OpenSSL 3), CA
+# certificates and time zones, as a non-root user.
 # scripts/verify-runtime.sh rehearses the runtime stage without a Docker engine.
 
 FROM swift:6.3-bookworm AS build
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libcurl4-openssl-dev libhiredis-dev pkg-config \
+    && apt-get install -y --no-install-recommends libcurl4-openssl-dev libhiredis-dev libssl-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Package.swift ./
 COPY Sources ./Sources
 COPY Tests ./Tests
-RUN swift build -c release --static-swift-stdlib --product prefetch \
+RUN swift build -c release --static-swift-stdlib --traits OTLP --product prefetch \
     && mkdir -p /staging \
     && cp .build/release/prefetch /staging/ \
     && cp -R .build/release/prefetch_PrefetchService.resources /staging/
 
 FROM debian:bookworm-slim
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libcurl4 libhiredis0.14 ca-certificates tzdata \
+    && apt-get install -y --no-install-recommends libcurl4 libhiredis0.14 libssl3 ca-certificates tzdata \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin prefetch
 # The resource bundle (openapi.yaml, client.js, the debug view) must sit next to the binary.

@@ -3,6 +3,8 @@
 // The prefetch orchestrator. One library target per concern, a thin `prefetch`
 // executable on top:
 //
+//   CCrypto          the C world: the system's libcrypto (OpenSSL 3, which libcurl links too) through pkg-config (only Digests imports it)
+//   Digests          SHA-256, HMAC-SHA256 keyed once and copied per use, SHA-1 and MD5 as value types, on libcrypto's EVP API
 //   PrefetchCore     config protocol, validation, page matching, request composition, which config a caller gets (no networking)
 //   CCurl            the C world: libcurl through pkg-config, with typed shims (only PrefetchFetcher imports it)
 //   PrefetchFetcher  libcurl multi interface driven from one loop thread; async fetch API
@@ -22,6 +24,9 @@
 //   ServiceTestSupport    (Tests/ServiceTestSupport) the service test targets' helpers: the service in process or on a socket, prefetch serve as a process, replies
 //   prefetch         the CLI: plan, validate, fetch, serve
 //   prefetch-upstream, prefetch-upstream-tls  the test upstreams as processes (the demo's is the plain one)
+//
+// Trait OTLP (off by default): OTLP export through swift-otel (`prefetch serve --otlp`). Production builds
+// (the Dockerfile) and scripts/test.sh enable it with `--traits OTLP`; the demo's first build goes without it.
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -71,6 +76,12 @@ let package = Package(
         .executable(name: "prefetch-upstream-tls", targets: ["prefetch-upstream-tls"]),
         .library(name: "PrefetchCore", targets: ["PrefetchCore"]),
     ],
+    traits: [
+        // OTLP export of traces and metrics (`prefetch serve --otlp`): swift-otel's HTTP exporter, with
+        // AsyncHTTPClient, NIOSSL and protobuf. Off by default so a first build skips them; production builds it
+        // (`swift build --traits OTLP`, the Dockerfile), and so does scripts/test.sh.
+        .trait(name: "OTLP", description: "OTLP/HTTP export of traces and metrics (swift-otel)")
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -79,7 +90,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
@@ -95,8 +105,18 @@ let package = Package(
             name: "PrefetchCore",
             dependencies: [
                 .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "Digests",
             ],
+            swiftSettings: swiftSettings
+        ),
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(
+            name: "Digests",
+            dependencies: ["CCrypto"],
             swiftSettings: swiftSettings
         ),
         .systemLibrary(
@@ -135,7 +155,7 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 "PrefetchCore",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "Digests",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ],
@@ -157,7 +177,7 @@ let package = Package(
                 "PrefetchStore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "Digests",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -198,7 +218,6 @@ let package = Package(
                 "PrefetchDNS",
                 "PrefetchFetcher",
                 "PrefetchStore",
-                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -211,7 +230,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 "PrefetchEngine",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "Digests",
                 "ConfigUpdater",
                 "PrefetchCore",
                 "PrefetchStore",
@@ -235,7 +254,7 @@ let package = Package(
             dependencies: [
                 "PrefetchCore",
                 "PrefetchFetcher",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "Digests",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -262,8 +281,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                // OTLP/HTTP only (the OTLPHTTP trait): no gRPC stack in the build.
-                .product(name: "OTel", package: "swift-otel"),
+                // OTLP/HTTP only (swift-otel's OTLPHTTP trait: no gRPC stack), and only with this package's OTLP trait.
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLP"])),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -347,6 +366,11 @@ let package = Package(
                 "PrefetchTestUpstreamTLS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "DigestsTests",
+            dependencies: ["Digests"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

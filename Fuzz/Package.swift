@@ -36,17 +36,19 @@ let package = Package(
     },
     dependencies: [
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
-        // The main package's modules, from its own sources.
+        // The main package's modules, from its own sources. The digests (the system's libcrypto) are not fuzzed:
+        // no parser of outsider bytes, so Digests is built plain.
+        .systemLibrary(name: "CCrypto", path: "MainSources/CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .target(name: "Digests", dependencies: ["CCrypto"], path: "MainSources/Digests"),
         .target(
             name: "PrefetchCore",
             dependencies: [
-                .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "HTTPTypes", package: "swift-http-types"), "Digests",
             ],
             path: "MainSources/PrefetchCore",
             swiftSettings: instrumented
@@ -56,7 +58,7 @@ let package = Package(
             dependencies: [
                 "PrefetchCore",
                 .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "Digests",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -2,7 +2,8 @@
 # Installs the system packages the build and the tests need, when they are missing.
 # Usage: scripts/ensure-deps.sh [build|test]
 set -euo pipefail
-want=(libcurl4-openssl-dev libhiredis-dev pkg-config)
+# libssl-dev: the digests come from the system's libcrypto (OpenSSL 3; the Digests target through CCrypto).
+want=(libcurl4-openssl-dev libhiredis-dev libssl-dev pkg-config)
 if [ "${1:-build}" = "test" ]; then
   # Real parts the tests start: redis-server, openssl (test CA and certificates), curl, and chromium
   # (with python3's websocket-client) for the real-browser tests (scripts/webshell-browser.py).

@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# The main job. Without arguments: builds the service and serves the offline demo (configs/demo.json), whose
+# The main job. Without arguments: builds the service (a debug build, the quickest first run) and serves the
+# offline demo (configs/demo.json), whose
 # page's interfaces are answered by the project's own demo upstream (prefetch-upstream on 127.0.0.1:9090, started
 # and stopped with it): open http://127.0.0.1:8080/ and follow the link. Page surface 127.0.0.1:8080, operator
 # surface (/ui, /metrics) 127.0.0.1:8081, in-memory store.
-# With arguments: runs that `prefetch` subcommand instead, e.g. the production command
+# With arguments: builds release and runs that `prefetch` subcommand instead, e.g. the production command
 # `scripts/run.sh serve --config configs/prefetch.json`, or
 # `scripts/run.sh plan 'https://m.example.com/help/new?id=163&itemId=126'`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-deps.sh build
-swift build -c release --static-swift-stdlib --product prefetch
 if [ $# -gt 0 ]; then
+  # The production command: a release build, as the image ships it.
+  swift build -c release --static-swift-stdlib --product prefetch
   exec .build/release/prefetch "$@"
 fi
 
-swift build -c release --static-swift-stdlib --product prefetch-upstream
-.build/release/prefetch-upstream --port 9090 >/dev/null &
+# The demo: a debug build of the two binaries it runs, the quickest first run (README.md's Quick start). No OTLP
+# export (the OTLP trait is off): `prefetch serve --otlp` needs `swift build --traits OTLP`.
+swift build --product prefetch
+swift build --product prefetch-upstream
+.build/debug/prefetch-upstream --port 9090 >/dev/null &
 upstream=$!
 trap 'kill -TERM "$upstream" 2>/dev/null || true' EXIT
-.build/release/prefetch serve --demo --config configs/demo.json --port 8080 --admin-port 8081 &
+.build/debug/prefetch serve --demo --config configs/demo.json --port 8080 --admin-port 8081 &
 serve=$!
 trap 'kill -TERM "$serve" 2>/dev/null || true' INT TERM
 echo "demo: open http://127.0.0.1:8080/ (the demo shell opens a page whose data is prefetched), then http://127.0.0.1:8081/ui" >&2

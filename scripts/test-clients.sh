@@ -7,8 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${PREFETCH_BIN:-}" ] || [ -z "${PREFETCH_UPSTREAM_BIN:-}" ]; then
-  swift build --product prefetch
-  swift build --product prefetch-upstream
+  # With the OTLP trait, as scripts/test.sh builds (which runs this script after its own build): nothing rebuilt.
+  swift build --traits OTLP --product prefetch
+  swift build --traits OTLP --product prefetch-upstream
   bin=$(swift build --show-bin-path)
   export PREFETCH_BIN="$bin/prefetch" PREFETCH_UPSTREAM_BIN="$bin/prefetch-upstream"
 fi

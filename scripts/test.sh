@@ -33,7 +33,10 @@ build_without_warnings() {
   fi
   rm -f "$log"
 }
-build_without_warnings --build-tests
+# The build the tests run is the production one, with the OTLP trait (OTLP export: OTLPExportTests runs `prefetch
+# serve --otlp`); a build without it, like scripts/run.sh's demo, refuses --otlp (ServeSettingsTests).
+traits=(--traits OTLP)
+build_without_warnings --build-tests "${traits[@]}"
 # A crash (of the test process or of a child it started) fails the run; its backtrace is not worth the minutes of a
 # core that symbolicating a debug build takes, starving every test still running.
 export SWIFT_BACKTRACE=enable=no
@@ -43,7 +46,7 @@ width=(--experimental-maximum-parallelization-width 6)
 # The layers: `swift test` filters (regular expressions on Module.Suite/test; the modules are the test targets).
 # RedisStoreTests is the one target in two layers: its Redis Cluster and Sentinel failover suites are deployments.
 redis_deployments='RedisStoreTests.(ClusterTests|SentinelFailoverTests)'
-layer_unit=(--filter 'PrefetchCoreTests|PrefetchStoreTests|ConfigUpdaterTests|ResourceProviderTests|ServiceUnitTests')
+layer_unit=(--filter 'DigestsTests|PrefetchCoreTests|PrefetchStoreTests|ConfigUpdaterTests|ResourceProviderTests|ServiceUnitTests')
 layer_service=(--filter 'PrefetchFetcherTests|PrefetchDNSTests|RendererPoolTests|RedisStoreTests|ServiceSocketTests'
   --skip "$redis_deployments")
 layer_deployments=(--filter "DeploymentTests|$redis_deployments")
@@ -56,7 +59,7 @@ run_layer() {
   log="$(mktemp)"
   SECONDS=0
   set +e
-  swift test --skip-build "$@" "${width[@]}" 2>&1 | tee "$log"
+  swift test --skip-build "${traits[@]}" "$@" "${width[@]}" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   set -e
   count=$(grep -oE 'Test run with [0-9]+ tests?' "$log" | tail -1 | grep -oE '[0-9]+' || true)
@@ -86,7 +89,7 @@ if [ $# -eq 0 ]; then
   # The operators' view: a real Prometheus scraping live services, the rules and every dashboard query (docs/operations.md).
   PREFETCH_BIN_DIR="$(swift build --show-bin-path)" scripts/operators-view-test.py
 else
-  swift test --skip-build "$@" "${width[@]}"
+  swift test --skip-build "${traits[@]}" "$@" "${width[@]}"
 fi
 scripts/test-clients.sh
 # The fuzzers run short here, as a check that every target builds, starts and survives its corpus and a few seconds

@@ -1,4 +1,4 @@
-import Crypto
+import Digests
 
 /// What a config source serves at one moment: the active config and, during a rollout, a candidate beside it; and
 /// which of the two each caller gets.
@@ -64,7 +64,7 @@ public struct ServedConfigs: Sendable {
     public static func bucket(identityDigest: String, candidateVersion: String) -> Int {
         var hasher = SHA256()
         hasher.update(data: Array("prefetch-canary-v1".utf8) + [0] + Array(candidateVersion.utf8) + [0] + Array(identityDigest.utf8))
-        let digest = Array(hasher.finalize())
+        let digest = hasher.finalize()
         let prefix = digest.prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
         return Int(prefix % UInt64(buckets))
     }

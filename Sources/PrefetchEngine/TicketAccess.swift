@@ -1,4 +1,3 @@
-import Crypto
 public import Foundation
 public import PrefetchCore
 public import PrefetchStore

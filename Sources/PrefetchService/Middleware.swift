@@ -1,4 +1,4 @@
-import Crypto
+import Digests
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -203,7 +203,7 @@ struct AdminGuardMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: EngineMetrics
 
     init(token: String?, adminHost: String, metrics: EngineMetrics) {
-        self.token = token.map { Array(SHA256.hash(data: Array($0.utf8))) }
+        self.token = token.map { SHA256.hash(data: Array($0.utf8)) }
         self.adminHost = adminHost.lowercased()
         self.metrics = metrics
     }
@@ -248,7 +248,7 @@ struct AdminGuardMiddleware<Context: RequestContext>: RouterMiddleware {
                 value.lowercased().hasPrefix("bearer ") ? String(value.dropFirst(7)).trimmingCharacters(in: .whitespaces) : nil
             }
             // Hashing both sides first makes the comparison independent of the token's length as well.
-            guard let presented, constantTimeEqual(Array(SHA256.hash(data: Array(presented.utf8))), token) else {
+            guard let presented, constantTimeEqual(SHA256.hash(data: Array(presented.utf8)), token) else {
                 metrics.denied("admin-unauthorized")
                 var error = try APIError(
                     status: .unauthorized, code: .adminUnauthorized,

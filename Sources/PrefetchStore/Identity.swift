@@ -1,4 +1,4 @@
-import Crypto
+import Digests
 public import HTTPTypes
 import PrefetchCore
 
@@ -11,7 +11,7 @@ public struct IdentityKey: Sendable {
     /// HMAC-SHA256 already keyed with the secret: each digest starts from a copy of it, so the key schedule (two
     /// hash blocks) is computed once, not per digest (a trigger makes several). Never mutated: a copy is updated,
     /// and the copy's state is its own (copy on write).
-    nonisolated(unsafe) private let keyed: HMAC<SHA256>
+    private let keyed: HMACSHA256
 
     /// The smallest secret accepted, in bytes.
     public static let minimumBytes = 32
@@ -21,7 +21,7 @@ public struct IdentityKey: Sendable {
     public init(secret: some Sequence<UInt8>) throws(IdentityKeyError) {
         let bytes = Array(secret)
         guard bytes.count >= Self.minimumBytes else { throw IdentityKeyError(length: bytes.count) }
-        self.keyed = HMAC<SHA256>(key: SymmetricKey(data: bytes))
+        self.keyed = HMACSHA256(key: bytes)
     }
 
     /// A fresh random key of 32 bytes.
@@ -39,7 +39,7 @@ public struct IdentityKey: Sendable {
         var mac = keyed
         mac.update(data: Array(domain.utf8))
         for field in fields { appendLengthPrefixed(field, to: &mac) }
-        return Array(mac.finalize())
+        return mac.finalize()
     }
 }
 
@@ -195,24 +195,24 @@ public struct StoreKey: Hashable, Sendable, CustomStringConvertible {
         for field in [identity.digest, method, request] {
             appendLengthPrefixed(Array(field.utf8), to: &hasher)
         }
-        return Array(hasher.finalize())
+        return hasher.finalize()
     }
 }
 
 /// Length prefixes keep ("ab","c") and ("a","bc") apart.
-private func appendLengthPrefixed(_ bytes: [UInt8], to hasher: inout some HashFunction) {
+private func appendLengthPrefixed(_ bytes: [UInt8], to hasher: inout SHA256) {
     appendCount(bytes.count, to: &hasher)
     hasher.update(data: bytes)
 }
 
 /// A count before a list keeps lists of different lengths apart.
-private func appendCount(_ count: Int, to hasher: inout some HashFunction) {
+private func appendCount(_ count: Int, to hasher: inout SHA256) {
     var length = UInt64(count).bigEndian
     withUnsafeBytes(of: &length) { hasher.update(bufferPointer: $0) }
 }
 
-private func appendLengthPrefixed(_ bytes: [UInt8], to mac: inout HMAC<SHA256>) {
+private func appendLengthPrefixed(_ bytes: [UInt8], to mac: inout HMACSHA256) {
     var length = UInt64(bytes.count).bigEndian
-    withUnsafeBytes(of: &length) { mac.update(data: Array($0)) }
+    withUnsafeBytes(of: &length) { mac.update(bufferPointer: $0) }
     mac.update(data: bytes)
 }

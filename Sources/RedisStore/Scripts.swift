@@ -1,4 +1,4 @@
-import Crypto
+import Digests
 
 /// A Lua script run atomically by Redis: sent by SHA-1 (`EVALSHA`), and in full only when the server does not have
 /// it cached yet (`NOSCRIPT`, e.g. after a restart).
@@ -8,7 +8,7 @@ struct LuaScript: Sendable, Hashable {
 
     init(_ source: String) {
         self.source = source
-        self.sha = Insecure.SHA1.hash(data: Array(source.utf8)).map { byte in
+        self.sha = SHA1.hash(data: Array(source.utf8)).map { byte in
             let digits = Array("0123456789abcdef")
             return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0f)]])
         }.joined()

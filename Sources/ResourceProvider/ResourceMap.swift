@@ -1,4 +1,4 @@
-import Crypto
+import Digests
 import Foundation
 import NIOCore
 import PrefetchCore
@@ -40,8 +40,8 @@ public struct ResourceCheckAnswer: Codable, Sendable, Equatable {
 
 /// Digests of a body.
 enum Digests {
-    static func sha256(_ bytes: ByteBuffer) -> String { bytes.withUnsafeReadableBytes { Hex.encode(SHA256.hash(data: $0)) } }
-    static func md5(_ bytes: ByteBuffer) -> String { bytes.withUnsafeReadableBytes { Hex.encode(Insecure.MD5.hash(data: $0)) } }
+    static func sha256(_ bytes: ByteBuffer) -> String { bytes.withUnsafeReadableBytes { Hex.encode(SHA256.hash(bufferPointer: $0)) } }
+    static func md5(_ bytes: ByteBuffer) -> String { bytes.withUnsafeReadableBytes { Hex.encode(MD5.hash(bufferPointer: $0)) } }
     static func sha256(_ bytes: [UInt8]) -> String { Hex.encode(SHA256.hash(data: bytes)) }
 
     /// Whether `text` is a SHA-256 as the blob route accepts it: exactly 64 lowercase hex digits.
@@ -61,7 +61,7 @@ enum MapVersion {
             guard let entry = entries[key] else { continue }
             text += "\(key) \(entry.sha256) \(entry.ctype)\n"
         }
-        let digest = Array(SHA256.hash(data: Array(text.utf8)))
+        let digest = SHA256.hash(data: Array(text.utf8))
         var value: UInt64 = 0
         for byte in digest.prefix(6) { value = value << 8 | UInt64(byte) }
         // Never "0", the empty map's version.

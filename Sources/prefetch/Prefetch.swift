@@ -213,7 +213,7 @@ extension Prefetch {
         @Flag(
             name: .customLong("otlp"),
             help:
-                "Also export traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318; env PREFETCH_OTLP=1)."
+                "Also export traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318; env PREFETCH_OTLP=1). Only in a build with the OTLP trait (swift build --traits OTLP)."
         )
         var otlp = false
 
@@ -249,6 +249,13 @@ extension Prefetch {
                 }
             }
             settings.otlp = otlp || environment.value("PREFETCH_OTLP") == "1"
+            if settings.otlp {
+                do {
+                    try OTLPExport.requireAvailable()
+                } catch {
+                    throw ValidationError("\(error)")
+                }
+            }
             settings.engine.identityKey = try IdentityKeySource.load(
                 given: identityKey ?? environment.value("PREFETCH_IDENTITY_KEY"), stateDirectory: source.stateDirectory,
                 shared: settings.store.url != nil)

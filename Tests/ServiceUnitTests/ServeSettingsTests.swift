@@ -31,10 +31,28 @@ import Testing
 
     @Test func theOTLPExportIsOffUnlessAskedFor() throws {
         #expect(try settings([]).otlp == false)
-        #expect(try settings(["--otlp"]).otlp)
-        #expect(try settings([], ["PREFETCH_OTLP": "1"]).otlp)
         #expect(
             try settings([], ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"]).otlp == false, "an endpoint alone turns nothing on")
+        if OTLPExport.isAvailable {
+            #expect(try settings(["--otlp"]).otlp)
+            #expect(try settings([], ["PREFETCH_OTLP": "1"]).otlp)
+        } else {
+            #expect(throws: ValidationError.self) { try settings(["--otlp"]) }
+            #expect(throws: ValidationError.self) { try settings([], ["PREFETCH_OTLP": "1"]) }
+        }
+    }
+
+    /// A build without the OTLP trait refuses `--otlp` at startup, naming the flag, what the build lacks and how to
+    /// build one with export (scripts/test.sh builds with the trait, so the refusal itself is checked here).
+    @Test func withoutTheOTLPTraitTheFlagIsRefusedSayingHowToBuildWithExport() throws {
+        try OTLPExport.requireAvailable(true)
+        #expect {
+            try OTLPExport.requireAvailable(false)
+        } throws: { error in
+            let message = String(describing: error)
+            return message.contains("--otlp") && message.contains("PREFETCH_OTLP=1") && message.contains("no OTLP export")
+                && message.contains("swift build --traits OTLP")
+        }
     }
 
     @Test func aSharedStoreWithoutAnIdentityKeyIsRefusedNamingTheOption() throws {
