@@ -100,10 +100,12 @@ struct ByteText {
         (word &- lowBits &* UInt64(limit)) & ~word & highBits
     }
 
-    /// Whether some byte of `word` ends or escapes a JSON string's plain run: `"`, `\`, a control byte or a non-ASCII one.
+    /// The bytes of `word` that end or escape a JSON string's plain run (`"`, `\`, a control byte or a non-ASCII one),
+    /// each flagged by its high bit. The lowest flag is exact (a borrow can only flag bytes above a true one), so with
+    /// the word read in little-endian order, `trailingZeroBitCount / 8` is the offset of the first such byte.
     @inline(__always)
-    static func hasSpecialStringByte(_ word: UInt64) -> Bool {
-        (hasByte(word, UInt8(ascii: "\"")) | hasByte(word, UInt8(ascii: "\\")) | hasByteBelow(word, 0x20) | (word & highBits)) != 0
+    static func specialStringBytes(_ word: UInt64) -> UInt64 {
+        hasByte(word, UInt8(ascii: "\"")) | hasByte(word, UInt8(ascii: "\\")) | hasByteBelow(word, 0x20) | (word & highBits)
     }
 
     /// Whether some byte of `word` is not a printable ASCII byte (a control byte, DEL or non-ASCII).

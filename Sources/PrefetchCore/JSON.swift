@@ -94,26 +94,23 @@ public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible
 /// A strict RFC 8259 parser: UTF-8 input only, no trailing commas, no comments, duplicate member names
 /// rejected, nesting bounded so hostile input cannot exhaust the stack.
 ///
-/// It reads the input through an `UnsafeBufferPointer` and builds only the values it returns: a string without
-/// escapes becomes a `String` straight from its bytes (validated as UTF-8 only when it has a non-ASCII byte), a
-/// string with escapes is decoded into one reused byte buffer, and an object's members go into one array with
-/// no intermediate lookups (names are checked for duplicates as they come).
+/// The byte-level rules are ``JSONScanner``'s (shared with ``JSONTape`` and ``JSONBytes``); this walks the grammar
+/// and builds only the values it returns: a string without escapes becomes a `String` straight from its bytes, a
+/// string with escapes is decoded straight into its `String`'s storage, and an object's members go into one array
+/// with no intermediate lookups (names are checked for duplicates as they come).
 public struct JSONParser {
     /// The deepest nesting of arrays and objects accepted.
-    public static let maximumDepth = 64
+    public static let maximumDepth = JSONScanner.maximumDepth
 
-    private let bytes: UnsafeBufferPointer<UInt8>
-    private var index = 0
-    private var depth = 0
-    /// The decoded bytes of the string being read, when it has escapes (reused across strings).
-    private var scratch: [UInt8] = []
+    /// The lexical layer: every byte-level rule and the nesting limit.
+    private var scanner: JSONScanner
     /// The members of the objects being read, innermost last (reused): an object's array is made once, at its
     /// closing brace, with exactly its members, instead of growing by doubling as members arrive.
     private var memberStack: [JSONObject.Member] = []
     /// The same for the elements of the arrays being read.
     private var elementStack: [JSONValue] = []
 
-    private init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+    private init(bytes: UnsafeBufferPointer<UInt8>) { scanner = JSONScanner(bytes) }
 
     /// Parses one JSON document; anything but whitespace after it is an error.
     public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
@@ -133,99 +130,42 @@ public struct JSONParser {
 
     static func parse(buffer: UnsafeBufferPointer<UInt8>) -> Result<JSONValue, JSONParseError> {
         var parser = JSONParser(bytes: buffer)
-        do throws(JSONParseError) {
-            if buffer.count >= 3 && buffer[0] == 0xEF && buffer[1] == 0xBB && buffer[2] == 0xBF { parser.index = 3 }
-            parser.skipWhitespace()
-            if parser.index >= buffer.count { throw parser.error("the document is empty") }
+        do throws(JSONSyntaxError) {
+            try parser.scanner.beginDocument(skippingByteOrderMark: true)
             let value = try parser.parseValue()
-            parser.skipWhitespace()
-            if parser.index < buffer.count { throw parser.error("unexpected data after the JSON document") }
+            try parser.scanner.endDocument()
             return .success(value)
         } catch {
-            return .failure(error)
+            return .failure(parser.scanner.parseError(error))
         }
     }
 
-    private func error(_ message: String) -> JSONParseError {
-        var line = 1
-        var column = 1
-        for byte in UnsafeBufferPointer(rebasing: bytes[..<min(index, bytes.count)]) {
-            if byte == UInt8(ascii: "\n") {
-                line += 1
-                column = 1
-            } else {
-                column += 1
-            }
-        }
-        return JSONParseError(message: message, line: line, column: column)
-    }
-
-    @inline(__always)
-    private mutating func skipWhitespace() {
-        while index < bytes.count {
-            switch bytes[index] {
-            case 0x20, 0x09, 0x0A, 0x0D: index += 1
-            default: return
-            }
-        }
-    }
-
-    private mutating func parseValue() throws(JSONParseError) -> JSONValue {
-        guard index < bytes.count else { throw error("unexpected end of input (the document is truncated)") }
-        switch bytes[index] {
-        case UInt8(ascii: "{"): return try parseObject()
-        case UInt8(ascii: "["): return try parseArray()
-        case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"):
-            try expectLiteral("true")
+    private mutating func parseValue() throws(JSONSyntaxError) -> JSONValue {
+        switch try scanner.valueStart() {
+        case .object: return try parseObject()
+        case .array: return try parseArray()
+        case .string: return .string(text(try scanner.string()))
+        case .number: return .number(ByteText(scanner.bytes).string(try scanner.number()))
+        case .trueLiteral:
+            try scanner.literal(.trueLiteral)
             return .bool(true)
-        case UInt8(ascii: "f"):
-            try expectLiteral("false")
+        case .falseLiteral:
+            try scanner.literal(.falseLiteral)
             return .bool(false)
-        case UInt8(ascii: "n"):
-            try expectLiteral("null")
+        case .null:
+            try scanner.literal(.null)
             return .null
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
-        default:
-            let byte = bytes[index]
-            if byte >= 0x20 && byte < 0x7F {
-                throw error("unexpected character '\(Character(Unicode.Scalar(byte)))'")
-            }
-            throw error("unexpected byte 0x\(String(byte, radix: 16, uppercase: true)) (not JSON text)")
         }
     }
 
-    private mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {
-        let count = literal.utf8CodeUnitCount
-        guard index + count <= bytes.count, ByteText(bytes).equals(index..<(index + count), literal) else {
-            throw error("invalid literal (expected \(literal))")
-        }
-        index += count
-    }
-
-    private mutating func enter() throws(JSONParseError) {
-        depth += 1
-        if depth > Self.maximumDepth { throw error("nesting deeper than \(Self.maximumDepth) levels") }
-    }
-
-    private mutating func parseObject() throws(JSONParseError) -> JSONValue {
-        try enter()
-        index += 1
-        skipWhitespace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
-            index += 1
-            depth -= 1
-            return .object(JSONObject(uniqueMembers: []))
-        }
+    private mutating func parseObject() throws(JSONSyntaxError) -> JSONValue {
+        guard try scanner.enter(.object) else { return .object(JSONObject(uniqueMembers: [])) }
         let first = memberStack.count
         defer { memberStack.removeSubrange(first...) }
         /// The names seen, once the object is too large for a linear scan to stay cheap.
         var names: Set<String>?
-        while true {
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input inside an object") }
-            guard bytes[index] == UInt8(ascii: "\"") else { throw error("expected a member name in double quotes") }
-            let name = try parseString()
+        repeat {
+            let name = text(try scanner.memberName())
             let duplicate: Bool
             if var seen = names {
                 names = nil
@@ -235,184 +175,28 @@ public struct JSONParser {
                 duplicate = memberStack[first...].contains { $0.name == name }
                 if memberStack.count - first == 16 { names = Set(memberStack[first...].map(\.name) + [name]) }
             }
-            if duplicate { throw error("duplicate member name \"\(name)\"") }
-            skipWhitespace()
-            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after member name") }
-            index += 1
-            skipWhitespace()
+            if duplicate { throw .duplicateMemberName(name) }
+            try scanner.colon()
             let value = try parseValue()
             memberStack.append(JSONObject.Member(name: name, value: value))
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input inside an object") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            if bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                break
-            }
-            throw error("expected ',' or '}' in an object")
-        }
-        depth -= 1
+        } while try scanner.next(in: .object)
         return .object(JSONObject(uniqueMembers: Array(memberStack[first...])))
     }
 
-    private mutating func parseArray() throws(JSONParseError) -> JSONValue {
-        try enter()
-        index += 1
-        skipWhitespace()
-        if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
-            index += 1
-            depth -= 1
-            return .array([])
-        }
+    private mutating func parseArray() throws(JSONSyntaxError) -> JSONValue {
+        guard try scanner.enter(.array) else { return .array([]) }
         let first = elementStack.count
         defer { elementStack.removeSubrange(first...) }
-        while true {
-            skipWhitespace()
+        repeat {
             let value = try parseValue()
             elementStack.append(value)
-            skipWhitespace()
-            guard index < bytes.count else { throw error("unexpected end of input inside an array") }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            if bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                break
-            }
-            throw error("expected ',' or ']' in an array")
-        }
-        depth -= 1
+        } while try scanner.next(in: .array)
         return .array(Array(elementStack[first...]))
     }
 
-    @inline(__always)
-    private mutating func skipDigits() -> Int {
-        let from = index
-        while index < bytes.count, ByteText.isDigit(bytes[index]) { index += 1 }
-        return index - from
-    }
-
-    private mutating func parseNumber() throws(JSONParseError) -> String {
-        let start = index
-        if bytes[index] == UInt8(ascii: "-") { index += 1 }
-        guard index < bytes.count else { throw error("invalid number") }
-        if bytes[index] == UInt8(ascii: "0") {
-            index += 1
-        } else if skipDigits() == 0 {
-            throw error("invalid number")
-        }
-        if index < bytes.count && bytes[index] == UInt8(ascii: ".") {
-            index += 1
-            if skipDigits() == 0 { throw error("invalid number: digits expected after '.'") }
-        }
-        if index < bytes.count && (bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E")) {
-            index += 1
-            if index < bytes.count && (bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-")) { index += 1 }
-            if skipDigits() == 0 { throw error("invalid number: digits expected in the exponent") }
-        }
-        return ByteText(bytes).string(start..<index)
-    }
-
-    private mutating func parseHex4() throws(JSONParseError) -> UInt32 {
-        guard index + 4 <= bytes.count else { throw error("truncated \\u escape") }
-        var value: UInt32 = 0
-        for _ in 0..<4 {
-            guard let digit = Hex.value(of: bytes[index]) else { throw error("invalid hex digit in \\u escape") }
-            value = value << 4 | UInt32(digit)
-            index += 1
-        }
-        return value
-    }
-
-    /// A string starting at its opening quote. The common case, no escape, is one scan and one `String`.
-    private mutating func parseString() throws(JSONParseError) -> String {
-        index += 1
-        let start = index
-        var ascii = true
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let run = UnsafeBufferPointer(rebasing: bytes[start..<index])
-                let text: String
-                if ascii {
-                    text = String(decoding: run, as: UTF8.self)
-                } else {
-                    // Reported at the closing quote, where the run ends.
-                    guard let valid = String(validating: run, as: UTF8.self) else { throw error("invalid UTF-8 in a string") }
-                    text = valid
-                }
-                index += 1
-                return text
-            }
-            if byte == UInt8(ascii: "\\") { return try parseEscapedString(from: start, runIsASCII: ascii) }
-            if byte < 0x20 { throw error("unescaped control character in a string") }
-            if byte >= 0x80 { ascii = false }
-            index += 1
-        }
-        throw error("unterminated string")
-    }
-
-    /// The rest of a string that has an escape at `index`, decoded into ``scratch``. Each run of unescaped bytes is
-    /// checked as UTF-8 where it ends, so an error is reported where it always was.
-    private mutating func parseEscapedString(from start: Int, runIsASCII: Bool) throws(JSONParseError) -> String {
-        scratch.removeAll(keepingCapacity: true)
-        var runStart = start
-        var runASCII = runIsASCII
-        while true {
-            guard index < bytes.count else { throw error("unterminated string") }
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                let run = UnsafeBufferPointer(rebasing: bytes[runStart..<index])
-                if !runASCII && String(validating: run, as: UTF8.self) == nil { throw error("invalid UTF-8 in a string") }
-                scratch.append(contentsOf: run)
-                if byte == UInt8(ascii: "\"") {
-                    index += 1
-                    return String(decoding: scratch, as: UTF8.self)
-                }
-            } else {
-                if byte < 0x20 { throw error("unescaped control character in a string") }
-                if byte >= 0x80 { runASCII = false }
-                index += 1
-                continue
-            }
-            index += 1
-            guard index < bytes.count else { throw error("unterminated escape") }
-            let escape = bytes[index]
-            index += 1
-            switch escape {
-            case UInt8(ascii: "\""): scratch.append(UInt8(ascii: "\""))
-            case UInt8(ascii: "\\"): scratch.append(UInt8(ascii: "\\"))
-            case UInt8(ascii: "/"): scratch.append(UInt8(ascii: "/"))
-            case UInt8(ascii: "b"): scratch.append(0x08)
-            case UInt8(ascii: "f"): scratch.append(0x0C)
-            case UInt8(ascii: "n"): scratch.append(0x0A)
-            case UInt8(ascii: "r"): scratch.append(0x0D)
-            case UInt8(ascii: "t"): scratch.append(0x09)
-            case UInt8(ascii: "u"):
-                var code = try parseHex4()
-                if (0xD800...0xDBFF).contains(code) {
-                    guard index + 6 <= bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
-                        throw error("lone high surrogate in \\u escape")
-                    }
-                    index += 2
-                    let low = try parseHex4()
-                    guard (0xDC00...0xDFFF).contains(low) else { throw error("invalid low surrogate in \\u escape") }
-                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-                } else if (0xDC00...0xDFFF).contains(code) {
-                    throw error("lone low surrogate in \\u escape")
-                }
-                guard let scalar = Unicode.Scalar(code) else { throw error("invalid \\u escape") }
-                scratch.append(contentsOf: UTF8.encode(scalar)!)
-            default:
-                throw error("invalid escape '\\\(Character(Unicode.Scalar(escape)))'")
-            }
-            runStart = index
-            runASCII = true
-        }
+    /// The text of a string the scanner checked.
+    private func text(_ string: JSONScanner.ScannedString) -> String {
+        JSONScanner.text(UnsafeBufferPointer(rebasing: scanner.bytes[string.range]), hasEscape: string.hasEscape)
     }
 }
 

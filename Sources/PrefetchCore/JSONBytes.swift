@@ -5,7 +5,7 @@
 /// a parse and re-serialisation.
 public enum JSONBytes {
     /// The deepest nesting accepted, as for ``JSONParser``.
-    public static let maximumDepth = JSONParser.maximumDepth
+    public static let maximumDepth = JSONScanner.maximumDepth
 
     /// Whether `bytes` is exactly one JSON text, optionally surrounded by whitespace.
     public static func isValid(_ bytes: [UInt8]) -> Bool {
@@ -13,193 +13,41 @@ public enum JSONBytes {
     }
 
     /// ``isValid(_:)`` over bytes held elsewhere (a stored body's storage: no copy).
+    ///
+    /// ``JSONParser``'s rules on ``JSONScanner``, but for two: a byte-order mark is not skipped (a body is spliced
+    /// whole, so one would end up inside the results view), and duplicate member names are not looked for.
     public static func isValid(_ buffer: UnsafeBufferPointer<UInt8>) -> Bool {
-        var scanner = Scanner(bytes: buffer)
-        scanner.skipWhitespace()
-        guard scanner.value(depth: 0) else { return false }
-        scanner.skipWhitespace()
-        return scanner.index == buffer.count
-    }
-
-    private struct Scanner {
-        let bytes: UnsafeBufferPointer<UInt8>
-        var index = 0
-
-        init(bytes: UnsafeBufferPointer<UInt8>) {
-            self.bytes = bytes
-        }
-
-        var current: UInt8? { index < bytes.count ? bytes[index] : nil }
-
-        mutating func skipWhitespace() {
-            while let byte = current, byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 { index += 1 }
-        }
-
-        mutating func literal(_ text: StaticString) -> Bool {
-            let count = text.utf8CodeUnitCount
-            guard bytes.count - index >= count else { return false }
-            for offset in 0..<count where bytes[index + offset] != text.utf8Start[offset] { return false }
-            index += count
+        var scanner = JSONScanner(buffer)
+        do throws(JSONSyntaxError) {
+            try scanner.beginDocument(skippingByteOrderMark: false)
+            try scanner.skipValue()
+            try scanner.endDocument()
             return true
-        }
-
-        mutating func value(depth: Int) -> Bool {
-            guard let byte = current else { return false }
-            switch byte {
-            case UInt8(ascii: "{"):
-                guard depth < JSONBytes.maximumDepth else { return false }
-                index += 1
-                skipWhitespace()
-                if current == UInt8(ascii: "}") {
-                    index += 1
-                    return true
-                }
-                while true {
-                    guard current == UInt8(ascii: "\""), string() else { return false }
-                    skipWhitespace()
-                    guard current == UInt8(ascii: ":") else { return false }
-                    index += 1
-                    skipWhitespace()
-                    guard value(depth: depth + 1) else { return false }
-                    skipWhitespace()
-                    if current == UInt8(ascii: ",") {
-                        index += 1
-                        skipWhitespace()
-                        continue
-                    }
-                    guard current == UInt8(ascii: "}") else { return false }
-                    index += 1
-                    return true
-                }
-            case UInt8(ascii: "["):
-                guard depth < JSONBytes.maximumDepth else { return false }
-                index += 1
-                skipWhitespace()
-                if current == UInt8(ascii: "]") {
-                    index += 1
-                    return true
-                }
-                while true {
-                    guard value(depth: depth + 1) else { return false }
-                    skipWhitespace()
-                    if current == UInt8(ascii: ",") {
-                        index += 1
-                        skipWhitespace()
-                        continue
-                    }
-                    guard current == UInt8(ascii: "]") else { return false }
-                    index += 1
-                    return true
-                }
-            case UInt8(ascii: "\""): return string()
-            case UInt8(ascii: "t"): return literal("true")
-            case UInt8(ascii: "f"): return literal("false")
-            case UInt8(ascii: "n"): return literal("null")
-            default: return number()
-            }
-        }
-
-        /// A string starting at the opening quote: escapes checked, control characters refused, UTF-8 well formed.
-        mutating func string() -> Bool {
-            index += 1
-            while let byte = current {
-                switch byte {
-                case UInt8(ascii: "\""):
-                    index += 1
-                    return true
-                case UInt8(ascii: "\\"):
-                    index += 1
-                    guard let escaped = current else { return false }
-                    switch escaped {
-                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
-                        UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
-                        index += 1
-                    case UInt8(ascii: "u"):
-                        // As `JSONParser` reads it: a high surrogate must be followed by `\u` and a low one, and a low
-                        // one never stands alone (a lone surrogate is no Unicode text), so both say the same is JSON.
-                        guard let unit = hexUnit(at: index + 1) else { return false }
-                        index += 5
-                        if (0xDC00...0xDFFF).contains(unit) { return false }
-                        if (0xD800...0xDBFF).contains(unit) {
-                            guard current == UInt8(ascii: "\\"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "u"),
-                                let low = hexUnit(at: index + 2), (0xDC00...0xDFFF).contains(low)
-                            else { return false }
-                            index += 6
-                        }
-                    default: return false
-                    }
-                case 0x00..<0x20: return false
-                case 0x00..<0x80: index += 1
-                default:
-                    guard utf8Sequence() else { return false }
-                }
-            }
+        } catch {
             return false
         }
+    }
+}
 
-        /// The four hex digits at `start` as a UTF-16 code unit, or nil when they are not four hex digits.
-        func hexUnit(at start: Int) -> UInt16? {
-            guard bytes.count - start >= 4 else { return nil }
-            var unit: UInt16 = 0
-            for offset in 0..<4 {
-                guard let digit = Hex.value(of: bytes[start + offset]) else { return nil }
-                unit = unit << 4 | UInt16(digit)
-            }
-            return unit
+extension JSONScanner {
+    /// Past the value at ``index``, checked and nothing built: the validator's walk of the grammar.
+    fileprivate mutating func skipValue() throws(JSONSyntaxError) {
+        let start = try valueStart()
+        switch start {
+        case .object:
+            guard try enter(.object) else { return }
+            repeat {
+                _ = try memberName()
+                try colon()
+                try skipValue()
+            } while try next(in: .object)
+        case .array:
+            guard try enter(.array) else { return }
+            repeat { try skipValue() } while try next(in: .array)
+        case .string: _ = try string()
+        case .number: _ = try number()
+        case .trueLiteral, .falseLiteral, .null: try literal(start)
         }
-
-        /// One well-formed multi-byte UTF-8 sequence (no overlongs, surrogates or values past U+10FFFF).
-        mutating func utf8Sequence() -> Bool {
-            let lead = bytes[index]
-            let length: Int
-            var low: UInt8 = 0x80
-            var high: UInt8 = 0xBF
-            switch lead {
-            case 0xC2...0xDF: length = 2
-            case 0xE0:
-                length = 3
-                low = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED:
-                length = 3
-                high = 0x9F
-            case 0xF0:
-                length = 4
-                low = 0x90
-            case 0xF1...0xF3: length = 4
-            case 0xF4:
-                length = 4
-                high = 0x8F
-            default: return false
-            }
-            guard bytes.count - index >= length else { return false }
-            let second = bytes[index + 1]
-            guard second >= low && second <= high else { return false }
-            for offset in 2..<length where !(0x80...0xBF).contains(bytes[index + offset]) { return false }
-            index += length
-            return true
-        }
-
-        mutating func number() -> Bool {
-            if current == UInt8(ascii: "-") { index += 1 }
-            guard let first = current, isDigit(first) else { return false }
-            index += 1
-            if first != UInt8(ascii: "0") { while let byte = current, isDigit(byte) { index += 1 } }
-            if current == UInt8(ascii: ".") {
-                index += 1
-                guard let byte = current, isDigit(byte) else { return false }
-                while let byte = current, isDigit(byte) { index += 1 }
-            }
-            if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
-                index += 1
-                if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { index += 1 }
-                guard let byte = current, isDigit(byte) else { return false }
-                while let byte = current, isDigit(byte) { index += 1 }
-            }
-            return true
-        }
-
-        func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
     }
 }
 

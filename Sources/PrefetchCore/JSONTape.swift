@@ -3,9 +3,9 @@
 /// and where it lies in the bytes.
 ///
 /// This is simdjson's second stage on a scalar scan: the config loader validates from the tape, so no `JSONValue`
-/// tree is built for a whole config, and a string becomes a `String` only when something asks for it. The grammar,
-/// the limits and every error (message, line and column) are ``JSONParser``'s, which is the reference the tape is held
-/// to (`JSONTapeTests`, the FuzzTape target).
+/// tree is built for a whole config, and a string becomes a `String` only when something asks for it. The byte-level
+/// rules and the limits are ``JSONScanner``'s and the walk is ``JSONParser``'s, so every error (message, line and
+/// column) is the parser's, which is the reference the tape is held to (`JSONTapeTests`, the FuzzTape target).
 ///
 /// Entry layout: bits 0-2 the ``Kind``, bit 3 a string with an escape, bit 4 a string with a non-ASCII byte, bits
 /// 8-35 the start offset (a string's first byte after its opening quote, a number's first byte, a container's
@@ -64,149 +64,94 @@ struct JSONTape: Sendable {
             << payloadShift
     }
 
-    /// The single pass: ``JSONParser``'s recursive descent, appending entries instead of building values.
+    /// The single pass: ``JSONParser``'s walk of the grammar on the same ``JSONScanner``, appending entries instead of
+    /// building values.
     private struct Builder {
-        let bytes: UnsafeBufferPointer<UInt8>
-        var index = 0
-        var depth = 0
+        var scanner: JSONScanner
         var entries: [UInt64] = []
         /// The tape indices of the keys of the objects being read, innermost last (for duplicate names).
         var keys: [Int] = []
 
         init(bytes: UnsafeBufferPointer<UInt8>) {
-            self.bytes = bytes
+            scanner = JSONScanner(bytes)
             // About one entry per 6 bytes in configs; growing past it costs a copy or two.
             entries.reserveCapacity(bytes.count / 6 + 16)
         }
 
         mutating func run() throws(JSONParseError) {
-            if bytes.count >= 3 && bytes[0] == 0xEF && bytes[1] == 0xBB && bytes[2] == 0xBF { index = 3 }
-            skipWhitespace()
-            if index >= bytes.count { throw error("the document is empty") }
-            try value()
-            skipWhitespace()
-            if index < bytes.count { throw error("unexpected data after the JSON document") }
-        }
-
-        func error(_ message: String) -> JSONParseError {
-            var line = 1
-            var column = 1
-            for byte in UnsafeBufferPointer(rebasing: bytes[..<min(index, bytes.count)]) {
-                if byte == UInt8(ascii: "\n") {
-                    line += 1
-                    column = 1
-                } else {
-                    column += 1
-                }
-            }
-            return JSONParseError(message: message, line: line, column: column)
-        }
-
-        @inline(__always)
-        mutating func skipWhitespace() {
-            while index < bytes.count {
-                switch bytes[index] {
-                case 0x20, 0x09, 0x0A, 0x0D: index += 1
-                default: return
-                }
+            do throws(JSONSyntaxError) {
+                try scanner.beginDocument(skippingByteOrderMark: true)
+                try value()
+                try scanner.endDocument()
+            } catch {
+                throw scanner.parseError(error)
             }
         }
 
-        mutating func value() throws(JSONParseError) {
-            guard index < bytes.count else { throw error("unexpected end of input (the document is truncated)") }
-            switch bytes[index] {
-            case UInt8(ascii: "{"): try object()
-            case UInt8(ascii: "["): try array()
-            case UInt8(ascii: "\""): try string()
-            case UInt8(ascii: "t"):
-                try literal("true")
-                entries.append(JSONTape.entry(.trueValue, start: index - 4))
-            case UInt8(ascii: "f"):
-                try literal("false")
-                entries.append(JSONTape.entry(.falseValue, start: index - 5))
-            case UInt8(ascii: "n"):
-                try literal("null")
-                entries.append(JSONTape.entry(.null, start: index - 4))
-            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try number()
-            default:
-                let byte = bytes[index]
-                if byte >= 0x20 && byte < 0x7F {
-                    throw error("unexpected character '\(Character(Unicode.Scalar(byte)))'")
-                }
-                throw error("unexpected byte 0x\(String(byte, radix: 16, uppercase: true)) (not JSON text)")
+        mutating func value() throws(JSONSyntaxError) {
+            let start = scanner.index
+            switch try scanner.valueStart() {
+            case .object: try object()
+            case .array: try array()
+            case .string: string(try scanner.string())
+            case .number:
+                let literal = try scanner.number()
+                entries.append(JSONTape.entry(.number, start: start, payload: literal.count))
+            case .trueLiteral:
+                try scanner.literal(.trueLiteral)
+                entries.append(JSONTape.entry(.trueValue, start: start))
+            case .falseLiteral:
+                try scanner.literal(.falseLiteral)
+                entries.append(JSONTape.entry(.falseValue, start: start))
+            case .null:
+                try scanner.literal(.null)
+                entries.append(JSONTape.entry(.null, start: start))
             }
         }
 
-        mutating func literal(_ literal: StaticString) throws(JSONParseError) {
-            let count = literal.utf8CodeUnitCount
-            guard index + count <= bytes.count, ByteText(bytes).equals(index..<(index + count), literal) else {
-                throw error("invalid literal (expected \(literal))")
-            }
-            index += count
+        /// Appends a checked string's entry.
+        mutating func string(_ string: JSONScanner.ScannedString) {
+            var flags: UInt64 = 0
+            if string.hasEscape { flags |= JSONTape.escapedFlag }
+            if string.hasNonASCII { flags |= JSONTape.nonASCIIFlag }
+            entries.append(JSONTape.entry(.string, start: string.range.lowerBound, payload: string.range.count, flags: flags))
         }
 
-        mutating func enter() throws(JSONParseError) {
-            depth += 1
-            if depth > JSONParser.maximumDepth { throw error("nesting deeper than \(JSONParser.maximumDepth) levels") }
-        }
-
-        /// Opens a container entry; ``close(_:)`` points it at its end entry.
+        /// Opens a container entry at its opening bracket; ``close(_:)`` points it at its end entry.
         mutating func open(_ kind: Kind) -> Int {
-            entries.append(JSONTape.entry(kind, start: index))
+            entries.append(JSONTape.entry(kind, start: scanner.index))
             return entries.count - 1
         }
 
+        /// Appends the end entry of a container the scanner has just left (its closing bracket is the byte before).
         mutating func close(_ container: Int) {
-            entries.append(JSONTape.entry(.end, start: index))
+            entries.append(JSONTape.entry(.end, start: scanner.index - 1))
             entries[container] |= UInt64(entries.count - 1) << JSONTape.payloadShift
-            index += 1
-            depth -= 1
         }
 
-        mutating func object() throws(JSONParseError) {
-            try enter()
+        mutating func object() throws(JSONSyntaxError) {
             let container = open(.object)
-            index += 1
-            skipWhitespace()
-            if index < bytes.count && bytes[index] == UInt8(ascii: "}") {
-                close(container)
-                return
+            if try scanner.enter(.object) {
+                let first = keys.count
+                defer { keys.removeSubrange(first...) }
+                /// The decoded names, once the object is too large for a linear scan to stay cheap (as the parser does).
+                var names: Set<String>?
+                repeat {
+                    string(try scanner.memberName())
+                    let key = entries.count - 1
+                    if let name = duplicateName(key, first: first, names: &names) { throw .duplicateMemberName(name) }
+                    keys.append(key)
+                    try scanner.colon()
+                    try value()
+                } while try scanner.next(in: .object)
             }
-            let first = keys.count
-            defer { keys.removeSubrange(first...) }
-            /// The decoded names, once the object is too large for a linear scan to stay cheap (as the parser does).
-            var names: Set<String>?
-            while true {
-                skipWhitespace()
-                guard index < bytes.count else { throw error("unexpected end of input inside an object") }
-                guard bytes[index] == UInt8(ascii: "\"") else { throw error("expected a member name in double quotes") }
-                try string()
-                let key = entries.count - 1
-                if let name = duplicateName(key, first: first, names: &names) { throw error("duplicate member name \"\(name)\"") }
-                keys.append(key)
-                skipWhitespace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after member name") }
-                index += 1
-                skipWhitespace()
-                try value()
-                skipWhitespace()
-                guard index < bytes.count else { throw error("unexpected end of input inside an object") }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    continue
-                }
-                if bytes[index] == UInt8(ascii: "}") {
-                    close(container)
-                    return
-                }
-                throw error("expected ',' or '}' in an object")
-            }
+            close(container)
         }
 
         /// The key's decoded name when the object already has a member of that name (as `String`s compare), else nil.
         func duplicateName(_ key: Int, first: Int, names: inout Set<String>?) -> String? {
             entries.withUnsafeBufferPointer { entries -> String? in
-                let reader = TapeReader(bytes: bytes, entries: entries)
+                let reader = TapeReader(bytes: scanner.bytes, entries: entries)
                 let duplicate: Bool
                 if var seen = names {
                     names = nil
@@ -220,129 +165,12 @@ struct JSONTape: Sendable {
             }
         }
 
-        mutating func array() throws(JSONParseError) {
-            try enter()
+        mutating func array() throws(JSONSyntaxError) {
             let container = open(.array)
-            index += 1
-            skipWhitespace()
-            if index < bytes.count && bytes[index] == UInt8(ascii: "]") {
-                close(container)
-                return
+            if try scanner.enter(.array) {
+                repeat { try value() } while try scanner.next(in: .array)
             }
-            while true {
-                skipWhitespace()
-                try value()
-                skipWhitespace()
-                guard index < bytes.count else { throw error("unexpected end of input inside an array") }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    continue
-                }
-                if bytes[index] == UInt8(ascii: "]") {
-                    close(container)
-                    return
-                }
-                throw error("expected ',' or ']' in an array")
-            }
-        }
-
-        @inline(__always)
-        mutating func skipDigits() -> Int {
-            let from = index
-            while index < bytes.count, ByteText.isDigit(bytes[index]) { index += 1 }
-            return index - from
-        }
-
-        mutating func number() throws(JSONParseError) {
-            let start = index
-            if bytes[index] == UInt8(ascii: "-") { index += 1 }
-            guard index < bytes.count else { throw error("invalid number") }
-            if bytes[index] == UInt8(ascii: "0") {
-                index += 1
-            } else if skipDigits() == 0 {
-                throw error("invalid number")
-            }
-            if index < bytes.count && bytes[index] == UInt8(ascii: ".") {
-                index += 1
-                if skipDigits() == 0 { throw error("invalid number: digits expected after '.'") }
-            }
-            if index < bytes.count && (bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E")) {
-                index += 1
-                if index < bytes.count && (bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-")) { index += 1 }
-                if skipDigits() == 0 { throw error("invalid number: digits expected in the exponent") }
-            }
-            entries.append(JSONTape.entry(.number, start: start, payload: index - start))
-        }
-
-        mutating func hex4() throws(JSONParseError) -> UInt32 {
-            guard index + 4 <= bytes.count else { throw error("truncated \\u escape") }
-            var value: UInt32 = 0
-            for _ in 0..<4 {
-                guard let digit = Hex.value(of: bytes[index]) else { throw error("invalid hex digit in \\u escape") }
-                value = value << 4 | UInt32(digit)
-                index += 1
-            }
-            return value
-        }
-
-        /// A string starting at its opening quote: checked as the parser checks it, decoded by nobody.
-        mutating func string() throws(JSONParseError) {
-            index += 1
-            let start = index
-            var flags: UInt64 = 0
-            var runStart = start
-            var runASCII = true
-            while true {
-                // Eight plain bytes at a time (no quote, backslash, control or non-ASCII byte): most of a config's text.
-                while index + 8 <= bytes.count && !ByteText.hasSpecialStringByte(ByteText.word(bytes, at: index)) { index += 8 }
-                guard index < bytes.count else { throw error("unterminated string") }
-                let byte = bytes[index]
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    // Each run of unescaped bytes is checked as UTF-8 where it ends, as the parser does.
-                    if !runASCII && !UTF8Check.isValid(UnsafeBufferPointer(rebasing: bytes[runStart..<index])) {
-                        throw error("invalid UTF-8 in a string")
-                    }
-                    if byte == UInt8(ascii: "\"") {
-                        entries.append(JSONTape.entry(.string, start: start, payload: index - start, flags: flags))
-                        index += 1
-                        return
-                    }
-                } else {
-                    if byte < 0x20 { throw error("unescaped control character in a string") }
-                    if byte >= 0x80 {
-                        runASCII = false
-                        flags |= JSONTape.nonASCIIFlag
-                    }
-                    index += 1
-                    continue
-                }
-                flags |= JSONTape.escapedFlag
-                index += 1
-                guard index < bytes.count else { throw error("unterminated escape") }
-                let escape = bytes[index]
-                index += 1
-                switch escape {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"), UInt8(ascii: "n"),
-                    UInt8(ascii: "r"), UInt8(ascii: "t"):
-                    break
-                case UInt8(ascii: "u"):
-                    let code = try hex4()
-                    if (0xD800...0xDBFF).contains(code) {
-                        guard index + 6 <= bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
-                            throw error("lone high surrogate in \\u escape")
-                        }
-                        index += 2
-                        let low = try hex4()
-                        guard (0xDC00...0xDFFF).contains(low) else { throw error("invalid low surrogate in \\u escape") }
-                    } else if (0xDC00...0xDFFF).contains(code) {
-                        throw error("lone low surrogate in \\u escape")
-                    }
-                default:
-                    throw error("invalid escape '\\\(Character(Unicode.Scalar(escape)))'")
-                }
-                runStart = index
-                runASCII = true
-            }
+            close(container)
         }
     }
 }
@@ -403,52 +231,7 @@ struct TapeReader {
 
     /// The decoded text of the string at `index`.
     func string(_ index: Int) -> String {
-        let raw = UnsafeBufferPointer(rebasing: bytes[rawRange(index)])
-        guard hasEscape(index) else { return String(decoding: raw, as: UTF8.self) }
-        return String(unsafeUninitializedCapacity: raw.count) { out in Self.unescape(raw, into: out) }
-    }
-
-    /// Decodes a checked string's escapes into `out` (never longer than `raw`); returns the length written.
-    static func unescape(_ raw: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
-        var count = 0
-        var index = 0
-        func put(_ byte: UInt8) {
-            out[count] = byte
-            count += 1
-        }
-        func hex4(at offset: Int) -> UInt32 {
-            var value: UInt32 = 0
-            for digit in raw[offset..<(offset + 4)] { value = value << 4 | UInt32(Hex.value(of: digit)!) }
-            return value
-        }
-        while index < raw.count {
-            let byte = raw[index]
-            guard byte == UInt8(ascii: "\\") else {
-                put(byte)
-                index += 1
-                continue
-            }
-            let escape = raw[index + 1]
-            index += 2
-            switch escape {
-            case UInt8(ascii: "b"): put(0x08)
-            case UInt8(ascii: "f"): put(0x0C)
-            case UInt8(ascii: "n"): put(0x0A)
-            case UInt8(ascii: "r"): put(0x0D)
-            case UInt8(ascii: "t"): put(0x09)
-            case UInt8(ascii: "u"):
-                var code = hex4(at: index)
-                index += 4
-                if (0xD800...0xDBFF).contains(code) {
-                    let low = hex4(at: index + 2)
-                    index += 6
-                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-                }
-                for unit in UTF8.encode(Unicode.Scalar(code)!)! { put(unit) }
-            default: put(escape)
-            }
-        }
-        return count
+        JSONScanner.text(UnsafeBufferPointer(rebasing: bytes[rawRange(index)]), hasEscape: hasEscape(index))
     }
 
     /// Whether two strings are the same text as `String` compares them (canonical equivalence): bytes decide when
@@ -595,47 +378,5 @@ struct TapeReader {
             return true
         }
         return false
-    }
-}
-
-/// Well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF): what `String(validating:as:)` accepts,
-/// without making the `String`.
-enum UTF8Check {
-    static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        var index = 0
-        while index < bytes.count {
-            let lead = bytes[index]
-            if lead < 0x80 {
-                index += 1
-                continue
-            }
-            let length: Int
-            var low: UInt8 = 0x80
-            var high: UInt8 = 0xBF
-            switch lead {
-            case 0xC2...0xDF: length = 2
-            case 0xE0:
-                length = 3
-                low = 0xA0
-            case 0xE1...0xEC, 0xEE...0xEF: length = 3
-            case 0xED:
-                length = 3
-                high = 0x9F
-            case 0xF0:
-                length = 4
-                low = 0x90
-            case 0xF1...0xF3: length = 4
-            case 0xF4:
-                length = 4
-                high = 0x8F
-            default: return false
-            }
-            guard bytes.count - index >= length else { return false }
-            let second = bytes[index + 1]
-            guard second >= low && second <= high else { return false }
-            for offset in 2..<length where !(0x80...0xBF).contains(bytes[index + offset]) { return false }
-            index += length
-        }
-        return true
     }
 }
