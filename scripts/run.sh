@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # The main job. Without arguments: builds the service (a debug build, the quickest first run) and serves the
-# offline demo (configs/demo.json), whose
-# page's interfaces are answered by the project's own demo upstream (prefetch-upstream on 127.0.0.1:9090, started
-# and stopped with it): open http://127.0.0.1:8080/ and follow the link. Page surface 127.0.0.1:8080, operator
-# surface (/ui, /metrics) 127.0.0.1:8081, in-memory store.
-# With arguments: builds release and runs that `prefetch` subcommand instead, e.g. the production command
-# `scripts/run.sh serve --config configs/prefetch.json`, or
+# offline demo (configs/demo.json), whose page's interfaces are answered by the project's own demo upstream
+# (prefetch-upstream on 127.0.0.1:9090, started and stopped with it): open http://127.0.0.1:8080/ and follow the
+# link. Page surface 127.0.0.1:8080, operator surface (/ui, /metrics) 127.0.0.1:8081, in-memory store.
+# With arguments: runs that `prefetch` subcommand instead. `serve` (the production command,
+# `scripts/run.sh serve --config configs/prefetch.json`) gets a release build, as the image ships it; the tools
+# (`plan`, `validate`, `fetch`, ...) reuse the demo's debug build, e.g.
 # `scripts/run.sh plan 'https://m.example.com/help/new?id=163&itemId=126'`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-deps.sh build
-if [ $# -gt 0 ]; then
+if [ "${1:-}" = serve ]; then
   # The production command: a release build, as the image ships it.
   swift build -c release --static-swift-stdlib --product prefetch
   exec .build/release/prefetch "$@"
+elif [ $# -gt 0 ]; then
+  swift build --product prefetch
+  exec .build/debug/prefetch "$@"
 fi
 
 # The demo: a debug build of the two binaries it runs, the quickest first run (README.md's Quick start). No OTLP
