@@ -15,14 +15,14 @@ if [ "${1:-}" = serve ]; then
   swift build -c release --static-swift-stdlib --product prefetch
   exec .build/release/prefetch "$@"
 elif [ $# -gt 0 ]; then
-  swift build --disable-index-store --product prefetch
+  swift build --product prefetch
   exec .build/debug/prefetch "$@"
 fi
 
 # The demo: a debug build of the two binaries it runs, the quickest first run (README.md's Quick start). No OTLP
 # export (the OTLP trait is off): `prefetch serve --otlp` needs `swift build --traits OTLP`.
-swift build --disable-index-store --product prefetch
-swift build --disable-index-store --product prefetch-upstream
+swift build --product prefetch
+swift build --product prefetch-upstream
 .build/debug/prefetch-upstream --port 9090 >/dev/null &
 upstream=$!
 trap 'kill -TERM "$upstream" 2>/dev/null || true' EXIT
