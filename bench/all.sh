@@ -15,7 +15,7 @@ mkdir -p "$BENCH_OUT"
 "$REPO_DIR/scripts/ensure-deps.sh" build
 echo "# swift build -c release --static-swift-stdlib (prefetch, prefetch-upstream, prefetch-upstream-tls, linked as the image ships them)" >&2
 (cd "$REPO_DIR" && for product in prefetch prefetch-upstream prefetch-upstream-tls; do
-  swift build -c release --static-swift-stdlib --product "$product" >&2 || exit 1
+  scripts/build-static.sh -c release --product "$product" >&2 || exit 1
 done)
 export BENCH_BUILT=1
 

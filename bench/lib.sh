@@ -60,7 +60,7 @@ build_release() {
   elif [ -z "${BENCH_BUILT:-}" ]; then
     log "swift build -c release --static-swift-stdlib (prefetch, prefetch-upstream, prefetch-upstream-tls, linked as the image ships them)"
     (cd "$REPO_DIR" && for product in prefetch prefetch-upstream prefetch-upstream-tls; do
-      swift build -c release --static-swift-stdlib --product "$product" >&2 || exit 1
+      scripts/build-static.sh -c release --product "$product" >&2 || exit 1
     done)
   fi
   [ -n "${BENCH_BIN:-}" ] || BIN="$(cd "$REPO_DIR" && swift build -c release --show-bin-path)"

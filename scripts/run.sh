@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 scripts/ensure-deps.sh build
 if [ "${1:-}" = serve ]; then
   # The production command: a release build, as the image ships it.
-  swift build -c release --static-swift-stdlib --product prefetch
+  scripts/build-static.sh -c release --product prefetch
   exec .build/release/prefetch "$@"
 elif [ $# -gt 0 ]; then
   swift build --product prefetch

@@ -19,7 +19,7 @@ dpkg -s libhiredis-dev libssl-dev >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteract
 build=${VERIFY_BUILD:-release}
 case "$build" in release | debug) ;; *) echo "verify-runtime: VERIFY_BUILD must be release or debug, not $build" >&2; exit 2 ;; esac
 echo "== $build build (--static-swift-stdlib, with the OTLP trait)"
-swift build -c "$build" --static-swift-stdlib --traits OTLP --product prefetch
+scripts/build-static.sh -c "$build" --traits OTLP --product prefetch
 bin=$(swift build -c "$build" --traits OTLP --show-bin-path)
 
 root=${VERIFY_ROOT:-/var/tmp/prefetch-runtime-root}
