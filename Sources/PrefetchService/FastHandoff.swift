@@ -437,7 +437,9 @@ final class FastHandoffMetrics: Sendable {
 /// Since it sees every request of the connection and every answer (the router's come back through its `write`,
 /// already converted), it keeps the connection's idle timeout and graceful close (``ConnectionState``) for all of
 /// them, in place of Hummingbird's connection-state handler, which the requests it answers would bypass. A trigger
-/// body it collects has the listener's body timeout, with the guard's `408` (``ConnectionGuards``).
+/// body it collects has the listener's body timeout, with the guard's `408` (``ConnectionGuards``). Both timers run
+/// on the event loop's clock (`EventLoop.now`, `scheduleTask`): an `EmbeddedEventLoop` drives them in tests
+/// (`FastHandoffClockTests`).
 ///
 /// Order is kept whatever the mix: Hummingbird reads pipelined requests without waiting for the previous answer,
 /// so while a request passed to the router has not been answered (its response's end has not come back through
@@ -496,7 +498,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.guards = guards
         self.writer = writer
         self.headLimit = headLimit
-        self.state = ConnectionState(idleTimeout: idleTimeout, now: .now())
+        // Restarted at `handlerAdded`, on the event loop's clock; nothing reads it before.
+        self.state = ConnectionState(idleTimeout: idleTimeout, now: .uptimeNanoseconds(0))
     }
 
     /// The current request is fully read and its answer not yet written: later parts wait.
@@ -506,20 +509,21 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { perform(state.activated(now: .now()), context: context) }
+        state = ConnectionState(idleTimeout: state.idleTimeout, now: context.eventLoop.now)
+        if context.channel.isActive { perform(state.activated(now: context.eventLoop.now), context: context) }
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        perform(state.activated(now: .now()), context: context)
+        perform(state.activated(now: context.eventLoop.now), context: context)
         context.fireChannelActive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         switch part {
-        case .head: state.requestHead(now: .now())
-        case .body: state.requestBody(now: .now())
-        case .end: state.requestEnd(now: .now())
+        case .head: state.requestHead(now: context.eventLoop.now)
+        case .body: state.requestBody(now: context.eventLoop.now)
+        case .end: state.requestEnd(now: context.eventLoop.now)
         }
         if case .closing = current { return }
         if holding || !held.isEmpty {
@@ -695,13 +699,13 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             }
             wire.write(NIOAny(IOData.byteBuffer(head)), promise: nil)
             if close {
-                _ = state.answerEnd(now: .now())
+                _ = state.answerEnd(now: context.eventLoop.now)
                 wire.writeAndFlush(NIOAny(IOData.byteBuffer(answer.body))).assumeIsolated().whenComplete { _ in
                     context.close(mode: .output, promise: nil)
                 }
                 return
             }
-            switch state.answerEnd(now: .now()) {
+            switch state.answerEnd(now: context.eventLoop.now) {
             case .close:
                 wire.writeAndFlush(NIOAny(IOData.byteBuffer(answer.body)), promise: nil)
                 context.close(promise: nil)
@@ -716,7 +720,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.write(wrapOutboundOut(.body(.byteBuffer(answer.body))), promise: nil)
             let end = wrapOutboundOut(.end(nil))
             if close {
-                _ = state.answerEnd(now: .now())
+                _ = state.answerEnd(now: context.eventLoop.now)
                 context.writeAndFlush(end).assumeIsolated().whenComplete { _ in
                     context.close(mode: .output, promise: nil)
                 }
@@ -738,7 +742,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 promise?.succeed(())
             }
         }
-        switch state.answerEnd(now: .now()) {
+        switch state.answerEnd(now: context.eventLoop.now) {
         case .close:
             send(true)
             context.close(promise: nil)
@@ -762,7 +766,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard idleTimer == nil else { return }
         idleTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in
             idleTimer = nil
-            perform(state.timerFired(now: .now()), context: context)
+            perform(state.timerFired(now: context.eventLoop.now), context: context)
         }
     }
 

@@ -410,18 +410,17 @@ import Testing
     }
 
     /// The fast path keeps the connection's idle timeout for the requests it answers (Hummingbird's connection-state
-    /// handler never sees them): a connection busy with fast reads only stays open past the idle timeout, and closes
-    /// by itself once it falls idle.
-    ///
-    /// The busy part lasts longer than the idle timeout by its sleeps alone (a sleep is never shorter than asked),
-    /// and the reads are 100 ms apart against a 4 s timeout, so only a machine that stalls this test for 4 s between
-    /// two reads can read as idle (it was 250 ms apart against 2 s). The close is waited for as an event (at most 30 s).
-    static let busyReads = 50
+    /// handler never sees them): `prefetch serve`'s idle timeout reaches the handler the installer puts on a live
+    /// connection, and a connection whose fast reads were answered closes by itself once idle. The close is waited
+    /// for as an event (bounded at 30 s so a server that never closes fails instead of hanging). How long it waits,
+    /// and that a busy connection stays open, is `FastHandoffClockTests`' on a virtual clock: nothing here depends on
+    /// how fast the machine runs.
+    static let fastReads = 5
 
-    @Test func aConnectionOfFastReadsKeepsItsIdleTimeout() async throws {
+    @Test func aConnectionOfFastReadsClosesOnceIdle() async throws {
         let settings = {
             var settings = testSettings()
-            settings.listeners.idleTimeout = .seconds(4)
+            settings.listeners.idleTimeout = .seconds(2)
             return settings
         }()
         try await withUpstream { upstream in
@@ -441,8 +440,7 @@ import Testing
                         try await channel.executeThenClose { inbound, outbound in
                             var received = inbound.makeAsyncIterator()
                             var text = ""
-                            // 50 reads 100 ms apart: over 5 s of a connection that is never idle for its 4 s.
-                            for round in 1...Self.busyReads {
+                            for round in 1...Self.fastReads {
                                 let request =
                                     "GET /v1/prefetch/\(opened.ticket)/data?name=plain HTTP/1.1\r\nHost: 127.0.0.1:\(service.port)\r\n\r\n"
                                 try await outbound.write(ByteBuffer(string: request))
@@ -450,11 +448,10 @@ import Testing
                                     guard let buffer = try await received.next() else { return (round - 1, true) }
                                     text += String(buffer: buffer)
                                 }
-                                try await Task.sleep(for: .milliseconds(100))
                             }
                             // Then idle: the server closes it.
                             while try await received.next() != nil {}
-                            return (Self.busyReads, true)
+                            return (Self.fastReads, true)
                         }
                     }
                     group.addTask {
@@ -465,10 +462,12 @@ import Testing
                     group.cancelAll()
                     return first
                 }
-                let (answered, closedByServer) = outcome ?? (Self.busyReads, false)
-                #expect(answered == Self.busyReads, "the connection was closed while busy, after \(answered) reads")
+                let (answered, closedByServer) = outcome ?? (Self.fastReads, false)
+                // Sent back to back, the reads are all answered unless the machine stalls for the whole idle timeout
+                // between two of them; whatever was answered was answered on the fast path.
+                #expect(answered >= 1, "the connection was closed before its first read")
                 #expect(closedByServer, "an idle connection was kept open past its idle timeout")
-                #expect(try await fastCount(service) - before == Self.busyReads, "the reads were answered on the fast path")
+                #expect(try await fastCount(service) - before == answered, "the reads were answered on the fast path")
             }
         }
     }

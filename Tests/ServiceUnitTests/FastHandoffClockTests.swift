@@ -1,0 +1,217 @@
+import Logging
+import Metrics
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import PrefetchCore
+import PrefetchDNS
+import PrefetchEngine
+import PrefetchFetcher
+import PrefetchStore
+import Prometheus
+import ServiceTestSupport
+import Testing
+
+@testable import PrefetchService
+
+/// The page listener's idle timeout and the fast path's body timeout, kept by ``FastHandoffHandler`` on a live
+/// connection's pipeline, on NIO's embedded event loop: time moves only when the test moves it, so the outcome is
+/// the handler's rules and never the machine's load (the socket test this replaces read a busy connection's reads
+/// 100 ms apart against a 4 s timeout on the wall clock). `ConnectionStateTests` holds the rules on instants given by
+/// hand; this holds that the handler reads the loop's clock, arms and re-arms its timer on that loop, and closes the
+/// channel when the rules say so, for the answers it writes itself and for the router's.
+///
+/// The pipeline is the page listener's below Hummingbird's codec: the encoded-answer writer, NIO's response encoder,
+/// the fast path's handler, and in the router's place a stand-in that answers `200` to each request it is handed
+/// (or holds its answer, for a request still being answered).
+@Suite("fast path: the idle and body timeouts on a virtual clock")
+struct FastHandoffClockTests {
+    static let idle = TimeAmount.seconds(4)
+    static let bodyTimeout = Duration.seconds(3)
+
+    /// The router's place: answers each request whose end it reads, unless told to hold its answers.
+    final class RouterStandIn: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+
+        var holding = false
+        private(set) var routed = 0
+        private(set) var unanswered = 0
+        private var context: ChannelHandlerContext?
+
+        func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard case .end = unwrapInboundIn(data) else { return }
+            routed += 1
+            unanswered += 1
+            if !holding { answerOne() }
+        }
+
+        /// Writes the oldest held answer.
+        func answerOne() {
+            guard let context, unanswered > 0 else { return }
+            unanswered -= 1
+            var headers = HTTPHeaders()
+            headers.add(name: "content-length", value: "0")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        }
+    }
+
+    /// A live page connection: the handler installed as `FastHandoffInstaller` installs it, with an engine that has
+    /// no config loaded (so a trigger is an engine refusal, `503 not-ready`, answered on the fast path), the channel active.
+    struct Connection {
+        let channel: EmbeddedChannel
+        let router: RouterStandIn
+        let registry: PrometheusCollectorRegistry
+
+        var loop: EmbeddedEventLoop { channel.embeddedEventLoop }
+        var isOpen: Bool { channel.isActive }
+
+        init() throws {
+            let logger = Logger(label: "fast-handoff-clock-test")
+            registry = PrometheusCollectorRegistry()
+            let factory = PrometheusMetricsFactory(registry: registry)
+            let fetcher = Fetcher(logger: logger)
+            let orchestrator = Orchestrator(
+                settings: EngineSettings(), store: MemoryStore(logger: logger), fetcher: fetcher,
+                resolver: try HostResolver(fetcher: fetcher, logger: logger), tickets: LocalTicketRegistry(capacity: 10),
+                metrics: EngineMetrics(factory: factory), logger: logger, configs: ConfigHolder(nil))
+            let handoff = FastHandoff(
+                orchestrator: orchestrator, origins: AllowedOrigins(extra: [], servedConfigs: { nil }),
+                requestMetrics: FastHandoffMetrics(), renderers: nil)
+            let guards = ConnectionGuards(
+                listener: .page, maximum: 8, bodyTimeout: FastHandoffClockTests.bodyTimeout, headLimit: nil, factory: factory,
+                logger: logger)
+            let writer = EncodedAnswerWriter()
+            router = RouterStandIn()
+            channel = EmbeddedChannel()
+            try channel.pipeline.syncOperations.addHandlers([
+                writer, HTTPResponseEncoder(),
+                FastHandoffHandler(
+                    handoff: handoff, guards: guards, idleTimeout: FastHandoffClockTests.idle, writer: writer, headLimit: 128 * 1024),
+                router,
+            ])
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
+        }
+
+        /// One read from the socket: `parts`, then the end of the read.
+        func read(_ parts: HTTPServerRequestPart...) throws {
+            for part in parts { try channel.writeInbound(part) }
+            channel.pipeline.fireChannelReadComplete()
+            loop.run()
+        }
+
+        /// A trigger, whole in one read: answered by the fast path (the engine refuses it: no config loaded).
+        func trigger() throws {
+            let body = #"{"url":"https://m.example.com/help/new?id=1"}"#
+            var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/prefetch")
+            head.headers.add(name: "host", value: "127.0.0.1:8080")
+            head.headers.add(name: "content-type", value: "application/json")
+            head.headers.add(name: "content-length", value: String(body.utf8.count))
+            try read(.head(head), .body(ByteBuffer(string: body)), .end(nil))
+        }
+
+        /// A request the fast path passes to the router.
+        func health() throws {
+            var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/healthz")
+            head.headers.add(name: "host", value: "127.0.0.1:8080")
+            try read(.head(head), .end(nil))
+        }
+
+        /// What the connection wrote since the last call, as text.
+        func written() throws -> String {
+            var text = ""
+            while let buffer = try channel.readOutbound(as: ByteBuffer.self) { text += String(buffer: buffer) }
+            return text
+        }
+
+        /// The requests answered on the event loop, by endpoint, as the engine counts them.
+        func eventLoopAnswers() -> Double? {
+            var buffer: [UInt8] = []
+            registry.emit(into: &buffer)
+            return metricValue(String(decoding: buffer, as: UTF8.self), "prefetch_event_loop_answers_total", labels: #"route="trigger""#)
+        }
+
+        func advance(_ amount: TimeAmount) { loop.advanceTime(by: amount) }
+    }
+
+    @Test func anIdleConnectionClosesAtItsIdleTimeoutAndNotBefore() throws {
+        let connection = try Connection()
+        defer { _ = try? connection.channel.finish() }
+        connection.advance(Self.idle - .milliseconds(1))
+        #expect(connection.isOpen, "closed before its idle timeout")
+        connection.advance(.milliseconds(1))
+        #expect(!connection.isOpen, "an idle connection was kept open past its idle timeout")
+    }
+
+    /// The answers the fast path writes itself count as activity: twenty triggers, each answered on the event loop,
+    /// one every half timeout, hold the connection open ten times as long as its timeout; then it closes one timeout
+    /// after the last answer.
+    @Test func answersOfTheFastPathKeepABusyConnectionOpenAndItClosesOnceIdle() throws {
+        let connection = try Connection()
+        defer { _ = try? connection.channel.finish() }
+        for round in 1...20 {
+            connection.advance(.seconds(2))
+            try connection.trigger()
+            let answer = try connection.written()
+            #expect(answer.hasPrefix("HTTP/1.1 503"), "round \(round): \(answer.prefix(200))")
+            #expect(answer.contains(#""error":"not-ready""#), "round \(round): \(answer.prefix(300))")
+            #expect(connection.isOpen, "closed while busy, at round \(round)")
+        }
+        #expect(connection.router.routed == 0, "the triggers were answered on the fast path, none routed")
+        #expect(connection.eventLoopAnswers() == 20)
+        connection.advance(Self.idle - .milliseconds(1))
+        #expect(connection.isOpen, "closed before the idle timeout counted from the last answer")
+        connection.advance(.milliseconds(1))
+        #expect(!connection.isOpen, "an idle connection was kept open past its idle timeout")
+    }
+
+    /// The router's answers re-arm the timer too, and a request whose answer is outstanding holds the connection open
+    /// however long the answer takes; the timeout counts from that answer's end.
+    @Test func anOutstandingRoutedAnswerHoldsTheConnectionAndItsEndRestartsTheTimeout() throws {
+        let connection = try Connection()
+        defer { _ = try? connection.channel.finish() }
+        try connection.health()
+        #expect(try connection.written().hasPrefix("HTTP/1.1 200"))
+        connection.router.holding = true
+        connection.advance(.seconds(1))
+        try connection.health()
+        connection.advance(Self.idle * 5)
+        #expect(connection.isOpen, "closed while an answer was outstanding")
+        connection.router.answerOne()
+        connection.loop.run()
+        #expect(try connection.written().hasPrefix("HTTP/1.1 200"))
+        connection.advance(Self.idle - .milliseconds(1))
+        #expect(connection.isOpen, "closed before the idle timeout counted from the answer's end")
+        connection.advance(.milliseconds(1))
+        #expect(!connection.isOpen)
+        #expect(connection.router.routed == 2)
+    }
+
+    /// A trigger body the fast path collects gets the body timeout on the same clock: a body dripped one byte a
+    /// second gets `408 body-timeout` at three seconds (not a millisecond sooner) and the connection closes.
+    @Test func aDrippedTriggerBodyIsA408AtTheBodyTimeout() throws {
+        let connection = try Connection()
+        defer { _ = try? connection.channel.finish() }
+        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/prefetch")
+        head.headers.add(name: "host", value: "127.0.0.1:8080")
+        head.headers.add(name: "content-type", value: "application/json")
+        head.headers.add(name: "content-length", value: "1000")
+        try connection.read(.head(head))
+        for _ in 0..<2 {
+            connection.advance(.seconds(1))
+            try connection.read(.body(ByteBuffer(string: " ")))
+        }
+        connection.advance(.milliseconds(999))
+        #expect(try connection.written().isEmpty, "answered before the body timeout")
+        #expect(connection.isOpen)
+        connection.advance(.milliseconds(1))
+        let answer = try connection.written()
+        #expect(answer.hasPrefix("HTTP/1.1 408"), "\(answer.prefix(200))")
+        #expect(answer.contains(#""error":"body-timeout""#), "\(answer.prefix(300))")
+        #expect(!connection.isOpen, "the connection stayed open after the 408")
+        #expect(connection.router.routed == 0)
+    }
+}
