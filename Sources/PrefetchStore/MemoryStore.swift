@@ -159,50 +159,20 @@ public final class MemoryStore: ResponseStore {
         apply(effects)
     }
 
-    /// See `ResponseStore.read`. A reader whose task is already cancelled does not wait.
+    /// See `ResponseStore.read`: a read of one key. A reader whose task is already cancelled does not wait.
     public func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome {
-        let now = clock.now
-        let canWait = wait > .zero && !Task.isCancelled
-        let (step, effects) = state.withLock { state in
-            var effects = Effects()
-            let step = state.read(key, now: now, canWait: canWait, effects: &effects)
-            return (step, effects)
-        }
-        apply(effects)
-        switch step {
-        case .done(let outcome):
-            return outcome
-        case .waiting(let id):
-            return await waitForResults(of: [id], upTo: wait)[0]
-        }
+        await read([key], wait: wait)[0]
     }
 
-    /// See `ResponseStore.read(_:wait:)` for several keys. The keys are looked up under one lock, and those still
-    /// in flight are waited on together, against one deadline: a page's results view costs one timer, not one
-    /// task, task group and timer per interface.
+    /// See `ResponseStore.read(_:wait:)` for several keys: ``read(_:canWait:notify:)`` for a caller that is async by
+    /// nature, its wait ended at `wait` on the store's clock or when the reader's task is cancelled. The keys are
+    /// looked up under one lock, and those still in flight are waited on together: a page's results view costs one
+    /// timer, not one task, task group and timer per interface.
     public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {
-        let now = clock.now
-        let canWait = wait > .zero && !Task.isCancelled
-        let (steps, effects) = state.withLock { state in
-            var effects = Effects()
-            let steps = keys.map { state.read($0, now: now, canWait: canWait, effects: &effects) }
-            return (steps, effects)
-        }
-        apply(effects)
-        var outcomes = [ReadOutcome](repeating: .pending, count: keys.count)
-        var waiting: [(index: Int, id: WaiterID)] = []
-        for (index, step) in steps.enumerated() {
-            switch step {
-            case .done(let outcome): outcomes[index] = outcome
-            case .waiting(let id): waiting.append((index, id))
-            }
-        }
-        guard !waiting.isEmpty else { return outcomes }
-        let settled = await waitForResults(of: waiting.map(\.id), upTo: wait)
-        for (slot, outcome) in zip(waiting, settled) {
-            outcomes[slot.index] = outcome
-        }
-        return outcomes
+        let deadline = clock.now.advanced(by: wait)
+        let handoff = ReadHandoff()
+        let immediate = read(keys, canWait: wait > .zero && !Task.isCancelled) { handoff.notify($0) }
+        return await immediate.outcomes(handoff, deadline: deadline, clock: clock)
     }
 
     /// See `ResponseStore.readIfReady`.
@@ -279,28 +249,6 @@ public final class MemoryStore: ResponseStore {
     /// Waiters against one deadline: their outcomes are taken in turn (a waiter settled before its turn hands
     /// its parked outcome over at once); when the deadline passes on the store's clock every one of them is given
     /// up, so each gets its result or `.pending`, exactly once.
-    private func waitForResults(of ids: [WaiterID], upTo wait: Duration) async -> [ReadOutcome] {
-        await withDeadline(clock.now.advanced(by: wait), clock: clock, onExpiry: { for id in ids { self.giveUp(id) } }) {
-            var outcomes: [ReadOutcome] = []
-            outcomes.reserveCapacity(ids.count)
-            for id in ids {
-                outcomes.append(await suspend(id))
-            }
-            return outcomes
-        }
-    }
-
-    private func suspend(_ id: WaiterID) async -> ReadOutcome {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<ReadOutcome, Never>) in
-                let settled = state.withLock { $0.attach(id, .continuation(continuation)) }
-                if let settled { continuation.resume(returning: settled) }
-            }
-        } onCancel: {
-            self.giveUp(id)
-        }
-    }
-
     /// The waiter's deadline passed or its task was cancelled: it leaves the flight and gets `.pending`, unless
     /// the flight already settled it.
     private func giveUp(_ id: WaiterID) {

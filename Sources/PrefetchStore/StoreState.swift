@@ -7,17 +7,17 @@ import PrefetchCore
 /// Entries live in an arena of slots; `index` maps each whole `StoreKey` to its slot and is the only way to find
 /// one. Completed (ready or failed) entries are linked into an LRU list, head most recently used; pending entries
 /// are not linked, which is what keeps them from being evicted.
-/// How a waiting reader hears its outcome: a suspended task's continuation, or a callback (a reader that does not
-/// suspend, such as an event loop's, which gets the outcome on the thread that settled it and hops home itself).
-enum WaiterResumer: Sendable {
-    case continuation(CheckedContinuation<ReadOutcome, Never>)
-    case callback(@Sendable (ReadOutcome) -> Void)
+/// How a waiting reader hears its outcome: a callback, on the thread that settled it (an event loop's reader hops
+/// home itself; an async reader's callback resumes its task, see ``ReadHandoff``).
+struct WaiterResumer: Sendable {
+    let callback: @Sendable (ReadOutcome) -> Void
+
+    static func callback(_ callback: @escaping @Sendable (ReadOutcome) -> Void) -> WaiterResumer {
+        WaiterResumer(callback: callback)
+    }
 
     func resume(_ outcome: ReadOutcome) {
-        switch self {
-        case .continuation(let continuation): continuation.resume(returning: outcome)
-        case .callback(let callback): callback(outcome)
-        }
+        callback(outcome)
     }
 }
 

@@ -1,3 +1,4 @@
+import PrefetchCore
 import Synchronization
 
 /// What ``ResponseStore/read(_:canWait:notify:)`` found.
@@ -45,5 +46,74 @@ final class StoreWaitGroup: Sendable {
             return state.remaining == 0 ? state.outcomes : nil
         }
         if let done { notify(done) }
+    }
+}
+
+extension ImmediateRead {
+    /// The outcomes of a read for a caller that is async by nature: at once when the store had them, else once its
+    /// wait settles, ends at `deadline` on `clock`, or the caller's task is cancelled (what is still in flight then
+    /// reads `.pending`). `handoff` must be the one whose `notify` the read was given.
+    func outcomes(
+        _ handoff: ReadHandoff, deadline: ContinuousClock.Instant, clock: any ServiceClock
+    ) async -> [ReadOutcome] {
+        switch self {
+        case .done(let outcomes):
+            return outcomes
+        case .waiting(let wait):
+            return await withDeadline(deadline, clock: clock, onExpiry: { wait.expire() }) {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { continuation in handoff.attach(continuation) }
+                } onCancel: {
+                    wait.expire()
+                }
+            }
+        }
+    }
+}
+
+/// Carries one waiting read's outcomes from the thread that settles it to the task that awaits them, whichever of
+/// the two comes first: `notify` is the read's callback, `attach` the awaiting task's continuation.
+final class ReadHandoff: Sendable {
+    private enum State {
+        case empty
+        case settled([ReadOutcome])
+        case attached(CheckedContinuation<[ReadOutcome], Never>)
+        case done
+    }
+
+    private let state = Mutex(State.empty)
+
+    init() {}
+
+    func notify(_ outcomes: [ReadOutcome]) {
+        let continuation: CheckedContinuation<[ReadOutcome], Never>? = state.withLock { state in
+            switch state {
+            case .empty:
+                state = .settled(outcomes)
+                return nil
+            case .attached(let continuation):
+                state = .done
+                return continuation
+            case .settled, .done:
+                preconditionFailure("a read's outcomes were handed over twice")
+            }
+        }
+        continuation?.resume(returning: outcomes)
+    }
+
+    func attach(_ continuation: CheckedContinuation<[ReadOutcome], Never>) {
+        let settled: [ReadOutcome]? = state.withLock { state in
+            switch state {
+            case .empty:
+                state = .attached(continuation)
+                return nil
+            case .settled(let outcomes):
+                state = .done
+                return outcomes
+            case .attached, .done:
+                preconditionFailure("a read was awaited twice")
+            }
+        }
+        if let settled { continuation.resume(returning: settled) }
     }
 }
