@@ -151,18 +151,18 @@ public struct StoreKey: Hashable, Sendable, CustomStringConvertible {
         self.identity = identity
         self.method = method.uppercased()
         var hasher = SHA256()
-        hasher.update(data: Array("prefetch-request-v4".utf8))
-        appendLengthPrefixed(Array(self.method.utf8), to: &hasher)
-        appendLengthPrefixed(Array(url.utf8), to: &hasher)
+        hasher.update(data: Self.requestDomain)
+        appendLengthPrefixed(self.method, to: &hasher)
+        appendLengthPrefixed(url, to: &hasher)
         appendLengthPrefixed(body ?? [], to: &hasher)
         appendCount(headers.count, to: &hasher)
         for field in headers {
-            appendLengthPrefixed(Array(field.name.canonicalName.utf8), to: &hasher)
-            appendLengthPrefixed(Array(field.value.utf8), to: &hasher)
+            appendLengthPrefixed(field.name.canonicalName, to: &hasher)
+            appendLengthPrefixed(field.value, to: &hasher)
         }
         appendCount(inputs.count, to: &hasher)
         for input in inputs { hasher.update(data: input.fingerprint) }
-        appendLengthPrefixed(Array((credentialScope ?? "").utf8), to: &hasher)
+        appendLengthPrefixed(credentialScope ?? "", to: &hasher)
         self.request = Hex.encode(hasher.finalize())
     }
 
@@ -191,18 +191,31 @@ public struct StoreKey: Hashable, Sendable, CustomStringConvertible {
     /// A fixed-size digest of the whole key, for tombstones and shared-store key names.
     public var fingerprint: [UInt8] {
         var hasher = SHA256()
-        hasher.update(data: Array("prefetch-store-key-v2".utf8))
-        for field in [identity.digest, method, request] {
-            appendLengthPrefixed(Array(field.utf8), to: &hasher)
-        }
+        hasher.update(data: Self.fingerprintDomain)
+        appendLengthPrefixed(identity.digest, to: &hasher)
+        appendLengthPrefixed(method, to: &hasher)
+        appendLengthPrefixed(request, to: &hasher)
         return hasher.finalize()
     }
+
+    /// The domain labels the two digests start with, made once.
+    private static let requestDomain = Array("prefetch-request-v4".utf8)
+    private static let fingerprintDomain = Array("prefetch-store-key-v2".utf8)
 }
 
 /// Length prefixes keep ("ab","c") and ("a","bc") apart.
 private func appendLengthPrefixed(_ bytes: [UInt8], to hasher: inout SHA256) {
     appendCount(bytes.count, to: &hasher)
     hasher.update(data: bytes)
+}
+
+/// A string's UTF-8 bytes, length-prefixed, read in place (no copy into an array).
+private func appendLengthPrefixed(_ string: String, to hasher: inout SHA256) {
+    var string = string
+    string.withUTF8 { bytes in
+        appendCount(bytes.count, to: &hasher)
+        hasher.update(bufferPointer: UnsafeRawBufferPointer(bytes))
+    }
 }
 
 /// A count before a list keeps lists of different lengths apart.

@@ -7,6 +7,19 @@ import Testing
         #expect(Hex.encode([UInt8]()) == "")
     }
 
+    /// Every form writes the same digits, short (a small string) or long (a digest and more).
+    @Test func everyFormEncodesTheSameDigits() {
+        let bytes = (0..<300).map { UInt8(truncatingIfNeeded: $0 &* 37) }
+        let expected = bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        for count in [0, 1, 7, 8, 32, 300] {
+            let prefix = Array(bytes.prefix(count))
+            let digits = String(expected.prefix(count * 2))
+            #expect(Hex.encode(prefix) == digits)
+            #expect(prefix.withUnsafeBytes { Hex.encode($0) } == digits)
+            #expect(Hex.encode(prefix.lazy.map { $0 }) == digits, "a sequence that is not an array")
+        }
+    }
+
     @Test func decodesEveryDigitAndRefusesEverythingElse() {
         for byte in UInt8.min...UInt8.max {
             let digit = Hex.encode([byte])

@@ -1,4 +1,5 @@
 import HTTPTypes
+import PrefetchCore
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import Testing
@@ -97,6 +98,17 @@ let key = IdentityKey.random()
         #expect(
             StoreKey(identity: .anonymous, method: "GET", url: "u", body: nil, inputs: [aliceUser, bobUser])
                 != StoreKey(identity: .anonymous, method: "GET", url: "u", body: nil, inputs: [bobUser, aliceUser]))
+    }
+
+    /// The request digest and the fingerprint are exactly their documented layout (a domain label, then each field
+    /// length-prefixed with 8 big-endian bytes, counts before lists), byte for byte: known answers from Python's
+    /// `hashlib` over that layout. A shared store names its keys by these, so replicas of two builds must agree.
+    @Test func theRequestDigestAndFingerprintAreTheirLayoutsKnownAnswers() {
+        let key = StoreKey(
+            identity: .anonymous, method: "get", url: "https://api.example.com/a?b=1&é=2", headers: [.accept: "application/json"],
+            body: Array("{}".utf8), credentialScope: "https://m.example.com")
+        #expect(key.request == "3aaeca1ec50dbe8a5c6c2399e0479a61a31d5ca2e44688e9343eedbe86d3d103")
+        #expect(Hex.encode(key.fingerprint) == "94c491f822fe6a085a555060955091dc5b44cb266012c1c88eb477a99b3312a6")
     }
 
     @Test func identitiesAreKeyedPerDeployment() throws {
