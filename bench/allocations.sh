@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Allocations per upstream request: the fan-out's page opens (8 interfaces on one origin answering after 50 ms,
 # CONCURRENCY in flight, every page distinct) against the service, counted at the C allocator (glibc's malloc,
-# calloc, realloc and posix_memalign, through perf uprobes: every Swift object, buffer and box, every libcurl
+# calloc, realloc, posix_memalign and aligned_alloc, through perf uprobes (a `realloc` of nothing is counted twice, as
+# realloc and as the malloc it calls): every Swift object, buffer and box, every libcurl
 # allocation and every NIO buffer ends there), and the same transfers made by the C libcurl floor
 # (bench/peers/curl-floor.c) counted the same way. Allocation counts do not depend on the machine's speed, so
 # this can run on a loaded machine.
@@ -29,10 +30,15 @@ cc -O2 -Wall -o "$FLOOR" "$BENCH_DIR/peers/curl-floor.c" -lcurl
 LIBC="$(ldconfig -p | awk '/libc\.so\.6 .*x86-64/ {print $NF; exit}')"
 [ -n "$LIBC" ] || { echo "allocations.sh: libc.so.6 not found" >&2; exit 1; }
 EVENTS=()
-for function in malloc calloc realloc posix_memalign; do
-  perf probe -l 2>/dev/null | grep -q "probe_libc:$function " || perf probe -q -x "$LIBC" "$function" >/dev/null
+PROBES="$(perf probe -l 2>/dev/null || true)"
+for function in malloc calloc realloc posix_memalign aligned_alloc; do
+  grep -q "probe_libc:$function " <<<"$PROBES" || perf probe -q -x "$LIBC" "$function" >/dev/null
   EVENTS+=("probe_libc:$function")
 done
+# The probes this run added go when it ends (those that were there before stay).
+ADDED=()
+for event in "${EVENTS[@]}"; do grep -q "$event " <<<"$PROBES" || ADDED+=("$event"); done
+trap 'for event in "${ADDED[@]}"; do perf probe -q -d "$event" >/dev/null 2>&1 || true; done; cleanup' EXIT
 EVENT_LIST="$(IFS=,; echo "${EVENTS[*]}")"
 
 # allocations FILE: the sum of the probes' counts in a `perf stat -x,` output.
@@ -58,7 +64,7 @@ node "$CLIENT" service "$SERVICE_URL" "$CONCURRENCY" 0 300 "" 1 "$DELAY" >/dev/n
 log "allocations: service, $PAGES page opens counted"
 perf stat -x, -e "$EVENT_LIST" -p "$SERVICE_PID" -o "$WORK/service.stat" &
 PERF=$!
-sleep 0.5 # perf attaches its probes to the running process before the first counted page
+sleep 0.5 # perf attaches its probes to the running process before the first counted page (a late attach only undercounts)
 node "$CLIENT" service "$SERVICE_URL" "$CONCURRENCY" 0 "$PAGES" "" 2 "$DELAY" >"$WORK/service.json"
 kill -INT "$PERF"
 wait "$PERF" || true
@@ -67,7 +73,7 @@ SERVICE_ERRORS="$(node -e 'console.log(JSON.parse(require("fs").readFileSync(pro
 
 # Where they come from: a sample of call stacks over a shorter run.
 log "allocations: service, call stacks of 40 page opens"
-perf record -q -e probe_libc:malloc -e probe_libc:calloc -e probe_libc:realloc -e probe_libc:posix_memalign \
+perf record -q -e "$EVENT_LIST" \
   --call-graph dwarf,16384 -p "$SERVICE_PID" -o "$WORK/service.data" 2>/dev/null &
 PERF=$!
 sleep 0.5
@@ -90,11 +96,11 @@ TRANSFERS=$((PAGES * 8))
   echo "commit $(git -C "$REPO_DIR" rev-parse --short HEAD)"
   echo "machine $(machine_line)"
   echo "workload $PAGES page opens of 8 interfaces on one origin, $CONCURRENCY in flight, upstream delay ${DELAY} ms ($TRANSFERS upstream requests); service errors: $SERVICE_ERRORS"
-  echo "counted malloc, calloc, realloc, posix_memalign (perf uprobes on $LIBC)"
+  echo "counted malloc, calloc, realloc, posix_memalign, aligned_alloc (perf uprobes on $LIBC)"
   awk -v s="$SERVICE_ALLOCATIONS" -v f="$FLOOR_ALLOCATIONS" -v t="$TRANSFERS" -v p="$PAGES" 'BEGIN {
     printf "service allocations per upstream request %.1f (per page open %.0f; %d in all)\n", s / t, s / p, s
     printf "curl floor allocations per transfer %.1f (%d in all)\n", f / t, f
-    printf "ratio service/floor %.2fx\n", (s / t) / (f / t)
+    if (f > 0) printf "ratio service/floor %.2fx\n", s / f
   }'
   echo "top allocation sites of the service (first frame outside malloc and the Swift runtime's allocation entry points), share of sampled allocations:"
   cat "$WORK/sites.txt"

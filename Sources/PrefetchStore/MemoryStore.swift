@@ -246,9 +246,6 @@ public final class MemoryStore: ResponseStore {
 
     // MARK: Waiting
 
-    /// Waiters against one deadline: their outcomes are taken in turn (a waiter settled before its turn hands
-    /// its parked outcome over at once); when the deadline passes on the store's clock every one of them is given
-    /// up, so each gets its result or `.pending`, exactly once.
     /// The waiter's deadline passed or its task was cancelled: it leaves the flight and gets `.pending`, unless
     /// the flight already settled it.
     private func giveUp(_ id: WaiterID) {

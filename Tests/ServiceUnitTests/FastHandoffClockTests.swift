@@ -146,9 +146,10 @@ struct FastHandoffClockTests {
         #expect(!connection.isOpen, "an idle connection was kept open past its idle timeout")
     }
 
-    /// The answers the fast path writes itself count as activity: twenty triggers, each answered on the event loop,
-    /// one every half timeout, hold the connection open ten times as long as its timeout; then it closes one timeout
-    /// after the last answer.
+    /// Requests the fast path answers itself keep a connection busy: twenty triggers, each answered on the event
+    /// loop, one every half timeout, hold the connection open ten times as long as its timeout; then it closes one
+    /// timeout after the last answer. (Request and answer happen at the same instant here; that an answer's end
+    /// restarts the timeout on its own is the routed case below, whose answer comes five timeouts after its request.)
     @Test func answersOfTheFastPathKeepABusyConnectionOpenAndItClosesOnceIdle() throws {
         let connection = try Connection()
         defer { _ = try? connection.channel.finish() }
