@@ -60,14 +60,20 @@ public func launchSerially(_ process: TestProcess) throws {
 
 /// Polls `condition` every 10 ms until it holds or `seconds` pass; returns whether it held. The one polling helper
 /// of every test target: a bound on how long a test waits for something to happen, never what decides an outcome.
+/// So the bound is never shorter than ``eventWaitFloor``: what a test waits for comes as soon as it comes (a
+/// passing test never waits the bound out), and on a machine whose cores another job keeps busy an event can take
+/// tens of seconds (a 15 s bound on an HTTPDNS answer failed one of ten loaded runs of the suite).
 public func eventually(within seconds: Double = 10, _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(seconds * 1000)))
+    let deadline = ContinuousClock.now.advanced(by: .milliseconds(Int64(max(seconds, eventWaitFloor) * 1000)))
     while ContinuousClock.now < deadline {
         if try await condition() { return true }
         try? await Task.sleep(for: .milliseconds(10))
     }
     return try await condition()
 }
+
+/// The shortest bound ``eventually`` puts on a wait, in seconds.
+public let eventWaitFloor: Double = 60
 
 /// Polls `produce` every 10 ms until it gives a value or `seconds` pass; the first value, or nil. `eventually` for a
 /// state that comes with a value (a flight token once a lock has expired).
