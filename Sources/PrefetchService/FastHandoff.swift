@@ -296,25 +296,10 @@ struct FastHandoff: Sendable {
         }
     }
 
-    /// Ends a results view's store wait after `deadline`, by the orchestrator's clock: a timer of the event loop on
-    /// the continuous clock; on a clock a test moves by hand, a sleep on that clock (the wait ends when the test
-    /// moves time past it, as every other deadline of the service does).
+    /// Ends a results view's store wait after `deadline`, by the orchestrator's clock (`ServiceClock.schedule`).
     func expire(_ wait: StoreWait, after deadline: Duration, on loop: any EventLoop) -> Scheduled<Void> {
         let clock = orchestrator.clock
-        guard !(clock is ContinuousClock) else {
-            return loop.scheduleTask(in: .nanoseconds(deadline.nanoseconds)) { wait.expire() }
-        }
-        let ended = loop.makePromise(of: Void.self)
-        let sleeper = Task {
-            do {
-                try await clock.sleep(for: deadline)
-                wait.expire()
-                ended.succeed()
-            } catch {
-                ended.fail(error)
-            }
-        }
-        return Scheduled(promise: ended) { sleeper.cancel() }
+        return clock.schedule(at: clock.now.advanced(by: deadline), on: loop) { wait.expire() }
     }
 
     /// The data reads of a ready entry.

@@ -30,8 +30,8 @@ public protocol ResponseStore: Sendable {
     func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome
 
     /// Reads several entries at once, each as `read(_:wait:)` would, all waiting up to the same `wait`: a page's
-    /// results view. Outcomes are in the order of `keys`. The default reads them concurrently, one task each;
-    /// a store that can wait on them together does so.
+    /// results view. Outcomes are in the order of `keys`. Both stores make it ``read(_:canWait:notify:)`` for a
+    /// caller that is async by nature, so every read goes through one driver.
     func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome]
 
     /// A read that never suspends, for callers on an event loop: when the entry is a response within its TTL,
@@ -105,18 +105,6 @@ extension ResponseStore {
     /// ``settle(_:then:)`` for a caller that is async by nature.
     public func settle(_ settlements: [Settlement]) async {
         await withCheckedContinuation { continuation in settle(settlements) { continuation.resume() } }
-    }
-
-    /// See `ResponseStore.read(_:wait:)` for several keys: one child task per key.
-    public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {
-        await withTaskGroup(of: (Int, ReadOutcome).self) { group in
-            for (index, key) in keys.enumerated() {
-                group.addTask { (index, await self.read(key, wait: wait)) }
-            }
-            var outcomes = [ReadOutcome](repeating: .pending, count: keys.count)
-            for await (index, outcome) in group { outcomes[index] = outcome }
-            return outcomes
-        }
     }
 
     /// Calls `begin(_:policy:)` and, when it leads, `complete`.

@@ -1,4 +1,4 @@
-import PrefetchCore
+package import PrefetchCore
 import Synchronization
 
 /// What ``ResponseStore/read(_:canWait:notify:)`` found.
@@ -53,7 +53,7 @@ extension ImmediateRead {
     /// The outcomes of a read for a caller that is async by nature: at once when the store had them, else once its
     /// wait settles, ends at `deadline` on `clock`, or the caller's task is cancelled (what is still in flight then
     /// reads `.pending`). `handoff` must be the one whose `notify` the read was given.
-    func outcomes(
+    package func outcomes(
         _ handoff: ReadHandoff, deadline: ContinuousClock.Instant, clock: any ServiceClock
     ) async -> [ReadOutcome] {
         switch self {
@@ -73,7 +73,7 @@ extension ImmediateRead {
 
 /// Carries one waiting read's outcomes from the thread that settles it to the task that awaits them, whichever of
 /// the two comes first: `notify` is the read's callback, `attach` the awaiting task's continuation.
-final class ReadHandoff: Sendable {
+package final class ReadHandoff: Sendable {
     private enum State {
         case empty
         case settled([ReadOutcome])
@@ -83,9 +83,9 @@ final class ReadHandoff: Sendable {
 
     private let state = Mutex(State.empty)
 
-    init() {}
+    package init() {}
 
-    func notify(_ outcomes: [ReadOutcome]) {
+    package func notify(_ outcomes: [ReadOutcome]) {
         let continuation: CheckedContinuation<[ReadOutcome], Never>? = state.withLock { state in
             switch state {
             case .empty:

@@ -387,44 +387,6 @@ public final class RedisStore: ResponseStore, Service {
         }
     }
 
-    /// See `ResponseStore.read`. A reader whose task is already cancelled does not wait.
-    public func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome {
-        let start = clock.now
-        var (reader, step) = state.withLock { $0.startRead(key, wait: wait, cancelled: Task.isCancelled, now: start) }
-        defer { state.withLock { $0.readEnded(reader) } }
-        if case .finish(let outcome, let label) = step {
-            metrics.record(outcome, label: label)
-            return outcome
-        }
-        // Registered before the first look at Redis, so no announcement after it is missed.
-        let registration = reader.canWait ? waiters.register(reader.keys.digest) : nil
-        defer { if let registration { waiters.unregister(registration) } }
-        while true {
-            switch step {
-            case .finish(let outcome, let label):
-                metrics.record(outcome, label: label)
-                return outcome
-            case .readFallback(let wait):
-                return await fallback.read(key, wait: wait)
-            case .probe(let call):
-                let sentAt = clock.now
-                let probe = RedisStoreState.Probe(reply: await eval([call])[0])
-                if probe == .undecodable {
-                    logger.error("undecodable value in Redis; treating it as absent", metadata: ["store.digest": "\(reader.keys.digest)"])
-                }
-                let now = clock.now
-                let cancelled = Task.isCancelled
-                step = state.withLock { $0.probed(&reader, probe, sentAt: sentAt, cancelled: cancelled, now: now) }
-            case .wait(let timeout):
-                guard let registration else { preconditionFailure("a reader that may not wait was told to wait") }
-                let woken = await registration.signal.wait(until: clock.now.advanced(by: timeout), clock: clock)
-                let value = woken.payload.flatMap { EntryCodec.decode($0) }
-                let now = clock.now
-                step = state.withLock { $0.woke(&reader, fired: woken.signalled, value: value, now: now) }
-            }
-        }
-    }
-
     /// See `ResponseStore.retain`. Drops matching values and in-flight locks in Redis (waking their readers on every
     /// replica), the local tier's copies and the fallback store's entries. Other replicas' local tiers may serve a
     /// dropped entry for at most `localTTL`.

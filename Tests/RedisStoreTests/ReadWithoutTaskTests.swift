@@ -1,8 +1,8 @@
-import PrefetchStore
 import PrefetchTestSupport
 import Synchronization
 import Testing
 
+@testable import PrefetchStore
 @testable import RedisStore
 
 /// Reads made without a task (`read(_:canWait:notify:)`, the event loop's results view): the same outcomes as the
@@ -73,6 +73,24 @@ import Testing
                 #expect(b.waitingReaders == 0)
                 // Without a wait, a flight reads pending at once, after Redis's answer.
                 #expect(await Notified.read(b, [key("/flying")], canWait: false).outcomes() == [.pending])
+            }
+        }
+    }
+
+    @Test func expiringAWaitInTheFallbackStoreReadsPending() async throws {
+        try await withRedis { server in
+            try await withReplicas(server, count: 1) { replicas in
+                let store = replicas[0]
+                await server.stop()
+                #expect(await eventually { store.isDegraded }, "the store noticed the outage")
+                _ = try #require(await store.begin(key("/during"), policy: policy()).token, "led in the fallback store")
+                let read = Notified.read(store, [key("/during")], canWait: true)
+                // Redis refused the probe and the key waits in the fallback store: ending the read's wait ends that
+                // one too, which answers at once (it used to do so under the read's own lock and trap).
+                #expect(await eventually { store.fallback.waitingReaders == 1 }, "the read waits in the fallback store")
+                read.wait?.expire()
+                #expect(await read.outcomes() == [.pending])
+                #expect(store.fallback.waitingReaders == 0)
             }
         }
     }

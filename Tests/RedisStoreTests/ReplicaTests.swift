@@ -4,6 +4,7 @@ import PrefetchCore
 import PrefetchStore
 import PrefetchTestSupport
 import PrefetchTestUpstream
+import Synchronization
 import Testing
 
 @testable import RedisStore
@@ -83,20 +84,35 @@ import Testing
         }
     }
 
-    @Test func readersWakeByPollingWhenNoSubscriberRuns() async throws {
+    @Test func readersWakeByPollingOnTheStoresClockWhenNoSubscriberRuns() async throws {
         try await withRedis { server in
-            try await withReplicas(server, runServices: false) { replicas in
+            // No subscriber runs, so nothing announces the completion to b: its readers find it at their next poll.
+            // The poll interval is long and the replicas' clock is moved by hand, so the poll comes when the test
+            // moves time past it, for a read made without a task and for an async one alike.
+            let clock = ManualClock()
+            let configuration = testConfiguration(pollInterval: .seconds(600))
+            try await withReplicas(server, configuration: configuration, runServices: false, clock: clock) { replicas in
                 let (a, b) = (replicas[0], replicas[1])
                 let token = try #require(await a.begin(key(), policy: policy()).token)
-                async let waiter = b.read(key(), wait: .seconds(30))
-                do {
-                    let settled = await eventually { b.waitingReaders == 1 }
-                    #expect(settled)
+                let called = Mutex<[ReadOutcome]?>(nil)
+                let read = b.read([key()], canWait: true) { outcomes in called.withLock { $0 = outcomes } }
+                guard case .waiting(let wait) = read else {
+                    Issue.record("a read of a flight on another replica answered at once: \(read)")
+                    return
                 }
+                async let waiter = b.read(key(), wait: .seconds(3600))
+                // Both readers asleep on the clock: two poll timers and the async read's deadline.
+                let asleep = await eventually { b.waitingReaders == 2 && clock.sleepers == 3 }
+                #expect(asleep, "waiting readers \(b.waitingReaders), sleepers \(clock.sleepers)")
                 await a.complete(key(), token: token, result: .success(response("polled")))
+                #expect(called.withLock { $0 } == nil, "a reader polled before its interval had passed")
+                clock.advance(by: .seconds(601))
                 let outcome = await waiter
                 #expect(outcome.body == "polled")
                 #expect(outcome.isJoined)
+                let polled = await eventuallyValue { called.withLock { $0 } }
+                #expect(polled?.map(\.body) == ["polled"])
+                wait.expire()
             }
         }
     }

@@ -4,19 +4,35 @@ public import PrefetchStore
 import Synchronization
 
 extension RedisStore {
-    /// See `ResponseStore.read(_:canWait:notify:)`: every key read as `read(_:wait:)` reads it (the same state machine:
-    /// the local tier, the lead on this replica, the probe, the wait for the announcement with its polling, the
-    /// fallback store), driven by callbacks instead of a task: the keys' probes go in one pipeline, a waiting key
-    /// is woken by the announcement or by a timer on an event loop. `.done` when the local tier answered every key;
-    /// otherwise `.waiting`, even without `canWait` (Redis must answer first), and `notify` gets the outcomes on the
-    /// thread of the last answer. With `canWait` the keys in flight are waited for until `expire()` (at most
-    /// ``longestWaitWithoutTask``); without it, a key in flight reads `.pending`.
+    /// See `ResponseStore.read(_:canWait:notify:)`. Every read of this store, with a task or without, is a
+    /// `PageRead`: the reader state machine (the local tier, the lead on this replica, the probe, the wait for the
+    /// announcement with its polling, the fallback store) driven by callbacks. The keys' probes go in one pipeline;
+    /// a waiting key is woken by the announcement or by a timer on the store's clock. `.done` when the local tier
+    /// answered every key; otherwise `.waiting`, even without `canWait` (Redis must answer first), and `notify`
+    /// gets the outcomes on the thread of the last answer. With `canWait` the keys in flight are waited for until
+    /// `expire()` (at most ``longestWaitWithoutTask``); without it, a key in flight reads `.pending`.
     public func read(
         _ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
     ) -> ImmediateRead {
         let read = PageRead(store: self, keys: keys, notify: notify)
         if let outcomes = read.start(wait: canWait ? Self.longestWaitWithoutTask : .zero) { return .done(outcomes) }
         return .waiting(StoreWait { read.expire() })
+    }
+
+    /// See `ResponseStore.read`: a read of one key. A reader whose task is already cancelled does not wait.
+    public func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome {
+        await read([key], wait: wait)[0]
+    }
+
+    /// See `ResponseStore.read(_:wait:)` for several keys: a `PageRead` for a caller that is async by nature, its
+    /// wait ended at `wait` on the store's clock or when the reader's task is cancelled (each key still in flight
+    /// then looks once more and reads what Redis says).
+    public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {
+        let deadline = clock.now.advanced(by: wait)
+        let handoff = ReadHandoff()
+        let read = PageRead(store: self, keys: keys) { handoff.notify($0) }
+        if let outcomes = read.start(wait: Task.isCancelled ? .zero : wait) { return outcomes }
+        return await ImmediateRead.waiting(StoreWait { read.expire() }).outcomes(handoff, deadline: deadline, clock: clock)
     }
 
     /// See `ResponseStore.readIfReady`: a response in this replica's local tier, read as `read(_:wait:)` reads it
@@ -33,9 +49,9 @@ extension RedisStore {
     /// The longest a read without a task waits when its caller never calls `expire()`.
     public static let longestWaitWithoutTask = Duration.seconds(60)
 
-    /// One read of several keys without a task. Each key runs the reader state machine one step at a time: at most
+    /// One read of several keys. Each key runs the reader state machine one step at a time: at most
     /// one probe or one wait of a key is outstanding, so its reader is only touched by the step in progress;
-    /// announcements that arrive meanwhile are remembered (as `Wakeup` remembers them) and taken by its next wait.
+    /// announcements that arrive meanwhile are remembered and taken by its next wait.
     final class PageRead: Sendable {
         private struct Slot {
             var reader: RedisStoreState.Reader
@@ -45,6 +61,7 @@ extension RedisStore {
             var payload: [UInt8]?
             /// The key waits for an announcement or its timer.
             var waiting = false
+            /// Its wait's timer, or the end of its wait in the fallback store; on the store's clock.
             var timer: Scheduled<Void>?
             /// A wait of the fallback store, ended on `expire()`.
             var fallbackWait: StoreWait?
@@ -107,12 +124,15 @@ extension RedisStore {
         /// The caller's deadline passed (or its connection closed): keys still waiting look once more and read what
         /// Redis says then, `.pending` for a flight still under way.
         func expire() {
-            let woken = state.withLock { state -> [Int] in
+            // The fallback store's waits are ended after the lock is released: ending one may call back into
+            // `finish` at once.
+            let (woken, fallbackWaits) = state.withLock { state -> ([Int], [StoreWait]) in
                 state.expired = true
                 var woken: [Int] = []
+                var fallbackWaits: [StoreWait] = []
                 for index in state.slots.indices {
                     guard var slot = state.slots[index] else { continue }
-                    slot.fallbackWait?.expire()
+                    if let wait = slot.fallbackWait { fallbackWaits.append(wait) }
                     if slot.waiting {
                         slot.waiting = false
                         slot.timer?.cancel()
@@ -121,8 +141,9 @@ extension RedisStore {
                     }
                     state.slots[index] = slot
                 }
-                return woken
+                return (woken, fallbackWaits)
             }
+            for wait in fallbackWaits { wait.expire() }
             for index in woken { woke(index, fired: false, payload: nil) }
         }
 
@@ -146,7 +167,9 @@ extension RedisStore {
                         return (slot.signalled, slot.payload)
                     }
                     slot.waiting = true
-                    slot.timer = loop.scheduleTask(in: TimeAmount(timeout)) { [self] in timedOut(index) }
+                    slot.timer = store.clock.schedule(at: store.clock.now.advanced(by: timeout), on: loop) { [self] in
+                        timedOut(index)
+                    }
                     return nil
                 }
                 if let now { woke(index, fired: now.fired, payload: now.payload) }
@@ -160,14 +183,16 @@ extension RedisStore {
                 finish(index, outcomes[0])
             case .waiting(let wait):
                 let expired = state.withLock { state -> Bool in
-                    state.slots[index]?.fallbackWait = wait
+                    guard var slot = state.slots[index] else { return true }
+                    defer { state.slots[index] = slot }
+                    slot.fallbackWait = wait
+                    // Cancelled when the key finishes: the fallback store's wait ends at the reader's deadline.
+                    if !state.expired, slot.outcome == nil {
+                        slot.timer = store.clock.schedule(at: reader.deadline, on: loop) { wait.expire() }
+                    }
                     return state.expired
                 }
-                if expired {
-                    wait.expire()
-                } else {
-                    _ = loop.scheduleTask(in: TimeAmount(max(.zero, reader.deadline - store.clock.now))) { wait.expire() }
-                }
+                if expired { wait.expire() }
             }
         }
 
