@@ -567,16 +567,14 @@ public final class Orchestrator: Sendable {
 
     /// Reads every request of `ticket` at once, waiting up to `wait` for those in flight, for a reader already
     /// entitled to the ticket: what `read(_:index:wait:)` gives for each index, with one wait for the page. The
-    /// outcomes are recorded as the ticket's reads (``recordResultsView(_:_:askedAt:)``).
+    /// outcomes are recorded as the ticket's reads (``recordResultsView(_:_:askedAt:)``). It is
+    /// ``readAll(_:canWait:notify:)`` for a caller that is async by nature: the wait ends at `wait` on the
+    /// orchestrator's clock or when the reader's task is cancelled.
     public func readAll(_ ticket: Ticket, wait: Duration) async -> [ReadOutcome] {
-        let asked = clock.now
-        let (keys, keptPrivate) = readKeys(of: ticket)
-        var outcomes = await store.read(keys, wait: wait)
-        for index in ownCopiesToRead(keptPrivate, outcomes) {
-            outcomes[index] = Self.ownCopy(await store.read(privateKey(keys[index], ticket: ticket.id), wait: .zero), else: outcomes[index])
-        }
-        recordResultsView(ticket, outcomes, askedAt: asked)
-        return outcomes
+        let deadline = clock.now.advanced(by: wait)
+        let handoff = ReadHandoff()
+        let read = readAll(ticket, canWait: wait > .zero && !Task.isCancelled) { handoff.notify($0) }
+        return await read.outcomes(handoff, deadline: deadline, clock: clock)
     }
 
     /// Records what a results view handed out as reads of the ticket's responses, as a data read records one: a ready
