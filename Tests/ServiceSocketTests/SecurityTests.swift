@@ -375,7 +375,9 @@ struct SecurityTests {
     /// SECURITY.md: a flood of huge triggers from one caller is refused with Retry-After, and tickets stay within
     /// their byte budget.
     @Test func aFloodOfHugeTriggersIsLimitedAndTicketsStayWithinTheirBudget() async throws {
-        try await withServe(["--ticket-bytes", "262144"]) { server, _ in
+        // A burst of 40 (the default) refilled at one trigger every 1,000 s: however slowly a loaded machine sends
+        // the flood, it outruns the refill (at the default 10 a second, 120 triggers sent in 12 s went through).
+        try await withServe(["--ticket-bytes", "262144", "--trigger-rate", "0.001"]) { server, _ in
             let long = Self.page + "?pad=" + String(repeating: "p", count: 8000)
             var statuses: [Int: Int] = [:]
             var retryAfter: String?
@@ -435,9 +437,10 @@ struct SecurityTests {
     /// SECURITY.md: credentials are claims, so inventing a cookie per trigger does not escape the rate limit: the
     /// client address has its own bucket. Another address is unaffected.
     @Test func inventedCredentialsDoNotEscapeTheRateLimit() async throws {
-        // An address may burst 50 and then 2 a second (ten times the identity's 0.2/s): however slowly a loaded
-        // machine sends the 120 triggers, 10 s of them leave at least 50 refused.
-        try await withServe(["--trigger-rate", "0.2", "--trigger-burst", "5"]) { server, _ in
+        // An address may burst 50 and then one trigger every 100 s (ten times the identity's rate): however slowly
+        // a loaded machine sends the 120 triggers, at least 50 are refused (at 2 a second the flood had to be sent
+        // within 10 s).
+        try await withServe(["--trigger-rate", "0.001", "--trigger-burst", "5"]) { server, _ in
             var statuses: [Int: Int] = [:]
             for index in 0..<120 {
                 let answer = try await rawExchange(
