@@ -6,8 +6,10 @@ import Synchronization
 /// waits on). When the calling task is cancelled first, the sleeper calls `cancelled` instead. The sleeper is
 /// cancelled, and neither is called, as soon as `body` returns on its own. A nil deadline never expires.
 ///
-/// Every bounded wait in the service goes through here: a store reader's deadline, a renderer acquire's timeout,
-/// a Redis reader's wake-up, the DNS loop's next due time. So each can be driven by a test's `ManualClock`.
+/// Every bounded wait of a task in the service goes through here: an async store read's deadline, a renderer
+/// acquire's timeout, the DNS loop's next due time. A wait driven by callbacks (a store read's poll, a results
+/// view's deadline) is bounded by `ServiceClock.schedule(at:on:_:)` instead. So each can be driven by a test's
+/// `ManualClock`.
 public func withDeadline<T: Sendable>(
     _ deadline: ContinuousClock.Instant?,
     clock: any ServiceClock,

@@ -61,6 +61,9 @@ extension RedisStore {
             var payload: [UInt8]?
             /// The key waits for an announcement or its timer.
             var waiting = false
+            /// How many waits the key has begun: a timer ends only the wait it was set for (a cancelled one may still
+            /// fire).
+            var waits: UInt64 = 0
             /// Its wait's timer, or the end of its wait in the fallback store; on the store's clock.
             var timer: Scheduled<Void>?
             /// A wait of the fallback store, ended on `expire()`.
@@ -70,6 +73,9 @@ extension RedisStore {
 
         private struct State {
             var slots: [Slot?]
+            /// An announcement that came after the key's registration and before its slot, with its value if one
+            /// travelled with it: the slot starts signalled.
+            var early: [[UInt8]??]
             var remaining: Int
             var expired = false
             /// `start` has returned: from then on the last outcome goes to `notify`.
@@ -90,7 +96,9 @@ extension RedisStore {
             self.loop = store.timerLoop
             self.notify = notify
             self.state = Mutex(
-                State(slots: Array(repeating: nil, count: count), remaining: count, outcomes: Array(repeating: .pending, count: count)))
+                State(
+                    slots: Array(repeating: nil, count: count), early: Array(repeating: nil, count: count), remaining: count,
+                    outcomes: Array(repeating: .pending, count: count)))
         }
 
         /// Starts every key's read; returns the outcomes when all were answered at once (then `notify` is never
@@ -100,11 +108,17 @@ extension RedisStore {
             var probes: [(Int, ScriptCall)] = []
             var steps: [(Int, RedisStoreState.ReadStep)] = []
             for (index, key) in keys.enumerated() {
-                let (reader, step) = store.state.withLock { $0.startRead(key, wait: wait, cancelled: false, now: now) }
-                // Registered before the first look at Redis, so no announcement after it is missed.
+                let names = store.keySpace.keys(for: key)
+                // Registered before the first look at the key (this replica's lead, or Redis), so no announcement
+                // after that look is missed: one that comes before the slot is kept in `early`.
                 let registration =
-                    reader.canWait ? store.waiters.register(reader.keys.digest) { [self] in signalled(index, payload: $0) } : nil
-                state.withLock { $0.slots[index] = Slot(reader: reader, registration: registration) }
+                    wait > .zero ? store.waiters.register(names.digest) { [self] in signalled(index, payload: $0) } : nil
+                let (reader, step) = store.state.withLock { $0.startRead(names, wait: wait, cancelled: false, now: now) }
+                state.withLock { state in
+                    var slot = Slot(reader: reader, registration: registration)
+                    if let early = state.early[index] { (slot.signalled, slot.payload) = (true, early) }
+                    state.slots[index] = slot
+                }
                 if case .probe(let call) = step { probes.append((index, call)) } else { steps.append((index, step)) }
             }
             for (index, step) in steps { perform(index, step) }
@@ -167,8 +181,10 @@ extension RedisStore {
                         return (slot.signalled, slot.payload)
                     }
                     slot.waiting = true
+                    slot.waits &+= 1
+                    let wait = slot.waits
                     slot.timer = store.clock.schedule(at: store.clock.now.advanced(by: timeout), on: loop) { [self] in
-                        timedOut(index)
+                        timedOut(index, wait: wait)
                     }
                     return nil
                 }
@@ -214,7 +230,11 @@ extension RedisStore {
 
         private func signalled(_ index: Int, payload: [UInt8]?) {
             let wake = state.withLock { state -> Bool in
-                guard var slot = state.slots[index], slot.outcome == nil else { return false }
+                guard var slot = state.slots[index] else {
+                    state.early[index] = .some(payload ?? state.early[index] ?? nil)
+                    return false
+                }
+                guard slot.outcome == nil else { return false }
                 defer { state.slots[index] = slot }
                 guard slot.waiting else {
                     slot.signalled = true
@@ -229,9 +249,9 @@ extension RedisStore {
             if wake { woke(index, fired: true, payload: payload) }
         }
 
-        private func timedOut(_ index: Int) {
+        private func timedOut(_ index: Int, wait: UInt64) {
             let wake = state.withLock { state -> Bool in
-                guard var slot = state.slots[index], slot.waiting else { return false }
+                guard var slot = state.slots[index], slot.waiting, slot.waits == wait else { return false }
                 defer { state.slots[index] = slot }
                 slot.waiting = false
                 slot.timer = nil

@@ -75,7 +75,7 @@ public final class RedisStore: ResponseStore, Service {
     private let monitor: RedisHealthMonitor
     /// The commands' way to Redis: one server's pool, or a cluster's, routing by slot.
     let pool: any RedisCommands
-    /// Where reads without a task keep their timers (an event loop of the pool's group).
+    /// Where reads keep their timers on the continuous clock (an event loop of the pool's group).
     let timerLoop: any EventLoop
     private let subscriber: RedisSubscriber
     let waiters: LocalWaiters

@@ -87,10 +87,10 @@ import Testing
     @Test func readersWakeByPollingOnTheStoresClockWhenNoSubscriberRuns() async throws {
         try await withRedis { server in
             // No subscriber runs, so nothing announces the completion to b: its readers find it at their next poll.
-            // The poll interval is long and the replicas' clock is moved by hand, so the poll comes when the test
-            // moves time past it, for a read made without a task and for an async one alike.
+            // The replicas' clock is moved by hand, so the poll comes when the test moves time past it, for a read
+            // made without a task and for an async one alike (their poll timers are sleepers on that clock).
             let clock = ManualClock()
-            let configuration = testConfiguration(pollInterval: .seconds(600))
+            let configuration = testConfiguration(pollInterval: .seconds(30))
             try await withReplicas(server, configuration: configuration, runServices: false, clock: clock) { replicas in
                 let (a, b) = (replicas[0], replicas[1])
                 let token = try #require(await a.begin(key(), policy: policy()).token)
@@ -100,16 +100,21 @@ import Testing
                     Issue.record("a read of a flight on another replica answered at once: \(read)")
                     return
                 }
-                async let waiter = b.read(key(), wait: .seconds(3600))
-                // Both readers asleep on the clock: two poll timers and the async read's deadline.
+                let awaited = Mutex<ReadOutcome?>(nil)
+                let reader = Task {
+                    let outcome = await b.read(key(), wait: .seconds(3600))
+                    awaited.withLock { $0 = outcome }
+                }
+                defer { reader.cancel() }
+                // Both readers asleep on the clock: their two poll timers and the async read's deadline.
                 let asleep = await eventually { b.waitingReaders == 2 && clock.sleepers == 3 }
                 #expect(asleep, "waiting readers \(b.waitingReaders), sleepers \(clock.sleepers)")
                 await a.complete(key(), token: token, result: .success(response("polled")))
                 #expect(called.withLock { $0 } == nil, "a reader polled before its interval had passed")
-                clock.advance(by: .seconds(601))
-                let outcome = await waiter
-                #expect(outcome.body == "polled")
-                #expect(outcome.isJoined)
+                clock.advance(by: .seconds(31))
+                let outcome = await eventuallyValue { awaited.withLock { $0 } }
+                #expect(outcome?.body == "polled")
+                #expect(outcome?.isJoined == true)
                 let polled = await eventuallyValue { called.withLock { $0 } }
                 #expect(polled?.map(\.body) == ["polled"])
                 wait.expire()
