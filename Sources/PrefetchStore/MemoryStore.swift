@@ -34,7 +34,7 @@ public final class MemoryStore: ResponseStore {
     ///
     /// `heldElsewhere` tells the bytes of responses still arriving (the fetcher's `bufferedBytes`): they count
     /// against the budget too, so completing a response evicts least recently used entries until the store and
-    /// those bytes fit together. It is read under the store's lock and must be cheap (an atomic load).
+    /// those bytes fit together. It is read just before the store takes its lock and must be cheap (an atomic load).
     public init(
         budgetBytes: Int = 64 * 1024 * 1024,
         lockAge: Duration = .seconds(10),
