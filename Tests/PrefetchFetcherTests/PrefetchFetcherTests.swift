@@ -172,8 +172,9 @@ struct FetcherTests {
     @Test func queuedTransfersTimeOutWhileWaitingForASlot() async throws {
         try await withUpstream { upstream in
             try await withFetcher(FetcherConfiguration(maxTransfers: 1)) { fetcher in
-                let url = "http://127.0.0.1:\(upstream.port)/slow?delay=2000"
-                async let first = failureCode(fetcher, FetchRequest(url: url, timeout: .seconds(10)))
+                // The first holds the one slot for 5 s: the second's 200 ms in the queue end well inside that.
+                let url = "http://127.0.0.1:\(upstream.port)/slow?delay=5000"
+                async let first = failureCode(fetcher, FetchRequest(url: url, timeout: .seconds(20)))
                 do {
                     let settled = await eventually { upstream.hits(path: "/slow") == 1 }
                     #expect(settled)

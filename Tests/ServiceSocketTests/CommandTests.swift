@@ -24,7 +24,7 @@ struct CommandTests {
             let page = "\(upstream.base)/pages/drain"
             let config = try TempConfig(
                 TestConfig([
-                    TestPage(page, [TestInterface(name: "slow", api: "\(upstream.base)/drain/slow?delay=1000")])
+                    TestPage(page, [TestInterface(name: "slow", api: "\(upstream.base)/drain/slow?delay=1000", timeout: 30000)])
                 ])
             )
             defer { config.remove() }
@@ -61,7 +61,7 @@ struct CommandTests {
             let config = try TempConfig(
                 TestConfig([
                     TestPage(
-                        page, [TestInterface(name: "slow", api: "\(upstream.base)/drain/view?delay=5000", timeout: 8000)])
+                        page, [TestInterface(name: "slow", api: "\(upstream.base)/drain/view?delay=5000", timeout: 30000)])
                 ])
             )
             defer { config.remove() }
@@ -69,7 +69,7 @@ struct CommandTests {
             do {
                 let trigger = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)"}"#)
                 let ticket = try trigger.decoded(TriggerAnswer.self).ticket
-                async let view = oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)?wait=9000")
+                async let view = oneRequest(port: server.port, .get, "/v1/prefetch/\(ticket)?wait=10000")
                 // The view is waiting (the store counts its reader) before the signal is sent.
                 let waiting = await eventually {
                     let metrics = (try? await server.admin(.get, "/metrics").text) ?? ""

@@ -174,7 +174,9 @@ import Testing
                 TestPage(
                     page,
                     [
-                        TestInterface(name: "user.info", api: "\(Self.user(base, extra: "&delay=2000"))", timeout: 4000),
+                        // Still in flight for the read of it below: 5 s to send the trigger and two reads in (the
+                        // service's graceful stop waits this transfer out, so it is not longer).
+                        TestInterface(name: "user.info", api: "\(Self.user(base, extra: "&delay=5000"))", timeout: 8000),
                         TestInterface(name: "orders", api: "\(base)/dep/orders", timeout: 300, query: ["uid": "${user.info:/data/uid}"]),
                     ])
             ])

@@ -24,7 +24,7 @@ import Testing
                         TestInterface(name: "down", api: "\(base)/results/down?status=503"),
                         TestInterface(name: "hung", api: "\(base)/results/hung?hang=1", timeout: 300),
                         TestInterface(name: "once", api: "\(base)/results/once?cacheControl=no-store"),
-                        TestInterface(name: "slow", api: "\(base)/results/slow?hang=1", timeout: 6000),
+                        TestInterface(name: "slow", api: "\(base)/results/slow?hang=1", timeout: 10000),
                     ])
             ])
             try await withService(config: config) { service in

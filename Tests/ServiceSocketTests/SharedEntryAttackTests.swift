@@ -257,7 +257,9 @@ struct SharedEntryAttackTests {
     /// `--unshared-status 409`) is kept for the page open that fetched it; the next caller's read is a miss and
     /// its own request goes upstream, never the refusal served as a hit.
     @Test func aRefusalIsNeverServedToAnotherCaller() async throws {
-        try await withServe(["--unshared-status", "409"]) { server, upstream in
+        // The shared entry's `private` marker lives the negative TTL: far past what a loaded machine takes between
+        // the two page opens (at the default 5 s the second could refetch).
+        try await withServe(["--unshared-status", "409", "--negative-ttl", "120"]) { server, upstream in
             let first = try await trigger(server, Self.page + "?v=3")
             for (name, status) in [("refused", 400), ("headers", 431), ("marked", 409)] {
                 let own = try await server.get("/v1/prefetch/\(first)/data?name=\(name)&wait=5000")

@@ -33,7 +33,7 @@ struct ShutdownDrainTests {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/shutdown-drain"
             let config = TestConfig([
-                TestPage(page, [TestInterface(name: "slow", api: "\(upstream.base)/shutdown-drain/slow?delay=600", timeout: 8000)])
+                TestPage(page, [TestInterface(name: "slow", api: "\(upstream.base)/shutdown-drain/slow?delay=1000", timeout: 8000)])
             ])
             var stormed = 0
             for round in 1...Self.rounds {

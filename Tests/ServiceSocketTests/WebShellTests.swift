@@ -29,11 +29,13 @@ import Testing
                 TestPage(
                     Self.page,
                     [
-                        upstream.interface("info", "/info?delay=\(delayMs)"),
+                        slow(upstream.interface("info", "/info?delay=\(delayMs)")),
                         upstream.interface("broken", "/broken?status=503"),
                     ])
             ])
         var settings = ServiceSettings()
+        // The `broken` interface's failure is read after the slow one answers: kept far longer than any test.
+        settings.engine.negativeTTL = .seconds(120)
         settings.listeners.port = 0
         settings.listeners.adminPort = 0
         settings.listeners.demo = true
@@ -65,7 +67,15 @@ import Testing
         return try Reply(response).decoded(TriggerAnswer.self).ticket
     }
 
-    func data(_ client: some TestClientProtocol, ticket: String, name: String, wait: Int = 2000) async throws -> TestResponse {
+    /// `interface` with a timeout far past any delay a test gives it.
+    func slow(_ interface: TestInterface) -> TestInterface {
+        var interface = interface
+        interface.timeout = 30000
+        return interface
+    }
+
+    /// A data read waiting up to the service's longest wait (10 s) by default: far past any delay a test gives.
+    func data(_ client: some TestClientProtocol, ticket: String, name: String, wait: Int = 10000) async throws -> TestResponse {
         try await client.execute(uri: "/v1/prefetch/\(ticket)/data?name=\(name)&wait=\(wait)", method: .get)
     }
 
@@ -110,7 +120,8 @@ import Testing
     }
 
     @Test func aPageOpenShowsItsFetchesAndThePagesReadsWithoutRevealingTheTicket() async throws {
-        try await withApp(delayMs: 1500) { client, admin in
+        // The first read must join the flight: it has the 3 s of `info`'s answer to arrive in.
+        try await withApp(delayMs: 3000) { client, admin in
             let ticket = try await trigger(client)
             let joined = try await data(client, ticket: ticket, name: "info")
             #expect(joined.status == .ok)
@@ -134,7 +145,7 @@ import Testing
             #expect((info.bytes ?? 0) > 0)
             let start = info.startMs
             let end = try #require(info.endMs)
-            #expect(end - start >= 1500)
+            #expect(end - start >= 3000)
             #expect(info.reads.map(\.served) == ["joined", "hit"])
             #expect(info.reads.allSatisfy { $0.answeredMs >= $0.askedMs })
 
