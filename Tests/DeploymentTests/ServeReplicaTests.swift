@@ -52,7 +52,8 @@ import Testing
                 for _ in 0..<2 {
                     servers.append(
                         try await CommandTests.Server.start(
-                            configPath: written.path, arguments: ["--store", redis.url, "--identity-key", Self.identityKey]))
+                            configPath: written.path, arguments: ["--store", redis.url, "--identity-key", Self.identityKey],
+                            untilReady: true))
                 }
                 try await body(upstream, redis, servers[0], servers[1], page)
             } catch {

@@ -28,7 +28,7 @@ struct CommandTests {
                 ])
             )
             defer { config.remove() }
-            let server = try await Server.start(configPath: config.path)
+            let server = try await Server.start(configPath: config.path, untilReady: true)
             do {
                 let ready = try await oneRequest(port: server.port, .get, "/readyz")
                 #expect(ready.status == 200)
@@ -65,7 +65,7 @@ struct CommandTests {
                 ])
             )
             defer { config.remove() }
-            let server = try await Server.start(configPath: config.path)
+            let server = try await Server.start(configPath: config.path, untilReady: true)
             do {
                 let trigger = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: #"{"url": "\#(page)"}"#)
                 let ticket = try trigger.decoded(TriggerAnswer.self).ticket

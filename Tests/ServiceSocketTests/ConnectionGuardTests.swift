@@ -28,7 +28,7 @@ struct ConnectionGuardTests {
         try await withUpstream { upstream in
             let config = try TempConfig(SecurityTests.config(upstream.base))
             defer { config.remove() }
-            let server = try await ServeProcess.start(configPath: config.path, arguments: arguments, logLevel: "warning")
+            let server = try await ServeProcess.start(configPath: config.path, arguments: arguments, logLevel: "warning", untilReady: true)
             do {
                 try await body(server)
             } catch {

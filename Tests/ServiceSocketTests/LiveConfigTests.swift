@@ -135,7 +135,7 @@ extension LiveConfigTests {
     func aConfigFileReplacedByGarbageKeepsTheRunningConfig(garbage: String) async throws {
         let file = try TempConfig(Self.config(version: "1", api: "https://api.example.test/v1/feed"))
         defer { file.remove() }
-        let server = try await CommandTests.Server.start(configPath: file.path)
+        let server = try await CommandTests.Server.start(configPath: file.path, untilReady: true)
         defer { server.child.signal(SIGKILL) }
         #expect(try await planVersion(server) == "1")
 

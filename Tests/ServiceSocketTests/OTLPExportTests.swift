@@ -41,7 +41,7 @@ struct OTLPExportTests {
                 environment: [
                     "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)", "OTEL_BSP_SCHEDULE_DELAY": "100",
                     "OTEL_METRIC_EXPORT_INTERVAL": "500",
-                ])
+                ], untilReady: true)
             do {
                 let trigger = try await oneRequest(
                     port: server.port, .post, "/v1/prefetch", headers: ["traceparent": "00-\(Self.shellTrace)-\(Self.shellSpan)-01"],
@@ -123,7 +123,8 @@ extension OTLPExportTests {
             defer { config.remove() }
             let server = try await ServeProcess.start(
                 configPath: config.path, arguments: ["--otlp"], logLevel: "warning",
-                environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)", "OTEL_BSP_SCHEDULE_DELAY": "100"])
+                environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:\(receiver.port)", "OTEL_BSP_SCHEDULE_DELAY": "100"],
+                untilReady: true)
             do {
                 // A valid tracestate of 890 members, 9,789 characters; one of 33 short members; one within the cap.
                 let long = (0..<890).map { "k\($0)=v\(String(repeating: "x", count: 5))" }.joined(separator: ",")

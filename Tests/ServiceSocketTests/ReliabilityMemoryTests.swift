@@ -35,7 +35,8 @@ struct ReliabilityMemoryTests {
             )
             defer { config.remove() }
             let server = try await ServeProcess.start(
-                configPath: config.path, arguments: ["--store-bytes", "\(Self.budget)", "--trigger-rate", "0"], logLevel: "warning")
+                configPath: config.path, arguments: ["--store-bytes", "\(Self.budget)", "--trigger-rate", "0"], logLevel: "warning",
+                untilReady: true)
             do {
                 try await fillTwice(server: server, page: page, upstream: upstream)
             } catch {

@@ -41,7 +41,7 @@ import Testing
         let config = try TempConfig(TestConfig([TestPage("https://m.example.test/r", [TestInterface(api: "https://api.example.test/r")])]))
         defer { config.remove() }
 
-        let server = try await CommandTests.Server.start(configPath: config.path, arguments: ["--renderers", renderers])
+        let server = try await CommandTests.Server.start(configPath: config.path, arguments: ["--renderers", renderers], untilReady: true)
         do {
             let warm = await eventually(within: 20) { Self.processes(marked: marker).count == 2 }
             #expect(warm, "minIdle process renderers did not start: \(server.child.stderr)")

@@ -83,9 +83,11 @@ package struct ServeProcess {
     package let adminPort: Int
 
     /// Starts `prefetch serve --config <path> --port 0 --admin-port 0 [arguments]` (with `environment` added) and waits
-    /// (at most 30 s) for both listening lines.
+    /// (at most 30 s) for both listening lines; `untilReady`, also for `/readyz` to answer 200 (the listeners open
+    /// before the config is loaded, so a trigger sent at once can be `503 not-ready` on a loaded machine).
     package static func start(
-        configPath: String, arguments: [String] = [], logLevel: String = "info", environment: [String: String] = [:]
+        configPath: String, arguments: [String] = [], logLevel: String = "info", environment: [String: String] = [:],
+        untilReady: Bool = false
     ) async throws -> ServeProcess {
         let child = try ChildProcess(
             "prefetch", ["serve", "--config", configPath, "--port", "0", "--admin-port", "0", "--log-level", logLevel] + arguments,
@@ -104,7 +106,18 @@ package struct ServeProcess {
             await child.stop()
             throw CommandTestError(message: "prefetch serve did not report its ports: \(output)")
         }
-        return ServeProcess(child: child, port: ports.0, adminPort: ports.1)
+        let server = ServeProcess(child: child, port: ports.0, adminPort: ports.1)
+        if untilReady {
+            let ready = await eventually {
+                (try? await oneRequest(port: ports.0, .get, "/readyz"))?.status == 200 || !child.process.isRunning
+            }
+            guard ready, child.process.isRunning else {
+                let output = child.stdout + child.stderr
+                await child.stop()
+                throw CommandTestError(message: "prefetch serve did not become ready: \(output)")
+            }
+        }
+        return server
     }
 
     package static func listeningPort(in output: String, prefix: String) -> Int? {
@@ -141,7 +154,7 @@ package func withServeProcess(
     try await withUpstream { upstream in
         let file = try TempConfig(config(upstream.base))
         defer { file.remove() }
-        let server = try await ServeProcess.start(configPath: file.path, arguments: arguments, logLevel: "warning")
+        let server = try await ServeProcess.start(configPath: file.path, arguments: arguments, logLevel: "warning", untilReady: true)
         do {
             try await body(server, upstream)
         } catch {
