@@ -6,8 +6,10 @@ public protocol RecordStore: Sendable {
     /// the answer: a Redis connection's event loop). Never suspends the caller. `done` must not block.
     func keepRecord(_ bytes: [UInt8], name: String, ttl: Duration, then done: @escaping @Sendable (Bool) -> Void)
 
-    /// The record under `name`, nil when there is none (never written, expired, or the store is unreachable).
-    func record(_ name: String) async -> [UInt8]?
+    /// Calls `done` with the record under `name`, nil when there is none (never written, expired, or the store is
+    /// unreachable), on the thread that has the answer (a Redis connection's event loop). Never suspends the caller.
+    /// `done` must not block.
+    func record(_ name: String, then done: @escaping @Sendable ([UInt8]?) -> Void)
 }
 
 extension RecordStore {
@@ -17,5 +19,10 @@ extension RecordStore {
         await withCheckedContinuation { continuation in
             keepRecord(bytes, name: name, ttl: ttl) { continuation.resume(returning: $0) }
         }
+    }
+
+    /// ``record(_:then:)``, awaited.
+    public func record(_ name: String) async -> [UInt8]? {
+        await withCheckedContinuation { continuation in record(name) { continuation.resume(returning: $0) } }
     }
 }

@@ -11,11 +11,10 @@ extension RedisStore: RecordStore {
         }
     }
 
-    /// See `RecordStore.record`: `GET <ns>:r:<name>`.
-    public func record(_ name: String) async -> [UInt8]? {
-        guard case .success(.string(let bytes)) = await pool.execute([Array("GET".utf8), Array(keySpace.record(name).utf8)]) else {
-            return nil
+    /// See `RecordStore.record(_:then:)`: `GET <ns>:r:<name>` on a pooled connection.
+    public func record(_ name: String, then done: @escaping @Sendable ([UInt8]?) -> Void) {
+        pool.submit(batch: [[Array("GET".utf8), Array(keySpace.record(name).utf8)]]) { replies in
+            if case .success(.string(let bytes))? = replies.first { done(bytes) } else { done(nil) }
         }
-        return bytes
     }
 }
