@@ -600,7 +600,8 @@ public final class Orchestrator: Sendable {
     /// ``readAll(_:wait:)`` without a task, for an event loop: the outcomes now (and `notify` is never called), or
     /// a wait whose outcomes go to `notify`, on the thread that settles the last of them, answers the last of them
     /// (Redis) or ends the wait (`StoreWait.expire()`). With `canWait` what is in flight is waited for until
-    /// `expire()`; a store that must ask Redis first answers `.waiting` even without it. `notify` must not block.
+    /// `expire()`; a store that must ask Redis first answers `.waiting` even without it (unless Redis answered before
+    /// the call returned). `notify` must not block.
     public func readAll(
         _ ticket: Ticket, canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
     ) -> ImmediateRead {

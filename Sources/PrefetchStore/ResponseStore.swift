@@ -61,7 +61,7 @@ public protocol ResponseStore: Sendable {
     /// `notify`. Otherwise `.waiting`, and `notify` is called once with every outcome, on the thread that has them:
     /// with `canWait`, keys in flight are waited for until the last of them settles or the caller calls `expire()`
     /// (those still in flight then read `.pending`); a store that must ask a server first (Redis) answers `.waiting`
-    /// even without `canWait`. `notify` must not block.
+    /// even without `canWait`, unless the server's answers came before the call returned. `notify` must not block.
     func read(_ keys: [StoreKey], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void) -> ImmediateRead
 
     /// Drops every entry, in flight or not, whose policy label is not in `labels` (used when a configuration

@@ -7,8 +7,9 @@ extension RedisStore {
     /// See `ResponseStore.read(_:canWait:notify:)`. Every read of this store, with a task or without, is a
     /// `PageRead`: the reader state machine (the local tier, the lead on this replica, the probe, the wait for the
     /// announcement with its polling, the fallback store) driven by callbacks. The keys' probes go in one pipeline;
-    /// a waiting key is woken by the announcement or by a timer on the store's clock. `.done` when the local tier
-    /// answered every key; otherwise `.waiting`, even without `canWait` (Redis must answer first), and `notify`
+    /// a waiting key is woken by the announcement or by a timer on the store's clock. `.done` when every key was
+    /// answered before the call returned (the local tier; Redis, when its replies beat the caller); otherwise
+    /// `.waiting`, even without `canWait` (Redis must answer first), and `notify`
     /// gets the outcomes on the thread of the last answer. With `canWait` the keys in flight are waited for until
     /// `expire()` (at most ``longestWaitWithoutTask``); without it, a key in flight reads `.pending`.
     public func read(
