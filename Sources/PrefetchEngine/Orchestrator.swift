@@ -571,10 +571,7 @@ public final class Orchestrator: Sendable {
     /// ``readAll(_:canWait:notify:)`` for a caller that is async by nature: the wait ends at `wait` on the
     /// orchestrator's clock or when the reader's task is cancelled.
     public func readAll(_ ticket: Ticket, wait: Duration) async -> [ReadOutcome] {
-        let deadline = clock.now.advanced(by: wait)
-        let handoff = ReadHandoff()
-        let read = readAll(ticket, canWait: wait > .zero && !Task.isCancelled) { handoff.notify($0) }
-        return await read.outcomes(handoff, deadline: deadline, clock: clock)
+        await ImmediateRead.awaited(wait: wait, clock: clock) { readAll(ticket, canWait: $0, notify: $1) }
     }
 
     /// Records what a results view handed out as reads of the ticket's responses, as a data read records one: a ready

@@ -169,10 +169,7 @@ public final class MemoryStore: ResponseStore {
     /// looked up under one lock, and those still in flight are waited on together: a page's results view costs one
     /// timer, not one task, task group and timer per interface.
     public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {
-        let deadline = clock.now.advanced(by: wait)
-        let handoff = ReadHandoff()
-        let immediate = read(keys, canWait: wait > .zero && !Task.isCancelled) { handoff.notify($0) }
-        return await immediate.outcomes(handoff, deadline: deadline, clock: clock)
+        await ImmediateRead.awaited(wait: wait, clock: clock) { read(keys, canWait: $0, notify: $1) }
     }
 
     /// See `ResponseStore.readIfReady`.

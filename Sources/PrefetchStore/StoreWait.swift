@@ -50,6 +50,18 @@ final class StoreWaitGroup: Sendable {
 }
 
 extension ImmediateRead {
+    /// A callback read for a caller that is async by nature: `start` begins it (whether it may wait, and the
+    /// `notify` to give the store), and its wait ends at `wait` on `clock` or when the caller's task is cancelled.
+    package static func awaited(
+        wait: Duration, clock: any ServiceClock,
+        _ start: (_ canWait: Bool, _ notify: @escaping @Sendable ([ReadOutcome]) -> Void) -> ImmediateRead
+    ) async -> [ReadOutcome] {
+        let deadline = clock.now.advanced(by: wait)
+        let handoff = ReadHandoff()
+        let read = start(wait > .zero && !Task.isCancelled) { handoff.notify($0) }
+        return await read.outcomes(handoff, deadline: deadline, clock: clock)
+    }
+
     /// The outcomes of a read for a caller that is async by nature: at once when the store had them, else once its
     /// wait settles, ends at `deadline` on `clock`, or the caller's task is cancelled (what is still in flight then
     /// reads `.pending`). `handoff` must be the one whose `notify` the read was given.
