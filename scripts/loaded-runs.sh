@@ -11,7 +11,10 @@ case "$runs" in '' | *[!0-9]*) echo "loaded-runs: N must be a positive integer, 
 if ! command -v stress-ng >/dev/null; then
   sudo_cmd=""
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends stress-ng >/dev/null
+  export DEBIAN_FRONTEND=noninteractive
+  # A fresh machine has no package lists yet: without the update, apt cannot find stress-ng.
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends stress-ng >/dev/null
 fi
 logs=$(mktemp -d /tmp/prefetch-loaded-runs.XXXXXX)
 stress-ng --cpu 2 --quiet >/dev/null 2>&1 &
