@@ -33,7 +33,8 @@ public struct SeenRequest: Sendable, Equatable {
 /// Default answer: `200` JSON echo `{"method","path","query","headers","body","hit"}`. Query parameters script it:
 /// `status`, `delay` (ms), `setCookie` (repeatable), `cacheControl`, `contentType`, `bytes` (octet body of N
 /// bytes), `drip` (ms between small body chunks), `reset` (N body bytes then TCP reset), `short` (N body bytes of a
-/// larger announced length, then close), `garbage=1` (non-HTTP bytes), `hang=1` (never answer), `surrogateKey`
+/// larger announced length, then close), `garbage=1` (non-HTTP bytes), `hang=1` (never answer), `hold=NAME` (answer once the gate NAME is released:
+/// ``release(_:)``), `surrogateKey`
 /// (a `Surrogate-Key` header value, repeatable), `surrogateKeys=N` (one of N keys `key-0 key-1 ...`). Requests with an
 /// `Origin` header get `Access-Control-Allow-Origin: *`, and CORS preflights are answered, so pages in a browser
 /// can call it.
@@ -112,9 +113,21 @@ public final class TestUpstream: Sendable {
         counters.connections()
     }
 
-    /// Clears hit and connection counts.
+    /// Clears hit and connection counts, and closes every released gate again.
     public func resetCounts() {
         counters.reset()
+    }
+
+    /// Releases the gate `name` (`hold=NAME` in a request's query): the answers it holds are sent now, and later
+    /// requests naming it are answered at once. Returns how many answers it held.
+    @discardableResult
+    public func release(_ name: String) -> Int {
+        counters.release(name)
+    }
+
+    /// How many answers the gate `name` holds now (requests that arrived and wait for its release).
+    public func held(_ name: String) -> Int {
+        counters.heldCount(name)
     }
 
     /// Stops listening and closes every connection, including hanging ones.
@@ -161,6 +174,10 @@ package final class UpstreamCounters: Sendable {
         var connections = 0
         var openStreams = 0
         var peakStreams = 0
+        /// Answers held at a gate (`hold=NAME`) not yet released, by gate.
+        var held: [String: [@Sendable () -> Void]] = [:]
+        /// Gates released since start or the last reset: they hold nothing.
+        var released: Set<String> = []
     }
 
     /// Bounds the request log of a long-running upstream (benchmarks send millions of requests).
@@ -216,13 +233,41 @@ package final class UpstreamCounters: Sendable {
         state.withLock { $0.connections }
     }
 
+    /// Runs `answer` once the gate `name` is released: now, when it already is.
+    package func hold(_ name: String, _ answer: @escaping @Sendable () -> Void) {
+        let open = state.withLock { state in
+            if state.released.contains(name) { return true }
+            state.held[name, default: []].append(answer)
+            return false
+        }
+        if open { answer() }
+    }
+
+    /// Releases the gate `name`: the answers it holds go now, later ones at once. How many it held.
+    package func release(_ name: String) -> Int {
+        let answers = state.withLock { state in
+            state.released.insert(name)
+            return state.held.removeValue(forKey: name) ?? []
+        }
+        for answer in answers { answer() }
+        return answers.count
+    }
+
+    /// How many answers the gate `name` holds now.
+    func heldCount(_ name: String) -> Int {
+        state.withLock { $0.held[name]?.count ?? 0 }
+    }
+
     func reset() {
         state.withLock { state in
             // Streams still open stay counted, so the peak after a reset is measured from them.
             let open = state.openStreams
+            // Held answers stay held: a reset must not leave their requests waiting for ever.
+            let held = state.held
             state = State()
             state.openStreams = open
             state.peakStreams = open
+            state.held = held
         }
     }
 }

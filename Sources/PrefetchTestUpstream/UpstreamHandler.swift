@@ -94,6 +94,23 @@ final class UpstreamHandler: ChannelInboundHandler {
         )
         let script = UpstreamScript(query: query)
         if script.hang { return }
+        if let gate = script.hold {
+            let loop = context.eventLoop
+            let bound = NIOLoopBound((self, context), eventLoop: loop)
+            counters.hold(gate) {
+                loop.execute {
+                    let (handler, context) = bound.value
+                    handler.answer(request, path: path, query: query, hit: hit, script: script, context: context)
+                }
+            }
+            return
+        }
+        answer(request, path: path, query: query, hit: hit, script: script, context: context)
+    }
+
+    /// Answers `request` now, or after its script's delay.
+    private func answer(_ request: Request, path: String, query: String?, hit: Int, script: UpstreamScript, context: ChannelHandlerContext)
+    {
         if script.delayMilliseconds > 0 {
             context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(script.delayMilliseconds))) {
                 self.respond(request, path: path, query: query, hit: hit, script: script, context: context)
@@ -334,6 +351,11 @@ package func controlAnswer(method: HTTPMethod, path: String, query: String?, cou
         return (200, "{\"requests\":[\(entries.joined(separator: ","))]}")
     case (.GET, "/__connections"):
         return (200, "{\"connections\":\(counters.connections()),\"peakStreams\":\(counters.peakStreams())}")
+    case (.POST, "/__release"):
+        guard let name = parseQuery(query).first(where: { $0.0 == "name" })?.1 else {
+            return (400, "{\"error\":\"name the gate to release: /__release?name=NAME\"}")
+        }
+        return (200, "{\"released\":\(jsonString(name)),\"answered\":\(counters.release(name))}")
     case (.POST, "/__reset"):
         counters.reset()
         return (200, "{\"reset\":true}")

@@ -12,6 +12,11 @@ package struct UpstreamScript: Equatable {
     var shortAfter: Int?
     var garbage = false
     package var hang = false
+    /// Hold the answer until the gate of this name is released (`hold=NAME`; `TestUpstream.release(_:)` or
+    /// `POST /__release?name=NAME`), so a test decides when an upstream answers instead of a delay deciding it.
+    /// Once released, a gate lets every later request through at once (until a reset). `delay` counts from the
+    /// release.
+    package var hold: String?
     /// `Surrogate-Key` header values to answer with (`surrogateKey`, repeatable).
     var surrogateKeys: [String] = []
     /// A `Surrogate-Key` header of this many generated keys (`key-0 key-1 ...`).
@@ -40,6 +45,7 @@ package struct UpstreamScript: Equatable {
             case "short": shortAfter = Int(value).map { max(0, $0) }
             case "garbage": garbage = value == "1" || value == "true"
             case "hang": hang = value == "1" || value == "true"
+            case "hold": hold = value
             case "surrogateKey": surrogateKeys.append(value)
             case "surrogateKeys": generatedSurrogateKeys = Int(value).map { min(max($0, 0), 100_000) }
             case "mirror": mirror = value == "1" || value == "true"

@@ -108,18 +108,27 @@ import Testing
     /// A page whose interfaces share one host runs them all at once: no per-host cap below the transfer limit,
     /// unless one is set.
     @Test func oneHostIsNotCappedBelowTheTransferLimit() async throws {
-        // Each answer takes 1.5 s, far longer than submitting all twelve, so no connection is free for reuse.
+        // Every answer is held at a gate until the test releases it, so no connection is free for reuse while the
+        // fetcher decides how many to open: the requests in flight at once are the connections it opened.
         for (limit, expected) in [(nil, 12), (Optional(4), 4)] as [(Int?, Int)] {
             try await withUpstream { upstream in
+                let gate = "admission-\(limit.map(String.init) ?? "default")"
                 try await withFetcher(FetcherConfiguration(maxTransfers: 64, maxConnectionsPerHost: limit)) { fetcher in
                     await withTaskGroup(of: Void.self) { group in
                         for index in 0..<12 {
                             group.addTask {
                                 _ = try? await fetcher.fetch(
-                                    FetchRequest(url: "http://127.0.0.1:\(upstream.port)/one?delay=1500&n=\(index)", timeout: .seconds(30)))
+                                    FetchRequest(
+                                        url: "http://127.0.0.1:\(upstream.port)/one?hold=\(gate)&n=\(index)", timeout: .seconds(60)))
                             }
                         }
+                        // `expected` requests wait at the gate at once: one connection each.
+                        let inFlight = await eventually(within: 30) { upstream.held(gate) >= expected }
+                        #expect(inFlight, "per-host limit \(limit.map(String.init) ?? "default"): \(upstream.held(gate)) in flight")
+                        #expect(upstream.connections() == expected, "per-host limit \(limit.map(String.init) ?? "default")")
+                        upstream.release(gate)
                     }
+                    // The rest went over the connections already open, once answers freed them.
                     #expect(upstream.hits(path: "/one") == 12)
                     #expect(upstream.connections() == expected, "per-host limit \(limit.map(String.init) ?? "default")")
                 }

@@ -114,6 +114,19 @@ struct UpstreamExecutableTests {
                 #expect(reset.status == 200)
                 let cleared = try await fetcher.fetch(FetchRequest(url: "\(base)/__hits?path=/e"))
                 #expect(String(decoding: cleared.body, as: UTF8.self) == #"{"path":"/e","hits":0}"#)
+
+                // A gate: a held request is still waiting when the gate is released over HTTP (it answered one), then answered.
+                async let held = fetcher.fetch(FetchRequest(url: "\(base)/g?hold=door", timeout: .seconds(60)))
+                let arrived = await eventually {
+                    (try? await fetcher.fetch(FetchRequest(url: "\(base)/__hits?path=/g")))
+                        .map { String(decoding: $0.body, as: UTF8.self) == #"{"path":"/g","hits":1}"# } ?? false
+                }
+                #expect(arrived)
+                let release = try await fetcher.fetch(FetchRequest(method: "POST", url: "\(base)/__release?name=door"))
+                #expect(String(decoding: release.body, as: UTF8.self) == #"{"released":"door","answered":1}"#)
+                #expect(try await held.status == 200)
+                let unnamed = try await fetcher.fetch(FetchRequest(method: "POST", url: "\(base)/__release"))
+                #expect(unnamed.status == 400)
             }
         } catch {
             _ = await upstream.stop()

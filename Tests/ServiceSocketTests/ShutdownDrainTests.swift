@@ -16,7 +16,8 @@ import Testing
 @testable import PrefetchService
 
 /// A live service (the application `prefetch serve` runs, in this process) started and stopped, round after round,
-/// with connections in every state as it stops: idle, a results view waiting on a slow upstream, and connections
+/// with connections in every state as it stops: idle, a results view waiting on an upstream that answers only once
+/// the stop has begun (a gate the round releases), and connections
 /// still arriving (some sending a request, some not) while the listener closes. Odd rounds stop it gracefully;
 /// even rounds cancel its run, as `prefetch serve` does once its shutdown grace (`ServiceSettings.shutdownGrace`)
 /// has passed.
@@ -32,12 +33,16 @@ struct ShutdownDrainTests {
     @Test func aServiceStoppedWithConnectionsInFlightAnswersOrClosesEveryOne() async throws {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/shutdown-drain"
-            let config = TestConfig([
-                TestPage(page, [TestInterface(name: "slow", api: "\(upstream.base)/shutdown-drain/slow?delay=1000", timeout: 8000)])
-            ])
             var stormed = 0
             for round in 1...Self.rounds {
-                stormed += try await Self.stop(round: round, cancelling: round % 2 == 0, config: config, page: page)
+                // The slow interface answers when the round releases its gate: once the stop has begun.
+                let gate = "shutdown-drain-\(round)"
+                let config = TestConfig([
+                    TestPage(page, [TestInterface(name: "slow", api: "\(upstream.base)/shutdown-drain/slow?hold=\(gate)", timeout: 60_000)])
+                ])
+                stormed += try await Self.stop(
+                    round: round, cancelling: round % 2 == 0, config: config, page: page,
+                    releaseUpstream: { upstream.release(gate) })
             }
             // Connections did arrive around the shutdowns (each round starts its shutdown once some have).
             #expect(stormed >= 8 * Self.rounds)
@@ -46,7 +51,9 @@ struct ShutdownDrainTests {
 
     /// One round: starts the service, opens the connections, stops it (gracefully, or `cancelling` its run) while
     /// more arrive, and checks what each connection got. The number of connections opened as it stopped.
-    static func stop(round: Int, cancelling: Bool, config: TestConfig, page: String) async throws -> Int {
+    static func stop(
+        round: Int, cancelling: Bool, config: TestConfig, page: String, releaseUpstream: @Sendable () -> Void
+    ) async throws -> Int {
         let loaded = try ConfigLoader.parse(Array(config.text.utf8), source: "test config")
         var logger = Logger(label: "prefetch.service.test")
         // A cancelled run logs its cancellation as errors (the serving loop, the renderers); what each connection
@@ -105,6 +112,8 @@ struct ShutdownDrainTests {
                 } else {
                     await group.triggerGracefulShutdown()
                 }
+                // The slow interface answers only now, so the view is still waiting as the stop begins.
+                releaseUpstream()
                 await arrived
 
                 #expect(await eventually(within: 30) { outcome.isSet }, "round \(round): the service did not return")
@@ -133,6 +142,7 @@ struct ShutdownDrainTests {
                 if !outcome.isSet { tasks.cancelAll() }
                 return storm.count
             } catch {
+                releaseUpstream()
                 await group.triggerGracefulShutdown()
                 throw error
             }
