@@ -3,6 +3,7 @@ public import PrefetchDNS
 public import PrefetchEngine
 public import PrefetchFetcher
 public import PrefetchService
+import RedisStore
 public import RendererPool
 public import ResourceProvider
 
@@ -55,4 +56,15 @@ public struct StoreSettings: Sendable {
 
     /// The defaults.
     public init() {}
+
+    /// Why `url` cannot be a store URL (anything but the in-memory store), by the Redis store's rules and without
+    /// connecting, with any password masked; nil when it can. What a bad `--store` is told before the service starts.
+    public static func problem(withURL url: String) -> String? {
+        do {
+            try RedisStore.check(url: url)
+            return nil
+        } catch {
+            return error.message
+        }
+    }
 }

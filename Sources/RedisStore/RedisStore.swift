@@ -120,6 +120,20 @@ public final class RedisStore: ResponseStore, Service {
         }
     }
 
+    /// Checks a store URL by the rules ``init(url:configuration:logger:metricsFactory:clock:eventLoopGroup:)``
+    /// applies, without connecting or creating anything: how `prefetch serve` refuses a bad `--store` before it
+    /// starts. The message never repeats a password: a URL of an unknown scheme is not echoed at all (it may hold
+    /// one anywhere), a known one is named with its password masked.
+    public static func check(url: String) throws(RedisStoreError) {
+        guard let scheme = RedisURL.Scheme.of(url) else {
+            let forms = RedisURL.Scheme.allCases.map(\.form).joined(separator: ", ")
+            throw RedisStoreError(
+                code: RedisStoreError.invalidURLCode,
+                message: "a store URL is one of \(forms) (the value given starts otherwise)")
+        }
+        _ = try RedisURL(url, as: scheme)
+    }
+
     /// Creates a store for `endpoint`. Does not connect. `clock` times the reconnect backoff, the readers' polling
     /// and forgetting stale flights. The pooled connections live on `eventLoopGroup`'s event loops (nil: the singleton
     /// group Hummingbird serves on).

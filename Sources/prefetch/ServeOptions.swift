@@ -265,11 +265,9 @@ struct StoreOptions: ParsableArguments {
     func apply(to settings: inout StoreSettings, environment: Environment) throws {
         let choice = store ?? environment.value("PREFETCH_STORE") ?? "memory"
         if choice != "memory" {
-            guard ["redis://", "redis-sentinel://", "redis-cluster://"].contains(where: choice.hasPrefix) else {
-                // Never echo the value: it may carry a password.
-                throw ValidationError(
-                    "--store must be memory, redis://[user[:password]@]host:port[/db], redis-sentinel://[user[:password]@]host:port[,host:port...]/primary-name[/db] or redis-cluster://[user[:password]@]host:port[,host:port...] (the value given starts otherwise)"
-                )
+            // The store's own parser decides, as it will when the service starts; its message masks a password.
+            if let problem = StoreSettings.problem(withURL: choice) {
+                throw ValidationError("--store must be memory or a Redis store URL: \(problem)")
             }
             settings.url = choice
         }

@@ -75,6 +75,24 @@ import Testing
         }
     }
 
+    @Test func aStoreURLIsCheckedByTheStoresOwnParserBeforeTheServiceStarts() throws {
+        // A URL of a known scheme that breaks its rules is refused at once, saying what is wrong, password masked
+        // (it used to pass the option's prefix check and fail only when the service built its store).
+        #expect {
+            try settings(["--store", "redis://app:hunter2@cache:99999/0", "--identity-key", key])
+        } throws: { error in
+            let text = String(describing: error)
+            return text.contains("'redis://app:***@cache:99999/0'") && text.contains("99999") && !text.contains("hunter2")
+        }
+        #expect {
+            try settings(["--store", "redis-cluster://app:hunter2@a:1/3", "--identity-key", key])
+        } throws: { error in
+            String(describing: error).contains("only database 0") && !String(describing: error).contains("hunter2")
+        }
+        // The scheme is matched in any case, as the store matches it (the option's own check refused this one).
+        #expect(try settings(["--store", "REDIS://127.0.0.1:6390", "--identity-key", key]).store.url == "REDIS://127.0.0.1:6390")
+    }
+
     @Test func aBadNumberInTheEnvironmentNamesTheVariable() throws {
         #expect {
             try settings([], ["PREFETCH_CONFIG_INTERVAL": "soon"])
