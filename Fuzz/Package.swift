@@ -13,9 +13,7 @@ import PackageDescription
 /// Optimised (the parsers' speed is what makes a short run worth something), with debug preconditions kept: an
 /// `UnsafeBufferPointer` subscript out of bounds traps even where AddressSanitizer sees no poisoned byte (the spare
 /// capacity of an array), and instrumented for libFuzzer coverage and AddressSanitizer.
-let instrumented: [SwiftSetting] = [
-    .unsafeFlags(["-enable-testing", "-assert-config", "Debug", "-sanitize=fuzzer,address"]),
-]
+let instrumented: [SwiftSetting] = [.unsafeFlags(["-enable-testing", "-assert-config", "Debug", "-sanitize=fuzzer,address"])]
 let sanitizedLink: [LinkerSetting] = [.unsafeFlags(["-sanitize=fuzzer,address"])]
 
 /// One executable per fuzz target, each with its own `LLVMFuzzerTestOneInput` and `<Module>_main`.

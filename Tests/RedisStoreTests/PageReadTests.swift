@@ -5,9 +5,9 @@ import Testing
 @testable import PrefetchStore
 @testable import RedisStore
 
-/// Reads made without a task (`read(_:canWait:notify:)`, the event loop's results view): the same outcomes as the
-/// awaited read, driven by Redis's replies, announcements and timers, against a real redis-server.
-@Suite(.serialized) struct ReadWithoutTaskTests {
+/// The Redis store's one read, `PageRead` (`read(_:canWait:notify:)`; the async reads are its adapter): its
+/// outcomes, driven by Redis's replies, announcements and timers, against a real redis-server.
+@Suite(.serialized) struct PageReadTests {
     /// The outcomes a read without a task hands to `notify`, or the ones it answered at once.
     final class Notified: Sendable {
         private let outcomes = Mutex<[ReadOutcome]?>(nil)
