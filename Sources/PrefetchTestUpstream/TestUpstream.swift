@@ -33,11 +33,10 @@ public struct SeenRequest: Sendable, Equatable {
 /// Default answer: `200` JSON echo `{"method","path","query","headers","body","hit"}`. Query parameters script it:
 /// `status`, `delay` (ms), `setCookie` (repeatable), `cacheControl`, `contentType`, `bytes` (octet body of N
 /// bytes), `drip` (ms between small body chunks), `reset` (N body bytes then TCP reset), `short` (N body bytes of a
-/// larger announced length, then close), `garbage=1` (non-HTTP bytes), `hang=1` (never answer), `hold=NAME` (answer once the gate NAME is released:
-/// ``release(_:)``), `surrogateKey`
-/// (a `Surrogate-Key` header value, repeatable), `surrogateKeys=N` (one of N keys `key-0 key-1 ...`). Requests with an
-/// `Origin` header get `Access-Control-Allow-Origin: *`, and CORS preflights are answered, so pages in a browser
-/// can call it.
+/// larger announced length, then close), `garbage=1` (non-HTTP bytes), `hang=1` (never answer), `hold=NAME`
+/// (answer once the gate NAME is released: ``release(_:)``), `surrogateKey` (a `Surrogate-Key` header value,
+/// repeatable), `surrogateKeys=N` (one of N keys `key-0 key-1 ...`). Requests with an `Origin` header get
+/// `Access-Control-Allow-Origin: *`, and CORS preflights are answered, so pages in a browser can call it.
 public final class TestUpstream: Sendable {
     /// The bound port (the kernel's choice when started with port 0).
     public let port: Int
