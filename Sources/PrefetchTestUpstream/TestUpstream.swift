@@ -129,8 +129,10 @@ public final class TestUpstream: Sendable {
         counters.heldCount(name)
     }
 
-    /// Stops listening and closes every connection, including hanging ones.
+    /// Stops listening and closes every connection, including hanging ones and those held at a gate (a gate released
+    /// afterwards answers nothing: its event loops are gone).
     public func shutdown() async throws {
+        counters.dropHeld()
         try? await serverChannel.close()
         try await group.shutdownGracefully()
     }
@@ -250,6 +252,11 @@ package final class UpstreamCounters: Sendable {
         }
         for answer in answers { answer() }
         return answers.count
+    }
+
+    /// Forgets every held answer (the server is stopping, and their connections close with it).
+    package func dropHeld() {
+        state.withLock { $0.held = [:] }
     }
 
     /// How many answers the gate `name` holds now.

@@ -148,3 +148,22 @@ import Testing
         #expect(headerField("no colon") == nil)
     }
 }
+
+/// The test upstream's gate (`hold=NAME`), which the tests above use to decide when an answer goes.
+@Suite struct UpstreamGateTests {
+    @Test func aGateReleasedAfterShutdownAnswersNothingAndTheHeldRequestFails() async throws {
+        let upstream = try await TestUpstream.start()
+        try await withFetcher { fetcher in
+            async let held = fetcher.fetch(FetchRequest(url: "http://127.0.0.1:\(upstream.port)/g?hold=late", timeout: .seconds(60)))
+            #expect(await eventually { upstream.held("late") == 1 })
+            try await upstream.shutdown()
+            // Its event loops are gone: a release finds nothing to answer (and schedules nothing on them).
+            #expect(upstream.release("late") == 0)
+            // The held request's connection closed with the server: it fails, never answered.
+            do {
+                let answer = try await held
+                Issue.record("a request held at a gate was answered after shutdown: \(answer.status)")
+            } catch {}
+        }
+    }
+}
