@@ -177,7 +177,7 @@ package final class UpstreamCounters: Sendable {
         var peakStreams = 0
         /// Answers held at a gate (`hold=NAME`) not yet released, by gate.
         var held: [String: [@Sendable () -> Void]] = [:]
-        /// Gates released since start or the last reset: they hold nothing.
+        /// Gates released since start or the last reset (at most `requestLogLimit`): they hold nothing.
         var released: Set<String> = []
     }
 
@@ -247,6 +247,8 @@ package final class UpstreamCounters: Sendable {
     /// Releases the gate `name`: the answers it holds go now, later ones at once. How many it held.
     package func release(_ name: String) -> Int {
         let answers = state.withLock { state in
+            // Bounded like the request log: at the limit every earlier release is forgotten (those gates hold again).
+            if state.released.count >= Self.requestLogLimit { state.released.removeAll(keepingCapacity: true) }
             state.released.insert(name)
             return state.held.removeValue(forKey: name) ?? []
         }
