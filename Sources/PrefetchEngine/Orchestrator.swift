@@ -120,6 +120,12 @@ public final class Orchestrator: Sendable {
     /// `wait` while it is in flight.
     public func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome { await store.read(key, wait: wait) }
 
+    /// ``read(_:wait:)`` for an event loop: the outcome now, or a wait whose outcome goes to `notify` (as
+    /// ``ResponseStore/read(_:canWait:notify:)``).
+    public func read(_ key: StoreKey, canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void) -> ImmediateRead {
+        store.read([key], canWait: canWait, notify: notify)
+    }
+
     /// Records a same-site `page=` read of `key` on the ticket of this replica that fetched it (the latest holding
     /// the key), as a read by ticket or read key is recorded: the waterfall, the debug view and the waste metric
     /// count it. A key no ticket here holds (fetched on another replica, or its ticket gone) records nothing.
@@ -129,9 +135,6 @@ public final class Orchestrator: Sendable {
         guard let (ticket, index) = tickets.localTicket(forKey: key) else { return }
         ticket.recordRead(index, served: served, reason: reason, askedAt: askedAt, answeredAt: clock.now)
     }
-
-    /// ``read(_:wait:)`` of a ready entry, without suspending; nil for anything else.
-    public func readIfReady(_ key: StoreKey) -> ReadOutcome? { store.readIfReady(key) }
 
     /// Drops every stored response of `identity` (a logout), on every replica.
     public func invalidate(identity: Identity) async throws(StoreUnavailable) -> Int {
@@ -531,38 +534,69 @@ public final class Orchestrator: Sendable {
     }
 
     /// Reads request `index` of `ticket` for a reader already entitled to the ticket (see ``TicketAccess``): the
-    /// shared entry, or the ticket's own copy of a response that may not be shared.
+    /// shared entry, or the ticket's own copy of a response that may not be shared. It is
+    /// ``read(_:indices:canWait:notify:)`` for a caller that is async by nature.
     public func read(_ ticket: Ticket, index: Int, wait: Duration) async -> ReadOutcome {
         await readTrackingOwnCopy(ticket, index: index, wait: wait).outcome
     }
 
     /// `read(_:index:wait:)`, and whether the outcome is the ticket's own copy of a response kept for it alone.
     private func readTrackingOwnCopy(_ ticket: Ticket, index: Int, wait: Duration) async -> (outcome: ReadOutcome, own: Bool) {
-        let key = ticket.requests[index].key
-        if ticket.timings.withLock({ $0[index].keptPrivate }) {
-            // This page open fetched it and kept it for itself: its own copy lives for the interface's TTL,
-            // whatever became of the shared entry's short-lived `private` marker.
-            return (await store.read(privateKey(key, ticket: ticket.id), wait: .zero), true)
+        let own = OwnCopyFlag()
+        let outcomes = await ImmediateRead.awaited(wait: wait, clock: clock) { canWait, notify in
+            let read = readRequests(ticket, indices: [index], canWait: canWait) { outcomes, flags in
+                own.set(flags[0])
+                notify(outcomes)
+            }
+            switch read {
+            case .done(let outcomes, let flags):
+                own.set(flags[0])
+                return .done(outcomes)
+            case .waiting(let wait): return .waiting(wait)
+            }
         }
-        let outcome = await store.read(key, wait: wait)
-        if case .failed(let failure, _) = outcome, failure.code == FailureCode.private {
-            // This ticket's own copy, if it fetched the response (and what became of it: a no-store copy is
-            // consumed by its first read); another ticket's reader keeps the `private` miss.
-            let own = await store.read(privateKey(key, ticket: ticket.id), wait: .zero)
-            if case .absent(.notFound) = own { return (outcome, false) }
-            return (own, true)
-        }
-        return (outcome, false)
+        return (outcomes[0], own.value)
     }
 
-    /// `read(_:index:wait:)` without suspending, for the event loop: the response when it is ready now, with every
-    /// effect of that read; nil (and no effect) for anything else, which the normal path then answers.
-    public func readIfReady(_ ticket: Ticket, index: Int) -> ReadOutcome? {
-        let key = ticket.requests[index].key
-        if ticket.timings.withLock({ $0[index].keptPrivate }) {
-            return store.readIfReady(privateKey(key, ticket: ticket.id))
+    /// Reads requests `indices` of `ticket`, in that order, for a reader already entitled to the ticket: the one
+    /// read of a ticket's requests, for a data read (one index) and a results view (every index). Each comes from
+    /// the shared entry or from the ticket's own copy of a response that may not be shared (kept by this page open,
+    /// or found under the shared entry's `private` marker: another ticket's reader keeps the `private` miss). The
+    /// outcomes now, or a wait whose outcomes go to `notify` (as ``readAll(_:canWait:notify:)``). Records nothing:
+    /// the caller books what it hands out.
+    public func read(
+        _ ticket: Ticket, indices: [Int], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
+    ) -> ImmediateRead {
+        switch readRequests(ticket, indices: indices, canWait: canWait, notify: { outcomes, _ in notify(outcomes) }) {
+        case .done(let outcomes, _): return .done(outcomes)
+        case .waiting(let wait): return .waiting(wait)
         }
-        return store.readIfReady(key)
+    }
+
+    /// What ``readRequests(_:indices:canWait:notify:)`` answers: ``ImmediateRead`` with, for each outcome, whether
+    /// it is the ticket's own copy.
+    private enum RequestsRead {
+        case done([ReadOutcome], own: [Bool])
+        case waiting(StoreWait)
+    }
+
+    /// ``read(_:indices:canWait:notify:)`` with, for each outcome, whether it is the ticket's own copy.
+    private func readRequests(
+        _ ticket: Ticket, indices: [Int], canWait: Bool, notify: @escaping @Sendable ([ReadOutcome], [Bool]) -> Void
+    ) -> RequestsRead {
+        let (keys, keptPrivate) = readKeys(of: ticket, indices)
+        let withOwnCopies: @Sendable ([ReadOutcome]) -> Void = { [self] outcomes in
+            if let (done, own) = ownCopies(ticket, keys: keys, keptPrivate: keptPrivate, outcomes, then: notify) { notify(done, own) }
+        }
+        switch store.read(keys, canWait: canWait, notify: withOwnCopies) {
+        case .done(let outcomes):
+            guard let (done, own) = ownCopies(ticket, keys: keys, keptPrivate: keptPrivate, outcomes, then: notify) else {
+                // The store must ask Redis for the ticket's own copies: the outcomes come to `notify`.
+                return .waiting(StoreWait {})
+            }
+            return .done(done, own: own)
+        case .waiting(let wait): return .waiting(wait)
+        }
     }
 
     /// Reads every request of `ticket` at once, waiting up to `wait` for those in flight, for a reader already
@@ -603,51 +637,52 @@ public final class Orchestrator: Sendable {
         _ ticket: Ticket, canWait: Bool, notify: @escaping @Sendable ([ReadOutcome]) -> Void
     ) -> ImmediateRead {
         let asked = clock.now
-        let notify: @Sendable ([ReadOutcome]) -> Void = { [self] outcomes in
+        let read = read(ticket, indices: Array(ticket.requests.indices), canWait: canWait) { [self] outcomes in
             recordResultsView(ticket, outcomes, askedAt: asked)
             notify(outcomes)
         }
-        let (keys, keptPrivate) = readKeys(of: ticket)
-        let withOwnCopies: @Sendable ([ReadOutcome]) -> Void = { [self] outcomes in
-            if let done = ownCopies(ticket, keys: keys, keptPrivate: keptPrivate, outcomes, then: notify) { notify(done) }
-        }
-        switch store.read(keys, canWait: canWait, notify: withOwnCopies) {
-        case .done(let outcomes):
-            guard let done = ownCopies(ticket, keys: keys, keptPrivate: keptPrivate, outcomes, then: notify) else {
-                // The store must ask Redis for the ticket's own copies: the outcomes come to `notify`.
-                return .waiting(StoreWait {})
-            }
-            recordResultsView(ticket, done, askedAt: asked)
-            return .done(done)
-        case .waiting(let wait): return .waiting(wait)
-        }
+        if case .done(let outcomes) = read { recordResultsView(ticket, outcomes, askedAt: asked) }
+        return read
     }
 
-    /// `outcomes` with the ticket's own copies read where it may have kept them (see ``ownCopiesToRead(_:_:)``):
-    /// now, or nil when the store answers later, and then the result goes to `then`.
+    /// `outcomes` with the ticket's own copies read where it may have kept them (see ``ownCopiesToRead(_:_:)``),
+    /// and for each whether it is the ticket's own copy: now, or nil when the store answers later, and then the
+    /// result goes to `then`.
     private func ownCopies(
         _ ticket: Ticket, keys: [StoreKey], keptPrivate: [Bool], _ outcomes: [ReadOutcome],
-        then: @escaping @Sendable ([ReadOutcome]) -> Void
-    ) -> [ReadOutcome]? {
+        then: @escaping @Sendable ([ReadOutcome], [Bool]) -> Void
+    ) -> ([ReadOutcome], [Bool])? {
         let indices = ownCopiesToRead(keptPrivate, outcomes)
-        guard !indices.isEmpty else { return outcomes }
-        let merge: @Sendable ([ReadOutcome]) -> [ReadOutcome] = { own in
+        guard !indices.isEmpty else { return (outcomes, keptPrivate) }
+        let merge: @Sendable ([ReadOutcome]) -> ([ReadOutcome], [Bool]) = { own in
             var merged = outcomes
-            for (index, copy) in zip(indices, own) { merged[index] = Self.ownCopy(copy, else: merged[index]) }
-            return merged
+            var isOwn = keptPrivate
+            for (index, copy) in zip(indices, own) {
+                if case .absent(.notFound) = copy { continue }
+                merged[index] = copy
+                isOwn[index] = true
+            }
+            return (merged, isOwn)
         }
         let privateKeys = indices.map { privateKey(keys[$0], ticket: ticket.id) }
-        switch store.read(privateKeys, canWait: false, notify: { then(merge($0)) }) {
+        switch store.read(
+            privateKeys, canWait: false,
+            notify: { own in
+                let (merged, isOwn) = merge(own)
+                then(merged, isOwn)
+            })
+        {
         case .done(let own): return merge(own)
         case .waiting: return nil
         }
     }
 
-    /// The keys a ticket's results are read under: the shared key, or the ticket's own for a response it kept.
-    private func readKeys(of ticket: Ticket) -> (keys: [StoreKey], keptPrivate: [Bool]) {
-        let keptPrivate = ticket.timings.withLock { $0.map(\.keptPrivate) }
-        let keys = ticket.requests.indices.map { index in
-            keptPrivate[index] ? privateKey(ticket.requests[index].key, ticket: ticket.id) : ticket.requests[index].key
+    /// The keys requests `indices` of a ticket are read under: the shared key, or the ticket's own for a response
+    /// it kept.
+    private func readKeys(of ticket: Ticket, _ indices: [Int]) -> (keys: [StoreKey], keptPrivate: [Bool]) {
+        let keptPrivate = ticket.timings.withLock { timings in indices.map { timings[$0].keptPrivate } }
+        let keys = zip(indices, keptPrivate).map { index, kept in
+            kept ? privateKey(ticket.requests[index].key, ticket: ticket.id) : ticket.requests[index].key
         }
         return (keys, keptPrivate)
     }
@@ -659,12 +694,6 @@ public final class Orchestrator: Sendable {
             guard !keptPrivate[index], case .failed(let failure, _) = outcomes[index] else { return false }
             return failure.code == FailureCode.private
         }
-    }
-
-    /// The ticket's own copy where it has one, else the shared outcome.
-    private static func ownCopy(_ own: ReadOutcome, else shared: ReadOutcome) -> ReadOutcome {
-        if case .absent(.notFound) = own { return shared }
-        return own
     }
 
     /// Hop-by-hop and framing headers: the transport's, never replayed.
@@ -734,4 +763,11 @@ final class TriggerJoin: Sendable {
             return state.answer
         }
     }
+}
+
+/// Whether a dependent's read got the ticket's own copy, from whichever thread the read completed on.
+private final class OwnCopyFlag: Sendable {
+    private let flag = Mutex(false)
+    func set(_ own: Bool) { flag.withLock { $0 = own } }
+    var value: Bool { flag.withLock { $0 } }
 }

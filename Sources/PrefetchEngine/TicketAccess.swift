@@ -152,6 +152,22 @@ extension Orchestrator {
         return ticket
     }
 
+    /// Whether a reader may read `ticket`: the one entitlement rule of every route that reads a ticket, on either
+    /// pipeline. Its request must come from the page's own origin or a partner (``authorize(_:for:)``), and it must
+    /// present either a read key for this very ticket (`readKeyOpens`: the ticket the key it sent opens, or why it
+    /// opens none; the caller resolves the key on this replica or any) or the identity the ticket was fetched for
+    /// (`presented`).
+    public func entitle(
+        _ ticket: Ticket, origin: TicketAccess.RequestOrigin, presented: Identity, readKeyOpens: Result<Ticket, PrefetchError>?
+    ) throws(PrefetchError) {
+        try authorize(origin, for: ticket.origins)
+        if let readKeyOpens {
+            guard try readKeyOpens.get().id == ticket.id else { throw .invalidReadKey(reason: "it was issued for another ticket") }
+        } else {
+            try TicketAccess.authorize(ticket, presented: presented)
+        }
+    }
+
     /// Checks that a browser request from `origin` may trigger, or read the data of, a page that `page` names the
     /// origins of: a request with an `Origin` must come from the page's own origin, one of its config entry's
     /// `partnerOrigins`, or a `--cors-origin` the operator listed; being the origin of some other page of the

@@ -15,34 +15,35 @@ import RendererPool
 import Synchronization
 
 /// The hot requests of the page surface, answered on the event loop, below Hummingbird's router: the trigger
-/// (`POST /v1/prefetch`), the results view (`GET /v1/prefetch/{ticket}`, settled now or once the ticket's flights
-/// settle within its `wait`), and the data reads of ready entries by every route a page uses
-/// (`GET /v1/prefetch/{ticket}/data` with the reader's credentials or a read key, `GET /v1/data` with a read key,
-/// and the same-site `GET /v1/data?page=` with the page's own credentials).
+/// (`POST /v1/prefetch`), the open with a warm renderer (`POST /v1/open`), the results view
+/// (`GET /v1/prefetch/{ticket}`) and the data reads by every route a page uses (`GET /v1/prefetch/{ticket}/data`
+/// with the reader's credentials or a read key, `GET /v1/data` with a read key, and the same-site
+/// `GET /v1/data?page=` with the page's own credentials), whatever their entries' state: a read of a flight in
+/// progress waits here for it to settle, within its `wait`, and a settled miss gets its answer here.
 ///
 /// The routed path hops from the event loop to a task and back for every request; for these that hop is most of the
 /// cost. Its handler (``FastHandoffHandler``) sits in each connection's pipeline right after NIO's HTTP/1 decoder,
 /// below Hummingbird's `HTTPTypes` codec, and keeps the connection's idle timeout and graceful close for every
-/// request (``ConnectionState``). For a request it can answer it runs
-/// the same checks with the same code, in the same order, and writes the same bytes: `PageGuardMiddleware`'s origin
-/// rules and headers, `JSONBodyMiddleware`'s media type, the trigger's body parsing (`PrefetchRoutes.jsonObject`,
-/// `pageURL`, `credentialHeaders`) and `Orchestrator.trigger(page:...:then:)` (the routed trigger's own checks,
-/// claims and page open, run without a task), `TicketAccess` and the page-origin rule (`PrefetchRoutes.pageRead`
-/// for a `page=` read), the interface selection, the store reads (`readIfReady`, `readAll(_:canWait:notify:)`: a
-/// no-store response is consumed exactly once), the answers (`TriggerAnswer`, `ResultsAnswer`, the replay, an
-/// engine refusal as `APIError`), the read recorded on the ticket, and the request metrics. A results view that
-/// must wait registers its wait with the store (no task) and is written when the ticket's flights settle (on the
-/// curl loop's thread, handed back to this event loop) or when its wait ends (a timer on this event loop).
+/// request (``ConnectionState``). For a request it can answer it runs the same rules as the router, each from its
+/// one home (`PageRules.swift`): the origin guard and its headers (`AllowedOrigins.admit`, `Admission.decorate`),
+/// `JSONBodyMiddleware`'s media type, the trigger's body parsing (`PrefetchRoutes.jsonObject`, `pageURL`,
+/// `credentialHeaders`), `Orchestrator.trigger(page:...:then:)` (the routed trigger's own checks, claims and page
+/// open, run without a task), the ticket entitlement (`Orchestrator.entitle`), the page-origin rule
+/// (`PrefetchRoutes.pageRead` for a `page=` read), the interface selection and `wait`, the reads
+/// (`Orchestrator.readAll(_:canWait:notify:)`, `Orchestrator.read(_:indices:canWait:notify:)`: a no-store response
+/// is consumed exactly once), the answers (`TriggerAnswer`, `ResultsAnswer`, a data read's answer and bookkeeping
+/// `PrefetchRoutes.answer`, an engine refusal as `APIError`), and the request metrics. A read that must wait
+/// registers its wait with the store (no task) and is written when its flights settle (on the curl loop's thread,
+/// handed back to this event loop) or when its wait ends (a timer on this event loop).
 ///
-/// With the Redis store the trigger, the open and the results view are answered here too: their round trips to
-/// Redis run on the pool's event loops through callbacks, and the answer is handed back to this connection's loop
-/// when Redis has answered (``Answer/underway``, ``Answer/later(_:deadline:)``). Data reads with the Redis store
-/// are answered here only from its local tier (`readIfReady`); the rest are routed.
+/// With the Redis store the trigger, the open, the results view and the data reads are answered here too: their
+/// round trips to Redis run on the pool's event loops through callbacks, and the answer is handed back to this
+/// connection's loop when Redis has answered (``Answer/underway``, ``Answer/later(_:deadline:)``).
 ///
-/// Anything else (a refusal before the engine, a pending, failed, missing or private data entry, a ticket held by
-/// another replica, a bad parameter, a body that is not JSON) goes on, untouched, to the router, which answers it
-/// as always. Pipelining keeps its order: while an answer of this handler or of the router is outstanding, later
-/// requests wait (see `FastHandoffHandler`). `--no-fast-handoff` turns it off.
+/// Anything else (a refusal before the engine or before the read, a ticket or read key held by another replica, a
+/// selection that names no single interface, a body that is not JSON) goes on, untouched, to the router, which
+/// answers it as always. Pipelining keeps its order: while an answer of this handler or of the router is
+/// outstanding, later requests wait (see `FastHandoffHandler`). `--no-fast-handoff` turns it off.
 struct FastHandoff: Sendable {
     let orchestrator: Orchestrator
     let origins: AllowedOrigins
@@ -78,30 +79,23 @@ struct FastHandoff: Sendable {
         case underway
     }
 
-    /// The page-surface origin rule (`PageGuardMiddleware`), or nil when the router must refuse.
-    private func grant(_ head: HTTPRequest) -> (origin: String?, grant: AllowedOrigins.Grant)? {
-        let headers = head.headerFields
-        guard let origin = headers[.origin] else {
-            if headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site" { return nil }
-            return (nil, .none)
-        }
-        let grant = origins.grant(for: origin)
-        return grant == .none ? nil : (origin, grant)
+    /// The page-surface origin rule (``AllowedOrigins/admit(_:path:)``), or nil when the router must refuse.
+    private func grant(_ head: HTTPRequest) -> AllowedOrigins.Admission? {
+        try? origins.admit(head.headerFields, path: (head.path ?? "").prefix { $0 != "?" }).get()
     }
 
     /// The answer's final headers, as the router's answer has them: its own, the length, then the guard's CORS and
     /// security headers.
-    private func finalFields(_ fields: HTTPFields, length: Int, origin: (origin: String?, grant: AllowedOrigins.Grant)) -> HTTPFields {
+    private func finalFields(_ fields: HTTPFields, length: Int, origin: AllowedOrigins.Admission) -> HTTPFields {
         var fields = fields
         fields[.contentLength] = String(length)
-        if let name = origin.origin { PageGuardMiddleware.decorate(&fields, origin: name, grant: origin.grant) }
-        PageGuardMiddleware.secure(&fields)
+        origin.decorate(&fields)
         return fields
     }
 
     /// The answer with its final headers (``finalFields(_:length:origin:)``), encoded; and its request metrics.
     private func finish(
-        _ status: HTTPResponse.Status, _ fields: HTTPFields, _ body: ByteBuffer, origin: (origin: String?, grant: AllowedOrigins.Grant),
+        _ status: HTTPResponse.Status, _ fields: HTTPFields, _ body: ByteBuffer, origin: AllowedOrigins.Admission,
         route: String, method: HTTPRequest.Method, started: UInt64
     ) -> EncodedAnswer {
         let fields = finalFields(fields, length: body.readableBytes, origin: origin)
@@ -113,18 +107,18 @@ struct FastHandoff: Sendable {
     /// its head taken from the connection's `heads` when it wrote one for the same entry and the same kind of reader
     /// (the same `X-Prefetch`, the same origin's CORS headers), else encoded and kept there; and its request metrics.
     private func replay(
-        _ stored: StoredResponse, joined: Bool, origin: (origin: String?, grant: AllowedOrigins.Grant), route: String, started: UInt64,
-        heads: ReplayHeads
+        _ stored: StoredResponse, joined: Bool, origin: AllowedOrigins.Admission, route: String, started: UInt64,
+        heads: ReplayHeads?
     ) -> EncodedAnswer {
         requestMetrics.record(
             route: route, method: .get, status: HTTPResponse.Status(code: stored.status),
             nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
         let variant = ReplayHeads.Variant(joined: joined, origin: origin.origin, grant: origin.grant)
-        if let head = heads.head(stored.token, variant) { return EncodedAnswer(head: head, body: stored.bodyBuffer) }
+        if let head = heads?.head(stored.token, variant) { return EncodedAnswer(head: head, body: stored.bodyBuffer) }
         let (status, fields, body) = PrefetchRoutes.replayParts(stored, joined: joined)
         let answer = EncodedAnswer(
             HTTPResponse(status: status, headerFields: finalFields(fields, length: body.readableBytes, origin: origin)), body: body)
-        if case .bytes(let head) = answer.head { heads.keep(head, stored.token, variant) }
+        if case .bytes(let head) = answer.head { heads?.keep(head, stored.token, variant) }
         return answer
     }
 
@@ -136,7 +130,8 @@ struct FastHandoff: Sendable {
         var head = fields
         head[.connection] = "close"
         return finish(
-            status, head, body, origin: (nil, .none), route: "NotFound", method: .get, started: DispatchTime.now().uptimeNanoseconds)
+            status, head, body, origin: AllowedOrigins.Admission(origin: nil, grant: .none), route: "NotFound", method: .get,
+            started: DispatchTime.now().uptimeNanoseconds)
     }
 
     // MARK: Trigger
@@ -252,28 +247,30 @@ struct FastHandoff: Sendable {
         if path.hasPrefix("/v1/prefetch/"), !path.dropFirst("/v1/prefetch/".count).contains("/") {
             return results(head, id: String(path.dropFirst("/v1/prefetch/".count)), query: query, origin: origin, deliver: deliver)
         }
-        return data(head, path: path, query: query, origin: origin, heads: heads).map { .now($0) }
+        return data(head, path: path, query: query, origin: origin, heads: heads, deliver: deliver)
     }
 
-    /// The ticket named in a path, if this replica holds it and the reader is entitled to it (the routed
-    /// `entitledTicket`'s checks, for a ticket held here); nil for anything else, including a refusal.
-    private func entitledTicket(_ id: String, _ head: HTTPRequest) -> Ticket? {
-        guard Ticket.isWellFormed(id), let held = orchestrator.tickets.localTicket(id),
-            (try? orchestrator.authorize(requestOrigin(head), for: held.origins)) != nil
-        else { return nil }
+    /// The ticket named in a path, if this replica holds it and the reader is entitled to it
+    /// (``Orchestrator/entitle(_:origin:presented:readKeyOpens:)``, with a read key opened on this replica); nil for
+    /// anything else, including a refusal, which the router answers and counts.
+    private func entitledTicket(_ id: some StringProtocol, _ head: HTTPRequest) -> Ticket? {
+        let id = String(id)
+        guard Ticket.isWellFormed(id), let held = orchestrator.tickets.localTicket(id) else { return nil }
+        let origin = requestOrigin(head)
+        var readKeyOpens: Result<Ticket, PrefetchError>?
         if let key = head.headerFields[PrefetchHeaders.readKey] {
-            guard orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head))?.id == held.id else { return nil }
-        } else {
-            let presented = orchestrator.credentials(in: head.headerFields)
-            guard (try? TicketAccess.authorize(held, presented: presented.identity)) != nil else { return nil }
+            guard let opened = orchestrator.localTicket(forReadKey: key, origin: origin) else { return nil }
+            readKeyOpens = .success(opened)
         }
+        let presented = orchestrator.credentials(in: head.headerFields).identity
+        guard (try? orchestrator.entitle(held, origin: origin, presented: presented, readKeyOpens: readKeyOpens)) != nil else { return nil }
         return held
     }
 
     /// `GET /v1/prefetch/{ticket}`: every result of the ticket, now when none is in flight (or `wait` is zero),
     /// else once they settle or the wait ends; with the Redis store, once Redis has answered (and the wait ended).
     private func results(
-        _ head: HTTPRequest, id: String, query: Parameters, origin: (origin: String?, grant: AllowedOrigins.Grant),
+        _ head: HTTPRequest, id: String, query: Parameters, origin: AllowedOrigins.Admission,
         deliver: () -> Deliver
     ) -> Answer? {
         guard let ticket = entitledTicket(id, head), let milliseconds = try? PrefetchRoutes.waitParameter(query) else { return nil }
@@ -302,29 +299,29 @@ struct FastHandoff: Sendable {
         return clock.schedule(at: clock.now.advanced(by: deadline), on: loop) { wait.expire() }
     }
 
-    /// The data reads of a ready entry.
+    /// The data reads: the entry now when it is settled (a response, or the miss saying why), else once it settles
+    /// or the read's `wait` ends (``Answer/later(_:deadline:)``); with the Redis store, once Redis has answered.
+    /// What is read, its answer and its bookkeeping are the routed read's own (`PrefetchRoutes.pageRead`,
+    /// ``Orchestrator/read(_:indices:canWait:notify:)``, `PrefetchRoutes.answer`). nil (the router answers and
+    /// counts it) for a reader refused before the read, a selection that names no single interface, or a ticket or
+    /// read key this replica does not hold.
     private func data(
-        _ head: HTTPRequest, path: String, query: Parameters, origin: (origin: String?, grant: AllowedOrigins.Grant),
-        heads: ReplayHeads
-    ) -> EncodedAnswer? {
+        _ head: HTTPRequest, path: String, query: Parameters, origin: AllowedOrigins.Admission, heads: ReplayHeads,
+        deliver: () -> Deliver
+    ) -> Answer? {
         let headers = head.headerFields
-        // A malformed `wait` is the router's 400 to give; a valid one does not matter for an entry already ready.
-        guard Self.isValidWait(query) else { return nil }
         let asked = orchestrator.clock.now
         let started = DispatchTime.now().uptimeNanoseconds
         let route: String
-        let outcome: ReadOutcome?
-        let role: ConfigRole
-        var ticketRead: (Ticket, Int)?
-        var pageKey: StoreKey?
+        let what: PrefetchRoutes.DataRead
+        let timeout: Duration
         if path == Self.pageDataRoute, headers[PrefetchHeaders.readKey] == nil {
             // Same site: the page's own cookies name the entry, checked by the routed path's own code.
             guard let read = try? PrefetchRoutes.pageRead(orchestrator, query: query, headers: headers, origin: requestOrigin(head))
             else { return nil }
             route = Self.pageDataRoute
-            role = read.role
-            pageKey = read.key
-            outcome = orchestrator.readIfReady(read.key)
+            what = .page(read.key, role: read.role)
+            timeout = read.timeout
         } else {
             let ticket: Ticket
             if path == Self.pageDataRoute {
@@ -334,44 +331,46 @@ struct FastHandoff: Sendable {
                 ticket = opened
                 route = Self.pageDataRoute
             } else if path.hasPrefix("/v1/prefetch/"), path.hasSuffix("/data") {
-                let id = String(path.dropFirst("/v1/prefetch/".count).dropLast("/data".count))
-                guard let held = entitledTicket(id, head) else { return nil }
+                guard let held = entitledTicket(path.dropFirst("/v1/prefetch/".count).dropLast("/data".count), head) else { return nil }
                 ticket = held
                 route = Self.ticketDataRoute
             } else {
                 return nil
             }
-            guard let index = try? PrefetchRoutes.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, query: query)
-            else { return nil }
-            role = ticket.role
-            ticketRead = (ticket, index)
-            outcome = orchestrator.readIfReady(ticket, index: index)
+            guard let index = try? PrefetchRoutes.select(PrefetchRoutes.candidates(ticket), query: query) else { return nil }
+            what = .ticket(ticket, index: index)
+            timeout = ticket.requests[index].timeout
         }
-        guard case .ready(let response, let joined)? = outcome else { return nil }
-        // From here on the entry has been read (a no-store one consumed): this handler answers, whatever follows.
-        let served = ReadResult(joined: joined)
-        orchestrator.metrics.data(served.rawValue)
-        orchestrator.metrics.fastHandoff()
-        orchestrator.metrics.configData(role, result: served)
-        if let (ticket, index) = ticketRead {
-            ticket.recordRead(index, served: served, reason: nil, askedAt: asked, answeredAt: orchestrator.clock.now)
-        } else if let key = pageKey {
-            orchestrator.recordPageRead(key, served: served, reason: nil, askedAt: asked)
+        let wait = Result { () throws(APIError) in orchestrator.clampWait(try PrefetchRoutes.waitParameter(query), default: timeout) }
+        // Its answer from the outcome, now (with the connection's replay heads) or later (on the thread that has it).
+        let answer: @Sendable (Result<ReadOutcome, APIError>, ReplayHeads?) -> EncodedAnswer = { [self] outcome, heads in
+            orchestrator.metrics.fastHandoff()
+            switch PrefetchRoutes.answer(
+                outcome, wait: (try? wait.get()) ?? .zero, of: what, askedAt: asked, orchestrator: orchestrator)
+            {
+            case .success(let ready):
+                return replay(ready.response, joined: ready.joined, origin: origin, route: route, started: started, heads: heads)
+            case .failure(let error):
+                let (status, fields, body) = (try? error.parts()) ?? (.internalServerError, [:], ByteBuffer())
+                return finish(status, fields, body, origin: origin, route: route, method: .get, started: started)
+            }
         }
-        return replay(response, joined: joined, origin: origin, route: route, started: started, heads: heads)
-    }
-
-    private static func isValidWait(_ query: Parameters) -> Bool {
-        do {
-            _ = try PrefetchRoutes.waitParameter(query)
-            return true
-        } catch {
-            return false
+        guard case .success(let duration) = wait else { return .now(answer(wait.map { _ in .pending }, heads)) }
+        let delivery = deliver()
+        let notify: @Sendable ([ReadOutcome]) -> Void = { delivery(answer(.success($0[0]), nil)) }
+        let read =
+            switch what {
+            case .page(let key, _): orchestrator.read(key, canWait: duration > .zero, notify: notify)
+            case .ticket(let ticket, let index): orchestrator.read(ticket, indices: [index], canWait: duration > .zero, notify: notify)
+            }
+        switch read {
+        case .done(let outcomes): return .now(answer(.success(outcomes[0]), heads))
+        case .waiting(let storeWait): return .later(storeWait, deadline: duration)
         }
     }
 
     private func requestOrigin(_ head: HTTPRequest) -> TicketAccess.RequestOrigin {
-        .init(origin: head.headerFields[.origin], fetchSite: head.headerFields[PrefetchHeaders.secFetchSite], authority: head.authority)
+        .init(head.headerFields, authority: head.authority)
     }
 }
 

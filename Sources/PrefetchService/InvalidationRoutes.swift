@@ -39,7 +39,7 @@ struct InvalidationRoutes: Sendable {
                     "unknown member \(quoted(member.name, limit: 60)); the body is empty or {}: the credentials are the request's own headers"
                 )
             }
-            let credentials = prefetch.presented(request)
+            let credentials = prefetch.orchestrator.credentials(in: request.headers)
             guard credentials.identity != .anonymous else {
                 orchestrator.metrics.denied(PrefetchError.credentialsRequired.code.rawValue)
                 throw APIError(

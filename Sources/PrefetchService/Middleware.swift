@@ -53,42 +53,31 @@ struct PageGuardMiddleware: RouterMiddleware {
     static let publicAssets: Set<String> = ["/v1/client.js", "/demo", "/demo/shell.html", "/demo/page.html"]
 
     func handle(_ request: Request, context: PageContext, next: (Request, PageContext) async throws -> Response) async throws -> Response {
-        let origin = request.headers[.origin]
-        var grant = AllowedOrigins.Grant.none
-        if let origin {
-            grant = origins.grant(for: origin)
-            if grant == .none {
-                metrics.denied("origin-not-allowed")
-                return secure(try refusal(request, context: context, "the origin \(quoted(origin, limit: 80)) may not call this service"))
-            }
-        } else if request.headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site", !Self.publicAssets.contains(request.uri.path)
-        {
-            metrics.denied("origin-not-allowed")
-            return secure(try refusal(request, context: context, "cross-site requests without an allowed Origin are refused"))
+        let admission: AllowedOrigins.Admission
+        switch origins.admit(request.headers, path: request.uri.path) {
+        case .success(let admitted):
+            admission = admitted
+        case .failure(let refusal):
+            metrics.denied(refusal.code.rawValue)
+            return secure(try refusal.response(from: request, context: context))
         }
         var response: Response
         if request.method == .options {
             response = Response(status: .noContent)
-            if let origin {
-                Self.decorate(&response.headers, origin: origin, grant: grant)
+            if admission.origin != nil {
                 response.headers[.accessControlAllowMethods] = "GET, POST, OPTIONS"
                 response.headers[.accessControlAllowHeaders] = "Authorization, Content-Type, \(TicketAccess.readKeyHeader)"
                 response.headers[.accessControlMaxAge] = "600"
             }
-            return secure(response)
+        } else {
+            do {
+                response = try await next(request, context)
+            } catch {
+                response = try errorResponse(error, request: request, context: context)
+            }
         }
-        do {
-            response = try await next(request, context)
-        } catch {
-            response = try errorResponse(error, request: request, context: context)
-        }
-        if let origin { Self.decorate(&response.headers, origin: origin, grant: grant) }
-        return secure(response)
-    }
-
-    func refusal(_ request: Request, context: PageContext, _ message: String) throws -> Response {
-        try APIError(status: .forbidden, code: .originNotAllowed, message: message, isMiss: true).response(
-            from: request, context: context)
+        admission.decorate(&response.headers)
+        return response
     }
 
     /// The CORS headers for an allowed `origin`.

@@ -56,11 +56,6 @@ struct PrefetchRoutes: Sendable {
         return object
     }
 
-    /// The user's headers: the body's `headers` object, or the request's own headers when it has none.
-    func credentialHeaders(_ object: JSONObject, request: Request) throws(APIError) -> HTTPFields {
-        try Self.credentialHeaders(object, requestHeaders: request.headers)
-    }
-
     /// The user's headers: the body's `headers` object, or `requestHeaders` when it has none.
     static func credentialHeaders(_ object: JSONObject, requestHeaders: HTTPFields) throws(APIError) -> HTTPFields {
         var headers = HTTPFields()
@@ -176,7 +171,7 @@ struct PrefetchRoutes: Sendable {
     func trigger(_ request: Request, context: PageContext) async throws(APIError) -> Triggered {
         let object = try await jsonBody(request, context: context)
         let page = try Self.pageURL(object)
-        let headers = try credentialHeaders(object, request: request)
+        let headers = try Self.credentialHeaders(object, requestHeaders: request.headers)
         let cookies = try Self.cookieJar(object)
         do {
             return try await orchestrator.trigger(
@@ -187,26 +182,25 @@ struct PrefetchRoutes: Sendable {
         }
     }
 
-    /// The identity a reader presents through its own request headers.
-    func presented(_ request: Request) -> Credentials {
-        orchestrator.credentials(in: request.headers)
-    }
-
-    /// The ticket in the path, if the reader may read it: from the page's own origin (or a partner), and by
-    /// identity or by a read key for this very ticket.
+    /// The ticket in the path, if the reader may read it (``Orchestrator/entitle(_:origin:presented:readKeyOpens:)``),
+    /// held by this replica or another.
     func entitledTicket(_ request: Request, context: PageContext) async throws(APIError) -> Ticket {
         let id = context.parameters.get("ticket") ?? ""
         guard Ticket.isWellFormed(id), let ticket = await orchestrator.tickets.ticket(id) else {
             throw APIError(PrefetchError.unknownTicket(id: id))
         }
-        do throws(PrefetchError) {
-            try orchestrator.authorize(Self.origin(of: request), for: ticket.origins)
-            if let key = request.headers[PrefetchHeaders.readKey] {
-                let opened = try await orchestrator.ticket(forReadKey: key, origin: Self.origin(of: request))
-                guard opened.id == ticket.id else { throw PrefetchError.invalidReadKey(reason: "it was issued for another ticket") }
-            } else {
-                try TicketAccess.authorize(ticket, presented: presented(request).identity)
+        let origin = Self.origin(of: request)
+        var readKeyOpens: Result<Ticket, PrefetchError>?
+        if let key = request.headers[PrefetchHeaders.readKey] {
+            do {
+                readKeyOpens = .success(try await orchestrator.ticket(forReadKey: key, origin: origin))
+            } catch {
+                readKeyOpens = .failure(error)
             }
+        }
+        do throws(PrefetchError) {
+            try orchestrator.entitle(
+                ticket, origin: origin, presented: orchestrator.credentials(in: request.headers).identity, readKeyOpens: readKeyOpens)
         } catch {
             orchestrator.metrics.denied(error.code.rawValue)
             throw APIError(error)
@@ -216,12 +210,12 @@ struct PrefetchRoutes: Sendable {
 
     /// Where a browser says `request` comes from.
     static func origin(of request: Request) -> TicketAccess.RequestOrigin {
-        .init(origin: request.headers[.origin], fetchSite: request.headers[PrefetchHeaders.secFetchSite], authority: request.head.authority)
+        .init(request.headers, authority: request.head.authority)
     }
 
     func results(_ request: Request, context: PageContext) async throws(APIError) -> ResultsAnswer {
         let ticket = try await entitledTicket(request, context: context)
-        let wait = orchestrator.clampWait(try Self.waitParameter(request), default: .zero)
+        let wait = orchestrator.clampWait(try Self.waitParameter(request.uri.queryParameters), default: .zero)
         let outcomes = await orchestrator.readAll(ticket, wait: wait)
         return ResultsAnswer(ticket: ticket, outcomes: outcomes, timings: ticket.timings.withLock { $0 })
     }
@@ -233,7 +227,7 @@ struct PrefetchRoutes: Sendable {
         } catch  where error.code.rawValue != "unknown-ticket" {
             // A refused reader is recorded on the ticket too, so the debug view shows who was turned away.
             if let id = context.parameters.get("ticket"), let ticket = await orchestrator.tickets.ticket(id),
-                let index = try? Self.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, request: request),
+                let index = try? Self.select(Self.candidates(ticket), query: request.uri.queryParameters),
                 error.status == .unauthorized || error.status == .forbidden
             {
                 ticket.recordRead(
@@ -262,20 +256,15 @@ struct PrefetchRoutes: Sendable {
             if error.status == .forbidden { orchestrator.metrics.denied(error.code.rawValue) }
             throw error
         }
-        let (key, role) = (read.key, read.role)
-        let wait = orchestrator.clampWait(try Self.waitParameter(request), default: read.timeout)
+        let query = request.uri.queryParameters
         let asked = orchestrator.clock.now
-        do {
-            let response = try replay(await orchestrator.read(key, wait: wait), wait: wait)
-            let served = Self.served(response)
-            orchestrator.metrics.configData(role, result: served)
-            orchestrator.recordPageRead(key, served: served, reason: nil, askedAt: asked)
-            return response
-        } catch {
-            orchestrator.metrics.configData(role, result: .miss)
-            orchestrator.recordPageRead(key, served: .miss, reason: error.code, askedAt: asked)
-            throw error
-        }
+        let wait = Result { () throws(APIError) in orchestrator.clampWait(try Self.waitParameter(query), default: read.timeout) }
+        var outcome = wait.map { _ in ReadOutcome.pending }
+        if case .success(let wait) = wait { outcome = .success(await orchestrator.read(read.key, wait: wait)) }
+        return try Self.response(
+            Self.answer(
+                outcome, wait: (try? wait.get()) ?? .zero, of: .page(read.key, role: read.role), askedAt: asked, orchestrator: orchestrator)
+        )
     }
 
     /// What a same-site read (`GET /v1/data?page=` with the page's own credentials) names: the store key of the
@@ -316,29 +305,33 @@ struct PrefetchRoutes: Sendable {
 
     /// Replays the ticket's request chosen by the query, recording the read for the debug view.
     func replay(_ ticket: Ticket, request: Request) async throws(APIError) -> Response {
-        let index = try Self.select(ticket.requests.map { ($0.name, $0.api, $0.method) }, request: request)
+        let query = request.uri.queryParameters
+        let index = try Self.select(Self.candidates(ticket), query: query)
         let asked = orchestrator.clock.now
-        do {
-            let wait = orchestrator.clampWait(try Self.waitParameter(request), default: ticket.requests[index].timeout)
-            let response = try replay(await orchestrator.read(ticket, index: index, wait: wait), wait: wait)
-            let served = Self.served(response)
-            ticket.recordRead(index, served: served, reason: nil, askedAt: asked, answeredAt: orchestrator.clock.now)
-            orchestrator.metrics.configData(ticket.role, result: served)
-            return response
-        } catch {
-            ticket.recordRead(index, served: .miss, reason: error.code, askedAt: asked, answeredAt: orchestrator.clock.now)
-            orchestrator.metrics.configData(ticket.role, result: .miss)
-            throw error
+        let wait = Result { () throws(APIError) in
+            orchestrator.clampWait(try Self.waitParameter(query), default: ticket.requests[index].timeout)
         }
+        var outcome = wait.map { _ in ReadOutcome.pending }
+        if case .success(let wait) = wait { outcome = .success(await orchestrator.read(ticket, index: index, wait: wait)) }
+        return try Self.response(
+            Self.answer(
+                outcome, wait: (try? wait.get()) ?? .zero, of: .ticket(ticket, index: index), askedAt: asked, orchestrator: orchestrator))
+    }
+
+    /// What a ticket's interfaces are chosen by (``select(_:query:)``).
+    static func candidates(_ ticket: Ticket) -> [(name: String, api: String, method: HTTPMethod)] {
+        ticket.requests.map { ($0.name, $0.api, $0.method) }
+    }
+
+    /// The routed answer to a data read (``answer(_:wait:of:askedAt:orchestrator:)``): the replay, or the miss thrown.
+    static func response(_ answer: Result<(response: StoredResponse, joined: Bool), APIError>) throws(APIError) -> Response {
+        let (response, joined) = try answer.get()
+        let (status, fields, body) = replayParts(response, joined: joined)
+        return Response(status: status, headers: fields, body: .init(byteBuffer: body))
     }
 
     /// The index of the interface chosen by `api` (as written in the config), `method` and `name`; without `api`
     /// and `name`, the only interface. A selection that fits several is a 409: the request names no single one.
-    static func select(_ candidates: [(name: String, api: String, method: HTTPMethod)], request: Request) throws(APIError) -> Int {
-        try select(candidates, query: request.uri.queryParameters)
-    }
-
-    /// `select(_:request:)` on a parsed query (the event-loop handoff has no `Request`).
     static func select(_ candidates: [(name: String, api: String, method: HTTPMethod)], query: Parameters) throws(APIError) -> Int {
         let api = query.get("api")
         let name = query.get("name")
@@ -365,10 +358,8 @@ struct PrefetchRoutes: Sendable {
         return matches[0]
     }
 
-    static func waitParameter(_ request: Request) throws(APIError) -> Int? {
-        try waitParameter(request.uri.queryParameters)
-    }
-
+    /// The `wait` query parameter in milliseconds (a negative one is 0), nil without one, or the 400 for a value
+    /// that is no whole number.
     static func waitParameter(_ query: Parameters) throws(APIError) -> Int? {
         guard let text = query.get("wait") else { return nil }
         let digits = text.hasPrefix("-") ? text.dropFirst() : Substring(text)
@@ -402,40 +393,6 @@ struct PrefetchRoutes: Sendable {
         return (HTTPResponse.Status(code: response.status), fields, response.bodyBuffer)
     }
 
-    /// How a replay was served, from its `X-Prefetch` header.
-    static func served(_ response: Response) -> ReadResult {
-        response.headers[PrefetchHeaders.served].flatMap(ReadResult.init(rawValue:)) ?? .hit
-    }
-
-    /// A stored response replayed as the page's own request would have received it, with the replay headers.
-    func replay(_ outcome: ReadOutcome, wait: Duration) throws(APIError) -> Response {
-        switch outcome {
-        case .ready(let response, let joined):
-            orchestrator.metrics.data(ReadResult(joined: joined).rawValue)
-            let (status, fields, body) = Self.replayParts(response, joined: joined)
-            return Response(status: status, headers: fields, body: .init(byteBuffer: body))
-        case .pending:
-            orchestrator.metrics.data("pending")
-            throw APIError.miss(.gatewayTimeout, .pending, "the upstream response was still pending after \(wait.milliseconds) ms")
-        case .failed(let failure, _) where failure.code == FailureCode.private:
-            orchestrator.metrics.data(failure.code.rawValue)
-            throw APIError.miss(.notFound, failure.code, failure.message)
-        case .failed(let failure, _):
-            orchestrator.metrics.data("failed")
-            throw APIError.miss(.badGateway, failure.code, "the prefetch failed: \(failure.message)")
-        case .absent(let reason):
-            orchestrator.metrics.data(reason.rawValue)
-            let message: String
-            switch reason {
-            case .notFound: message = "nothing was prefetched for this interface and these credentials"
-            case .expired: message = "the prefetched response expired before it was read"
-            case .consumed: message = "the response was marked no-store and was already handed out"
-            case .evicted: message = "the prefetched response was evicted"
-            case .invalidated: message = "the prefetched response was invalidated (a logout, or its data changed)"
-            }
-            throw APIError.miss(.notFound, reason.code, message)
-        }
-    }
 }
 
 /// Reads a request body of at most `limit` bytes, giving up after `timeout`.

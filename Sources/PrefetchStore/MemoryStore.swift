@@ -172,18 +172,6 @@ public final class MemoryStore: ResponseStore {
         await ImmediateRead.awaited(wait: wait, clock: clock) { read(keys, canWait: $0, notify: $1) }
     }
 
-    /// See `ResponseStore.readIfReady`.
-    public func readIfReady(_ key: StoreKey) -> ReadOutcome? {
-        let now = clock.now
-        let (outcome, effects) = state.withLock { state in
-            var effects = Effects()
-            let outcome = state.readIfReady(key, now: now, effects: &effects)
-            return (outcome, effects)
-        }
-        apply(effects)
-        return outcome
-    }
-
     /// See `ResponseStore.retain`.
     public func retain(labels: Set<String>) async -> Int {
         let now = clock.now

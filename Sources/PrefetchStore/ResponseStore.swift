@@ -34,11 +34,6 @@ public protocol ResponseStore: Sendable {
     /// caller that is async by nature, so every read goes through one driver.
     func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome]
 
-    /// A read that never suspends, for callers on an event loop: when the entry is a response within its TTL,
-    /// exactly what `read(_:wait:)` would hand out (a no-store response is consumed, counters move); otherwise nil
-    /// and nothing happens, and the caller takes the normal path. Stores that cannot answer without I/O return nil.
-    func readIfReady(_ key: StoreKey) -> ReadOutcome?
-
     /// How the store is doing, for readiness (`GET /readyz`): an in-process store has no outage state.
     var health: StoreHealth { get }
 
@@ -91,9 +86,6 @@ public protocol ResponseStore: Sendable {
 }
 
 extension ResponseStore {
-    /// See `ResponseStore.readIfReady`: nil, always the normal path.
-    public func readIfReady(_ key: StoreKey) -> ReadOutcome? { nil }
-
     /// See `ResponseStore.health`: in process.
     public var health: StoreHealth { .inProcess }
 

@@ -209,14 +209,6 @@ struct StoreState {
         }
     }
 
-    /// `read(_:now:canWait:effects:)` when the entry is a response within its TTL, with every effect of that read
-    /// (counters, a no-store response consumed); nil, with no effect at all, for anything else.
-    mutating func readIfReady(_ key: StoreKey, now: ContinuousClock.Instant, effects: inout Effects) -> ReadOutcome? {
-        guard let at = index[key], case .ready(_, let expiresAt, _) = slots[at]!.entry.state, now < expiresAt else { return nil }
-        guard case .done(let outcome) = read(key, now: now, canWait: false, effects: &effects) else { return nil }
-        return outcome
-    }
-
     /// Attaches the waiter's continuation; returns its outcome instead if it was settled in the meantime.
     mutating func attach(_ id: WaiterID, _ resumer: WaiterResumer) -> ReadOutcome? {
         switch waiters[id] {

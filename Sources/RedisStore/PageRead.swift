@@ -36,17 +36,6 @@ extension RedisStore {
         return await ImmediateRead.waiting(StoreWait { read.expire() }).outcomes(handoff, deadline: deadline, clock: clock)
     }
 
-    /// See `ResponseStore.readIfReady`: a response in this replica's local tier, read as `read(_:wait:)` reads it
-    /// first; nil (and nothing counted) for anything that needs Redis.
-    public func readIfReady(_ key: StoreKey) -> ReadOutcome? {
-        let now = clock.now
-        let (reader, step) = state.withLock { $0.startRead(key, wait: .zero, cancelled: false, now: now) }
-        state.withLock { $0.readEnded(reader) }
-        guard case .finish(let outcome, let label) = step, case .ready = outcome else { return nil }
-        metrics.record(outcome, label: label)
-        return outcome
-    }
-
     /// The longest a read without a task waits when its caller never calls `expire()`.
     public static let longestWaitWithoutTask = Duration.seconds(60)
 

@@ -1,0 +1,115 @@
+import HTTPTypes
+import PrefetchCore
+import PrefetchEngine
+import PrefetchStore
+
+// The page surface's rules that both of its pipelines apply (the router's and the event loop's, `FastHandoff`), one
+// function each: the origin guard and the headers it adds, where a browser says a request comes from, and a data
+// read's answer with its bookkeeping. Ticket entitlement is the engine's (`Orchestrator.entitle`), interface
+// selection and the `wait` parameter `PrefetchRoutes.select(_:query:)` and `PrefetchRoutes.waitParameter(_:)`.
+
+extension AllowedOrigins {
+    /// A request the origin guard let through: its `Origin` (nil without one) and what that origin was granted.
+    struct Admission: Sendable, Equatable {
+        var origin: String?
+        var grant: Grant
+
+        /// The headers every page-surface answer leaves with, on either pipeline: the CORS headers for an allowed
+        /// origin, then the security headers (`PageGuardMiddleware.secure(_:)`).
+        func decorate(_ fields: inout HTTPFields) {
+            if let origin { PageGuardMiddleware.decorate(&fields, origin: origin, grant: grant) }
+            PageGuardMiddleware.secure(&fields)
+        }
+    }
+
+    /// The page surface's origin rule (see ``PageGuardMiddleware``): a request with an `Origin` must come from an
+    /// allowed origin; one without that a browser marks `Sec-Fetch-Site: cross-site` is refused unless it asks for
+    /// a public asset (`path`, without the query). The refusal is `403 origin-not-allowed`; the caller counts it.
+    func admit(_ headers: HTTPFields, path: some StringProtocol) -> Result<Admission, APIError> {
+        guard let origin = headers[.origin] else {
+            if headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site", !PageGuardMiddleware.publicAssets.contains(String(path))
+            {
+                return .failure(Self.refusal("cross-site requests without an allowed Origin are refused"))
+            }
+            return .success(Admission(origin: nil, grant: .none))
+        }
+        let grant = grant(for: origin)
+        guard grant != .none else { return .failure(Self.refusal("the origin \(quoted(origin, limit: 80)) may not call this service")) }
+        return .success(Admission(origin: origin, grant: grant))
+    }
+
+    private static func refusal(_ message: String) -> APIError {
+        APIError(status: .forbidden, code: .originNotAllowed, message: message, isMiss: true)
+    }
+}
+
+extension TicketAccess.RequestOrigin {
+    /// Where a browser says a request comes from: its `Origin`, its `Sec-Fetch-Site` and the authority it was
+    /// addressed to.
+    init(_ headers: HTTPFields, authority: String?) {
+        self.init(origin: headers[.origin], fetchSite: headers[PrefetchHeaders.secFetchSite], authority: authority)
+    }
+}
+
+extension PrefetchRoutes {
+    /// What a data read reads, for its bookkeeping: one request of a ticket (by ticket or by read key), or the key a
+    /// same-site `page=` read names, with the config it was planned under.
+    enum DataRead: Sendable {
+        case ticket(Ticket, index: Int)
+        case page(StoreKey, role: ConfigRole)
+    }
+
+    /// The one answer to a data read's outcome, for every data route on either pipeline: a ready response to
+    /// replay (``replayParts(_:joined:)``), or the miss as an ``APIError`` (a pending entry after `wait`, a failed
+    /// prefetch, a response kept private, an absent one with why, or the read's own refusal after the reader was
+    /// entitled: a malformed `wait`). With the read's bookkeeping, once:
+    /// `prefetch_data_total` by outcome, `prefetch_config_data_total` by config, and the read on its ticket (the
+    /// waterfall, the debug view, the waste metric).
+    static func answer(
+        _ read: Result<ReadOutcome, APIError>, wait: Duration, of what: DataRead, askedAt asked: ContinuousClock.Instant,
+        orchestrator: Orchestrator
+    ) -> Result<(response: StoredResponse, joined: Bool), APIError> {
+        let answer: Result<(response: StoredResponse, joined: Bool), APIError>
+        switch read {
+        case .failure(let refusal):
+            answer = .failure(refusal)
+        case .success(.ready(let response, let joined)):
+            orchestrator.metrics.data(ReadResult(joined: joined).rawValue)
+            answer = .success((response, joined))
+        case .success(.pending):
+            orchestrator.metrics.data("pending")
+            answer = .failure(.miss(.gatewayTimeout, .pending, "the upstream response was still pending after \(wait.milliseconds) ms"))
+        case .success(.failed(let failure, _)) where failure.code == FailureCode.private:
+            orchestrator.metrics.data(failure.code.rawValue)
+            answer = .failure(.miss(.notFound, failure.code, failure.message))
+        case .success(.failed(let failure, _)):
+            orchestrator.metrics.data("failed")
+            answer = .failure(.miss(.badGateway, failure.code, "the prefetch failed: \(failure.message)"))
+        case .success(.absent(let reason)):
+            orchestrator.metrics.data(reason.rawValue)
+            let message: String
+            switch reason {
+            case .notFound: message = "nothing was prefetched for this interface and these credentials"
+            case .expired: message = "the prefetched response expired before it was read"
+            case .consumed: message = "the response was marked no-store and was already handed out"
+            case .evicted: message = "the prefetched response was evicted"
+            case .invalidated: message = "the prefetched response was invalidated (a logout, or its data changed)"
+            }
+            answer = .failure(.miss(.notFound, reason.code, message))
+        }
+        let (served, reason): (ReadResult, FailureCode?) =
+            switch answer {
+            case .success(let ready): (ReadResult(joined: ready.joined), nil)
+            case .failure(let error): (.miss, error.code)
+            }
+        switch what {
+        case .ticket(let ticket, let index):
+            ticket.recordRead(index, served: served, reason: reason, askedAt: asked, answeredAt: orchestrator.clock.now)
+            orchestrator.metrics.configData(ticket.role, result: served)
+        case .page(let key, let role):
+            orchestrator.metrics.configData(role, result: served)
+            orchestrator.recordPageRead(key, served: served, reason: reason, askedAt: asked)
+        }
+        return answer
+    }
+}
