@@ -115,6 +115,9 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
 
     public func localTicket(_ id: String) -> Ticket? { ticket(id) }
 
+    /// See `TicketRegistry.holdsEveryTicket`: this process's registry is the only one.
+    public var holdsEveryTicket: Bool { true }
+
     /// See `TicketRegistry.localTicket(forKey:)`.
     public func localTicket(forKey key: StoreKey) -> (ticket: Ticket, index: Int)? {
         guard let id = state.withLock({ $0.byKey[key] }), let ticket = ticket(id),

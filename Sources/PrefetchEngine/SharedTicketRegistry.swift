@@ -47,6 +47,9 @@ public struct SharedTicketRegistry: TicketRegistry {
 
     public func localTicket(_ id: String) -> Ticket? { local.ticket(id) }
 
+    /// See `TicketRegistry.holdsEveryTicket`: other replicas hold theirs.
+    public var holdsEveryTicket: Bool { false }
+
     public func localTicket(forKey key: StoreKey) -> (ticket: Ticket, index: Int)? { local.localTicket(forKey: key) }
 
     public func recent(_ limit: Int) -> [Ticket] { local.recent(limit) }

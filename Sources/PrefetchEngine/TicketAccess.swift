@@ -115,12 +115,23 @@ extension Orchestrator {
         return try check(key, ticket: await tickets.ticket(Base64URL.encode(key.id)), origin: origin)
     }
 
-    /// `ticket(forReadKey:origin:)` without suspending, for the event loop: the ticket when the key opens one held
-    /// by this replica for this origin; nil for anything else (a refusal, or a ticket held elsewhere), which the
-    /// normal path then answers.
-    public func localTicket(forReadKey text: String, origin: TicketAccess.RequestOrigin) -> Ticket? {
-        guard let key = try? openReadKey(text) else { return nil }
-        return try? check(key, ticket: tickets.localTicket(Base64URL.encode(key.id)), origin: origin)
+    /// ``ticket(forReadKey:origin:)`` without I/O, for the event loop: the ticket the key opens for a request from
+    /// `origin`, or why it opens none; nil when the key's ticket is not held by this replica but may be by another
+    /// (only the async form can tell).
+    public func localTicket(forReadKey text: String, origin: TicketAccess.RequestOrigin) -> Result<Ticket, PrefetchError>? {
+        let key: OpenedReadKey
+        do {
+            key = try openReadKey(text)
+        } catch {
+            return .failure(error)
+        }
+        let held = tickets.localTicket(Base64URL.encode(key.id))
+        if held == nil && !tickets.holdsEveryTicket { return nil }
+        do {
+            return .success(try check(key, ticket: held, origin: origin))
+        } catch {
+            return .failure(error)
+        }
     }
 
     private struct OpenedReadKey {

@@ -7,8 +7,12 @@ public protocol TicketRegistry: Sendable {
     func insert(_ ticket: Ticket, then done: @escaping @Sendable () -> Void)
     /// The ticket with `id`, if it is known and unexpired.
     func ticket(_ id: String) async -> Ticket?
-    /// The ticket with `id` if this replica holds it (no I/O, for the event loop); nil does not mean unknown.
+    /// The ticket with `id` if this replica holds it (no I/O, for the event loop); nil means unknown only when the
+    /// registry ``holdsEveryTicket``.
     func localTicket(_ id: String) -> Ticket?
+    /// Whether this replica holds every ticket there is (the registry is this process's alone), so a ticket
+    /// ``localTicket(_:)`` does not know is unknown everywhere.
+    var holdsEveryTicket: Bool { get }
     /// The latest ticket held by this replica with a request under `key`, and that request's index: whose read a
     /// same-site `page=` read of `key` is (no I/O).
     func localTicket(forKey key: StoreKey) -> (ticket: Ticket, index: Int)?

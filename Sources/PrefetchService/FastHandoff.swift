@@ -40,9 +40,10 @@ import Synchronization
 /// round trips to Redis run on the pool's event loops through callbacks, and the answer is handed back to this
 /// connection's loop when Redis has answered (``Answer/underway``, ``Answer/later(_:deadline:)``).
 ///
-/// Anything else (a refusal before the engine or before the read, a ticket or read key held by another replica, a
-/// selection that names no single interface, a body that is not JSON) goes on, untouched, to the router, which
-/// answers it as always. Pipelining keeps its order: while an answer of this handler or of the router is
+/// Refusals on these routes (the origin guard, the media type, a body that is not a trigger, entitlement, a read
+/// key, a `wait` or a selection the request gets wrong) are answered here too, as the router answers them. What only
+/// the router can tell (a ticket or read key another replica may hold, a ticket id that is not well formed) goes on,
+/// untouched, to the router, which answers it as always. Pipelining keeps its order: while an answer of this handler or of the router is
 /// outstanding, later requests wait (see `FastHandoffHandler`). `--no-fast-handoff` turns it off.
 struct FastHandoff: Sendable {
     let orchestrator: Orchestrator
@@ -79,9 +80,20 @@ struct FastHandoff: Sendable {
         case underway
     }
 
-    /// The page-surface origin rule (``AllowedOrigins/admit(_:path:)``), or nil when the router must refuse.
+    /// The page-surface origin rule (``AllowedOrigins/admit(_:path:)``), or nil when it refuses.
     private func grant(_ head: HTTPRequest) -> AllowedOrigins.Admission? {
         try? origins.admit(head.headerFields, path: (head.path ?? "").prefix { $0 != "?" }).get()
+    }
+
+    /// A refusal as the router writes it: the error's JSON, the CORS headers of an admitted origin (none for the
+    /// origin guard's own refusal), the security headers; and its request metrics.
+    private func refused(
+        _ error: APIError, origin: AllowedOrigins.Admission?, route: String, method: HTTPRequest.Method, started: UInt64
+    ) -> EncodedAnswer {
+        let (status, fields, body) = (try? error.parts()) ?? (.internalServerError, [:], ByteBuffer())
+        return finish(
+            status, fields, body, origin: origin ?? AllowedOrigins.Admission(origin: nil, grant: .none), route: route, method: method,
+            started: started)
     }
 
     /// The answer's final headers, as the router's answer has them: its own, the length, then the guard's CORS and
@@ -142,31 +154,51 @@ struct FastHandoff: Sendable {
     func takes(_ head: HTTPRequest) -> Posted? {
         guard head.method == .post, let target = head.path else { return nil }
         if target.utf8.elementsEqual(Self.triggerRoute.utf8) {
-            return takesBody(head) ? .trigger : nil
+            return announcesBodyWithinLimit(head) ? .trigger : nil
         }
         if renderers != nil, target.utf8.elementsEqual(Self.openRoute.utf8) {
-            return takesBody(head) ? .open : nil
+            return announcesBodyWithinLimit(head)
+                && JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) == nil
+                && grant(head) != nil ? .open : nil
         }
         return nil
     }
 
-    private func takesBody(_ head: HTTPRequest) -> Bool {
-        guard head.headerFields[.transferEncoding] == nil, let length = head.headerFields[.contentLength].flatMap({ Int($0) }),
-            (0...orchestrator.settings.maximumRequestBody).contains(length),
-            JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) == nil,
-            grant(head) != nil
-        else { return false }
-        return true
+    /// Whether a body's length is announced by `Content-Length` and within the routed path's limit (a chunked body,
+    /// or one over the limit, is the router's to read or refuse).
+    private func announcesBodyWithinLimit(_ head: HTTPRequest) -> Bool {
+        guard head.headerFields[.transferEncoding] == nil, let length = head.headerFields[.contentLength].flatMap({ Int($0) }) else {
+            return false
+        }
+        return (0...orchestrator.settings.maximumRequestBody).contains(length)
     }
 
     /// The trigger's answer, or nil to hand the request (head and body as received) to the router. With a shared
     /// store the answer is `.underway`, and goes to the function `deliver()` made.
     func trigger(_ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: () -> Deliver) -> Answer? {
         let started = DispatchTime.now().uptimeNanoseconds
-        guard let origin = grant(head), let object = try? PrefetchRoutes.jsonObject(body), let page = try? PrefetchRoutes.pageURL(object),
-            let headers = try? PrefetchRoutes.credentialHeaders(object, requestHeaders: head.headerFields),
-            case .success(let cookies) = Result(catching: { () throws(APIError) in try PrefetchRoutes.cookieJar(object) })
-        else { return nil }
+        // The router's checks, in its order: the origin guard, the media type, then the body's members.
+        let origin: AllowedOrigins.Admission
+        switch origins.admit(head.headerFields, path: Self.triggerRoute) {
+        case .success(let admitted):
+            origin = admitted
+        case .failure(let refusal):
+            orchestrator.metrics.denied(refusal.code.rawValue)
+            return .now(refused(refusal, origin: nil, route: Self.triggerRoute, method: .post, started: started))
+        }
+        let page: String
+        let headers: HTTPFields
+        let cookies: CookieJar?
+        do throws(APIError) {
+            if let refusal = JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) { throw refusal }
+            let object = try PrefetchRoutes.jsonObject(body)
+            page = try PrefetchRoutes.pageURL(object)
+            headers = try PrefetchRoutes.credentialHeaders(object, requestHeaders: head.headerFields)
+            cookies = try PrefetchRoutes.cookieJar(object)
+        } catch {
+            orchestrator.metrics.eventLoopAnswer("trigger")
+            return .now(refused(error, origin: origin, route: Self.triggerRoute, method: .post, started: started))
+        }
         let answer: @Sendable (Triggered) -> EncodedAnswer = { [self] triggered in
             let (status, fields, bytes) = TriggerResponse(answer: TriggerAnswer(triggered)).parts()
             orchestrator.metrics.eventLoopAnswer("trigger")
@@ -239,43 +271,108 @@ struct FastHandoff: Sendable {
         // A request that announces a body is routed: the answer is decided at the head and written at the end, so a
         // body that never ends would hold (a no-store entry: consume) an answer nobody gets.
         guard head.method == .get, let target = head.path, head.headerFields[.transferEncoding] == nil,
-            head.headerFields[.contentLength].map({ $0 == "0" }) ?? true, let origin = grant(head)
+            head.headerFields[.contentLength].map({ $0 == "0" }) ?? true
         else { return nil }
         let uri = URI(target)
         let path = uri.path
-        let query = uri.queryParameters
-        if path.hasPrefix("/v1/prefetch/"), !path.dropFirst("/v1/prefetch/".count).contains("/") {
-            return results(head, id: String(path.dropFirst("/v1/prefetch/".count)), query: query, origin: origin, deliver: deliver)
+        guard let route = ReadRoute(path) else { return nil }
+        let origin: AllowedOrigins.Admission
+        switch origins.admit(head.headerFields, path: path) {
+        case .success(let admitted):
+            origin = admitted
+        case .failure(let refusal):
+            orchestrator.metrics.denied(refusal.code.rawValue)
+            return .now(refused(refusal, origin: nil, route: route.label, method: .get, started: DispatchTime.now().uptimeNanoseconds))
         }
-        return data(head, path: path, query: query, origin: origin, heads: heads, deliver: deliver)
+        let query = uri.queryParameters
+        switch route {
+        case .results(let id): return results(head, id: id, query: query, origin: origin, deliver: deliver)
+        case .ticketData, .pageData: return data(head, route: route, query: query, origin: origin, heads: heads, deliver: deliver)
+        }
     }
 
-    /// The ticket named in a path, if this replica holds it and the reader is entitled to it
-    /// (``Orchestrator/entitle(_:origin:presented:readKeyOpens:)``, with a read key opened on this replica); nil for
-    /// anything else, including a refusal, which the router answers and counts.
-    private func entitledTicket(_ id: some StringProtocol, _ head: HTTPRequest) -> Ticket? {
+    /// The reads answered here, by the path of a `GET`.
+    enum ReadRoute {
+        /// `/v1/prefetch/{ticket}`
+        case results(Substring)
+        /// `/v1/prefetch/{ticket}/data`
+        case ticketData(Substring)
+        /// `/v1/data`
+        case pageData
+
+        init?(_ path: String) {
+            if path == FastHandoff.pageDataRoute {
+                self = .pageData
+                return
+            }
+            guard path.hasPrefix("/v1/prefetch/") else { return nil }
+            let rest = path.dropFirst("/v1/prefetch/".count)
+            if !rest.isEmpty, !rest.contains("/") {
+                self = .results(rest)
+            } else if rest.hasSuffix("/data"), case let id = rest.dropLast("/data".count), !id.isEmpty, !id.contains("/") {
+                self = .ticketData(id)
+            } else {
+                return nil
+            }
+        }
+
+        /// The route as the router's metrics name it.
+        var label: String {
+            switch self {
+            case .results: FastHandoff.resultsRoute
+            case .ticketData: FastHandoff.ticketDataRoute
+            case .pageData: FastHandoff.pageDataRoute
+            }
+        }
+    }
+
+    /// The ticket named in a path if the reader is entitled to it (``Orchestrator/entitle(_:origin:presented:readKeyOpens:)``,
+    /// with a read key opened on this replica), or the refusal as the router answers it (counted); nil for what only
+    /// the router can tell: a ticket or read key this replica does not hold but another may, or an id that is not
+    /// well formed (the router names it as it parsed it).
+    private func entitledTicket(_ id: Substring, _ head: HTTPRequest) -> Result<Ticket, APIError>? {
         let id = String(id)
-        guard Ticket.isWellFormed(id), let held = orchestrator.tickets.localTicket(id) else { return nil }
+        guard Ticket.isWellFormed(id) else { return nil }
+        guard let held = orchestrator.tickets.localTicket(id) else {
+            return orchestrator.tickets.holdsEveryTicket ? .failure(APIError(PrefetchError.unknownTicket(id: id))) : nil
+        }
         let origin = requestOrigin(head)
         var readKeyOpens: Result<Ticket, PrefetchError>?
         if let key = head.headerFields[PrefetchHeaders.readKey] {
             guard let opened = orchestrator.localTicket(forReadKey: key, origin: origin) else { return nil }
-            readKeyOpens = .success(opened)
+            readKeyOpens = opened
         }
         let presented = orchestrator.credentials(in: head.headerFields).identity
-        guard (try? orchestrator.entitle(held, origin: origin, presented: presented, readKeyOpens: readKeyOpens)) != nil else { return nil }
-        return held
+        do throws(PrefetchError) {
+            try orchestrator.entitle(held, origin: origin, presented: presented, readKeyOpens: readKeyOpens)
+        } catch {
+            orchestrator.metrics.denied(error.code.rawValue)
+            return .failure(APIError(error))
+        }
+        return .success(held)
     }
 
     /// `GET /v1/prefetch/{ticket}`: every result of the ticket, now when none is in flight (or `wait` is zero),
     /// else once they settle or the wait ends; with the Redis store, once Redis has answered (and the wait ended).
     private func results(
-        _ head: HTTPRequest, id: String, query: Parameters, origin: AllowedOrigins.Admission,
+        _ head: HTTPRequest, id: Substring, query: Parameters, origin: AllowedOrigins.Admission,
         deliver: () -> Deliver
     ) -> Answer? {
-        guard let ticket = entitledTicket(id, head), let milliseconds = try? PrefetchRoutes.waitParameter(query) else { return nil }
-        let wait = orchestrator.clampWait(milliseconds, default: .zero)
         let started = DispatchTime.now().uptimeNanoseconds
+        let ticket: Ticket
+        let wait: Duration
+        switch entitledTicket(id, head) {
+        case nil: return nil
+        case .failure(let refusal)?:
+            return .now(refused(refusal, origin: origin, route: Self.resultsRoute, method: .get, started: started))
+        case .success(let held)?:
+            ticket = held
+        }
+        do throws(APIError) {
+            wait = orchestrator.clampWait(try PrefetchRoutes.waitParameter(query), default: .zero)
+        } catch {
+            return .now(refused(error, origin: origin, route: Self.resultsRoute, method: .get, started: started))
+        }
         let answer: @Sendable ([ReadOutcome]) -> EncodedAnswer = { [self] outcomes in
             let (status, fields, body) = ResultsAnswer(ticket: ticket, outcomes: outcomes, timings: ticket.timings.withLock { $0 }).parts()
             orchestrator.metrics.eventLoopAnswer("results")
@@ -306,40 +403,57 @@ struct FastHandoff: Sendable {
     /// counts it) for a reader refused before the read, a selection that names no single interface, or a ticket or
     /// read key this replica does not hold.
     private func data(
-        _ head: HTTPRequest, path: String, query: Parameters, origin: AllowedOrigins.Admission, heads: ReplayHeads,
+        _ head: HTTPRequest, route readRoute: ReadRoute, query: Parameters, origin: AllowedOrigins.Admission, heads: ReplayHeads,
         deliver: () -> Deliver
     ) -> Answer? {
         let headers = head.headerFields
         let asked = orchestrator.clock.now
         let started = DispatchTime.now().uptimeNanoseconds
-        let route: String
+        let route = readRoute.label
+        let refuse: (APIError) -> Answer = { .now(refused($0, origin: origin, route: route, method: .get, started: started)) }
         let what: PrefetchRoutes.DataRead
         let timeout: Duration
-        if path == Self.pageDataRoute, headers[PrefetchHeaders.readKey] == nil {
+        if case .pageData = readRoute, headers[PrefetchHeaders.readKey] == nil {
             // Same site: the page's own cookies name the entry, checked by the routed path's own code.
-            guard let read = try? PrefetchRoutes.pageRead(orchestrator, query: query, headers: headers, origin: requestOrigin(head))
-            else { return nil }
-            route = Self.pageDataRoute
-            what = .page(read.key, role: read.role)
-            timeout = read.timeout
+            switch Result(catching: { () throws(APIError) in
+                try PrefetchRoutes.pageRead(orchestrator, query: query, headers: headers, origin: requestOrigin(head))
+            }) {
+            case .success(let read):
+                what = .page(read.key, role: read.role)
+                timeout = read.timeout
+            case .failure(let error):
+                if error.status == .forbidden { orchestrator.metrics.denied(error.code.rawValue) }
+                return refuse(error)
+            }
         } else {
             let ticket: Ticket
-            if path == Self.pageDataRoute {
-                guard let key = headers[PrefetchHeaders.readKey],
-                    let opened = orchestrator.localTicket(forReadKey: key, origin: requestOrigin(head))
-                else { return nil }
-                ticket = opened
-                route = Self.pageDataRoute
-            } else if path.hasPrefix("/v1/prefetch/"), path.hasSuffix("/data") {
-                guard let held = entitledTicket(path.dropFirst("/v1/prefetch/".count).dropLast("/data".count), head) else { return nil }
-                ticket = held
-                route = Self.ticketDataRoute
-            } else {
-                return nil
+            switch readRoute {
+            case .ticketData(let id):
+                switch entitledTicket(id, head) {
+                case nil: return nil
+                case .failure(let error)?:
+                    PrefetchRoutes.recordRefusedReader(
+                        orchestrator.tickets.localTicket(String(id)), query: query, error, orchestrator: orchestrator)
+                    return refuse(error)
+                case .success(let held)?: ticket = held
+                }
+            default:
+                // `/v1/data` with a read key.
+                switch orchestrator.localTicket(forReadKey: headers[PrefetchHeaders.readKey] ?? "", origin: requestOrigin(head)) {
+                case nil: return nil
+                case .failure(let error)?:
+                    orchestrator.metrics.denied(error.code.rawValue)
+                    return refuse(APIError(error))
+                case .success(let opened)?: ticket = opened
+                }
             }
-            guard let index = try? PrefetchRoutes.select(PrefetchRoutes.candidates(ticket), query: query) else { return nil }
-            what = .ticket(ticket, index: index)
-            timeout = ticket.requests[index].timeout
+            switch Result(catching: { () throws(APIError) in try PrefetchRoutes.select(PrefetchRoutes.candidates(ticket), query: query) }) {
+            case .success(let index):
+                what = .ticket(ticket, index: index)
+                timeout = ticket.requests[index].timeout
+            case .failure(let error):
+                return refuse(error)
+            }
         }
         let wait = Result { () throws(APIError) in orchestrator.clampWait(try PrefetchRoutes.waitParameter(query), default: timeout) }
         // Its answer from the outcome, now (with the connection's replay heads) or later (on the thread that has it).

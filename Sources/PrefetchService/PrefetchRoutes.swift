@@ -225,16 +225,21 @@ struct PrefetchRoutes: Sendable {
             let ticket = try await entitledTicket(request, context: context)
             return try await replay(ticket, request: request)
         } catch  where error.code.rawValue != "unknown-ticket" {
-            // A refused reader is recorded on the ticket too, so the debug view shows who was turned away.
-            if let id = context.parameters.get("ticket"), let ticket = await orchestrator.tickets.ticket(id),
-                let index = try? Self.select(Self.candidates(ticket), query: request.uri.queryParameters),
-                error.status == .unauthorized || error.status == .forbidden
-            {
-                ticket.recordRead(
-                    index, served: .miss, reason: error.code, askedAt: orchestrator.clock.now, answeredAt: orchestrator.clock.now)
+            if let id = context.parameters.get("ticket") {
+                Self.recordRefusedReader(
+                    await orchestrator.tickets.ticket(id), query: request.uri.queryParameters, error, orchestrator: orchestrator)
             }
             throw error
         }
+    }
+
+    /// A reader refused a ticket's data (`401`, `403`) is recorded on the ticket too, as a miss of the interface it
+    /// asked for, so the debug view shows who was turned away. Both pipelines call it.
+    static func recordRefusedReader(_ ticket: Ticket?, query: Parameters, _ error: APIError, orchestrator: Orchestrator) {
+        guard error.status == .unauthorized || error.status == .forbidden, let ticket,
+            let index = try? select(candidates(ticket), query: query)
+        else { return }
+        ticket.recordRead(index, served: .miss, reason: error.code, askedAt: orchestrator.clock.now, answeredAt: orchestrator.clock.now)
     }
 
     func pageData(_ request: Request, context: PageContext) async throws(APIError) -> Response {
