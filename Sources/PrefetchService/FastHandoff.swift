@@ -72,8 +72,8 @@ struct FastHandoff: Sendable {
     /// An answer of the fast path: written now, or once `wait` is fulfilled, or once the shared store answered.
     enum Answer {
         case now(EncodedAnswer)
-        /// A results view waiting on the ticket's flights: the store's wait (expired at `deadline`) calls the
-        /// handler's delivery.
+        /// A read waiting on flights in progress (a results view, a data read): the store's wait (expired at
+        /// `deadline`) calls the handler's delivery.
         case later(StoreWait, deadline: Duration)
         /// A trigger or an open whose claims and ticket record are on their way to Redis: the handler's delivery is
         /// called with the answer once both are back (bounded by the store's command timeout).
@@ -153,14 +153,13 @@ struct FastHandoff: Sendable {
     /// ``open(_:body:caller:)``.
     func takes(_ head: HTTPRequest) -> Posted? {
         guard head.method == .post, let target = head.path else { return nil }
-        if target.utf8.elementsEqual(Self.triggerRoute.utf8) {
-            return announcesBodyWithinLimit(head) ? .trigger : nil
-        }
-        if renderers != nil, target.utf8.elementsEqual(Self.openRoute.utf8) {
-            return announcesBodyWithinLimit(head)
-                && JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) == nil
-                && grant(head) != nil ? .open : nil
-        }
+        // The origin guard and the media type are the router's to refuse at once, at the head, before any body
+        // arrives; what this path collects it answers at the body's end.
+        guard announcesBodyWithinLimit(head), JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) == nil,
+            grant(head) != nil
+        else { return nil }
+        if target.utf8.elementsEqual(Self.triggerRoute.utf8) { return .trigger }
+        if renderers != nil, target.utf8.elementsEqual(Self.openRoute.utf8) { return .open }
         return nil
     }
 
@@ -177,20 +176,12 @@ struct FastHandoff: Sendable {
     /// store the answer is `.underway`, and goes to the function `deliver()` made.
     func trigger(_ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: () -> Deliver) -> Answer? {
         let started = DispatchTime.now().uptimeNanoseconds
-        // The router's checks, in its order: the origin guard, the media type, then the body's members.
-        let origin: AllowedOrigins.Admission
-        switch origins.admit(head.headerFields, path: Self.triggerRoute) {
-        case .success(let admitted):
-            origin = admitted
-        case .failure(let refusal):
-            orchestrator.metrics.denied(refusal.code.rawValue)
-            return .now(refused(refusal, origin: nil, route: Self.triggerRoute, method: .post, started: started))
-        }
+        // The head passed the origin guard and the media type (`takes`); the body's members are checked here.
+        guard let origin = grant(head) else { return nil }
         let page: String
         let headers: HTTPFields
         let cookies: CookieJar?
         do throws(APIError) {
-            if let refusal = JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) { throw refusal }
             let object = try PrefetchRoutes.jsonObject(body)
             page = try PrefetchRoutes.pageURL(object)
             headers = try PrefetchRoutes.credentialHeaders(object, requestHeaders: head.headerFields)
@@ -264,7 +255,7 @@ struct FastHandoff: Sendable {
 
     // MARK: Reads
 
-    /// The answer to a `GET` head, or nil to let the router answer it. A results view that must wait calls
+    /// The answer to a `GET` head, or nil to let the router answer it. A read that must wait calls
     /// `deliver()` once for the function its answer goes to (called once, from whichever thread settles it; the
     /// handler's function brings it to the connection's event loop).
     func answer(_ head: HTTPRequest, heads: ReplayHeads, deliver: () -> Deliver) -> Answer? {
@@ -390,7 +381,7 @@ struct FastHandoff: Sendable {
         }
     }
 
-    /// Ends a results view's store wait after `deadline`, by the orchestrator's clock (`ServiceClock.schedule`).
+    /// Ends a waiting read's store wait after `deadline`, by the orchestrator's clock (`ServiceClock.schedule`).
     func expire(_ wait: StoreWait, after deadline: Duration, on loop: any EventLoop) -> Scheduled<Void> {
         let clock = orchestrator.clock
         return clock.schedule(at: clock.now.advanced(by: deadline), on: loop) { wait.expire() }
@@ -399,9 +390,9 @@ struct FastHandoff: Sendable {
     /// The data reads: the entry now when it is settled (a response, or the miss saying why), else once it settles
     /// or the read's `wait` ends (``Answer/later(_:deadline:)``); with the Redis store, once Redis has answered.
     /// What is read, its answer and its bookkeeping are the routed read's own (`PrefetchRoutes.pageRead`,
-    /// ``Orchestrator/read(_:indices:canWait:notify:)``, `PrefetchRoutes.answer`). nil (the router answers and
-    /// counts it) for a reader refused before the read, a selection that names no single interface, or a ticket or
-    /// read key this replica does not hold.
+    /// ``Orchestrator/read(_:indices:canWait:notify:)``, `PrefetchRoutes.answer`), and so are its refusals (the
+    /// `page=` checks, entitlement, the read key, the selection, `wait`), answered here; nil (the router answers) for
+    /// a ticket or read key another replica may hold, or a ticket id that is not well formed.
     private func data(
         _ head: HTTPRequest, route readRoute: ReadRoute, query: Parameters, origin: AllowedOrigins.Admission, heads: ReplayHeads,
         deliver: () -> Deliver
@@ -542,7 +533,7 @@ final class FastHandoffMetrics: Sendable {
 /// Order is kept whatever the mix: Hummingbird reads pipelined requests without waiting for the previous answer,
 /// so while a request passed to the router has not been answered (its response's end has not come back through
 /// this handler), every later request goes to the router too, which answers in order; and while an answer of this
-/// handler is outstanding (a results view waiting on its ticket), every later request's parts are held here, and
+/// handler is outstanding (a read waiting on flights in progress), every later request's parts are held here, and
 /// the connection is not read further, until that answer is written.
 final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
@@ -560,7 +551,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case answered(EncodedAnswer, close: Bool)
         /// A trigger or an open whose body is being collected (under the body timer); decided at its end.
         case collecting(FastHandoff.Posted, HTTPRequestHead, HTTPRequest, ByteBuffer, Scheduled<Void>?, close: Bool)
-        /// A results view waiting on its ticket's flights (its wait given), or a trigger or open underway in the
+        /// A read waiting on flights in progress (its wait given), or a trigger or open underway in the
         /// shared store (none): `ended` once its end arrived, `ready` once its answer did.
         case waiting(StoreWait?, Scheduled<Void>?, close: Bool, ended: Bool, ready: EncodedAnswer?)
         /// The connection is closing after the guard's `408`: nothing more is read or answered.
@@ -764,7 +755,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { context.close(promise: nil) }
     }
 
-    /// A waiting results view's answer, on the event loop.
+    /// A waiting read's answer, on the event loop.
     private func ready(_ answer: EncodedAnswer, context: ChannelHandlerContext) {
         guard case .waiting(let wait, let timer, let close, let ended, nil) = current else { return }
         timer?.cancel()
@@ -894,7 +885,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         endWait()
     }
 
-    /// The connection is gone: a results view's wait ends now (its readers leave the store's flights), and a
+    /// The connection is gone: a waiting read's wait ends now (its readers leave the store's flights), and a
     /// collected body's timer stops.
     private func endWait() {
         switch current {

@@ -257,8 +257,8 @@ import Testing
     }
 
     /// The trigger answered on the event loop: the same bytes as the router's (but for its ticket and read key), and
-    /// the same refusals (the engine's, a body that is not JSON or has no page URL, a media type that is not JSON),
-    /// all written on the event loop.
+    /// the same refusals: the engine's and a body that is not JSON or has no page URL, written on the event loop; a
+    /// media type that is not JSON or a foreign origin, refused by the router at the head, before any body.
     @Test func theTriggerWritesTheRoutersBytes() async throws {
         try await withBoth { fast, routed in
             let json = ["Content-Type": "application/json", "Origin": "https://m.example.com"]
@@ -267,16 +267,22 @@ import Testing
                 (#"{"url": "https://m.example.com/nowhere"}"#, json, 404),
                 (#"{"nope": 1}"#, json, 400),
                 (#"{"url": "#, json, 400),
+            ]
+            let refusedAtTheHead: [(String, [String: String], Int)] = [
                 (#"{"url": "https://m.example.com/item"}"#, ["Content-Type": "text/plain"], 415),
+                (
+                    #"{"url": "https://m.example.com/item"}"#, ["Content-Type": "application/json", "Origin": "https://evil.example.com"],
+                    403
+                ),
             ]
             let before = try await eventLoopAnswers(fast, "trigger")
-            for (body, headers, status) in cases {
+            for (body, headers, status) in cases + refusedAtTheHead {
                 let a = normalised(try await rawPost(fast, "/v1/prefetch", body: body, headers: headers))
                 let b = normalised(try await rawPost(routed, "/v1/prefetch", body: body, headers: headers))
                 #expect(rawStatus(a) == status, "\(body): \(a)")
                 #expect(a == b, "\(body): fast\n\(a)\nrouted\n\(b)")
             }
-            // Every one was written on the event loop, the refusals too.
+            // Those taken at the head were written on the event loop, their refusals too.
             #expect(try await eventLoopAnswers(fast, "trigger") == before + cases.count)
             #expect(try await eventLoopAnswers(routed, "trigger") == 0)
         }
