@@ -191,7 +191,9 @@ struct PrefetchRoutes: Sendable {
         }
         let origin = Self.origin(of: request)
         var readKeyOpens: Result<Ticket, PrefetchError>?
-        if let key = request.headers[PrefetchHeaders.readKey] {
+        // The read key's ticket may live on another replica (a Redis round trip): a request from an origin the page
+        // does not allow is refused before that, as `entitle` would refuse it anyway.
+        if let key = request.headers[PrefetchHeaders.readKey], (try? orchestrator.authorize(origin, for: ticket.origins)) != nil {
             do {
                 readKeyOpens = .success(try await orchestrator.ticket(forReadKey: key, origin: origin))
             } catch {
