@@ -178,14 +178,9 @@ struct FastHandoff: Sendable {
         let started = DispatchTime.now().uptimeNanoseconds
         // The head passed the origin guard and the media type (`takes`); the body's members are checked here.
         guard let origin = grant(head) else { return nil }
-        let page: String
-        let headers: HTTPFields
-        let cookies: CookieJar?
+        let asked: PrefetchRoutes.TriggerRequest
         do throws(APIError) {
-            let object = try PrefetchRoutes.jsonObject(body)
-            page = try PrefetchRoutes.pageURL(object)
-            headers = try PrefetchRoutes.credentialHeaders(object, requestHeaders: head.headerFields)
-            cookies = try PrefetchRoutes.cookieJar(object)
+            asked = try PrefetchRoutes.TriggerRequest(try PrefetchRoutes.jsonObject(body), requestHeaders: head.headerFields)
         } catch {
             orchestrator.metrics.eventLoopAnswer("trigger")
             return .now(refused(error, origin: origin, route: Self.triggerRoute, method: .post, started: started))
@@ -198,8 +193,8 @@ struct FastHandoff: Sendable {
         let delivery = deliver()
         do {
             let triggered = try orchestrator.trigger(
-                page: page, headers: headers, caller: caller, trace: PrefetchRoutes.traceContext(head.headerFields),
-                requestHeaders: head.headerFields, origin: requestOrigin(head), cookies: cookies, then: { delivery(answer($0)) })
+                page: asked.page, headers: asked.headers, caller: caller, trace: PrefetchRoutes.traceContext(head.headerFields),
+                requestHeaders: head.headerFields, origin: requestOrigin(head), cookies: asked.cookies, then: { delivery(answer($0)) })
             return triggered.map { .now(answer($0)) } ?? .underway
         } catch {
             // An engine refusal, counted once: answered here as the router would answer it.

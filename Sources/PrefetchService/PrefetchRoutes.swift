@@ -168,15 +168,26 @@ struct PrefetchRoutes: Sendable {
         return page
     }
 
+    /// What a trigger's body asks for: the page, the user's headers and cookie jar. One parser for the routed
+    /// trigger, the fast path's and the open's (`RendererRoutes.openRequest`).
+    struct TriggerRequest {
+        var page: String
+        var headers: HTTPFields
+        var cookies: CookieJar?
+
+        init(_ object: JSONObject, requestHeaders: HTTPFields) throws(APIError) {
+            page = try PrefetchRoutes.pageURL(object)
+            headers = try PrefetchRoutes.credentialHeaders(object, requestHeaders: requestHeaders)
+            cookies = try PrefetchRoutes.cookieJar(object)
+        }
+    }
+
     func trigger(_ request: Request, context: PageContext) async throws(APIError) -> Triggered {
-        let object = try await jsonBody(request, context: context)
-        let page = try Self.pageURL(object)
-        let headers = try Self.credentialHeaders(object, requestHeaders: request.headers)
-        let cookies = try Self.cookieJar(object)
+        let asked = try TriggerRequest(try await jsonBody(request, context: context), requestHeaders: request.headers)
         do {
             return try await orchestrator.trigger(
-                page: page, headers: headers, caller: context.callerAddress, trace: Self.traceContext(request.headers),
-                requestHeaders: request.headers, origin: Self.origin(of: request), cookies: cookies)
+                page: asked.page, headers: asked.headers, caller: context.callerAddress, trace: Self.traceContext(request.headers),
+                requestHeaders: request.headers, origin: Self.origin(of: request), cookies: asked.cookies)
         } catch {
             throw APIError(error)
         }

@@ -149,12 +149,10 @@ struct RendererRoutes: Sendable {
     static func openRequest(
         _ object: JSONObject, requestHeaders: HTTPFields, orchestrator: Orchestrator
     ) throws(APIError) -> (page: String, headers: HTTPFields, cookies: CookieJar?, profile: String) {
-        let page = try PrefetchRoutes.pageURL(object)
-        let headers = try PrefetchRoutes.credentialHeaders(object, requestHeaders: requestHeaders)
-        let cookies = try PrefetchRoutes.cookieJar(object)
-        let known = (try? orchestrator.plan(page: page)) != nil
+        let asked = try PrefetchRoutes.TriggerRequest(object, requestHeaders: requestHeaders)
+        let known = (try? orchestrator.plan(page: asked.page)) != nil
         let profile = try string(object, "profile") ?? (known ? "main" : "plain")
-        return (page, headers, cookies, profile)
+        return (asked.page, asked.headers, asked.cookies, profile)
     }
 
     /// A trigger refusal that fails the whole open (the page itself is wrong), not only its prefetch half.
