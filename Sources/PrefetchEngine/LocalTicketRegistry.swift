@@ -115,6 +115,9 @@ public final class LocalTicketRegistry: TicketRegistry, Sendable {
 
     public func localTicket(_ id: String) -> Ticket? { ticket(id) }
 
+    /// See `TicketRegistry.ticket(_:then:)`: answered at once.
+    public func ticket(_ id: String, then done: @escaping @Sendable (Ticket?) -> Void) { done(ticket(id)) }
+
     /// See `TicketRegistry.holdsEveryTicket`: this process's registry is the only one.
     public var holdsEveryTicket: Bool { true }
 

@@ -34,15 +34,17 @@ public struct SharedTicketRegistry: TicketRegistry {
         (try? JSONEncoder().encode(ticket.record)).map { Array($0) }
     }
 
-    public func ticket(_ id: String) async -> Ticket? {
-        if let ticket = local.ticket(id) { return ticket }
-        guard let bytes = await records.record(TicketRecord.name(id)),
-            let record = try? JSONDecoder().decode(TicketRecord.self, from: Data(bytes)),
-            record.id == id
-        else { return nil }
-        let now = clock.now
-        let ticket = Ticket(record: record, now: now)
-        return ticket.expiresAt > now ? ticket : nil
+    /// See `TicketRegistry.ticket(_:then:)`: this replica's, else the shared record, read back.
+    public func ticket(_ id: String, then done: @escaping @Sendable (Ticket?) -> Void) {
+        if let ticket = local.ticket(id) { return done(ticket) }
+        records.record(TicketRecord.name(id)) { [clock] bytes in
+            guard let bytes, let record = try? JSONDecoder().decode(TicketRecord.self, from: Data(bytes)), record.id == id else {
+                return done(nil)
+            }
+            let now = clock.now
+            let ticket = Ticket(record: record, now: now)
+            done(ticket.expiresAt > now ? ticket : nil)
+        }
     }
 
     public func localTicket(_ id: String) -> Ticket? { local.ticket(id) }

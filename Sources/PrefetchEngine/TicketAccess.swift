@@ -116,21 +116,26 @@ extension Orchestrator {
     }
 
     /// ``ticket(forReadKey:origin:)`` without I/O, for the event loop: the ticket the key opens for a request from
-    /// `origin`, or why it opens none; nil when the key's ticket is not held by this replica but may be by another
-    /// (only the async form can tell).
-    public func localTicket(forReadKey text: String, origin: TicketAccess.RequestOrigin) -> Result<Ticket, PrefetchError>? {
+    /// `origin`, or why it opens none, with its ticket found by `lookUp` (``TicketRegistry/lookUp(_:)``, or tickets
+    /// a caller already fetched); `.elsewhere(id)` when the key names a ticket this replica does not hold but another
+    /// may (fetch it, then ask again).
+    public func ticket(forReadKey text: String, origin: TicketAccess.RequestOrigin, lookUp: (String) -> TicketLookup) -> ReadKeyLookup {
         let key: OpenedReadKey
         do {
             key = try openReadKey(text)
         } catch {
-            return .failure(error)
+            return .opened(.failure(error))
         }
-        let held = tickets.localTicket(Base64URL.encode(key.id))
-        if held == nil && !tickets.holdsEveryTicket { return nil }
+        let held: Ticket?
+        switch lookUp(Base64URL.encode(key.id)) {
+        case .found(let ticket): held = ticket
+        case .unknown: held = nil
+        case .elsewhere(let id): return .elsewhere(id)
+        }
         do {
-            return .success(try check(key, ticket: held, origin: origin))
+            return .opened(.success(try check(key, ticket: held, origin: origin)))
         } catch {
-            return .failure(error)
+            return .opened(.failure(error))
         }
     }
 
@@ -196,6 +201,14 @@ extension Orchestrator {
             throw .pageOriginNotAllowed(origin: "a page on \(authority) (same-origin)", page: page.own)
         }
     }
+}
+
+/// What a read key opens, as far as this replica can tell without I/O.
+public enum ReadKeyLookup: Sendable {
+    /// Its ticket, or why it opens none.
+    case opened(Result<Ticket, PrefetchError>)
+    /// The key names a ticket held elsewhere, if anywhere: fetch it (its id), then ask again.
+    case elsewhere(String)
 }
 
 /// Compares two byte strings in time that depends only on their lengths.

@@ -5,8 +5,9 @@ public protocol TicketRegistry: Sendable {
     /// Remembers a new ticket, then calls `done` once: before returning when the registry has nothing to wait for
     /// (this process's), else on the thread that has the shared store's answer. `done` must not block.
     func insert(_ ticket: Ticket, then done: @escaping @Sendable () -> Void)
-    /// The ticket with `id`, if it is known and unexpired.
-    func ticket(_ id: String) async -> Ticket?
+    /// Calls `done` once with the ticket with `id`, if it is known and unexpired: before returning when this
+    /// replica can tell, else on the thread that has the shared store's answer. `done` must not block.
+    func ticket(_ id: String, then done: @escaping @Sendable (Ticket?) -> Void)
     /// The ticket with `id` if this replica holds it (no I/O, for the event loop); nil means unknown only when the
     /// registry ``holdsEveryTicket``.
     func localTicket(_ id: String) -> Ticket?
@@ -25,8 +26,29 @@ public protocol TicketRegistry: Sendable {
 }
 
 extension TicketRegistry {
+    /// ``ticket(_:then:)`` for a caller that is async by nature.
+    public func ticket(_ id: String) async -> Ticket? {
+        await withCheckedContinuation { continuation in ticket(id) { continuation.resume(returning: $0) } }
+    }
+
+    /// Where the ticket with `id` is, without I/O: held here, known to be unknown (``holdsEveryTicket``), or
+    /// possibly held by another replica (ask ``ticket(_:then:)``).
+    public func lookUp(_ id: String) -> TicketLookup {
+        if let held = localTicket(id) { return .found(held) }
+        return holdsEveryTicket ? .unknown : .elsewhere(id)
+    }
+
     /// ``insert(_:then:)`` for a caller that is async by nature.
     public func insert(_ ticket: Ticket) async {
         await withCheckedContinuation { continuation in insert(ticket) { continuation.resume() } }
     }
+}
+
+/// Where a ticket is, as far as this replica can tell without I/O.
+public enum TicketLookup: Sendable {
+    case found(Ticket)
+    /// No replica holds it.
+    case unknown
+    /// Not held here; another replica may hold it (its id).
+    case elsewhere(String)
 }

@@ -42,8 +42,9 @@ import Synchronization
 ///
 /// Refusals on these routes (the origin guard, the media type, a body that is not a trigger, entitlement, a read
 /// key, a `wait` or a selection the request gets wrong) are answered here too, as the router answers them. What only
-/// the router can tell (a ticket or read key another replica may hold, a ticket id that is not well formed) goes on,
-/// untouched, to the router, which answers it as always. Pipelining keeps its order: while an answer of this handler or of the router is
+/// the router can tell (a ticket id that is not well formed, which it names as it parsed it) goes on, untouched, to
+/// the router, which answers it as always. A ticket or read key another replica holds is fetched from the shared
+/// registry by callback and the read goes on on this event loop once it is in (``Resume``). Pipelining keeps its order: while an answer of this handler or of the router is
 /// outstanding, later requests wait (see `FastHandoffHandler`). `--no-fast-handoff` turns it off.
 struct FastHandoff: Sendable {
     let orchestrator: Orchestrator
@@ -68,6 +69,16 @@ struct FastHandoff: Sendable {
     }
 
     typealias Deliver = @Sendable (EncodedAnswer) -> Void
+
+    /// A read's next step, run on the connection's event loop once a ticket another replica may hold has been
+    /// fetched: given the connection's replay heads, its delivery and its resumption, as ``answer(_:heads:deliver:resume:known:)`` is.
+    typealias Step = @Sendable (ReplayHeads, () -> Deliver, () -> Resume) -> Answer
+
+    /// Brings a read's next step to the connection's event loop, where the handler runs it (unless the connection
+    /// has moved on: closed, or its answer already written).
+    struct Resume: Sendable {
+        let run: @Sendable (@escaping Step) -> Void
+    }
 
     /// An answer of the fast path: written now, or once `wait` is fulfilled, or once the shared store answered.
     enum Answer {
@@ -253,7 +264,13 @@ struct FastHandoff: Sendable {
     /// The answer to a `GET` head, or nil to let the router answer it. A read that must wait calls
     /// `deliver()` once for the function its answer goes to (called once, from whichever thread settles it; the
     /// handler's function brings it to the connection's event loop).
-    func answer(_ head: HTTPRequest, heads: ReplayHeads, deliver: () -> Deliver) -> Answer? {
+    ///
+    /// A ticket (or a read key's ticket) another replica may hold is fetched from the shared registry
+    /// (``TicketRegistry/ticket(_:then:)``, no task) and the read goes on on the connection's event loop once it is
+    /// in (`resume()`: the answer is `.underway` meanwhile), with the fetched tickets `known`.
+    func answer(
+        _ head: HTTPRequest, heads: ReplayHeads, deliver: () -> Deliver, resume: () -> Resume, known: [String: Ticket?] = [:]
+    ) -> Answer? {
         // A request that announces a body is routed: the answer is decided at the head and written at the end, so a
         // body that never ends would hold (a no-store entry: consume) an answer nobody gets.
         guard head.method == .get, let target = head.path, head.headerFields[.transferEncoding] == nil,
@@ -271,10 +288,44 @@ struct FastHandoff: Sendable {
             return .now(refused(refusal, origin: nil, route: route.label, method: .get, started: DispatchTime.now().uptimeNanoseconds))
         }
         let query = uri.queryParameters
-        switch route {
-        case .results(let id): return results(head, id: id, query: query, origin: origin, deliver: deliver)
-        case .ticketData, .pageData: return data(head, route: route, query: query, origin: origin, heads: heads, deliver: deliver)
+        let read: Read =
+            switch route {
+            case .results(let id): results(head, id: id, query: query, origin: origin, known: known, deliver: deliver)
+            case .ticketData, .pageData:
+                data(head, route: route, query: query, origin: origin, known: known, heads: heads, deliver: deliver)
+            }
+        switch read {
+        case .answer(let answer):
+            return answer
+        case .fetch(let id):
+            let resumption = resume()
+            orchestrator.tickets.ticket(id) { [self] fetched in
+                resumption.run { heads, deliver, resume in
+                    var known = known
+                    known[id] = .some(fetched)
+                    // The same head takes the same way again, so it is answered here; the router is not asked twice.
+                    return answer(head, heads: heads, deliver: deliver, resume: resume, known: known)
+                        ?? .now(
+                            refused(
+                                APIError(PrefetchError.notReady(reason: "the ticket could not be read")), origin: origin,
+                                route: route.label,
+                                method: .get, started: DispatchTime.now().uptimeNanoseconds))
+                }
+            }
+            return .underway
         }
+    }
+
+    /// What a read decided: its answer (nil: the router's), or a ticket to fetch from another replica first.
+    private enum Read {
+        case answer(Answer?)
+        case fetch(String)
+    }
+
+    /// A ticket's whereabouts: the tickets fetched for this request first, then this replica's registry.
+    private func lookUp(_ id: String, _ known: [String: Ticket?]) -> TicketLookup {
+        if let fetched = known[id] { return fetched.map { .found($0) } ?? .unknown }
+        return orchestrator.tickets.lookUp(id)
     }
 
     /// The reads answered here, by the path of a `GET`.
@@ -312,52 +363,69 @@ struct FastHandoff: Sendable {
         }
     }
 
-    /// The ticket named in a path if the reader is entitled to it (``Orchestrator/entitle(_:origin:presented:readKeyOpens:)``,
-    /// with a read key opened on this replica), or the refusal as the router answers it (counted); nil for what only
-    /// the router can tell: a ticket or read key this replica does not hold but another may, or an id that is not
-    /// well formed (the router names it as it parsed it).
-    private func entitledTicket(_ id: Substring, _ head: HTTPRequest) -> Result<Ticket, APIError>? {
+    /// What a ticket's entitlement decided.
+    private enum Entitled {
+        case ticket(Ticket)
+        /// The refusal as the router answers it (counted).
+        case refused(APIError)
+        /// A ticket another replica may hold: fetch it, then decide.
+        case fetch(String)
+        /// An id that is not well formed: the router's (it names the id as it parsed it).
+        case router
+    }
+
+    /// The ticket named in a path if the reader is entitled to it (``Orchestrator/entitle(_:origin:presented:readKeyOpens:)``),
+    /// with the ticket and a read key's ticket found here or among those `known`.
+    private func entitledTicket(_ id: Substring, _ head: HTTPRequest, known: [String: Ticket?]) -> Entitled {
         let id = String(id)
-        guard Ticket.isWellFormed(id) else { return nil }
-        guard let held = orchestrator.tickets.localTicket(id) else {
-            return orchestrator.tickets.holdsEveryTicket ? .failure(APIError(PrefetchError.unknownTicket(id: id))) : nil
+        guard Ticket.isWellFormed(id) else { return .router }
+        let held: Ticket
+        switch lookUp(id, known) {
+        case .found(let ticket): held = ticket
+        case .unknown: return .refused(APIError(PrefetchError.unknownTicket(id: id)))
+        case .elsewhere(let id): return .fetch(id)
         }
         let origin = requestOrigin(head)
         var readKeyOpens: Result<Ticket, PrefetchError>?
-        if let key = head.headerFields[PrefetchHeaders.readKey] {
-            guard let opened = orchestrator.localTicket(forReadKey: key, origin: origin) else { return nil }
-            readKeyOpens = opened
+        // A read key's ticket may live on another replica: only for an origin the page allows (`entitle` refuses
+        // the others first anyway), as the router does.
+        if let key = head.headerFields[PrefetchHeaders.readKey], (try? orchestrator.authorize(origin, for: held.origins)) != nil {
+            switch orchestrator.ticket(forReadKey: key, origin: origin, lookUp: { lookUp($0, known) }) {
+            case .opened(let opened): readKeyOpens = opened
+            case .elsewhere(let id): return .fetch(id)
+            }
         }
         let presented = orchestrator.credentials(in: head.headerFields).identity
         do throws(PrefetchError) {
             try orchestrator.entitle(held, origin: origin, presented: presented, readKeyOpens: readKeyOpens)
         } catch {
             orchestrator.metrics.denied(error.code.rawValue)
-            return .failure(APIError(error))
+            return .refused(APIError(error))
         }
-        return .success(held)
+        return .ticket(held)
     }
 
     /// `GET /v1/prefetch/{ticket}`: every result of the ticket, now when none is in flight (or `wait` is zero),
     /// else once they settle or the wait ends; with the Redis store, once Redis has answered (and the wait ended).
     private func results(
-        _ head: HTTPRequest, id: Substring, query: Parameters, origin: AllowedOrigins.Admission,
+        _ head: HTTPRequest, id: Substring, query: Parameters, origin: AllowedOrigins.Admission, known: [String: Ticket?],
         deliver: () -> Deliver
-    ) -> Answer? {
+    ) -> Read {
         let started = DispatchTime.now().uptimeNanoseconds
         let ticket: Ticket
         let wait: Duration
-        switch entitledTicket(id, head) {
-        case nil: return nil
-        case .failure(let refusal)?:
-            return .now(refused(refusal, origin: origin, route: Self.resultsRoute, method: .get, started: started))
-        case .success(let held)?:
+        switch entitledTicket(id, head, known: known) {
+        case .router: return .answer(nil)
+        case .fetch(let id): return .fetch(id)
+        case .refused(let refusal):
+            return .answer(.now(refused(refusal, origin: origin, route: Self.resultsRoute, method: .get, started: started)))
+        case .ticket(let held):
             ticket = held
         }
         do throws(APIError) {
             wait = orchestrator.clampWait(try PrefetchRoutes.waitParameter(query), default: .zero)
         } catch {
-            return .now(refused(error, origin: origin, route: Self.resultsRoute, method: .get, started: started))
+            return .answer(.now(refused(error, origin: origin, route: Self.resultsRoute, method: .get, started: started)))
         }
         let answer: @Sendable ([ReadOutcome]) -> EncodedAnswer = { [self] outcomes in
             let (status, fields, body) = ResultsAnswer(ticket: ticket, outcomes: outcomes, timings: ticket.timings.withLock { $0 }).parts()
@@ -370,9 +438,9 @@ struct FastHandoff: Sendable {
         let delivery = deliver()
         switch orchestrator.readAll(ticket, canWait: canWait, notify: { delivery(answer($0)) }) {
         case .done(let outcomes):
-            return .now(answer(outcomes))
+            return .answer(.now(answer(outcomes)))
         case .waiting(let storeWait):
-            return .later(storeWait, deadline: wait)
+            return .answer(.later(storeWait, deadline: wait))
         }
     }
 
@@ -386,17 +454,17 @@ struct FastHandoff: Sendable {
     /// or the read's `wait` ends (``Answer/later(_:deadline:)``); with the Redis store, once Redis has answered.
     /// What is read, its answer and its bookkeeping are the routed read's own (`PrefetchRoutes.pageRead`,
     /// ``Orchestrator/read(_:indices:canWait:notify:)``, `PrefetchRoutes.answer`), and so are its refusals (the
-    /// `page=` checks, entitlement, the read key, the selection, `wait`), answered here; nil (the router answers) for
-    /// a ticket or read key another replica may hold, or a ticket id that is not well formed.
+    /// `page=` checks, entitlement, the read key, the selection, `wait`), answered here; a ticket or read key another
+    /// replica may hold is fetched first (`.fetch`); the router answers a ticket id that is not well formed.
     private func data(
-        _ head: HTTPRequest, route readRoute: ReadRoute, query: Parameters, origin: AllowedOrigins.Admission, heads: ReplayHeads,
-        deliver: () -> Deliver
-    ) -> Answer? {
+        _ head: HTTPRequest, route readRoute: ReadRoute, query: Parameters, origin: AllowedOrigins.Admission, known: [String: Ticket?],
+        heads: ReplayHeads, deliver: () -> Deliver
+    ) -> Read {
         let headers = head.headerFields
         let asked = orchestrator.clock.now
         let started = DispatchTime.now().uptimeNanoseconds
         let route = readRoute.label
-        let refuse: (APIError) -> Answer = { .now(refused($0, origin: origin, route: route, method: .get, started: started)) }
+        let refuse: (APIError) -> Read = { .answer(.now(refused($0, origin: origin, route: route, method: .get, started: started))) }
         let what: PrefetchRoutes.DataRead
         let timeout: Duration
         if case .pageData = readRoute, headers[PrefetchHeaders.readKey] == nil {
@@ -415,22 +483,25 @@ struct FastHandoff: Sendable {
             let ticket: Ticket
             switch readRoute {
             case .ticketData(let id):
-                switch entitledTicket(id, head) {
-                case nil: return nil
-                case .failure(let error)?:
-                    PrefetchRoutes.recordRefusedReader(
-                        orchestrator.tickets.localTicket(String(id)), query: query, error, orchestrator: orchestrator)
+                switch entitledTicket(id, head, known: known) {
+                case .router: return .answer(nil)
+                case .fetch(let id): return .fetch(id)
+                case .refused(let error):
+                    if case .found(let held) = lookUp(String(id), known) {
+                        PrefetchRoutes.recordRefusedReader(held, query: query, error, orchestrator: orchestrator)
+                    }
                     return refuse(error)
-                case .success(let held)?: ticket = held
+                case .ticket(let held): ticket = held
                 }
             default:
                 // `/v1/data` with a read key.
-                switch orchestrator.localTicket(forReadKey: headers[PrefetchHeaders.readKey] ?? "", origin: requestOrigin(head)) {
-                case nil: return nil
-                case .failure(let error)?:
+                let key = headers[PrefetchHeaders.readKey] ?? ""
+                switch orchestrator.ticket(forReadKey: key, origin: requestOrigin(head), lookUp: { lookUp($0, known) }) {
+                case .elsewhere(let id): return .fetch(id)
+                case .opened(.failure(let error)):
                     orchestrator.metrics.denied(error.code.rawValue)
                     return refuse(APIError(error))
-                case .success(let opened)?: ticket = opened
+                case .opened(.success(let opened)): ticket = opened
                 }
             }
             switch Result(catching: { () throws(APIError) in try PrefetchRoutes.select(PrefetchRoutes.candidates(ticket), query: query) }) {
@@ -455,7 +526,7 @@ struct FastHandoff: Sendable {
                 return finish(status, fields, body, origin: origin, route: route, method: .get, started: started)
             }
         }
-        guard case .success(let duration) = wait else { return .now(answer(wait.map { _ in .pending }, heads)) }
+        guard case .success(let duration) = wait else { return .answer(.now(answer(wait.map { _ in .pending }, heads))) }
         let delivery = deliver()
         let notify: @Sendable ([ReadOutcome]) -> Void = { delivery(answer(.success($0[0]), nil)) }
         let read =
@@ -464,8 +535,8 @@ struct FastHandoff: Sendable {
             case .ticket(let ticket, let index): orchestrator.read(ticket, indices: [index], canWait: duration > .zero, notify: notify)
             }
         switch read {
-        case .done(let outcomes): return .now(answer(.success(outcomes[0]), heads))
-        case .waiting(let storeWait): return .later(storeWait, deadline: duration)
+        case .done(let outcomes): return .answer(.now(answer(.success(outcomes[0]), heads)))
+        case .waiting(let storeWait): return .answer(.later(storeWait, deadline: duration))
         }
     }
 
@@ -645,7 +716,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     current = .collecting(posted, nioHead, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
                     return
                 }
-                let answer = handoff.answer(head, heads: heads) { delivery(context: context) }
+                let answer = handoff.answer(
+                    head, heads: heads, deliver: { delivery(context: context) }, resume: { resumption(context: context) })
                 switch answer {
                 case .now(let answer)?:
                     current = .answered(answer, close: close)
@@ -655,7 +727,9 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     current = .waiting(wait, timer, close: close, ended: false, ready: nil)
                     return
                 case .underway?:
-                    preconditionFailure("a GET is never underway")
+                    // A ticket is on its way from another replica: the read goes on in `resume`.
+                    current = .waiting(nil, nil, close: close, ended: false, ready: nil)
+                    return
                 case nil:
                     break
                 }
@@ -733,6 +807,34 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 let (handler, context) = bound.value
                 handler.ready(answer, context: context)
             }
+        }
+    }
+
+    /// How a read goes on once what it waited for is in: its next step runs on this connection's event loop.
+    private func resumption(context: ChannelHandlerContext) -> FastHandoff.Resume {
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        return FastHandoff.Resume { step in
+            loop.execute {
+                let (handler, context) = bound.value
+                handler.resume(step, context: context)
+            }
+        }
+    }
+
+    /// Runs a read's next step, unless the connection has moved on (closed): then nothing is read, so nothing is
+    /// consumed for a reader who has gone.
+    private func resume(_ step: FastHandoff.Step, context: ChannelHandlerContext) {
+        guard case .waiting(nil, nil, let close, let ended, nil) = current else { return }
+        let answer = step(heads, { self.delivery(context: context) }, { self.resumption(context: context) })
+        switch answer {
+        case .now(let answer):
+            ready(answer, context: context)
+        case .later(let wait, let deadline):
+            let timer = handoff.expire(wait, after: deadline, on: context.eventLoop)
+            current = .waiting(wait, timer, close: close, ended: ended, ready: nil)
+        case .underway:
+            break
         }
     }
 

@@ -104,14 +104,40 @@ import Testing
             }
         ) { upstream, _, first, second, page in
             let ticket = try await trigger(first, page + "?id=7")
+            let before = try await eventLoopAnswers(second)
             let data = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticket)/data?name=info&wait=5000")
             #expect(data.status == 200, "\(data.text)")
             #expect(["hit", "joined"].contains(data.header("X-Prefetch") ?? ""))
             #expect(data.text.contains(#""query":"id=7""#))
             let results = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticket)?wait=5000")
             #expect(results.status == 200)
-            #expect(upstream.hits(path: "/r/info") == 1)
+            // The page's own read, by read key, of a page opened on the first replica (the key names its ticket).
+            let opened = try await oneRequest(
+                port: first.port, .post, "/v1/prefetch", headers: ["Content-Type": "application/json"], body: #"{"url": "\#(page)?id=8"}"#)
+            let readKey = try opened.decoded(TriggerAnswer.self).readKey
+            let byKey = try await oneRequest(
+                port: second.port, .get, "/v1/data?name=info&wait=5000", headers: ["X-Prefetch-Key": readKey, "Origin": upstream.base])
+            #expect(byKey.status == 200 && byKey.text.contains(#""query":"id=8""#), "\(byKey.text)")
+            // A ticket id no replica issued: the second replica asks the registry, then refuses it.
+            let unknown = try await oneRequest(port: second.port, .get, "/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA/data?name=info")
+            #expect(unknown.status == 404 && unknown.errorCode == "unknown-ticket", "\(unknown.text)")
+            #expect(upstream.hits(path: "/r/info") == 2)
+            // The second replica fetched the first's ticket from Redis and answered on its event loop, without a
+            // task (the two reads and the results view; the unknown ticket is a refusal, counted by neither).
+            let after = try await eventLoopAnswers(second)
+            #expect(after.data == before.data + 2, "data reads answered on the event loop: \(before) -> \(after)")
+            #expect(after.results == before.results + 1, "results views answered on the event loop: \(before) -> \(after)")
         }
+    }
+
+    /// A replica's reads answered on its event loop: `prefetch_data_fast_total` and the results views of
+    /// `prefetch_event_loop_answers_total`.
+    func eventLoopAnswers(_ server: CommandTests.Server) async throws -> (data: Int, results: Int) {
+        let text = try await oneRequest(port: server.adminPort, .get, "/metrics").text
+        func value(_ prefix: String) -> Int {
+            text.split(separator: "\n").first { $0.hasPrefix(prefix) }.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+        }
+        return (value("prefetch_data_fast_total "), value("prefetch_event_loop_answers_total{route=\"results\"} "))
     }
 
     @Test(arguments: SharedRedis.allCases)
