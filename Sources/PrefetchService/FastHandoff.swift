@@ -66,6 +66,10 @@ struct FastHandoff: Sendable {
     enum Posted {
         case trigger
         case open
+        /// A read (`GET`) that announces a body: the body is read and dropped, as the router's reads drop it, and the
+        /// read is answered at its end (deciding at the head would hold, or for a no-store entry consume, an answer
+        /// behind a body that never ends).
+        case read
     }
 
     typealias Deliver = @Sendable (EncodedAnswer) -> Void
@@ -174,6 +178,22 @@ struct FastHandoff: Sendable {
         return nil
     }
 
+    /// Whether `head` is a read this path answers that announces a body (``Posted/read``).
+    func drains(_ head: HTTPRequest) -> Bool {
+        guard head.method == .get, let target = head.path,
+            head.headerFields[.transferEncoding] != nil || (head.headerFields[.contentLength].map { $0 != "0" } ?? false)
+        else { return false }
+        return ReadRoute(URI(target).path) != nil
+    }
+
+    /// `head` without its body's framing: a read whose body was dropped, as the read sees it.
+    static func withoutBody(_ head: HTTPRequest) -> HTTPRequest {
+        var head = head
+        head.headerFields[.contentLength] = nil
+        head.headerFields[.transferEncoding] = nil
+        return head
+    }
+
     /// Whether a body's length is announced by `Content-Length` and within the routed path's limit (a chunked body,
     /// or one over the limit, is the router's to read or refuse).
     private func announcesBodyWithinLimit(_ head: HTTPRequest) -> Bool {
@@ -269,7 +289,8 @@ struct FastHandoff: Sendable {
     /// (``TicketRegistry/ticket(_:then:)``, no task) and the read goes on on the connection's event loop once it is
     /// in (`resume()`: the answer is `.underway` meanwhile), with the fetched tickets `known`.
     func answer(
-        _ head: HTTPRequest, heads: ReplayHeads, deliver: () -> Deliver, resume: () -> Resume, known: [String: Ticket?] = [:]
+        _ head: HTTPRequest, heads: ReplayHeads, deliver: () -> Deliver, resume: () -> Resume, known: [String: Ticket?] = [:],
+        started: UInt64 = DispatchTime.now().uptimeNanoseconds
     ) -> Answer? {
         // A request that announces a body is routed: the answer is decided at the head and written at the end, so a
         // body that never ends would hold (a no-store entry: consume) an answer nobody gets.
@@ -285,14 +306,14 @@ struct FastHandoff: Sendable {
             origin = admitted
         case .failure(let refusal):
             orchestrator.metrics.denied(refusal.code.rawValue)
-            return .now(refused(refusal, origin: nil, route: route.label, method: .get, started: DispatchTime.now().uptimeNanoseconds))
+            return .now(refused(refusal, origin: nil, route: route.label, method: .get, started: started))
         }
         let query = uri.queryParameters
         let read: Read =
             switch route {
-            case .results(let id): results(head, id: id, query: query, origin: origin, known: known, deliver: deliver)
+            case .results(let id): results(head, id: id, query: query, origin: origin, known: known, started: started, deliver: deliver)
             case .ticketData, .pageData:
-                data(head, route: route, query: query, origin: origin, known: known, heads: heads, deliver: deliver)
+                data(head, route: route, query: query, origin: origin, known: known, started: started, heads: heads, deliver: deliver)
             }
         switch read {
         case .answer(let answer):
@@ -303,13 +324,17 @@ struct FastHandoff: Sendable {
                 resumption.run { heads, deliver, resume in
                     var known = known
                     known[id] = .some(fetched)
-                    // The same head takes the same way again, so it is answered here; the router is not asked twice.
-                    return answer(head, heads: heads, deliver: deliver, resume: resume, known: known)
-                        ?? .now(
+                    // The same head takes the same way again, so it is answered here: only a malformed id goes to the
+                    // router, and that was decided before any fetch. The request's time includes the fetch.
+                    guard let answer = answer(head, heads: heads, deliver: deliver, resume: resume, known: known, started: started) else {
+                        assertionFailure("a read that fetched a ticket was handed to the router")
+                        return .now(
                             refused(
                                 APIError(PrefetchError.notReady(reason: "the ticket could not be read")), origin: origin,
                                 route: route.label,
-                                method: .get, started: DispatchTime.now().uptimeNanoseconds))
+                                method: .get, started: started))
+                    }
+                    return answer
                 }
             }
             return .underway
@@ -409,9 +434,8 @@ struct FastHandoff: Sendable {
     /// else once they settle or the wait ends; with the Redis store, once Redis has answered (and the wait ended).
     private func results(
         _ head: HTTPRequest, id: Substring, query: Parameters, origin: AllowedOrigins.Admission, known: [String: Ticket?],
-        deliver: () -> Deliver
+        started: UInt64, deliver: () -> Deliver
     ) -> Read {
-        let started = DispatchTime.now().uptimeNanoseconds
         let ticket: Ticket
         let wait: Duration
         switch entitledTicket(id, head, known: known) {
@@ -458,11 +482,10 @@ struct FastHandoff: Sendable {
     /// replica may hold is fetched first (`.fetch`); the router answers a ticket id that is not well formed.
     private func data(
         _ head: HTTPRequest, route readRoute: ReadRoute, query: Parameters, origin: AllowedOrigins.Admission, known: [String: Ticket?],
-        heads: ReplayHeads, deliver: () -> Deliver
+        started: UInt64, heads: ReplayHeads, deliver: () -> Deliver
     ) -> Read {
         let headers = head.headerFields
         let asked = orchestrator.clock.now
-        let started = DispatchTime.now().uptimeNanoseconds
         let route = readRoute.label
         let refuse: (APIError) -> Read = { .answer(.now(refused($0, origin: origin, route: route, method: .get, started: started))) }
         let what: PrefetchRoutes.DataRead
@@ -642,6 +665,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var held = CircularBuffer<HTTPServerRequestPart>()
     /// A read was asked for while holding; it is passed on once the answer is written.
     private var readWanted = false
+    /// Request heads seen on this connection: a read's resumption belongs to the request it was made for.
+    private var headsSeen: UInt64 = 0
     private var state: ConnectionState
     private var idleTimer: Scheduled<Void>?
 
@@ -706,10 +731,11 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func process(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch part {
         case .head(let nioHead):
+            headsSeen &+= 1
             if routed == 0, Self.isCandidate(nioHead), let head = Self.request(nioHead) {
                 // As Hummingbird's request loop does: `Connection: close` ends the connection after the answer.
                 let close = head.headerFields[.connection] == "close"
-                if let posted = handoff.takes(head) {
+                if let posted = handoff.takes(head) ?? (handoff.drains(head) ? .read : nil) {
                     let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
                         bodyTimedOut(context: context)
                     }
@@ -742,6 +768,9 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             switch current {
             case .passing:
                 context.fireChannelRead(wrapInboundOut(part))
+            case .collecting(.read, _, _, _, _, _):
+                // A read's body is dropped, as the router's reads drop it.
+                break
             case .collecting(let posted, let nioHead, let head, var body, let timer, let close):
                 // Bounded: the head announced at most the routed path's limit, and the decoder holds it to that.
                 current = .idle
@@ -759,6 +788,10 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .answered(let answer, let close):
                 current = .idle
                 write(answer, close: close, context: context)
+            case .collecting(.read, let nioHead, let head, _, let timer, let close):
+                current = .idle
+                timer?.cancel()
+                read(nioHead, head, close: close, context: context)
             case .collecting(let posted, let nioHead, let head, let body, let timer, let close):
                 current = .idle
                 timer?.cancel()
@@ -768,6 +801,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     switch posted {
                     case .trigger: handoff.trigger(head, body: body, caller: caller, deliver: makeDelivery)
                     case .open: handoff.open(head, body: body, caller: caller, deliver: makeDelivery)
+                    case .read: preconditionFailure("a read is answered by read(_:_:close:context:)")
                     }
                 switch answered {
                 case .now(let answer)?:
@@ -798,6 +832,30 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// A read whose body ended (dropped): answered as its head alone would be, now or later; or handed to the
+    /// router without the body's framing.
+    private func read(_ nioHead: HTTPRequestHead, _ head: HTTPRequest, close: Bool, context: ChannelHandlerContext) {
+        let head = FastHandoff.withoutBody(head)
+        let answer = handoff.answer(head, heads: heads, deliver: { delivery(context: context) }, resume: { resumption(context: context) })
+        switch answer {
+        case .now(let answer)?:
+            write(answer, close: close, context: context)
+        case .later(let wait, let deadline)?:
+            let timer = handoff.expire(wait, after: deadline, on: context.eventLoop)
+            current = .waiting(wait, timer, close: close, ended: true, ready: nil)
+        case .underway?:
+            current = .waiting(nil, nil, close: close, ended: true, ready: nil)
+        case nil:
+            var bodiless = nioHead
+            bodiless.headers.remove(name: "content-length")
+            bodiless.headers.remove(name: "transfer-encoding")
+            routed += 1
+            routedBodiless.append(nil)
+            context.fireChannelRead(wrapInboundOut(.head(bodiless)))
+            context.fireChannelRead(wrapInboundOut(.end(nil)))
+        }
+    }
+
     /// The function an answer that comes later goes to: it brings the answer to this connection's event loop.
     private func delivery(context: ChannelHandlerContext) -> FastHandoff.Deliver {
         let loop = context.eventLoop
@@ -814,18 +872,19 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func resumption(context: ChannelHandlerContext) -> FastHandoff.Resume {
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
+        let request = headsSeen
         return FastHandoff.Resume { step in
             loop.execute {
                 let (handler, context) = bound.value
-                handler.resume(step, context: context)
+                handler.resume(step, request: request, context: context)
             }
         }
     }
 
-    /// Runs a read's next step, unless the connection has moved on (closed): then nothing is read, so nothing is
-    /// consumed for a reader who has gone.
-    private func resume(_ step: FastHandoff.Step, context: ChannelHandlerContext) {
-        guard case .waiting(nil, nil, let close, let ended, nil) = current else { return }
+    /// Runs a read's next step, unless the connection has moved on (closed, or on to another request): then nothing
+    /// is read, so nothing is consumed for a reader who has gone.
+    private func resume(_ step: FastHandoff.Step, request: UInt64, context: ChannelHandlerContext) {
+        guard request == headsSeen, case .waiting(nil, nil, let close, let ended, nil) = current else { return }
         let answer = step(heads, { self.delivery(context: context) }, { self.resumption(context: context) })
         switch answer {
         case .now(let answer):
