@@ -130,6 +130,34 @@ import Testing
         }
     }
 
+    /// Requests pipelined behind a read of another replica's ticket (fetched from Redis, the read going on on the
+    /// event loop once it is in) are answered after it, in order, and a `Connection: close` on the last is kept.
+    @Test func requestsPipelinedBehindAFetchedTicketKeepTheirOrder() async throws {
+        try await withReplicas(
+            on: .single,
+            interfaces: { upstream in
+                [upstream.interface("info", "/r/info", urlParam: true)]
+            }
+        ) { _, _, first, second, page in
+            let ticket = try await trigger(first, page + "?id=9")
+            let host = "Host: 127.0.0.1:\(second.port)\r\n"
+            let answer = try await rawExchange(
+                port: second.port,
+                "GET /v1/prefetch/\(ticket)/data?name=info&wait=5000 HTTP/1.1\r\n\(host)\r\n"
+                    + "GET /healthz HTTP/1.1\r\n\(host)\r\n"
+                    + "GET /v1/prefetch/\(ticket)?wait=0 HTTP/1.1\r\n\(host)Connection: close\r\n\r\n")
+            let statuses = answer.components(separatedBy: "HTTP/1.1 ").dropFirst().map { String($0.prefix(3)) }
+            #expect(statuses == ["200", "200", "200"], "\(answer)")
+            let data = answer.range(of: #""query":"id=9""#)
+            let health = answer.range(of: #"{"status":"ok"}"#)
+            let results = answer.range(of: #""ticket":""#)
+            #expect(data != nil && health != nil && results != nil, "\(answer)")
+            if let data, let health, let results {
+                #expect(data.lowerBound < health.lowerBound && health.lowerBound < results.lowerBound, "in order: \(answer)")
+            }
+        }
+    }
+
     /// A replica's reads answered on its event loop: `prefetch_data_fast_total` and the results views of
     /// `prefetch_event_loop_answers_total`.
     func eventLoopAnswers(_ server: CommandTests.Server) async throws -> (data: Int, results: Int) {
