@@ -65,12 +65,17 @@ import Testing
     }
 
     func trigger(_ server: CommandTests.Server, _ page: String, cookie: String? = nil) async throws -> String {
+        try await triggered(server, page, cookie: cookie).ticket
+    }
+
+    /// The trigger's answer: its ticket and read key.
+    func triggered(_ server: CommandTests.Server, _ page: String, cookie: String? = nil) async throws -> TriggerAnswer {
         var body: [String: Any] = ["url": page]
         if let cookie { body["cookies"] = testJar(cookie) }
         let text = String(decoding: try JSONSerialization.data(withJSONObject: body), as: UTF8.self)
         let reply = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: text)
         #expect(reply.status == 202, "\(reply.text)")
-        return try reply.decoded(TriggerAnswer.self).ticket
+        return try reply.decoded(TriggerAnswer.self)
     }
 
     /// `target` triggered on `first` (answered while its flight is under way), then at once on `second` and read by
@@ -213,10 +218,19 @@ import Testing
             // A ticket leaked to another replica is no bearer token there either.
             let leaked = try await oneRequest(port: second.port, .get, "/v1/prefetch/\(ticketA)/data?name=me")
             #expect(leaked.status == 401 && !leaked.text.contains("sid=alice"))
+            // Alice's read key (its ticket on the first replica) on Bob's ticket on the second: the second fetches the
+            // key's ticket, and the key opens only its own.
+            let keyA = try await triggered(first, page + "?k=1", cookie: "sid=alice").readKey
+            let crossed = try await oneRequest(
+                port: second.port, .get, "/v1/prefetch/\(ticketB)/data?name=me",
+                headers: ["X-Prefetch-Key": keyA, "Origin": upstream.base])
+            #expect(crossed.status == 403 && crossed.errorCode == "invalid-read-key", "\(crossed.text)")
+            #expect(crossed.text.contains("issued for another ticket"), "the key's own ticket was found: \(crossed.text)")
+            #expect(!crossed.text.contains("sid=bob") && !crossed.text.contains("sid=alice"))
             let bobByPage = try await oneRequest(
                 port: first.port, .get, "/v1/data?page=\(q(page))&name=me&wait=2000", headers: ["Cookie": "sid=bob"])
             #expect(bobByPage.text.contains("sid=bob") && !bobByPage.text.contains("sid=alice"))
-            #expect(upstream.hits(path: "/r/me") == 2)
+            #expect(upstream.hits(path: "/r/me") == 2, "alice's second page open shares her first's entry")
         }
     }
 
