@@ -41,11 +41,11 @@ import Synchronization
 /// connection's loop when Redis has answered (``Answer/underway``, ``Answer/later(_:deadline:)``).
 ///
 /// Refusals on these routes (the origin guard, the media type, a body that is not a trigger, entitlement, a read
-/// key, a `wait` or a selection the request gets wrong) are answered here too, as the router answers them. What only
-/// the router can tell (a ticket id that is not well formed, which it names as it parsed it) goes on, untouched, to
-/// the router, which answers it as always. A ticket or read key another replica holds is fetched from the shared
-/// registry by callback and the read goes on on this event loop once it is in (``Resume``). Pipelining keeps its order: while an answer of this handler or of the router is
-/// outstanding, later requests wait (see `FastHandoffHandler`). `--no-fast-handoff` turns it off.
+/// key, a ticket id that is not well formed, a `wait` or a selection the request gets wrong) are answered here too,
+/// as the router answers them. A ticket or read key another replica holds is fetched from the shared registry by
+/// callback and the read goes on on this event loop once it is in (``Resume``). Pipelining keeps its order: while an
+/// answer of this handler or of the router is outstanding, later requests wait (see `FastHandoffHandler`).
+/// `--no-fast-handoff` turns it off.
 struct FastHandoff: Sendable {
     let orchestrator: Orchestrator
     let origins: AllowedOrigins
@@ -163,19 +163,43 @@ struct FastHandoff: Sendable {
 
     // MARK: Trigger
 
-    /// Whether `head` is a trigger or an open this path may take: its body is collected by the handler (at most the
-    /// routed path's limit, announced by `Content-Length`) and handed to ``trigger(_:body:caller:)`` or
-    /// ``open(_:body:caller:)``.
-    func takes(_ head: HTTPRequest) -> Posted? {
+    /// What this path does with a `POST` head it takes.
+    enum Taken {
+        /// Its body is collected (at most the routed path's limit, announced by `Content-Length`), then handed to
+        /// ``trigger(_:body:caller:deliver:)`` or ``open(_:body:caller:deliver:)``.
+        case collect(Posted)
+        /// Refused at the head, before any body (the origin guard, the media type), as the router refuses it: the
+        /// answer is written at once and the body, if any, dropped under the body timeout.
+        case refused(EncodedAnswer)
+    }
+
+    /// Whether `head` is a trigger or an open this path takes (nil: the router's): refused at the head, or its body
+    /// collected.
+    func takes(_ head: HTTPRequest) -> Taken? {
         guard head.method == .post, let target = head.path else { return nil }
-        // The origin guard and the media type are the router's to refuse at once, at the head, before any body
-        // arrives; what this path collects it answers at the body's end.
-        guard announcesBodyWithinLimit(head), JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) == nil,
-            grant(head) != nil
-        else { return nil }
-        if target.utf8.elementsEqual(Self.triggerRoute.utf8) { return .trigger }
-        if renderers != nil, target.utf8.elementsEqual(Self.openRoute.utf8) { return .open }
-        return nil
+        let posted: Posted
+        let route: String
+        if target.utf8.elementsEqual(Self.triggerRoute.utf8) {
+            (posted, route) = (.trigger, Self.triggerRoute)
+        } else if renderers != nil, target.utf8.elementsEqual(Self.openRoute.utf8) {
+            (posted, route) = (.open, Self.openRoute)
+        } else {
+            return nil
+        }
+        // The router's order: the origin guard, then the media type; both at the head, whatever the body's framing.
+        let started = DispatchTime.now().uptimeNanoseconds
+        switch origins.admit(head.headerFields, path: target) {
+        case .failure(let refusal):
+            orchestrator.metrics.denied(refusal.code.rawValue)
+            orchestrator.metrics.eventLoopAnswer(posted == .trigger ? "trigger" : "open")
+            return .refused(refused(refusal, origin: nil, route: route, method: .post, started: started))
+        case .success(let origin):
+            if let refusal = JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) {
+                orchestrator.metrics.eventLoopAnswer(posted == .trigger ? "trigger" : "open")
+                return .refused(refused(refusal, origin: origin, route: route, method: .post, started: started))
+            }
+        }
+        return announcesBodyWithinLimit(head) ? .collect(posted) : nil
     }
 
     /// Whether `head` is a read this path answers that announces a body (``Posted/read``).
@@ -324,8 +348,8 @@ struct FastHandoff: Sendable {
                 resumption.run { heads, deliver, resume in
                     var known = known
                     known[id] = .some(fetched)
-                    // The same head takes the same way again, so it is answered here: only a malformed id goes to the
-                    // router, and that was decided before any fetch. The request's time includes the fetch.
+                    // The same head takes the same way again, so it is answered here. The request's time includes the
+                    // fetch.
                     guard let answer = answer(head, heads: heads, deliver: deliver, resume: resume, known: known, started: started) else {
                         assertionFailure("a read that fetched a ticket was handed to the router")
                         return .now(
@@ -395,15 +419,15 @@ struct FastHandoff: Sendable {
         case refused(APIError)
         /// A ticket another replica may hold: fetch it, then decide.
         case fetch(String)
-        /// An id that is not well formed: the router's (it names the id as it parsed it).
-        case router
     }
 
     /// The ticket named in a path if the reader is entitled to it (``Orchestrator/entitle(_:origin:presented:readKeyOpens:)``),
     /// with the ticket and a read key's ticket found here or among those `known`.
     private func entitledTicket(_ id: Substring, _ head: HTTPRequest, known: [String: Ticket?]) -> Entitled {
         let id = String(id)
-        guard Ticket.isWellFormed(id) else { return .router }
+        // An id that is not well formed names no ticket here or anywhere: refused as the router refuses it, named as
+        // sent (the router's parameter is the same segment of the same path).
+        guard Ticket.isWellFormed(id) else { return .refused(APIError(PrefetchError.unknownTicket(id: id))) }
         let held: Ticket
         switch lookUp(id, known) {
         case .found(let ticket): held = ticket
@@ -439,7 +463,6 @@ struct FastHandoff: Sendable {
         let ticket: Ticket
         let wait: Duration
         switch entitledTicket(id, head, known: known) {
-        case .router: return .answer(nil)
         case .fetch(let id): return .fetch(id)
         case .refused(let refusal):
             return .answer(.now(refused(refusal, origin: origin, route: Self.resultsRoute, method: .get, started: started)))
@@ -479,7 +502,7 @@ struct FastHandoff: Sendable {
     /// What is read, its answer and its bookkeeping are the routed read's own (`PrefetchRoutes.pageRead`,
     /// ``Orchestrator/read(_:indices:canWait:notify:)``, `PrefetchRoutes.answer`), and so are its refusals (the
     /// `page=` checks, entitlement, the read key, the selection, `wait`), answered here; a ticket or read key another
-    /// replica may hold is fetched first (`.fetch`); the router answers a ticket id that is not well formed.
+    /// replica may hold is fetched first (`.fetch`).
     private func data(
         _ head: HTTPRequest, route readRoute: ReadRoute, query: Parameters, origin: AllowedOrigins.Admission, known: [String: Ticket?],
         started: UInt64, heads: ReplayHeads, deliver: () -> Deliver
@@ -507,7 +530,6 @@ struct FastHandoff: Sendable {
             switch readRoute {
             case .ticketData(let id):
                 switch entitledTicket(id, head, known: known) {
-                case .router: return .answer(nil)
                 case .fetch(let id): return .fetch(id)
                 case .refused(let error):
                     if case .found(let held) = lookUp(String(id), known) {
@@ -640,6 +662,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case answered(EncodedAnswer, close: Bool)
         /// A trigger or an open whose body is being collected (under the body timer); decided at its end.
         case collecting(FastHandoff.Posted, HTTPRequestHead, HTTPRequest, ByteBuffer, Scheduled<Void>?, close: Bool)
+        /// Answered at its head (a refusal); its body is dropped until its end, under the body timer.
+        case draining(Scheduled<Void>?)
         /// A read waiting on flights in progress (its wait given), or a trigger or open underway in the
         /// shared store (none): `ended` once its end arrived, `ready` once its answer did.
         case waiting(StoreWait?, Scheduled<Void>?, close: Bool, ended: Bool, ready: EncodedAnswer?)
@@ -735,7 +759,22 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             if routed == 0, Self.isCandidate(nioHead), let head = Self.request(nioHead) {
                 // As Hummingbird's request loop does: `Connection: close` ends the connection after the answer.
                 let close = head.headerFields[.connection] == "close"
-                if let posted = handoff.takes(head) ?? (handoff.drains(head) ? .read : nil) {
+                let taken = handoff.takes(head) ?? (handoff.drains(head) ? .collect(.read) : nil)
+                if case .refused(let answer) = taken {
+                    // Written at once; its body, if any, is dropped as it arrives (the router's refusal is written
+                    // before the body too, which Hummingbird then drains).
+                    write(answer, close: close, context: context)
+                    if close {
+                        current = .closing
+                    } else {
+                        let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
+                            drainTimedOut(context: context)
+                        }
+                        current = .draining(timer)
+                    }
+                    return
+                }
+                if case .collect(let posted) = taken {
                     let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
                         bodyTimedOut(context: context)
                     }
@@ -768,8 +807,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             switch current {
             case .passing:
                 context.fireChannelRead(wrapInboundOut(part))
-            case .collecting(.read, _, _, _, _, _):
-                // A read's body is dropped, as the router's reads drop it.
+            case .collecting(.read, _, _, _, _, _), .draining:
+                // A read's body is dropped, as the router's reads drop it; so is a refused request's.
                 break
             case .collecting(let posted, let nioHead, let head, var body, let timer, let close):
                 // Bounded: the head announced at most the routed path's limit, and the decoder holds it to that.
@@ -788,6 +827,9 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .answered(let answer, let close):
                 current = .idle
                 write(answer, close: close, context: context)
+            case .draining(let timer):
+                current = .idle
+                timer?.cancel()
             case .collecting(.read, let nioHead, let head, _, let timer, let close):
                 current = .idle
                 timer?.cancel()
@@ -909,6 +951,15 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         // A client that does not read could hold the answer in the socket: one more body timeout, then it closes.
         context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { context.close(promise: nil) }
+    }
+
+    /// The body of a request refused at its head missed the body timeout: its answer is written, so the connection
+    /// closes (as ``ConnectionGuardHandler`` closes one whose answered request's body stops arriving).
+    private func drainTimedOut(context: ChannelHandlerContext) {
+        guard case .draining = current else { return }
+        current = .closing
+        guards.bodyTimedOut()
+        context.close(promise: nil)
     }
 
     /// A waiting read's answer, on the event loop.
@@ -1049,7 +1100,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             current = .idle
             timer?.cancel()
             wait?.expire()
-        case .collecting(_, _, _, _, let timer, _):
+        case .collecting(_, _, _, _, let timer, _), .draining(let timer):
             current = .idle
             timer?.cancel()
         default:

@@ -214,6 +214,50 @@ import Testing
         }
     }
 
+    /// A trigger refused at its head (a media type that is not JSON, a foreign origin) is answered at once, on the
+    /// event loop, whatever its body's framing: a body that never ends does not hold the refusal (it would be the
+    /// body timeout's `408` then), triggers nothing, and the connection closes once the body timeout passes.
+    @Test func aRefusalAtTheHeadIsNotHeldByABodyThatNeverEnds() async throws {
+        try await withUpstream { upstream in
+            var settings = testSettings()
+            settings.listeners.bodyTimeout = .seconds(1)
+            try await withService(config: Self.config(upstream.port), settings: settings) { service in
+                let before = try await eventLoopAnswers(service, "trigger")
+                // Every trigger the engine saw, by any result.
+                let triggers = { () async throws -> Double in
+                    try await service.admin(.get, "/metrics").text.split(separator: "\n").filter {
+                        $0.hasPrefix("prefetch_triggers_total{")
+                    }
+                    .reduce(0) { $0 + (Double($1.split(separator: " ").last ?? "") ?? 0) }
+                }
+                let opens = try await triggers()
+                let host = "Host: 127.0.0.1:\(service.port)\r\n"
+                let stalled = [
+                    ("POST /v1/prefetch HTTP/1.1\r\n\(host)Content-Type: text/plain\r\nContent-Length: 100\r\n\r\nhello", 415),
+                    (
+                        "POST /v1/prefetch HTTP/1.1\r\n\(host)Origin: https://evil.example.com\r\nContent-Type: application/json\r\n"
+                            + "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"url\"\r\n", 403
+                    ),
+                ]
+                for (request, status) in stalled {
+                    let answer = try await rawExchange(port: service.port, request)
+                    #expect(rawStatus(answer) == status, "\(answer)")
+                    #expect(!answer.contains(" 408 "), "the refusal waited for the body: \(answer)")
+                }
+                #expect(try await eventLoopAnswers(service, "trigger") == before + 2)
+                #expect(try await triggers() == opens, "a refused trigger reached the engine")
+                // The connection is fine for the next request when the refused body does end.
+                let refusedThenRead = try await rawExchange(
+                    port: service.port,
+                    "POST /v1/prefetch HTTP/1.1\r\n\(host)Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}"
+                        + "GET /healthz HTTP/1.1\r\n\(host)Connection: close\r\n\r\n")
+                #expect(
+                    refusedThenRead.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) } == ["415", "200"],
+                    "\(refusedThenRead)")
+            }
+        }
+    }
+
     @Test func noStoreIsHandedOutOnceAndMissesAreTheRoutersAnswers() async throws {
         try await withBoth { fast, routed in
             let fastPage = try await openPage(fast)
@@ -279,8 +323,8 @@ import Testing
     }
 
     /// The trigger answered on the event loop: the same bytes as the router's (but for its ticket and read key), and
-    /// the same refusals: the engine's and a body that is not JSON or has no page URL, written on the event loop; a
-    /// media type that is not JSON or a foreign origin, refused by the router at the head, before any body.
+    /// the same refusals, all written on the event loop: the engine's, a body that is not JSON or has no page URL, and
+    /// at the head, before any body, a media type that is not JSON or a foreign origin.
     @Test func theTriggerWritesTheRoutersBytes() async throws {
         try await withBoth { fast, routed in
             let json = ["Content-Type": "application/json", "Origin": "https://m.example.com"]
@@ -304,8 +348,8 @@ import Testing
                 #expect(rawStatus(a) == status, "\(body): \(a)")
                 #expect(a == b, "\(body): fast\n\(a)\nrouted\n\(b)")
             }
-            // Those taken at the head were written on the event loop, their refusals too.
-            #expect(try await eventLoopAnswers(fast, "trigger") == before + cases.count)
+            // Every one was written on the event loop, the refusals at the head too.
+            #expect(try await eventLoopAnswers(fast, "trigger") == before + cases.count + refusedAtTheHead.count)
             #expect(try await eventLoopAnswers(routed, "trigger") == 0)
         }
     }

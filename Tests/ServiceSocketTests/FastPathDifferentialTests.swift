@@ -48,6 +48,8 @@ extension FastHandoffTests {
                 ("/v1/prefetch/{ticket}/data", { "/v1/prefetch/\($0)/data" }),
                 ("/v1/prefetch/{other}", { _ in "/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA" }),
                 ("/v1/prefetch/{bad}/data", { _ in "/v1/prefetch/../data" }),
+                ("/v1/prefetch/{bad}", { _ in "/v1/prefetch/not-a-ticket" }),
+                ("/v1/prefetch/{encoded}/data", { _ in "/v1/prefetch/a%20b%22c/data" }),
                 ("/v1/data", { _ in "/v1/data" }),
                 ("/v1/prefetch", { _ in "/v1/prefetch" }),
                 ("/v1/prefetch/", { _ in "/v1/prefetch/" }),
