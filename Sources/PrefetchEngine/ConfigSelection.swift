@@ -43,7 +43,7 @@ extension EngineMetrics {
     /// handed out): `prefetch_config_data_total{config, result}`, `result` being `hit`, `joined` or `miss` (every
     /// answer that is not the response: pending, failed, a miss reason).
     public func configData(_ role: ConfigRole, result: ReadResult) {
-        counter("prefetch_config_data_total", ("config", role.rawValue), ("result", result.rawValue)).increment()
+        configDataSeries[Self.configDataIndex(role, result)].increment()
     }
 
     /// Counts the requests of a ticket leaving the registry that were never served to a reader:

@@ -35,6 +35,27 @@ public final class EngineMetrics: Sendable {
     public let inFlightBytes: Gauge
     public let inFlightBudgetBytes: Gauge
     private let fastHandoffs: Counter
+    /// `prefetch_data_total{result}` for a response handed out (`hit`, `joined`), made once: every served read
+    /// counts here, without the series cache's lock and hashing.
+    private let dataServed: (hit: Counter, joined: Counter)
+    /// `prefetch_config_data_total{config, result}`, made once, at ``configDataIndex(_:_:)``.
+    let configDataSeries: [Counter]
+
+    /// Where the series of `role` and `result` is in ``configDataSeries``.
+    static func configDataIndex(_ role: ConfigRole, _ result: ReadResult) -> Int {
+        let row =
+            switch role {
+            case .active: 0
+            case .candidate: 1
+            }
+        let column =
+            switch result {
+            case .hit: 0
+            case .joined: 1
+            case .miss: 2
+            }
+        return row * 3 + column
+    }
 
     /// Metrics created through `factory`.
     public init(factory: any MetricsFactory) {
@@ -46,6 +67,20 @@ public final class EngineMetrics: Sendable {
         self.inFlightBytes = Gauge(label: "prefetch_in_flight_bytes", factory: factory)
         self.inFlightBudgetBytes = Gauge(label: "prefetch_in_flight_budget_bytes", factory: factory)
         self.fastHandoffs = Counter(label: "prefetch_data_fast_total", dimensions: [], factory: factory)
+        self.dataServed = (
+            Counter(label: "prefetch_data_total", dimensions: [("result", ReadResult.hit.rawValue)], factory: factory),
+            Counter(label: "prefetch_data_total", dimensions: [("result", ReadResult.joined.rawValue)], factory: factory)
+        )
+        var series: [(index: Int, counter: Counter)] = []
+        for role in ConfigRole.allCases {
+            for result in ReadResult.allCases {
+                let counter = Counter(
+                    label: "prefetch_config_data_total", dimensions: [("config", role.rawValue), ("result", result.rawValue)],
+                    factory: factory)
+                series.append((Self.configDataIndex(role, result), counter))
+            }
+        }
+        self.configDataSeries = series.sorted { $0.index < $1.index }.map(\.counter)
     }
 
     /// What a cached series is found by: its label and up to two dimensions, compared without building a string.
@@ -89,6 +124,8 @@ public final class EngineMetrics: Sendable {
     }
     /// Counts a data request by `result` (`hit`, `joined`, `pending`, `failed` or a miss reason).
     public func data(_ result: String) { counter("prefetch_data_total", ("result", result)).increment() }
+    /// Counts a data request answered with its response, `hit` or `joined` (`prefetch_data_total`).
+    public func dataServed(joined: Bool) { (joined ? dataServed.joined : dataServed.hit).increment() }
     /// Counts a read answered on the event loop, without a hop to a task (a subset of `prefetch_data_total`).
     public func fastHandoff() { fastHandoffs.increment() }
     /// Counts a trigger or a results view answered on the event loop, by its route (`trigger`, `results`).

@@ -167,8 +167,9 @@ public final class Orchestrator: Sendable {
     /// must not make a guest's private answer look credentialed, and so shared).
     public func credentials(in headers: HTTPFields) -> Credentials {
         let picked = Credentials.headers(in: headers, named: credentialNames)
-        return Credentials(
-            headers: picked, identity: Identity(headers: picked, credentialHeaderNames: Array(credentialNames), key: settings.identityKey))
+        // No credential at all (most reads): anonymous, as `Identity` would find, without its work.
+        guard !picked.isEmpty else { return Credentials(headers: picked, identity: .anonymous) }
+        return Credentials(headers: picked, identity: Identity(headers: picked, wanted: credentialNames, key: settings.identityKey))
     }
 
     /// The caller's credentials with a cookie jar: the jar replaces any `Cookie` among `headers`; the whole jar, as

@@ -74,7 +74,7 @@ extension PrefetchRoutes {
         case .failure(let refusal):
             answer = .failure(refusal)
         case .success(.ready(let response, let joined)):
-            orchestrator.metrics.data(ReadResult(joined: joined).rawValue)
+            orchestrator.metrics.dataServed(joined: joined)
             answer = .success((response, joined))
         case .success(.pending):
             orchestrator.metrics.data("pending")

@@ -76,7 +76,11 @@ public struct Identity: Hashable, Sendable, CustomStringConvertible {
         credentialHeaderNames: [String] = Identity.defaultCredentialHeaderNames,
         key: IdentityKey
     ) {
-        let wanted = Set(credentialHeaderNames.map { $0.lowercased() })
+        self.init(headers: headers, wanted: Set(credentialHeaderNames.map { $0.lowercased() }), key: key)
+    }
+
+    /// Derives the identity from `headers`, looking only at the names in `wanted` (lowercased), keyed with `key`.
+    public init(headers: HTTPFields, wanted: Set<String>, key: IdentityKey) {
         var picked: [(offset: Int, name: String, value: Substring)] = []
         for (offset, header) in headers.enumerated() {
             let name = header.name.canonicalName

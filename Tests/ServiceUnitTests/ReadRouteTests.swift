@@ -1,0 +1,45 @@
+import Testing
+
+@testable import PrefetchService
+
+/// Which read a `GET` path names, as the fast path parses it on the path's bytes: the same routes the router's
+/// table has (`/v1/data`, `/v1/prefetch/{ticket}`, `/v1/prefetch/{ticket}/data`), the ticket segment as sent.
+@Suite("read routes by path")
+struct ReadRouteTests {
+    enum Parsed: Equatable {
+        case results(String), ticketData(String), pageData, none
+    }
+
+    func parse(_ path: String) -> Parsed {
+        switch FastHandoff.ReadRoute(path) {
+        case .results(let id)?: .results(String(id))
+        case .ticketData(let id)?: .ticketData(String(id))
+        case .pageData?: .pageData
+        case nil: .none
+        }
+    }
+
+    @Test(arguments: [
+        ("/v1/data", Parsed.pageData),
+        ("/v1/prefetch/abc", .results("abc")),
+        ("/v1/prefetch/abc/data", .ticketData("abc")),
+        ("/v1/prefetch/a%20b/data", .ticketData("a%20b")),
+        ("/v1/prefetch/é", .results("é")),
+        ("/v1/prefetch/日本/data", .ticketData("日本")),
+        ("/v1/prefetch/", .none),
+        ("/v1/prefetch", .none),
+        ("/v1/prefetch//data", .none),
+        ("/v1/prefetch/a/b/data", .none),
+        ("/v1/prefetch/a/data/", .none),
+        ("/v1/prefetch/a/dat", .none),
+        ("/v1/prefetch/a/datax", .none),
+        ("/v1/prefetch/a/", .none),
+        ("/v1/data/", .none),
+        ("/v1/datax", .none),
+        ("//v1/data", .none),
+        ("/V1/data", .none),
+    ])
+    func aPathNamesOneReadOrNone(_ path: String, _ expected: Parsed) {
+        #expect(parse(path) == expected, "\(path)")
+    }
+}
