@@ -27,9 +27,16 @@ struct StoreState {
         var entry: Entry
         var bytes: Int
         var keyBytes: Int
-        var prev: Int?
-        var next: Int?
+    }
+
+    /// A slot's place in the LRU list, kept beside the slots (plain integers: moving an entry to the front on every
+    /// read touches no slot, so copies and reference counts of keys and entries stay out of the read path).
+    struct Link {
+        var prev = -1
+        var next = -1
         var linked = false
+        /// The slot's bytes when it was linked, what unlinking takes off the evictable bytes.
+        var bytes = 0
     }
 
     /// A reader between `read` and the end of its wait.
@@ -51,6 +58,8 @@ struct StoreState {
     private(set) var slots: [Slot?] = []
     private var freeSlots: [Int] = []
     private(set) var index: [StoreKey: Int] = [:]
+    /// Parallel to `slots`.
+    private var links: [Link] = []
     private var lruHead: Int?
     private var lruTail: Int?
     /// Bytes of all entries.
@@ -424,41 +433,53 @@ struct StoreState {
         if let free = freeSlots.popLast() {
             at = free
             slots[at] = slot
+            links[at] = Link()
         } else {
             at = slots.count
             slots.append(slot)
+            links.append(Link())
         }
         index[slot.key] = at
         bytes += slot.bytes
     }
 
     private mutating func link(_ at: Int) {
-        guard !slots[at]!.linked else { return }
-        slots[at]!.linked = true
-        slots[at]!.prev = nil
-        slots[at]!.next = lruHead
-        if let head = lruHead { slots[head]!.prev = at }
-        lruHead = at
-        if lruTail == nil { lruTail = at }
-        evictableBytes += slots[at]!.bytes
+        guard !links[at].linked else { return }
+        let bytes = slots[at]!.bytes
+        attachAtHead(at)
+        links[at].linked = true
+        links[at].bytes = bytes
+        evictableBytes += bytes
     }
 
     private mutating func unlink(_ at: Int) {
-        guard slots[at]!.linked else { return }
-        let prev = slots[at]!.prev
-        let next = slots[at]!.next
-        if let prev { slots[prev]!.next = next } else { lruHead = next }
-        if let next { slots[next]!.prev = prev } else { lruTail = prev }
-        slots[at]!.linked = false
-        slots[at]!.prev = nil
-        slots[at]!.next = nil
-        evictableBytes -= slots[at]!.bytes
+        guard links[at].linked else { return }
+        detach(at)
+        evictableBytes -= links[at].bytes
+        links[at] = Link()
     }
 
+    /// A read moves its entry to the front of the list.
     private mutating func touch(_ at: Int) {
-        guard slots[at]!.linked else { return }
-        unlink(at)
-        link(at)
+        guard links[at].linked, lruHead != at else { return }
+        detach(at)
+        attachAtHead(at)
+    }
+
+    private mutating func attachAtHead(_ at: Int) {
+        links[at].prev = -1
+        links[at].next = lruHead ?? -1
+        if let head = lruHead { links[head].prev = at }
+        lruHead = at
+        if lruTail == nil { lruTail = at }
+    }
+
+    private mutating func detach(_ at: Int) {
+        let (prev, next) = (links[at].prev, links[at].next)
+        if prev >= 0 { links[prev].next = next } else { lruHead = next >= 0 ? next : nil }
+        if next >= 0 { links[next].prev = prev } else { lruTail = prev >= 0 ? prev : nil }
+        links[at].prev = -1
+        links[at].next = -1
     }
 
     /// Readers registered and not yet handed their outcome, for tests.
@@ -470,7 +491,7 @@ struct StoreState {
         var cursor = lruTail
         while let at = cursor {
             keys.append(slots[at]!.key)
-            cursor = slots[at]!.prev
+            cursor = links[at].prev >= 0 ? links[at].prev : nil
         }
         return keys
     }
