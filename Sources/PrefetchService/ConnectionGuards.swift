@@ -120,6 +120,12 @@ extension APIError {
             status: .requestTimeout, code: .bodyTimeout, message: "the request body did not arrive within \(timeout.milliseconds) ms")
     }
 
+    /// A request body over `limit` bytes, refused once the bytes received pass it: the same answer from `readBody`
+    /// and the fast path's handler.
+    static func bodyTooLarge(limit: Int) -> APIError {
+        APIError(status: .contentTooLarge, code: .tooLarge, message: "the request body is over \(limit) bytes")
+    }
+
     /// A request head over the parser's `limit` (request line and header fields), refused before it is read: the
     /// same answer from the fast path's handler and from the connection guard.
     static func headTooLarge(limit: Int) -> APIError {

@@ -199,7 +199,19 @@ struct FastHandoff: Sendable {
                 return .refused(refused(refusal, origin: origin, route: route, method: .post, started: started))
             }
         }
-        return announcesBodyWithinLimit(head) ? .collect(posted) : nil
+        return .collect(posted)
+    }
+
+    /// The most bytes of a trigger's or an open's body, as the router's `readBody` takes them.
+    var bodyLimit: Int { orchestrator.settings.maximumRequestBody }
+
+    /// The answer to a trigger or an open whose body passed ``bodyLimit``, once its bytes passed it (chunked or
+    /// announced by `Content-Length`, as the router counts them): `413 too-large`, and its request metrics.
+    func bodyTooLarge(_ head: HTTPRequest, _ posted: Posted) -> EncodedAnswer {
+        let started = DispatchTime.now().uptimeNanoseconds
+        let route = posted == .open ? Self.openRoute : Self.triggerRoute
+        orchestrator.metrics.eventLoopAnswer(posted == .open ? "open" : "trigger")
+        return refused(.bodyTooLarge(limit: bodyLimit), origin: grant(head), route: route, method: .post, started: started)
     }
 
     /// Whether `head` is a read this path answers that announces a body (``Posted/read``).
@@ -216,15 +228,6 @@ struct FastHandoff: Sendable {
         head.headerFields[.contentLength] = nil
         head.headerFields[.transferEncoding] = nil
         return head
-    }
-
-    /// Whether a body's length is announced by `Content-Length` and within the routed path's limit (a chunked body,
-    /// or one over the limit, is the router's to read or refuse).
-    private func announcesBodyWithinLimit(_ head: HTTPRequest) -> Bool {
-        guard head.headerFields[.transferEncoding] == nil, let length = head.headerFields[.contentLength].flatMap({ Int($0) }) else {
-            return false
-        }
-        return (0...orchestrator.settings.maximumRequestBody).contains(length)
     }
 
     /// The trigger's answer, or nil to hand the request (head and body as received) to the router. With a shared
@@ -261,45 +264,87 @@ struct FastHandoff: Sendable {
 
     // MARK: Open
 
-    /// `POST /v1/open` when a warm renderer can be leased at once (`RendererPool.acquireWithoutSuspending`): the
-    /// lease first, then the trigger, each by the routed open's code (`RendererRoutes.openRequest`, `LeaseAnswer`,
-    /// `failsTheOpen`, `OpenAnswer`); nil (nothing leased, nothing triggered) to hand it to the router, which also
-    /// answers every open whose renderer must be waited for or created. With a shared store the answer is
-    /// `.underway`, as the trigger's.
+    /// `POST /v1/open`: the open's body parsed by the routed open's code (`RendererRoutes.openRequest`), its
+    /// refusals answered here; then the lease and the trigger, each answered as the routed open answers them
+    /// (`LeaseAnswer`, `RendererRoutes.leaseRefusal`, `failsTheOpen`, `OpenAnswer`). A warm renderer is leased at
+    /// once (`RendererPool.acquireWithoutSuspending`); one that must be waited for or created is leased by the pool
+    /// in one task (cold: a renderer to start), and the answer is delivered when both halves are in (`.underway`).
+    /// A trigger refusal that fails the whole open is answered without waiting for the lease, which is handed back
+    /// when it comes. With a shared store the trigger itself may be `.underway`, as the trigger's.
     func open(_ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: () -> Deliver) -> Answer? {
         let started = DispatchTime.now().uptimeNanoseconds
-        guard let renderers, let origin = grant(head), let object = try? PrefetchRoutes.jsonObject(body),
-            let request = try? RendererRoutes.openRequest(object, requestHeaders: head.headerFields, orchestrator: orchestrator),
-            let pool = renderers.pool(named: request.profile),
-            let lease = pool.acquireWithoutSuspending(page: request.page, caller: RendererRoutes.leaseCaller(address: caller))
-        else { return nil }
-        // The open's answer once its trigger went one way or the other; a refused open hands the renderer back, as if
-        // it was never leased.
-        let answer: @Sendable (Result<Triggered, PrefetchError>) -> EncodedAnswer = { [self] outcome in
+        guard let renderers, let origin = grant(head) else { return nil }
+        let request: (page: String, headers: HTTPFields, cookies: CookieJar?, profile: String)
+        do throws(APIError) {
+            request = try RendererRoutes.openRequest(
+                try PrefetchRoutes.jsonObject(body), requestHeaders: head.headerFields, orchestrator: orchestrator)
+        } catch {
+            orchestrator.metrics.eventLoopAnswer("open")
+            return .now(refused(error, origin: origin, route: Self.openRoute, method: .post, started: started))
+        }
+        let leaseCaller = RendererRoutes.leaseCaller(address: caller)
+        // The open's answer once both halves are in, or once the trigger failed the whole open.
+        let answer: @Sendable (Result<Triggered, PrefetchError>, Result<Lease, APIError>?) -> EncodedAnswer = { [self] triggered, lease in
             var answer = OpenAnswer()
-            answer.renderer = LeaseAnswer(lease)
             var failed: APIError?
-            switch outcome {
+            switch triggered {
             case .success(let triggered):
                 answer.prefetch = TriggerAnswer(triggered)
             case .failure(let error):
                 answer.prefetchError = APIError(error).body
                 failed = RendererRoutes.failsTheOpen(error) ? APIError(error) : nil
             }
+            switch lease {
+            case .success(let granted)?: answer.renderer = LeaseAnswer(granted)
+            case .failure(let error)?: answer.rendererError = error.body
+            case nil: break
+            }
             let parts = failed.map { try? $0.parts() } ?? (try? answer.parts())
-            if failed != nil || parts == nil { Task { await pool.release(id: lease.id) } }
+            if failed != nil || parts == nil, case .success(let granted)? = lease { Task { await renderers.release(granted) } }
             orchestrator.metrics.eventLoopAnswer("open")
             let (status, fields, bytes) = parts ?? (.internalServerError, [:], ByteBuffer())
             return finish(status, fields, bytes, origin: origin, route: Self.openRoute, method: .post, started: started)
         }
+        let join = OpenJoin()
         let delivery = deliver()
+        // The lease: at once from a warm renderer, else by the pool (the routed open's `acquire`) in one task.
+        if let pool = renderers.pool(named: request.profile) {
+            if let lease = pool.acquireWithoutSuspending(page: request.page, caller: leaseCaller) {
+                _ = join.leased(.success(lease))
+            } else {
+                let (profile, page) = (request.profile, request.page)
+                Task {
+                    let lease: Result<Lease, APIError>
+                    do throws(PoolError) {
+                        lease = .success(try await renderers.acquire(profile: profile, page: page, caller: leaseCaller))
+                    } catch {
+                        lease = .failure(RendererRoutes.leaseRefusal(error, profile: profile))
+                    }
+                    switch join.leased(lease) {
+                    case .answer(let triggered, let lease): delivery(answer(triggered, lease))
+                    case .returnLease: if case .success(let granted) = lease { await renderers.release(granted) }
+                    case .wait: break
+                    }
+                }
+            }
+        } else {
+            _ = join.leased(.failure(RendererRoutes.unknownProfile(request.profile, in: renderers)))
+        }
+        let triggered: Result<Triggered, PrefetchError>?
         do throws(PrefetchError) {
-            let triggered = try orchestrator.trigger(
+            triggered = try orchestrator.trigger(
                 page: request.page, headers: request.headers, caller: caller, origin: requestOrigin(head), cookies: request.cookies,
-                then: { delivery(answer(.success($0))) })
-            return triggered.map { .now(answer(.success($0))) } ?? .underway
+                then: { triggered in
+                    if case .answer(let triggered, let lease) = join.triggered(.success(triggered)) { delivery(answer(triggered, lease)) }
+                }
+            ).map { .success($0) }
         } catch {
-            return .now(answer(.failure(error)))
+            triggered = .failure(error)
+        }
+        guard let triggered else { return .underway }
+        switch join.triggered(triggered) {
+        case .answer(let triggered, let lease): return .now(answer(triggered, lease))
+        case .wait, .returnLease: return .underway
         }
     }
 
@@ -595,6 +640,51 @@ struct FastHandoff: Sendable {
     }
 }
 
+/// The two halves of an open answered on the event loop, the trigger and the lease, each coming in once from
+/// whichever thread has it: the open is answered when both are in, or as soon as the trigger failed the whole open
+/// (a lease that comes after that is handed back).
+final class OpenJoin: Sendable {
+    enum Step {
+        /// Answer the open with these.
+        case answer(Result<Triggered, PrefetchError>, Result<Lease, APIError>?)
+        /// The other half is still out.
+        case wait
+        /// The open was answered without this lease: hand it back.
+        case returnLease
+    }
+
+    private struct Halves {
+        var triggered: Result<Triggered, PrefetchError>?
+        var lease: Result<Lease, APIError>?
+        var answered = false
+    }
+
+    private let halves = Mutex(Halves())
+
+    func triggered(_ outcome: Result<Triggered, PrefetchError>) -> Step {
+        halves.withLock { halves in
+            halves.triggered = outcome
+            if case .failure(let error) = outcome, RendererRoutes.failsTheOpen(error) {
+                halves.answered = true
+                return .answer(outcome, halves.lease)
+            }
+            guard let lease = halves.lease else { return .wait }
+            halves.answered = true
+            return .answer(outcome, lease)
+        }
+    }
+
+    func leased(_ lease: Result<Lease, APIError>) -> Step {
+        halves.withLock { halves in
+            if halves.answered { return .returnLease }
+            halves.lease = lease
+            guard let triggered = halves.triggered else { return .wait }
+            halves.answered = true
+            return .answer(triggered, lease)
+        }
+    }
+}
+
 /// The request metrics Hummingbird's `MetricsMiddleware` records, for answers it never sees: the same labels and
 /// dimensions, so a fast answer counts in the same series as a routed one.
 final class FastHandoffMetrics: Sendable {
@@ -816,8 +906,13 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 // A read's body is dropped, as the router's reads drop it; so is a refused request's.
                 break
             case .collecting(let posted, let nioHead, let head, var body, let timer, let close):
-                // Bounded: the head announced at most the routed path's limit, and the decoder holds it to that.
+                // Bounded: past the router's limit it is refused at once, and the rest dropped as it arrives.
                 current = .idle
+                guard body.readableBytes + buffer.readableBytes <= handoff.bodyLimit else {
+                    write(handoff.bodyTooLarge(head, posted), close: close, context: context)
+                    current = close ? .closing : .draining(timer)
+                    return
+                }
                 body.writeImmutableBuffer(buffer)
                 current = .collecting(posted, nioHead, head, body, timer, close: close)
             default:
@@ -946,7 +1041,9 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// A trigger body collected here missed the body timeout: the guard's `408`, then the connection closes (as
     /// ``ConnectionGuardHandler`` does for a routed request; nothing else is outstanding while one is collected).
+    /// A body being dropped after its request's answer (over the limit) closes the connection instead.
     private func bodyTimedOut(context: ChannelHandlerContext) {
+        if case .draining = current { return drainTimedOut(context: context) }
         guard case .collecting = current else { return }
         current = .closing
         guards.bodyTimedOut()

@@ -432,7 +432,7 @@ func readBody(_ request: Request, limit: Int, timeout: Duration) async throws(AP
     } catch let error as APIError {
         throw error
     } catch is NIOTooManyBytesError {
-        throw APIError(status: .contentTooLarge, code: .tooLarge, message: "the request body is over \(limit) bytes")
+        throw APIError.bodyTooLarge(limit: limit)
     } catch {
         throw APIError.badRequest(.badBody, "the request body could not be read")
     }

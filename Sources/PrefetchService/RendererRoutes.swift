@@ -68,31 +68,39 @@ struct RendererRoutes: Sendable {
 
     /// Leases a renderer.
     func acquire(profile: String, page: String?, caller: String) async throws(APIError) -> Answer<LeaseAnswer> {
-        guard pools.pool(named: profile) != nil else {
-            let known = pools.pools.keys.sorted().joined(separator: ", ")
-            throw APIError(
-                status: .notFound, code: .unknownProfile,
-                message: "no renderer profile named \(quoted(profile, limit: 60)) (profiles: \(known))")
-        }
+        guard pools.pool(named: profile) != nil else { throw Self.unknownProfile(profile, in: pools) }
         do {
             let lease = try await pools.acquire(profile: profile, page: page, caller: caller)
             return Answer(status: .ok, value: LeaseAnswer(lease))
         } catch {
-            switch error.code {
-            case .timeout:
-                throw APIError(
-                    status: .serviceUnavailable, code: .timeout, message: "no \(profile) renderer became free in time: \(error.message)",
-                    retryAfter: 1)
-            case .shutdown: throw APIError(status: .serviceUnavailable, code: .shutdown, message: "the service is shutting down")
-            case .callerLimit:
-                throw APIError(
-                    status: .tooManyRequests, code: .callerLimit,
-                    message: "this caller already holds its share of the \(profile) pool: \(error.message)", retryAfter: 1)
-            default:
-                throw APIError(
-                    status: .serviceUnavailable, code: .createFailed,
-                    message: "no \(profile) renderer could be created: \(error.message)", retryAfter: 1)
-            }
+            throw Self.leaseRefusal(error, profile: profile)
+        }
+    }
+
+    /// The refusal of a lease of a profile `pools` do not have, naming those they have.
+    static func unknownProfile(_ profile: String, in pools: RendererPools) -> APIError {
+        let known = pools.pools.keys.sorted().joined(separator: ", ")
+        return APIError(
+            status: .notFound, code: .unknownProfile,
+            message: "no renderer profile named \(quoted(profile, limit: 60)) (profiles: \(known))")
+    }
+
+    /// A pool's refusal of a lease as the API answers it.
+    static func leaseRefusal(_ error: PoolError, profile: String) -> APIError {
+        switch error.code {
+        case .timeout:
+            APIError(
+                status: .serviceUnavailable, code: .timeout, message: "no \(profile) renderer became free in time: \(error.message)",
+                retryAfter: 1)
+        case .shutdown: APIError(status: .serviceUnavailable, code: .shutdown, message: "the service is shutting down")
+        case .callerLimit:
+            APIError(
+                status: .tooManyRequests, code: .callerLimit,
+                message: "this caller already holds its share of the \(profile) pool: \(error.message)", retryAfter: 1)
+        default:
+            APIError(
+                status: .serviceUnavailable, code: .createFailed, message: "no \(profile) renderer could be created: \(error.message)",
+                retryAfter: 1)
         }
     }
 

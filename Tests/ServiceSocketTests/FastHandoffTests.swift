@@ -258,6 +258,39 @@ import Testing
         }
     }
 
+    /// A trigger's body is taken on the event loop whatever its framing, as the router takes it: chunked, and up to
+    /// the limit (64 KiB); past it, `413 too-large` once the bytes received pass it, announced or chunked. The same
+    /// bytes from both pipelines, every answer written on the event loop.
+    @Test func aTriggerBodyOfAnyFramingGetsTheRoutersAnswer() async throws {
+        try await withBoth { fast, routed in
+            let page = #"{"url": "https://m.example.com/item?id=8"}"#
+            let over = #"{"url": "https://m.example.com/item?id=9", "pad": ""# + String(repeating: "x", count: 64 * 1024) + #""}"#
+            func chunked(_ body: String) -> String {
+                var text = ""
+                var rest = Substring(body)
+                while !rest.isEmpty {
+                    let chunk = rest.prefix(1000)
+                    rest = rest.dropFirst(chunk.count)
+                    text += String(chunk.utf8.count, radix: 16) + "\r\n" + chunk + "\r\n"
+                }
+                return text + "0\r\n\r\n"
+            }
+            func request(_ port: Int, _ body: String, chunk: Bool) -> String {
+                "POST /v1/prefetch HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\n"
+                    + (chunk ? "Transfer-Encoding: chunked\r\n" : "Content-Length: \(body.utf8.count)\r\n")
+                    + "Connection: close\r\n\r\n" + (chunk ? chunked(body) : body)
+            }
+            let before = try await eventLoopAnswers(fast, "trigger")
+            for (body, chunk, status) in [(page, true, 202), (over, false, 413), (over, true, 413)] {
+                let a = normalised(try await rawExchange(port: fast.port, request(fast.port, body, chunk: chunk)))
+                let b = normalised(try await rawExchange(port: routed.port, request(routed.port, body, chunk: chunk)))
+                #expect(rawStatus(a) == status, "chunked \(chunk): \(a)")
+                #expect(a == b, "chunked \(chunk): fast\n\(a)\nrouted\n\(b)")
+            }
+            #expect(try await eventLoopAnswers(fast, "trigger") == before + 3)
+        }
+    }
+
     @Test func noStoreIsHandedOutOnceAndMissesAreTheRoutersAnswers() async throws {
         try await withBoth { fast, routed in
             let fastPage = try await openPage(fast)

@@ -175,10 +175,10 @@ import Testing
         }
     }
 
-    /// `POST /v1/open` with a warm renderer is answered on the event loop (the lease and the trigger without a task)
-    /// with the routed open's bytes; an open that would wait for a renderer (the caller at its share) goes to the
-    /// router, which answers it as always.
-    @Test func aWarmOpenIsAnsweredOnTheEventLoopWithTheRoutersBytes() async throws {
+    /// `POST /v1/open` is answered on the event loop with the routed open's bytes, whatever its lease does: a warm
+    /// renderer leased at once (the lease and the trigger without a task), a lease the pool must decide (the caller
+    /// at its share: refused by the pool, in one task), a profile that does not exist, and a body that is no open.
+    @Test func everyOpenIsAnsweredOnTheEventLoopWithTheRoutersBytes() async throws {
         func opens(fast: Bool) async throws -> (answers: [String], eventLoop: Int, leased: Int?, warmHits: Int?) {
             var settings = settings(main: profile(minIdle: 2, maxSize: 3, perCaller: 1))
             settings.listeners.fastHandoff = fast
@@ -194,7 +194,11 @@ import Testing
                 let ticket = try #require(first.firstMatch(of: /"ticket":"([A-Za-z0-9_-]+)"/)?.output.1)
                 let settled = try await oneRequest(port: port, .get, "/v1/prefetch/\(ticket)?wait=10000", headers: ["Cookie": "sid=a"])
                 #expect(settled.status == 200 && !settled.text.contains(#""state":"pending""#), "\(settled.text)")
-                // The same client again: at its share (one lease), so its renderer half waits for the router.
+                // A body that is no open, and a profile that does not exist: refused, and a renderer error.
+                await collected.add(try await rawExchange(port: port, rawPost("/v1/open", port: port, body: #"{"url": 1}"#)))
+                let unknown = #"{"url":"https://m.example.test/page?id=1","profile":"nope","headers":{"Cookie":"sid=a"}}"#
+                await collected.add(try await rawExchange(port: port, rawPost("/v1/open", port: port, body: unknown)))
+                // The same client again: at its share (one lease), so the pool decides its renderer half.
                 await collected.add(try await rawExchange(port: port, rawPost("/v1/open", port: port, body: body)))
                 let state = try await waitForState(admin, profile: "main") { $0.leased == 1 }
                 let metrics = try await oneRequest(port: admin, .get, "/metrics").text
@@ -207,17 +211,32 @@ import Testing
         }
         let fast = try await opens(fast: true)
         let routed = try await opens(fast: false)
-        #expect(fast.eventLoop == 1, "the warm open was answered on the event loop")
+        #expect(fast.eventLoop == 4, "every open was answered on the event loop")
         #expect(routed.eventLoop == 0)
         for (index, (a, b)) in zip(fast.answers, routed.answers).enumerated() {
             #expect(normalisedOpen(a) == normalisedOpen(b), "open \(index + 1):\n\(a)\n---\n\(b)")
         }
         #expect(fast.answers.first?.contains(#""warm":true"#) == true, "\(fast.answers.first ?? "")")
+        #expect(fast.answers.map(rawStatus) == [200, 400, 200, 200], "\(fast.answers)")
+        #expect(fast.answers[2].contains("unknown-profile"), "\(fast.answers[2])")
         #expect(fast.answers.last?.contains("caller-limit") == true, "\(fast.answers.last ?? "")")
         for run in [fast, routed] {
             #expect(
                 run.leased == 1 && run.warmHits == 1,
                 "leased \(String(describing: run.leased)), warm hits \(String(describing: run.warmHits))")
+        }
+    }
+
+    /// An open whose page is refused (it fails the whole open) is answered at once, without waiting for a renderer
+    /// the pool is still creating; that renderer, leased after the answer, is handed back, not held by nobody.
+    @Test func anOpenRefusedBeforeItsRendererCameHandsTheRendererBack() async throws {
+        try await withApp(settings(main: profile(minIdle: 0, maxSize: 1, createMs: 300))) { client, admin in
+            let port = try #require(client.port)
+            let body = #"{"url":"javascript:alert(1)","profile":"main"}"#
+            let answer = try await rawExchange(port: port, rawPost("/v1/open", port: port, body: body))
+            #expect(rawStatus(answer) == 400 && answer.contains("invalid-url"), "\(answer)")
+            let state = try await waitForState(admin, profile: "main") { $0.created == 1 && $0.idle == 1 }
+            #expect(state?.leased == 0 && state?.idle == 1, "\(String(describing: state))")
         }
     }
 
