@@ -607,7 +607,7 @@ struct FastHandoff: Sendable {
                 return refuse(error)
             }
         }
-        let wait = Result { () throws(APIError) in orchestrator.clampWait(try PrefetchRoutes.waitParameter(query), default: timeout) }
+        let wait = PrefetchRoutes.wait(query, default: timeout, orchestrator: orchestrator)
         // Its answer from the outcome, now (with the connection's replay heads) or later (on the thread that has it).
         let answer: @Sendable (Result<ReadOutcome, APIError>, ReplayHeads?) -> EncodedAnswer = { [self] outcome, heads in
             orchestrator.metrics.fastHandoff()

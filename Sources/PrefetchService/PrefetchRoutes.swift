@@ -274,15 +274,28 @@ struct PrefetchRoutes: Sendable {
             if error.status == .forbidden { orchestrator.metrics.denied(error.code.rawValue) }
             throw error
         }
-        let query = request.uri.queryParameters
+        return try await dataRead(.page(read.key, role: read.role), timeout: read.timeout, query: request.uri.queryParameters)
+    }
+
+    /// A data read for a task: `what`, waited for within the query's `wait` (`timeout` without one), answered by
+    /// ``answer(_:wait:of:askedAt:orchestrator:)``; a malformed `wait` is refused after the reader was entitled.
+    private func dataRead(_ what: DataRead, timeout: Duration, query: Parameters) async throws(APIError) -> Response {
         let asked = orchestrator.clock.now
-        let wait = Result { () throws(APIError) in orchestrator.clampWait(try Self.waitParameter(query), default: read.timeout) }
+        let wait = Self.wait(query, default: timeout, orchestrator: orchestrator)
         var outcome = wait.map { _ in ReadOutcome.pending }
-        if case .success(let wait) = wait { outcome = .success(await orchestrator.read(read.key, wait: wait)) }
+        if case .success(let duration) = wait {
+            switch what {
+            case .page(let key, _): outcome = .success(await orchestrator.read(key, wait: duration))
+            case .ticket(let ticket, let index): outcome = .success(await orchestrator.read(ticket, index: index, wait: duration))
+            }
+        }
         return try Self.response(
-            Self.answer(
-                outcome, wait: (try? wait.get()) ?? .zero, of: .page(read.key, role: read.role), askedAt: asked, orchestrator: orchestrator)
-        )
+            Self.answer(outcome, wait: (try? wait.get()) ?? .zero, of: what, askedAt: asked, orchestrator: orchestrator))
+    }
+
+    /// A data read's wait: the query's `wait` clamped, `timeout` without one, or the refusal of a malformed one.
+    static func wait(_ query: Parameters, default timeout: Duration, orchestrator: Orchestrator) -> Result<Duration, APIError> {
+        Result { () throws(APIError) in orchestrator.clampWait(try waitParameter(query), default: timeout) }
     }
 
     /// What a same-site read (`GET /v1/data?page=` with the page's own credentials) names: the store key of the
@@ -325,15 +338,7 @@ struct PrefetchRoutes: Sendable {
     func replay(_ ticket: Ticket, request: Request) async throws(APIError) -> Response {
         let query = request.uri.queryParameters
         let index = try Self.select(Self.candidates(ticket), query: query)
-        let asked = orchestrator.clock.now
-        let wait = Result { () throws(APIError) in
-            orchestrator.clampWait(try Self.waitParameter(query), default: ticket.requests[index].timeout)
-        }
-        var outcome = wait.map { _ in ReadOutcome.pending }
-        if case .success(let wait) = wait { outcome = .success(await orchestrator.read(ticket, index: index, wait: wait)) }
-        return try Self.response(
-            Self.answer(
-                outcome, wait: (try? wait.get()) ?? .zero, of: .ticket(ticket, index: index), askedAt: asked, orchestrator: orchestrator))
+        return try await dataRead(.ticket(ticket, index: index), timeout: ticket.requests[index].timeout, query: query)
     }
 
     /// What a ticket's interfaces are chosen by (``select(_:query:)``).
