@@ -268,9 +268,9 @@ struct FastHandoff: Sendable {
     /// refusals answered here; then the lease and the trigger, each answered as the routed open answers them
     /// (`LeaseAnswer`, `RendererRoutes.leaseRefusal`, `failsTheOpen`, `OpenAnswer`). A warm renderer is leased at
     /// once (`RendererPool.acquireWithoutSuspending`); one that must be waited for or created is leased by the pool
-    /// in one task (cold: a renderer to start), and the answer is delivered when both halves are in (`.underway`).
-    /// A trigger refusal that fails the whole open is answered without waiting for the lease, which is handed back
-    /// when it comes. With a shared store the trigger itself may be `.underway`, as the trigger's.
+    /// in one task (cold: a renderer to start), and the answer is delivered when both halves are in (`.underway`,
+    /// ``OpenJoin``). The trigger goes first: a refusal that fails the whole open (the page URL) is answered at once
+    /// and no renderer is leased for it. With a shared store the trigger itself may be `.underway`, as the trigger's.
     func open(_ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: () -> Deliver) -> Answer? {
         let started = DispatchTime.now().uptimeNanoseconds
         guard let renderers, let origin = grant(head) else { return nil }
@@ -307,10 +307,23 @@ struct FastHandoff: Sendable {
         }
         let join = OpenJoin()
         let delivery = deliver()
+        // The trigger first: a page it refuses fails the whole open, answered at once, and no renderer is leased.
+        var step = OpenJoin.Step.wait
+        do throws(PrefetchError) {
+            let triggered = try orchestrator.trigger(
+                page: request.page, headers: request.headers, caller: caller, origin: requestOrigin(head), cookies: request.cookies,
+                then: { triggered in
+                    if case .answer(let triggered, let lease) = join.triggered(.success(triggered)) { delivery(answer(triggered, lease)) }
+                })
+            if let triggered { step = join.triggered(.success(triggered)) }
+        } catch {
+            if RendererRoutes.failsTheOpen(error) { return .now(answer(.failure(error), nil)) }
+            step = join.triggered(.failure(error))
+        }
         // The lease: at once from a warm renderer, else by the pool (the routed open's `acquire`) in one task.
         if let pool = renderers.pool(named: request.profile) {
             if let lease = pool.acquireWithoutSuspending(page: request.page, caller: leaseCaller) {
-                _ = join.leased(.success(lease))
+                step = join.leased(.success(lease))
             } else {
                 let (profile, page) = (request.profile, request.page)
                 Task {
@@ -320,32 +333,14 @@ struct FastHandoff: Sendable {
                     } catch {
                         lease = .failure(RendererRoutes.leaseRefusal(error, profile: profile))
                     }
-                    switch join.leased(lease) {
-                    case .answer(let triggered, let lease): delivery(answer(triggered, lease))
-                    case .returnLease: if case .success(let granted) = lease { await renderers.release(granted) }
-                    case .wait: break
-                    }
+                    if case .answer(let triggered, let lease) = join.leased(lease) { delivery(answer(triggered, lease)) }
                 }
             }
         } else {
-            _ = join.leased(.failure(RendererRoutes.unknownProfile(request.profile, in: renderers)))
+            step = join.leased(.failure(RendererRoutes.unknownProfile(request.profile, in: renderers)))
         }
-        let triggered: Result<Triggered, PrefetchError>?
-        do throws(PrefetchError) {
-            triggered = try orchestrator.trigger(
-                page: request.page, headers: request.headers, caller: caller, origin: requestOrigin(head), cookies: request.cookies,
-                then: { triggered in
-                    if case .answer(let triggered, let lease) = join.triggered(.success(triggered)) { delivery(answer(triggered, lease)) }
-                }
-            ).map { .success($0) }
-        } catch {
-            triggered = .failure(error)
-        }
-        guard let triggered else { return .underway }
-        switch join.triggered(triggered) {
-        case .answer(let triggered, let lease): return .now(answer(triggered, lease))
-        case .wait, .returnLease: return .underway
-        }
+        if case .answer(let triggered, let lease) = step { return .now(answer(triggered, lease)) }
+        return .underway
     }
 
     // MARK: Reads
@@ -433,8 +428,12 @@ struct FastHandoff: Sendable {
 
         /// Parsed on the path's bytes: a character-by-character walk of a `String` cost more than the rest of a
         /// ready read's decision (a handoff profile, 2026-11-29).
+        ///
+        /// A path with a byte outside ASCII is the router's: it splits the path into segments by characters, and a
+        /// combining mark after a `/` joins that `/` to the segment (a different route than the bytes say).
         init?(_ path: String) {
             let bytes = path.utf8
+            guard bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
             if bytes.elementsEqual(FastHandoff.pageDataRoute.utf8) {
                 self = .pageData
                 return
@@ -442,7 +441,7 @@ struct FastHandoff: Sendable {
             let prefix = "/v1/prefetch/".utf8
             guard bytes.starts(with: prefix) else { return nil }
             let start = bytes.index(bytes.startIndex, offsetBy: prefix.count)
-            // The id runs to the next `/` (ASCII, so every index here is one of the path's characters too).
+            // The id runs to the next `/` (the path is ASCII: every byte is one of its characters).
             guard let slash = bytes[start...].firstIndex(of: UInt8(ascii: "/")) else {
                 guard start < bytes.endIndex else { return nil }
                 self = .results(path[start...])
@@ -641,22 +640,18 @@ struct FastHandoff: Sendable {
 }
 
 /// The two halves of an open answered on the event loop, the trigger and the lease, each coming in once from
-/// whichever thread has it: the open is answered when both are in, or as soon as the trigger failed the whole open
-/// (a lease that comes after that is handed back).
+/// whichever thread has it: the open is answered by the one that comes in second.
 final class OpenJoin: Sendable {
     enum Step {
         /// Answer the open with these.
-        case answer(Result<Triggered, PrefetchError>, Result<Lease, APIError>?)
+        case answer(Result<Triggered, PrefetchError>, Result<Lease, APIError>)
         /// The other half is still out.
         case wait
-        /// The open was answered without this lease: hand it back.
-        case returnLease
     }
 
     private struct Halves {
         var triggered: Result<Triggered, PrefetchError>?
         var lease: Result<Lease, APIError>?
-        var answered = false
     }
 
     private let halves = Mutex(Halves())
@@ -664,23 +659,14 @@ final class OpenJoin: Sendable {
     func triggered(_ outcome: Result<Triggered, PrefetchError>) -> Step {
         halves.withLock { halves in
             halves.triggered = outcome
-            if case .failure(let error) = outcome, RendererRoutes.failsTheOpen(error) {
-                halves.answered = true
-                return .answer(outcome, halves.lease)
-            }
-            guard let lease = halves.lease else { return .wait }
-            halves.answered = true
-            return .answer(outcome, lease)
+            return halves.lease.map { .answer(outcome, $0) } ?? .wait
         }
     }
 
     func leased(_ lease: Result<Lease, APIError>) -> Step {
         halves.withLock { halves in
-            if halves.answered { return .returnLease }
             halves.lease = lease
-            guard let triggered = halves.triggered else { return .wait }
-            halves.answered = true
-            return .answer(triggered, lease)
+            return halves.triggered.map { .answer($0, lease) } ?? .wait
         }
     }
 }
@@ -757,8 +743,10 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case answered(EncodedAnswer, close: Bool)
         /// A trigger or an open whose body is being collected (under the body timer); decided at its end.
         case collecting(FastHandoff.Posted, HTTPRequestHead, HTTPRequest, ByteBuffer, Scheduled<Void>?, close: Bool)
-        /// Answered at its head (a refusal); its body is dropped until its end, under the body timer.
-        case draining(Scheduled<Void>?)
+        /// Answered before its end (a refusal at the head, a body over the limit); its body is dropped until its end,
+        /// under the body timer. With `close`, the answer ended the connection's output: nothing after the end is
+        /// read.
+        case draining(Scheduled<Void>?, close: Bool)
         /// A read waiting on flights in progress (its wait given), or a trigger or open underway in the
         /// shared store (none): `ended` once its end arrived, `ready` once its answer did.
         case waiting(StoreWait?, Scheduled<Void>?, close: Bool, ended: Bool, ready: EncodedAnswer?)
@@ -858,15 +846,12 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 if case .refused(let answer) = taken {
                     // Written at once; its body, if any, is dropped as it arrives (the router's refusal is written
                     // before the body too, which Hummingbird then drains).
+                    // With `Connection: close` too: the body still has the body timeout, as the router's guard gives it.
                     write(answer, close: close, context: context)
-                    if close {
-                        current = .closing
-                    } else {
-                        let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
-                            drainTimedOut(context: context)
-                        }
-                        current = .draining(timer)
+                    let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
+                        drainTimedOut(context: context)
                     }
+                    current = .draining(timer, close: close)
                     return
                 }
                 if case .collect(let posted) = taken {
@@ -910,7 +895,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 current = .idle
                 guard body.readableBytes + buffer.readableBytes <= handoff.bodyLimit else {
                     write(handoff.bodyTooLarge(head, posted), close: close, context: context)
-                    current = close ? .closing : .draining(timer)
+                    current = .draining(timer, close: close)
                     return
                 }
                 body.writeImmutableBuffer(buffer)
@@ -927,8 +912,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .answered(let answer, let close):
                 current = .idle
                 write(answer, close: close, context: context)
-            case .draining(let timer):
-                current = .idle
+            case .draining(let timer, let close):
+                current = close ? .closing : .idle
                 timer?.cancel()
             case .collecting(.read, let nioHead, let head, _, let timer, let close):
                 current = .idle
@@ -1202,7 +1187,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             current = .idle
             timer?.cancel()
             wait?.expire()
-        case .collecting(_, _, _, _, let timer, _), .draining(let timer):
+        case .collecting(_, _, _, _, let timer, _), .draining(let timer, _):
             current = .idle
             timer?.cancel()
         default:
