@@ -271,7 +271,12 @@ struct FastHandoff: Sendable {
     /// in one task (cold: a renderer to start), and the answer is delivered when both halves are in (`.underway`,
     /// ``OpenJoin``). The trigger goes first: a refusal that fails the whole open (the page URL) is answered at once
     /// and no renderer is leased for it. With a shared store the trigger itself may be `.underway`, as the trigger's.
-    func open(_ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: () -> Deliver) -> Answer? {
+    ///
+    /// `onGone` registers what the handler runs if the connection closes before an `.underway` answer is written:
+    /// a renderer leased after that is handed back, not left to the pool's reclaim.
+    func open(
+        _ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: () -> Deliver, onGone: (@escaping @Sendable () -> Void) -> Void
+    ) -> Answer? {
         let started = DispatchTime.now().uptimeNanoseconds
         guard let renderers, let origin = grant(head) else { return nil }
         let request: (page: String, headers: HTTPFields, cookies: CookieJar?, profile: String)
@@ -333,13 +338,20 @@ struct FastHandoff: Sendable {
                     } catch {
                         lease = .failure(RendererRoutes.leaseRefusal(error, profile: profile))
                     }
-                    if case .answer(let triggered, let lease) = join.leased(lease) { delivery(answer(triggered, lease)) }
+                    switch join.leased(lease) {
+                    case .answer(let triggered, let lease): delivery(answer(triggered, lease))
+                    case .returnLease: if case .success(let granted) = lease { await renderers.release(granted) }
+                    case .wait: break
+                    }
                 }
             }
         } else {
             step = join.leased(.failure(RendererRoutes.unknownProfile(request.profile, in: renderers)))
         }
         if case .answer(let triggered, let lease) = step { return .now(answer(triggered, lease)) }
+        onGone {
+            if let held = join.cancel() { Task { await renderers.release(held) } }
+        }
         return .underway
     }
 
@@ -647,11 +659,15 @@ final class OpenJoin: Sendable {
         case answer(Result<Triggered, PrefetchError>, Result<Lease, APIError>)
         /// The other half is still out.
         case wait
+        /// The connection is gone: hand this lease back.
+        case returnLease
     }
 
     private struct Halves {
         var triggered: Result<Triggered, PrefetchError>?
         var lease: Result<Lease, APIError>?
+        var answered = false
+        var gone = false
     }
 
     private let halves = Mutex(Halves())
@@ -659,14 +675,30 @@ final class OpenJoin: Sendable {
     func triggered(_ outcome: Result<Triggered, PrefetchError>) -> Step {
         halves.withLock { halves in
             halves.triggered = outcome
-            return halves.lease.map { .answer(outcome, $0) } ?? .wait
+            guard !halves.gone, let lease = halves.lease else { return .wait }
+            halves.answered = true
+            return .answer(outcome, lease)
         }
     }
 
     func leased(_ lease: Result<Lease, APIError>) -> Step {
         halves.withLock { halves in
+            if halves.gone { return .returnLease }
             halves.lease = lease
-            return halves.triggered.map { .answer($0, lease) } ?? .wait
+            guard let triggered = halves.triggered else { return .wait }
+            halves.answered = true
+            return .answer(triggered, lease)
+        }
+    }
+
+    /// The open's connection closed before its answer was written: the lease it holds and no answer carries, to hand
+    /// back now; a lease that comes later is `.returnLease`.
+    func cancel() -> Lease? {
+        halves.withLock { halves in
+            halves.gone = true
+            guard !halves.answered, case .success(let held)? = halves.lease else { return nil }
+            halves.lease = nil
+            return held
         }
     }
 }
@@ -774,6 +806,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var readWanted = false
     /// Request heads seen on this connection: a read's resumption belongs to the request it was made for.
     private var headsSeen: UInt64 = 0
+    /// What to do if the connection closes while the current answer is underway (an open's lease to hand back).
+    private var onGone: (@Sendable () -> Void)?
     private var state: ConnectionState
     private var idleTimer: Scheduled<Void>?
 
@@ -927,7 +961,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 let answered =
                     switch posted {
                     case .trigger: handoff.trigger(head, body: body, caller: caller, deliver: makeDelivery)
-                    case .open: handoff.open(head, body: body, caller: caller, deliver: makeDelivery)
+                    case .open:
+                        handoff.open(head, body: body, caller: caller, deliver: makeDelivery, onGone: { self.onGone = $0 })
                     case .read: preconditionFailure("a read is answered by read(_:_:close:context:)")
                     }
                 switch answered {
@@ -1058,6 +1093,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             return
         }
         current = .idle
+        onGone = nil
         write(answer, close: close, context: context)
         // Later requests that waited behind it, in order; one of them may wait in turn. The router's channel takes
         // what it was handed at a read's completion, so this replay completes one.
@@ -1182,6 +1218,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The connection is gone: a waiting read's wait ends now (its readers leave the store's flights), and a
     /// collected body's timer stops.
     private func endWait() {
+        if case .waiting(_, _, _, _, nil) = current, let gone = onGone { gone() }
+        onGone = nil
         switch current {
         case .waiting(let wait, let timer, _, _, _):
             current = .idle

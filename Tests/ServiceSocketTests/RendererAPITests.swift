@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import NIOPosix
 import PrefetchCore
 import PrefetchEngine
 import PrefetchRuntime
@@ -238,6 +239,29 @@ import Testing
             let state = try await oneRequest(port: admin, .get, "/v1/renderers").decoded(PoolsAnswer.self).profiles["main"]
             #expect(
                 state?.pending == 0 && state?.warming == 0 && state?.created == 0 && state?.leased == 0, "\(String(describing: state))")
+        }
+    }
+
+    /// An open whose client leaves while the pool is still creating its renderer does not keep that renderer
+    /// leased to nobody until the pool's reclaim: it is handed back as soon as it comes.
+    @Test func aRendererLeasedForAClientThatLeftIsHandedBack() async throws {
+        var main = profile(minIdle: 0, maxSize: 1, createMs: 300)
+        main.leaseTimeout = 600
+        try await withApp(settings(main: main)) { client, admin in
+            let port = try #require(client.port)
+            let body = #"{"url":"https://m.example.test/page?id=1","profile":"main"}"#
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connect(host: "127.0.0.1", port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    }
+                }
+            // The request, then the client is gone before the renderer is made.
+            try await channel.executeThenClose { _, outbound in
+                try await outbound.write(ByteBuffer(string: rawPost("/v1/open", port: port, body: body)))
+            }
+            let state = try await waitForState(admin, profile: "main") { $0.created == 1 && $0.leased == 0 }
+            #expect(state?.created == 1 && state?.leased == 0 && state?.idle == 1, "\(String(describing: state))")
         }
     }
 
