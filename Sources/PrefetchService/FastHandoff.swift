@@ -473,46 +473,11 @@ struct FastHandoff: Sendable {
         }
     }
 
-    /// What a ticket's entitlement decided.
-    private enum Entitled {
-        case ticket(Ticket)
-        /// The refusal as the router answers it (counted).
-        case refused(APIError)
-        /// A ticket another replica may hold: fetch it, then decide.
-        case fetch(String)
-    }
-
-    /// The ticket named in a path if the reader is entitled to it (``Orchestrator/entitle(_:origin:presented:readKeyOpens:)``),
+    /// The ticket named in a path if the reader is entitled to it (``PrefetchRoutes/entitledTicket(_:headers:origin:orchestrator:lookUp:)``),
     /// with the ticket and a read key's ticket found here or among those `known`.
-    private func entitledTicket(_ id: Substring, _ head: HTTPRequest, known: [String: Ticket?]) -> Entitled {
-        let id = String(id)
-        // An id that is not well formed names no ticket here or anywhere: refused as the router refuses it, named as
-        // sent (the router's parameter is the same segment of the same path).
-        guard Ticket.isWellFormed(id) else { return .refused(APIError(PrefetchError.unknownTicket(id: id))) }
-        let held: Ticket
-        switch lookUp(id, known) {
-        case .found(let ticket): held = ticket
-        case .unknown: return .refused(APIError(PrefetchError.unknownTicket(id: id)))
-        case .elsewhere(let id): return .fetch(id)
-        }
-        let origin = requestOrigin(head)
-        var readKeyOpens: Result<Ticket, PrefetchError>?
-        // A read key's ticket may live on another replica: only for an origin the page allows (`entitle` refuses
-        // the others first anyway), as the router does.
-        if let key = head.headerFields[PrefetchHeaders.readKey], (try? orchestrator.authorize(origin, for: held.origins)) != nil {
-            switch orchestrator.ticket(forReadKey: key, origin: origin, lookUp: { lookUp($0, known) }) {
-            case .opened(let opened): readKeyOpens = opened
-            case .elsewhere(let id): return .fetch(id)
-            }
-        }
-        let presented = orchestrator.credentials(in: head.headerFields).identity
-        do throws(PrefetchError) {
-            try orchestrator.entitle(held, origin: origin, presented: presented, readKeyOpens: readKeyOpens)
-        } catch {
-            orchestrator.metrics.denied(error.code.rawValue)
-            return .refused(APIError(error))
-        }
-        return .ticket(held)
+    private func entitledTicket(_ id: Substring, _ head: HTTPRequest, known: [String: Ticket?]) -> PrefetchRoutes.Entitled {
+        PrefetchRoutes.entitledTicket(
+            String(id), headers: head.headerFields, origin: requestOrigin(head), orchestrator: orchestrator, lookUp: { lookUp($0, known) })
     }
 
     /// `GET /v1/prefetch/{ticket}`: every result of the ticket, now when none is in flight (or `wait` is zero),

@@ -5,8 +5,9 @@ import PrefetchStore
 
 // The page surface's rules that both of its pipelines apply (the router's and the event loop's, `FastHandoff`), one
 // function each: the origin guard and the headers it adds, where a browser says a request comes from, and a data
-// read's answer with its bookkeeping. Ticket entitlement is the engine's (`Orchestrator.entitle`), interface
-// selection and the `wait` parameter `PrefetchRoutes.select(_:query:)` and `PrefetchRoutes.waitParameter(_:)`.
+// read's answer with its bookkeeping, and a ticket's entitlement (`PrefetchRoutes.entitledTicket`, over the engine's
+// `Orchestrator.entitle`). Interface selection and the `wait` parameter are `PrefetchRoutes.select(_:query:)` and
+// `PrefetchRoutes.wait(_:default:orchestrator:)`.
 
 extension AllowedOrigins {
     /// A request the origin guard let through: its `Origin` (nil without one) and what that origin was granted.
@@ -52,6 +53,49 @@ extension TicketAccess.RequestOrigin {
 }
 
 extension PrefetchRoutes {
+    /// What a ticket's entitlement decided.
+    enum Entitled {
+        case ticket(Ticket)
+        /// The refusal as both pipelines answer it (an entitlement refusal counted in `prefetch_access_denied_total`).
+        case refused(APIError)
+        /// A ticket another replica may hold (the one named, or a read key's): fetch it, then decide again with it
+        /// known to `lookUp`.
+        case fetch(String)
+    }
+
+    /// The ticket `id` names, if a request with `headers` from `origin` is entitled to it, for both pipelines: the
+    /// id well formed and the ticket found by `lookUp` (``TicketRegistry/lookUp(_:)``, or tickets the caller fetched),
+    /// then ``Orchestrator/entitle(_:origin:presented:readKeyOpens:)`` with the read key opened (its ticket found the
+    /// same way; only for an origin the page allows, which `entitle` would refuse first anyway, so a refused origin
+    /// costs no fetch) and the presented identity.
+    static func entitledTicket(
+        _ id: String, headers: HTTPFields, origin: TicketAccess.RequestOrigin, orchestrator: Orchestrator,
+        lookUp: (String) -> TicketLookup
+    ) -> Entitled {
+        guard Ticket.isWellFormed(id) else { return .refused(APIError(PrefetchError.unknownTicket(id: id))) }
+        let held: Ticket
+        switch lookUp(id) {
+        case .found(let ticket): held = ticket
+        case .unknown: return .refused(APIError(PrefetchError.unknownTicket(id: id)))
+        case .elsewhere(let id): return .fetch(id)
+        }
+        var readKeyOpens: Result<Ticket, PrefetchError>?
+        if let key = headers[PrefetchHeaders.readKey], (try? orchestrator.authorize(origin, for: held.origins)) != nil {
+            switch orchestrator.ticket(forReadKey: key, origin: origin, lookUp: lookUp) {
+            case .opened(let opened): readKeyOpens = opened
+            case .elsewhere(let id): return .fetch(id)
+            }
+        }
+        do throws(PrefetchError) {
+            try orchestrator.entitle(
+                held, origin: origin, presented: orchestrator.credentials(in: headers).identity, readKeyOpens: readKeyOpens)
+        } catch {
+            orchestrator.metrics.denied(error.code.rawValue)
+            return .refused(APIError(error))
+        }
+        return .ticket(held)
+    }
+
     /// What a data read reads, for its bookkeeping: one request of a ticket (by ticket or by read key), or the key a
     /// same-site `page=` read names, with the config it was planned under.
     enum DataRead: Sendable {

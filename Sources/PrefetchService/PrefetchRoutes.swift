@@ -193,32 +193,26 @@ struct PrefetchRoutes: Sendable {
         }
     }
 
-    /// The ticket in the path, if the reader may read it (``Orchestrator/entitle(_:origin:presented:readKeyOpens:)``),
-    /// held by this replica or another.
+    /// The ticket in the path, if the reader may read it (``entitledTicket(_:headers:origin:orchestrator:lookUp:)``,
+    /// the rule both pipelines apply), held by this replica or another: a ticket another replica holds is fetched,
+    /// then the rule is asked again with it known.
     func entitledTicket(_ request: Request, context: PageContext) async throws(APIError) -> Ticket {
         let id = context.parameters.get("ticket") ?? ""
-        guard Ticket.isWellFormed(id), let ticket = await orchestrator.tickets.ticket(id) else {
-            throw APIError(PrefetchError.unknownTicket(id: id))
-        }
         let origin = Self.origin(of: request)
-        var readKeyOpens: Result<Ticket, PrefetchError>?
-        // The read key's ticket may live on another replica (a Redis round trip): a request from an origin the page
-        // does not allow is refused before that, as `entitle` would refuse it anyway.
-        if let key = request.headers[PrefetchHeaders.readKey], (try? orchestrator.authorize(origin, for: ticket.origins)) != nil {
-            do {
-                readKeyOpens = .success(try await orchestrator.ticket(forReadKey: key, origin: origin))
-            } catch {
-                readKeyOpens = .failure(error)
+        var known: [String: Ticket?] = [:]
+        while true {
+            let entitled = Self.entitledTicket(id, headers: request.headers, origin: origin, orchestrator: orchestrator) { id in
+                if let fetched = known[id] { return fetched.map { .found($0) } ?? .unknown }
+                return orchestrator.tickets.lookUp(id)
+            }
+            switch entitled {
+            case .ticket(let ticket): return ticket
+            case .refused(let error): throw error
+            case .fetch(let other):
+                // Each fetch makes one more id known, so this asks at most twice more (the ticket, a read key's).
+                known[other] = .some(await orchestrator.tickets.ticket(other))
             }
         }
-        do throws(PrefetchError) {
-            try orchestrator.entitle(
-                ticket, origin: origin, presented: orchestrator.credentials(in: request.headers).identity, readKeyOpens: readKeyOpens)
-        } catch {
-            orchestrator.metrics.denied(error.code.rawValue)
-            throw APIError(error)
-        }
-        return ticket
     }
 
     /// Where a browser says `request` comes from.
