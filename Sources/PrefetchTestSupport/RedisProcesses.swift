@@ -55,10 +55,20 @@ public final class RedisServer: SharedRedisProcess {
     }
 
     /// Starts a server with extra `arguments`; `cliAuth` lets the readiness check (and `cli`) authenticate.
+    /// A port found free can be taken by another process before redis-server binds it (a service on an ephemeral
+    /// port, another test run): then the server exits at once and never answers, so it is started again on another
+    /// port, up to three times.
     public static func start(arguments: [String] = [], cliAuth: [String] = []) async throws -> RedisServer {
-        let server = RedisServer(port: try freeTestPort(), arguments: arguments, cliAuth: cliAuth)
-        try await server.launch()
-        return server
+        var attempt = 1
+        while true {
+            let server = RedisServer(port: try freeTestPort(), arguments: arguments, cliAuth: cliAuth)
+            do {
+                try await server.launch()
+                return server
+            } catch  where attempt < 3 {
+                attempt += 1
+            }
+        }
     }
 
     /// Starts (again) on the same port and waits until it answers PING.
