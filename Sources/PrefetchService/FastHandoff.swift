@@ -15,7 +15,7 @@ import RendererPool
 import Synchronization
 
 /// The hot requests of the page surface, answered on the event loop, below Hummingbird's router: the trigger
-/// (`POST /v1/prefetch`), the open with a warm renderer (`POST /v1/open`), the results view
+/// (`POST /v1/prefetch`), the open (`POST /v1/open`, a renderer to create leased in one task), the results view
 /// (`GET /v1/prefetch/{ticket}`) and the data reads by every route a page uses (`GET /v1/prefetch/{ticket}/data`
 /// with the reader's credentials or a read key, `GET /v1/data` with a read key, and the same-site
 /// `GET /v1/data?page=` with the page's own credentials), whatever their entries' state: a read of a flight in
