@@ -126,9 +126,10 @@ public final class EngineMetrics: Sendable {
     public func data(_ result: String) { counter("prefetch_data_total", ("result", result)).increment() }
     /// Counts a data request answered with its response, `hit` or `joined` (`prefetch_data_total`).
     public func dataServed(joined: Bool) { (joined ? dataServed.joined : dataServed.hit).increment() }
-    /// Counts a read answered on the event loop, without a hop to a task (a subset of `prefetch_data_total`).
+    /// Counts a data read whose outcome was answered on the event loop, without a hop to a task.
     public func fastHandoff() { fastHandoffs.increment() }
-    /// Counts a trigger or a results view answered on the event loop, by its route (`trigger`, `results`).
+    /// Counts a trigger, an open or a results view answered on the event loop, by its route (`trigger`, `open`,
+    /// `results`).
     public func eventLoopAnswer(_ route: String) { counter("prefetch_event_loop_answers_total", ("route", route)).increment() }
     /// Counts a request refused by the trust model, by its bounded `reason` code.
     public func denied(_ reason: String) { counter("prefetch_access_denied_total", ("reason", reason)).increment() }

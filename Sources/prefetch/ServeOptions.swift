@@ -58,7 +58,7 @@ struct ListenerOptions: ParsableArguments {
     @Flag(
         name: .customLong("no-fast-handoff"),
         help:
-            "Send every data read through the router instead of answering ready entries on the event loop (env PREFETCH_FAST_HANDOFF=0)."
+            "Send every page request through the router instead of answering triggers, opens, results views and data reads on the event loop (env PREFETCH_FAST_HANDOFF=0)."
     )
     var noFastHandoff = false
 
