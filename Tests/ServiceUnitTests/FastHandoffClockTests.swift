@@ -59,12 +59,26 @@ struct FastHandoffClockTests {
         }
     }
 
+    /// The socket's place: a close of the output only (a half-close, after an answer with `Connection: close`) is
+    /// kept here, as a socket keeps its input open then; `EmbeddedChannel` would close the whole channel.
+    final class HalfCloseStandIn: ChannelOutboundHandler, RemovableChannelHandler {
+        typealias OutboundIn = Any
+        private(set) var outputClosed = false
+
+        func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+            guard mode == .output else { return context.close(mode: mode, promise: promise) }
+            outputClosed = true
+            promise?.succeed(())
+        }
+    }
+
     /// A live page connection: the handler installed as `FastHandoffInstaller` installs it, with an engine that has
     /// no config loaded (so a trigger is an engine refusal, `503 not-ready`, answered on the fast path), the channel active.
     struct Connection {
         let channel: EmbeddedChannel
         let router: RouterStandIn
         let registry: PrometheusCollectorRegistry
+        let socket = HalfCloseStandIn()
 
         var loop: EmbeddedEventLoop { channel.embeddedEventLoop }
         var isOpen: Bool { channel.isActive }
@@ -88,7 +102,7 @@ struct FastHandoffClockTests {
             router = RouterStandIn()
             channel = EmbeddedChannel()
             try channel.pipeline.syncOperations.addHandlers([
-                writer, HTTPResponseEncoder(),
+                socket, writer, HTTPResponseEncoder(),
                 FastHandoffHandler(
                     handoff: handoff, guards: guards, idleTimeout: FastHandoffClockTests.idle, writer: writer, headLimit: 128 * 1024),
                 router,
@@ -213,6 +227,33 @@ struct FastHandoffClockTests {
         #expect(answer.hasPrefix("HTTP/1.1 408"), "\(answer.prefix(200))")
         #expect(answer.contains(#""error":"body-timeout""#), "\(answer.prefix(300))")
         #expect(!connection.isOpen, "the connection stayed open after the 408")
+        #expect(connection.router.routed == 0)
+    }
+
+    /// A trigger refused at its head with `Connection: close` is answered at once, and its body still has the body
+    /// timeout: a client that keeps its side open and drips the body one byte a second is cut off at three seconds
+    /// (not a millisecond sooner), not left to hold the connection for as long as it drips (each byte would restart
+    /// the idle timeout).
+    @Test func aClosingRefusalStillEndsADrippedBodyAtTheBodyTimeout() throws {
+        let connection = try Connection()
+        defer { _ = try? connection.channel.finish() }
+        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/prefetch")
+        head.headers.add(name: "host", value: "127.0.0.1:8080")
+        head.headers.add(name: "content-type", value: "text/plain")
+        head.headers.add(name: "connection", value: "close")
+        head.headers.add(name: "content-length", value: "1000")
+        try connection.read(.head(head))
+        let answer = try connection.written()
+        #expect(answer.hasPrefix("HTTP/1.1 415"), "\(answer.prefix(200))")
+        #expect(connection.socket.outputClosed, "the refusal did not end the connection's output")
+        for _ in 0..<2 {
+            connection.advance(.seconds(1))
+            try connection.read(.body(ByteBuffer(string: " ")))
+        }
+        connection.advance(.milliseconds(999))
+        #expect(connection.isOpen, "cut off before the body timeout")
+        connection.advance(.milliseconds(1))
+        #expect(!connection.isOpen, "a refused request's dripped body held the connection past the body timeout")
         #expect(connection.router.routed == 0)
     }
 }
