@@ -38,6 +38,13 @@ extension TicketRegistry {
         return holdsEveryTicket ? .unknown : .elsewhere(id)
     }
 
+    /// ``lookUp(_:)`` with the tickets a caller already fetched from the shared registry (`known`, by id; nil for one
+    /// no replica holds) looked at first.
+    public func lookUp(_ id: String, known: [String: Ticket?]) -> TicketLookup {
+        if !known.isEmpty, let fetched = known[id] { return fetched.map { .found($0) } ?? .unknown }
+        return lookUp(id)
+    }
+
     /// ``insert(_:then:)`` for a caller that is async by nature.
     public func insert(_ ticket: Ticket) async {
         await withCheckedContinuation { continuation in insert(ticket) { continuation.resume() } }

@@ -70,6 +70,16 @@ struct FastHandoff: Sendable {
         /// read is answered at its end (deciding at the head would hold, or for a no-store entry consume, an answer
         /// behind a body that never ends).
         case read
+
+        /// A trigger's or an open's route as the request metrics name it, and its `prefetch_event_loop_answers_total`
+        /// label (a read is counted by its own route).
+        var counted: (route: String, label: String) {
+            switch self {
+            case .trigger: (FastHandoff.triggerRoute, "trigger")
+            case .open: (FastHandoff.openRoute, "open")
+            case .read: preconditionFailure("a read is counted by its read route")
+            }
+        }
     }
 
     typealias Deliver = @Sendable (EncodedAnswer) -> Void
@@ -178,24 +188,24 @@ struct FastHandoff: Sendable {
     func takes(_ head: HTTPRequest) -> Taken? {
         guard head.method == .post, let target = head.path else { return nil }
         let posted: Posted
-        let route: String
         if target.utf8.elementsEqual(Self.triggerRoute.utf8) {
-            (posted, route) = (.trigger, Self.triggerRoute)
+            posted = .trigger
         } else if renderers != nil, target.utf8.elementsEqual(Self.openRoute.utf8) {
-            (posted, route) = (.open, Self.openRoute)
+            posted = .open
         } else {
             return nil
         }
+        let (route, label) = posted.counted
         // The router's order: the origin guard, then the media type; both at the head, whatever the body's framing.
         let started = DispatchTime.now().uptimeNanoseconds
         switch origins.admit(head.headerFields, path: target) {
         case .failure(let refusal):
             orchestrator.metrics.denied(refusal.code.rawValue)
-            orchestrator.metrics.eventLoopAnswer(posted == .trigger ? "trigger" : "open")
+            orchestrator.metrics.eventLoopAnswer(label)
             return .refused(refused(refusal, origin: nil, route: route, method: .post, started: started))
         case .success(let origin):
             if let refusal = JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) {
-                orchestrator.metrics.eventLoopAnswer(posted == .trigger ? "trigger" : "open")
+                orchestrator.metrics.eventLoopAnswer(label)
                 return .refused(refused(refusal, origin: origin, route: route, method: .post, started: started))
             }
         }
@@ -209,8 +219,8 @@ struct FastHandoff: Sendable {
     /// announced by `Content-Length`, as the router counts them): `413 too-large`, and its request metrics.
     func bodyTooLarge(_ head: HTTPRequest, _ posted: Posted) -> EncodedAnswer {
         let started = DispatchTime.now().uptimeNanoseconds
-        let route = posted == .open ? Self.openRoute : Self.triggerRoute
-        orchestrator.metrics.eventLoopAnswer(posted == .open ? "open" : "trigger")
+        let (route, label) = posted.counted
+        orchestrator.metrics.eventLoopAnswer(label)
         return refused(.bodyTooLarge(limit: bodyLimit), origin: grant(head), route: route, method: .post, started: started)
     }
 
@@ -423,12 +433,6 @@ struct FastHandoff: Sendable {
         case fetch(String)
     }
 
-    /// A ticket's whereabouts: the tickets fetched for this request first, then this replica's registry.
-    private func lookUp(_ id: String, _ known: [String: Ticket?]) -> TicketLookup {
-        if !known.isEmpty, let fetched = known[id] { return fetched.map { .found($0) } ?? .unknown }
-        return orchestrator.tickets.lookUp(id)
-    }
-
     /// The reads answered here, by the path of a `GET`.
     enum ReadRoute {
         /// `/v1/prefetch/{ticket}`
@@ -477,7 +481,8 @@ struct FastHandoff: Sendable {
     /// with the ticket and a read key's ticket found here or among those `known`.
     private func entitledTicket(_ id: Substring, _ head: HTTPRequest, known: [String: Ticket?]) -> PrefetchRoutes.Entitled {
         PrefetchRoutes.entitledTicket(
-            String(id), headers: head.headerFields, origin: requestOrigin(head), orchestrator: orchestrator, lookUp: { lookUp($0, known) })
+            String(id), headers: head.headerFields, origin: requestOrigin(head), orchestrator: orchestrator,
+            lookUp: { orchestrator.tickets.lookUp($0, known: known) })
     }
 
     /// `GET /v1/prefetch/{ticket}`: every result of the ticket, now when none is in flight (or `wait` is zero),
@@ -558,7 +563,7 @@ struct FastHandoff: Sendable {
                 switch entitledTicket(id, head, known: known) {
                 case .fetch(let id): return .fetch(id)
                 case .refused(let error):
-                    if case .found(let held) = lookUp(String(id), known) {
+                    if case .found(let held) = orchestrator.tickets.lookUp(String(id), known: known) {
                         PrefetchRoutes.recordRefusedReader(held, query: query, error, orchestrator: orchestrator)
                     }
                     return refuse(error)
@@ -567,7 +572,9 @@ struct FastHandoff: Sendable {
             default:
                 // `/v1/data` with a read key.
                 let key = headers[PrefetchHeaders.readKey] ?? ""
-                switch orchestrator.ticket(forReadKey: key, origin: requestOrigin(head), lookUp: { lookUp($0, known) }) {
+                switch orchestrator.ticket(
+                    forReadKey: key, origin: requestOrigin(head), lookUp: { orchestrator.tickets.lookUp($0, known: known) })
+                {
                 case .elsewhere(let id): return .fetch(id)
                 case .opened(.failure(let error)):
                     orchestrator.metrics.denied(error.code.rawValue)

@@ -201,9 +201,8 @@ struct PrefetchRoutes: Sendable {
         let origin = Self.origin(of: request)
         var known: [String: Ticket?] = [:]
         while true {
-            let entitled = Self.entitledTicket(id, headers: request.headers, origin: origin, orchestrator: orchestrator) { id in
-                if let fetched = known[id] { return fetched.map { .found($0) } ?? .unknown }
-                return orchestrator.tickets.lookUp(id)
+            let entitled = Self.entitledTicket(id, headers: request.headers, origin: origin, orchestrator: orchestrator) {
+                orchestrator.tickets.lookUp($0, known: known)
             }
             switch entitled {
             case .ticket(let ticket): return ticket
