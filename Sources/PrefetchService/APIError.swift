@@ -15,6 +15,8 @@ struct APIError: HTTPResponseError, Sendable {
     var isMiss: Bool = false
     /// Seconds the caller should wait before retrying (429, 503).
     var retryAfter: Int64?
+    /// The methods the path allows (`405`).
+    var allow: String?
 
     static func badRequest(_ code: FailureCode, _ message: String) -> APIError {
         APIError(status: .badRequest, code: code, message: message)

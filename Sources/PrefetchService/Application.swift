@@ -97,12 +97,19 @@ public func makeApplication(
     if settings.fastHandoff {
         let handoff = FastHandoff(
             orchestrator: orchestrator, origins: origins, requestMetrics: FastHandoffMetrics(), renderers: parts.renderers)
+        let api = PageAPI(
+            hot: handoff,
+            statics: StaticRoutes(
+                currentConfig: { orchestrator.currentConfig() }, adminPort: parts.listeners.adminPort, demo: parts.listeners.demo),
+            resources: routes.resources, renderers: routes.renderers, invalidation: routes.invalidation,
+            document: parts.listeners.demo ? OpenAPIDocument.pageWithDemo : OpenAPIDocument.page,
+            endpoints: UnmatchedRouteMiddleware(surface: "page"))
         // The fast path keeps the connection's idle timeout itself (it answers requests the state handler never sees).
         let idleTimeout = pageHTTP1.idleTimeout
         let decoder = pageHTTP1.httpDecoder
         pageHTTP1.idleTimeout = nil
         pageHTTP1.additionalChannelHandlers = {
-            [FastHandoffInstaller(handoff: handoff, guards: pageGuards, idleTimeout: idleTimeout, decoder: decoder)]
+            [FastHandoffInstaller(handoff: handoff, api: api, guards: pageGuards, idleTimeout: idleTimeout, decoder: decoder)]
         }
     }
     return Application(

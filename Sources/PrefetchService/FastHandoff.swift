@@ -70,6 +70,8 @@ struct FastHandoff: Sendable {
         /// read is answered at its end (deciding at the head would hold, or for a no-store entry consume, an answer
         /// behind a body that never ends).
         case read
+        /// A route of ``PageAPI`` that reads its body (invalidation, renderer leases).
+        case cold(PageRoute)
 
         /// A trigger's or an open's route as the request metrics name it, and its `prefetch_event_loop_answers_total`
         /// label (a read is counted by its own route).
@@ -78,6 +80,7 @@ struct FastHandoff: Sendable {
             case .trigger: (FastHandoff.triggerRoute, "trigger")
             case .open: (FastHandoff.openRoute, "open")
             case .read: preconditionFailure("a read is counted by its read route")
+            case .cold(let route): (route.template, "")
             }
         }
     }
@@ -186,7 +189,9 @@ struct FastHandoff: Sendable {
     /// Whether `head` is a trigger or an open this path takes (nil: the router's): refused at the head, or its body
     /// collected.
     func takes(_ head: HTTPRequest) -> Taken? {
-        guard head.method == .post, let target = head.path else { return nil }
+        // The path without the query: the query of a trigger or an open means nothing and is dropped.
+        guard head.method == .post, let full = head.path else { return nil }
+        let target = full[..<(full.utf8.firstIndex(of: UInt8(ascii: "?")) ?? full.endIndex)]
         let posted: Posted
         if target.utf8.elementsEqual(Self.triggerRoute.utf8) {
             posted = .trigger
@@ -220,7 +225,7 @@ struct FastHandoff: Sendable {
     func bodyTooLarge(_ head: HTTPRequest, _ posted: Posted) -> EncodedAnswer {
         let started = DispatchTime.now().uptimeNanoseconds
         let (route, label) = posted.counted
-        orchestrator.metrics.eventLoopAnswer(label)
+        if case .cold = posted {} else { orchestrator.metrics.eventLoopAnswer(label) }
         return refused(.bodyTooLarge(limit: bodyLimit), origin: grant(head), route: route, method: .post, started: started)
     }
 
@@ -445,11 +450,10 @@ struct FastHandoff: Sendable {
         /// Parsed on the path's bytes: a character-by-character walk of a `String` cost more than the rest of a
         /// ready read's decision (a handoff profile, 2026-11-29).
         ///
-        /// A path with a byte outside ASCII is the router's: it splits the path into segments by characters, and a
-        /// combining mark after a `/` joins that `/` to the segment (a different route than the bytes say).
+        /// Segments are split at the `/` bytes, whatever the bytes between (a combining mark after a `/` does not join
+        /// it to the segment, as a split by characters would).
         init?(_ path: String) {
             let bytes = path.utf8
-            guard bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
             if bytes.elementsEqual(FastHandoff.pageDataRoute.utf8) {
                 self = .pageData
                 return
@@ -457,7 +461,7 @@ struct FastHandoff: Sendable {
             let prefix = "/v1/prefetch/".utf8
             guard bytes.starts(with: prefix) else { return nil }
             let start = bytes.index(bytes.startIndex, offsetBy: prefix.count)
-            // The id runs to the next `/` (the path is ASCII: every byte is one of its characters).
+            // The id runs to the next `/` byte.
             guard let slash = bytes[start...].firstIndex(of: UInt8(ascii: "/")) else {
                 guard start < bytes.endIndex else { return nil }
                 self = .results(path[start...])
@@ -759,6 +763,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private let handoff: FastHandoff
+    /// The surface's other routes (nil: they are the router's).
+    private let api: PageAPI?
     private let guards: ConnectionGuards
     /// Where answers encoded here are written, below NIO's response encoder.
     private let writer: EncodedAnswerWriter
@@ -786,8 +792,12 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// The most bytes of a request head (request line and header fields) the decoder reads.
     private let headLimit: Int
 
-    init(handoff: FastHandoff, guards: ConnectionGuards, idleTimeout: TimeAmount?, writer: EncodedAnswerWriter, headLimit: Int) {
+    init(
+        handoff: FastHandoff, api: PageAPI? = nil, guards: ConnectionGuards, idleTimeout: TimeAmount?, writer: EncodedAnswerWriter,
+        headLimit: Int
+    ) {
         self.handoff = handoff
+        self.api = api
         self.guards = guards
         self.writer = writer
         self.headLimit = headLimit
@@ -841,48 +851,74 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             headerFields: HTTPFields(head.headers, splitCookie: false))
     }
 
+    /// `target` with its path's empty segments dropped (`//v1/data/` is `/v1/data`), its query kept: every route
+    /// is matched on the segments that have something in them.
+    static func canonical(_ target: String) -> String {
+        let bytes = target.utf8
+        let pathEnd = bytes.firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex
+        var previous: UInt8 = 0
+        var empty = false
+        for byte in bytes[..<pathEnd] {
+            if byte == UInt8(ascii: "/") && previous == byte { empty = true }
+            previous = byte
+        }
+        let trailing = previous == UInt8(ascii: "/") && bytes.distance(from: bytes.startIndex, to: pathEnd) > 1
+        guard empty || trailing else { return target }
+        let segments = target[..<pathEnd].split(separator: "/")
+        return "/" + segments.joined(separator: "/") + target[pathEnd...]
+    }
+
     private func process(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
         switch part {
         case .head(let nioHead):
             headsSeen &+= 1
-            if routed == 0, Self.isCandidate(nioHead), let head = Self.request(nioHead) {
+            if routed == 0, nioHead.version.major == 1, let sent = Self.request(nioHead) {
                 // As Hummingbird's request loop does: `Connection: close` ends the connection after the answer.
-                let close = head.headerFields[.connection] == "close"
-                let taken = handoff.takes(head) ?? (handoff.drains(head) ? .collect(.read) : nil)
-                if case .refused(let answer) = taken {
-                    // Written at once; its body, if any, is dropped as it arrives (the router's refusal is written
-                    // before the body too, which Hummingbird then drains).
-                    // With `Connection: close` too: the body still has the body timeout, as the router's guard gives it.
-                    write(answer, close: close, context: context)
-                    let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
-                        drainTimedOut(context: context)
+                let close = sent.headerFields[.connection] == "close"
+                // The store's routes are matched on the target without empty segments (`//v1/data/` is `/v1/data`).
+                var head = sent
+                head.path = Self.canonical(nioHead.uri)
+                if Self.isCandidate(nioHead) || head.path != sent.path {
+                    let taken = handoff.takes(head) ?? (handoff.drains(head) ? .collect(.read) : nil)
+                    if case .refused(let answer) = taken {
+                        // Written at once; its body, if any, is dropped as it arrives (the router's refusal is written
+                        // before the body too, which Hummingbird then drains).
+                        // With `Connection: close` too: the body still has the body timeout, as the router's guard gives it.
+                        write(answer, close: close, context: context)
+                        let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
+                            drainTimedOut(context: context)
+                        }
+                        current = .draining(timer, close: close)
+                        return
                     }
-                    current = .draining(timer, close: close)
-                    return
-                }
-                if case .collect(let posted) = taken {
-                    let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
-                        bodyTimedOut(context: context)
+                    if case .collect(let posted) = taken {
+                        let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
+                            bodyTimedOut(context: context)
+                        }
+                        current = .collecting(posted, nioHead, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
+                        return
                     }
-                    current = .collecting(posted, nioHead, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
-                    return
+                    let answer = handoff.answer(
+                        head, heads: heads, deliver: { delivery(context: context) }, resume: { resumption(context: context) })
+                    switch answer {
+                    case .now(let answer)?:
+                        current = .answered(answer, close: close)
+                        return
+                    case .later(let wait, let deadline)?:
+                        let timer = handoff.expire(wait, after: deadline, on: context.eventLoop)
+                        current = .waiting(wait, timer, close: close, ended: false, ready: nil)
+                        return
+                    case .underway?:
+                        // A ticket is on its way from another replica: the read goes on in `resume`.
+                        current = .waiting(nil, nil, close: close, ended: false, ready: nil)
+                        return
+                    case nil:
+                        break
+                    }
                 }
-                let answer = handoff.answer(
-                    head, heads: heads, deliver: { delivery(context: context) }, resume: { resumption(context: context) })
-                switch answer {
-                case .now(let answer)?:
-                    current = .answered(answer, close: close)
+                if let api {
+                    cold(api.head(sent), nioHead, sent, close: close, context: context)
                     return
-                case .later(let wait, let deadline)?:
-                    let timer = handoff.expire(wait, after: deadline, on: context.eventLoop)
-                    current = .waiting(wait, timer, close: close, ended: false, ready: nil)
-                    return
-                case .underway?:
-                    // A ticket is on its way from another replica: the read goes on in `resume`.
-                    current = .waiting(nil, nil, close: close, ended: false, ready: nil)
-                    return
-                case nil:
-                    break
                 }
             }
             current = .passing
@@ -936,6 +972,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     case .open:
                         handoff.open(head, body: body, caller: caller, deliver: makeDelivery, onGone: { self.onGone = $0 })
                     case .read: preconditionFailure("a read is answered by read(_:_:close:context:)")
+                    case .cold(let route): cold(route, head, body: body, caller: caller, deliver: makeDelivery())
                     }
                 switch answered {
                 case .now(let answer)?:
@@ -964,6 +1001,42 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 break
             }
         }
+    }
+
+    /// A request of ``PageAPI``, decided at its head: its answer is written at its end (at once when it announces a
+    /// body, which is then dropped under the body timeout), or its body is collected first.
+    private func cold(
+        _ decided: PageAPI.Cold, _ nioHead: HTTPRequestHead, _ head: HTTPRequest, close: Bool, context: ChannelHandlerContext
+    ) {
+        switch decided {
+        case .now(let answer):
+            let announcesBody =
+                head.headerFields[.transferEncoding] != nil || (head.headerFields[.contentLength].map { $0 != "0" } ?? false)
+            guard announcesBody else {
+                current = .answered(answer, close: close)
+                return
+            }
+            write(answer, close: close, context: context)
+            let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
+                drainTimedOut(context: context)
+            }
+            current = .draining(timer, close: close)
+        case .collect(let route):
+            let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
+                bodyTimedOut(context: context)
+            }
+            current = .collecting(.cold(route), nioHead, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
+        }
+    }
+
+    /// A request of ``PageAPI`` whose body is in: answered by a task of its own (these routes wait on the renderer
+    /// pool or a shared store, and are not on a page open's path), the answer handed back to this event loop.
+    private func cold(
+        _ route: PageRoute, _ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: @escaping FastHandoff.Deliver
+    ) -> FastHandoff.Answer? {
+        guard let api else { return nil }
+        Task { deliver(await api.answer(route, head, body: body, caller: caller)) }
+        return .underway
     }
 
     /// A read whose body ended (dropped): answered as its head alone would be, now or later; or handed to the
@@ -1273,13 +1346,17 @@ final class FastHandoffInstaller: ChannelInboundHandler, RemovableChannelHandler
     typealias InboundOut = HTTPRequestPart
 
     private let handoff: FastHandoff
+    private let api: PageAPI?
     private let guards: ConnectionGuards
     private let idleTimeout: TimeAmount?
     private let decoderLimits: NIOHTTPDecoderLimitConfiguration
 
-    init(handoff: FastHandoff, guards: ConnectionGuards, idleTimeout: TimeAmount?, decoder: HTTP1Channel.Configuration.DecoderConfiguration)
-    {
+    init(
+        handoff: FastHandoff, api: PageAPI?, guards: ConnectionGuards, idleTimeout: TimeAmount?,
+        decoder: HTTP1Channel.Configuration.DecoderConfiguration
+    ) {
         self.handoff = handoff
+        self.api = api
         self.guards = guards
         self.idleTimeout = idleTimeout
         var limits = NIOHTTPDecoderLimitConfiguration()
@@ -1304,7 +1381,7 @@ final class FastHandoffInstaller: ChannelInboundHandler, RemovableChannelHandler
                 operations.removeHandler(context: decoder, promise: nil)
                 try operations.addHandler(
                     FastHandoffHandler(
-                        handoff: handoff, guards: guards, idleTimeout: idleTimeout, writer: writer,
+                        handoff: handoff, api: api, guards: guards, idleTimeout: idleTimeout, writer: writer,
                         headLimit: decoderLimits.maxHeaderListSize),
                     position: .before(codec.handler))
             } catch {

@@ -1,6 +1,7 @@
 import CoreMetrics
 import HTTPTypes
 import Hummingbird
+import NIOCore
 import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
@@ -32,27 +33,33 @@ struct InvalidationRoutes: Sendable {
     var pageRoutes: RouteCollection<PageContext> {
         let router = RouteCollection(context: PageContext.self)
         router.post("/v1/invalidate") { request, context -> Dropped in
-            let object = try await prefetch.jsonBody(request, context: context, allowEmpty: true)
-            if let member = object.members.first {
-                throw APIError.badRequest(
-                    .badJSON,
-                    "unknown member \(quoted(member.name, limit: 60)); the body is empty or {}: the credentials are the request's own headers"
-                )
-            }
-            let credentials = prefetch.orchestrator.credentials(in: request.headers)
-            guard credentials.identity != .anonymous else {
-                orchestrator.metrics.denied(PrefetchError.credentialsRequired.code.rawValue)
-                throw APIError(
-                    status: .unauthorized, code: PrefetchError.credentialsRequired.code,
-                    message:
-                        "an invalidation drops the caller's own prefetched responses: present its credentials (Cookie or Authorization)",
-                    isMiss: true)
-            }
-            return try await invalidate(.identity) { () async throws(StoreUnavailable) -> Int in
-                try await orchestrator.invalidate(identity: credentials.identity)
-            }
+            let buffer = try await readBody(request, limit: orchestrator.settings.maximumRequestBody, timeout: prefetch.bodyTimeout)
+            return try await invalidateCaller(headers: request.headers, body: buffer)
         }
         return router
+    }
+
+    /// `POST /v1/invalidate`: the caller's own entries, by the credentials its request presents (`headers`); the
+    /// body is empty or `{}`.
+    func invalidateCaller(headers: HTTPFields, body: ByteBuffer) async throws(APIError) -> Dropped {
+        let object = body.readableBytes == 0 ? JSONObject() : try PrefetchRoutes.jsonObject(body)
+        if let member = object.members.first {
+            throw APIError.badRequest(
+                .badJSON,
+                "unknown member \(quoted(member.name, limit: 60)); the body is empty or {}: the credentials are the request's own headers"
+            )
+        }
+        let credentials = orchestrator.credentials(in: headers)
+        guard credentials.identity != .anonymous else {
+            orchestrator.metrics.denied(PrefetchError.credentialsRequired.code.rawValue)
+            throw APIError(
+                status: .unauthorized, code: PrefetchError.credentialsRequired.code,
+                message: "an invalidation drops the caller's own prefetched responses: present its credentials (Cookie or Authorization)",
+                isMiss: true)
+        }
+        return try await invalidate(.identity) { () async throws(StoreUnavailable) -> Int in
+            try await orchestrator.invalidate(identity: credentials.identity)
+        }
     }
 
     var operatorRoutes: RouteCollection<BasicRequestContext> {

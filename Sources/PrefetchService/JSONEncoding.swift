@@ -1,6 +1,8 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOCore
+import PrefetchCore
 
 /// The JSON encoder every answer goes through: keys in a stable (sorted) order, no escaped slashes, ISO 8601 dates.
 enum JSONEncoding {
@@ -10,6 +12,18 @@ enum JSONEncoding {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }()
+
+    /// `value` as an `application/json` answer with `status`: its status, fields and body.
+    static func parts(_ status: HTTPResponse.Status, _ value: some Encodable) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+        do {
+            return (status, [.contentType: "application/json"], ByteBuffer(bytes: try encoder.encode(value)))
+        } catch {
+            let failure = APIError(status: .internalServerError, code: .other, message: "the answer could not be encoded")
+            return (
+                .internalServerError, [.contentType: "application/json"], ByteBuffer(bytes: (try? encoder.encode(failure.body)) ?? Data())
+            )
+        }
+    }
 
     /// `value` as an `application/json` response with `status`.
     static func response(_ status: HTTPResponse.Status, _ value: some Encodable) throws -> Response {

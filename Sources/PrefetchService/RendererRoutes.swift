@@ -22,20 +22,9 @@ struct RendererRoutes: Sendable {
             return try await acquire(profile: profile, page: page, caller: caller(request, context: context))
         }
         router.post("/v1/renderers/:id/release") { request, context in
-            let object = try await prefetch.jsonBody(request, context: context, allowEmpty: true)
-            var healthy = true
-            switch object["healthy"] {
-            case nil: break
-            case .bool(let flag): healthy = flag
-            case .some(let other): throw APIError.badRequest(.badJSON, "\"healthy\" must be true or false, got \(other.kindName)")
-            }
-            let id = context.parameters.get("id") ?? ""
-            if let lease = LeaseID(presented: id), await pools.release(id: lease, healthy: healthy) {
-                return ReleaseAnswer(id: id, released: true, healthy: healthy)
-            }
-            throw APIError(
-                status: .notFound, code: .unknownLease,
-                message: "the lease \(quoted(id, limit: 80)) is unknown, already released or reclaimed")
+            let buffer = try await readBody(
+                request, limit: prefetch.orchestrator.settings.maximumRequestBody, timeout: prefetch.bodyTimeout)
+            return try await release(id: context.parameters.get("id") ?? "", body: buffer)
         }
         router.post("/v1/open") { request, context in try await open(request, context: context) }
         return router
@@ -64,6 +53,23 @@ struct RendererRoutes: Sendable {
         case .string(let text)?: return text
         case .some(let other): throw APIError.badRequest(.badJSON, "\"\(name)\" must be a string, got \(other.kindName)")
         }
+    }
+
+    /// `POST /v1/renderers/{id}/release`: hands lease `id` back; the body is empty or `{"healthy": false}`.
+    func release(id: String, body: ByteBuffer) async throws(APIError) -> ReleaseAnswer {
+        let object = body.readableBytes == 0 ? JSONObject() : try PrefetchRoutes.jsonObject(body)
+        var healthy = true
+        switch object["healthy"] {
+        case nil: break
+        case .bool(let flag): healthy = flag
+        case .some(let other): throw APIError.badRequest(.badJSON, "\"healthy\" must be true or false, got \(other.kindName)")
+        }
+        if let lease = LeaseID(presented: id), await pools.release(id: lease, healthy: healthy) {
+            return ReleaseAnswer(id: id, released: true, healthy: healthy)
+        }
+        throw APIError(
+            status: .notFound, code: .unknownLease,
+            message: "the lease \(quoted(id, limit: 80)) is unknown, already released or reclaimed")
     }
 
     /// Leases a renderer.

@@ -1,5 +1,6 @@
 import HTTPTypes
 import Hummingbird
+import NIOCore
 import ResourceProvider
 
 /// The offline-package provider's routes (docs/offline-packages.md, "Provider"). On the page listener, what shells
@@ -12,10 +13,8 @@ struct ResourceRoutes: Sendable {
     var pageRoutes: RouteCollection<PageContext> {
         let routes = RouteCollection(context: PageContext.self)
         routes.get("/v1/resources") { request, _ in
-            let version = request.uri.queryParameters["version"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
-            var response = try JSONEncoding.response(.ok, provider.check(version: version))
-            response.headers[.cacheControl] = "no-cache"
-            return response
+            let (status, headers, body) = check(version: request.uri.queryParameters["version"].map(String.init))
+            return Response(status: status, headers: headers, body: .init(byteBuffer: body))
         }
         routes.get("/v1/resources/blob/:sha256") { request, context in
             let answer = provider.blob(
@@ -23,6 +22,14 @@ struct ResourceRoutes: Sendable {
             return Response(status: answer.status, headers: answer.headers, body: .init(byteBuffer: answer.body))
         }
         return routes
+    }
+
+    /// `GET /v1/resources?version=V`: the map, or what changed since `version` (none or empty: the whole map).
+    func check(version: String?) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+        var (status, headers, body) = JSONEncoding.parts(.ok, provider.check(version: version.flatMap { $0.isEmpty ? nil : $0 }))
+        headers[.contentLength] = String(body.readableBytes)
+        headers[.cacheControl] = "no-cache"
+        return (status, headers, body)
     }
 
     var operatorRoutes: RouteCollection<BasicRequestContext> {

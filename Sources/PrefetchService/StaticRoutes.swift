@@ -22,32 +22,35 @@ struct StaticRoutes: Sendable {
 
     var routes: RouteCollection<PageContext> {
         let router = RouteCollection(context: PageContext.self)
-        router.get("/") { request, _ in landing(request) }
+        router.get("/") { request, _ in
+            let (status, headers, body) = landing(authority: request.head.authority)
+            return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+        }
         router.get("/v1/client.js") { request, _ in WebFiles.response("client.js", request: request) }
         guard demo else { return router }
         for (path, file) in [("/demo/shell.html", "demo/shell.html"), ("/demo/page.html", "demo/page.html")] {
             router.get(RouterPath(path)) { request, _ in WebFiles.response(file, request: request) }
         }
         router.get("/demo") { _, _ in Response(status: .found, headers: [.location: "/demo/shell.html"]) }
-        router.get("/demo/interfaces") { request, _ in try interfaces(request) }
+        router.get("/demo/interfaces") { request, _ in
+            Answer(status: .ok, value: try interfaces(page: request.uri.queryParameters["page"].map(String.init)))
+        }
         return router
     }
 
     /// `GET /demo/interfaces?page=URL`: the interfaces the config in force gives `page` (name, api, method), so the
     /// demo page reads only its own configured interfaces and never a URL from its own query.
-    func interfaces(_ request: Request) throws -> Answer<DemoInterfaces> {
-        guard let page = request.uri.queryParameters["page"].map(String.init), !page.isEmpty else {
+    func interfaces(page: String?) throws(APIError) -> DemoInterfaces {
+        guard let page, !page.isEmpty else {
             throw APIError.badRequest(.missingPage, "the query parameter \"page\" (the demo page's URL) is required")
         }
         guard let config = currentConfig(), let plan = try? Plan.make(page: page, config: config) else {
-            return Answer(status: .ok, value: DemoInterfaces(interfaces: []))
+            return DemoInterfaces(interfaces: [])
         }
-        return Answer(
-            status: .ok,
-            value: DemoInterfaces(
-                interfaces: plan.requests.map {
-                    DemoInterfaces.Interface(name: $0.interface.name, api: $0.interface.api, method: $0.interface.method.rawValue)
-                }))
+        return DemoInterfaces(
+            interfaces: plan.requests.map {
+                DemoInterfaces.Interface(name: $0.interface.name, api: $0.interface.api, method: $0.interface.method.rawValue)
+            })
     }
 }
 
@@ -55,8 +58,8 @@ extension StaticRoutes {
     /// `GET /`: what this service is, where its API is described, and, when the config in force has an entry for
     /// this service's own `/demo/page.html` (the offline demo of `scripts/run.sh`), a link that opens it through the
     /// demo shell, plus the operator surface's waterfall.
-    func landing(_ request: Request) -> Response {
-        let host = request.head.authority ?? "127.0.0.1"
+    func landing(authority: String?) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+        let host = authority ?? "127.0.0.1"
         var demos: [String] = []
         for page in demo ? currentConfig()?.pages ?? [] : [] {
             guard let url = try? HTTPURL(parsing: page.url), url.path == "/demo/page.html", !page.interfaces.isEmpty else { continue }
@@ -83,11 +86,7 @@ extension StaticRoutes {
             <p>The API: <a href="/openapi.yaml">/openapi.yaml</a>. The page client: <a href="/v1/client.js">/v1/client.js</a>.</p>
             </body></html>
             """
-        return Response(
-            status: .ok,
-            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-cache"],
-            body: .init(byteBuffer: ByteBuffer(string: body))
-        )
+        return (.ok, [.contentType: "text/html; charset=utf-8", .cacheControl: "no-cache"], ByteBuffer(string: body))
     }
 
     static func html(_ text: String) -> String {

@@ -28,20 +28,22 @@ enum WebFiles {
     }()
 
     static func response(_ name: String, request: Request) -> Response {
+        let (status, headers, body) = parts(name, ifNoneMatch: request.headers[.ifNoneMatch])
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    /// The file `name` as an answer: `200` with its bytes, `304` when `ifNoneMatch` is its `ETag`.
+    static func parts(_ name: String, ifNoneMatch: String?) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         guard let file = files[name] else {
-            return Response(
-                status: .notFound, headers: [.contentType: "text/plain; charset=utf-8"],
-                body: .init(byteBuffer: ByteBuffer(string: "\(name) is missing from this build\n")))
+            return (.notFound, [.contentType: "text/plain; charset=utf-8"], ByteBuffer(string: "\(name) is missing from this build\n"))
         }
         var headers: HTTPFields = [
             .eTag: file.etag, .cacheControl: name.hasSuffix(".js") ? "public, max-age=300" : "no-cache",
             HTTPField.Name("X-Content-Type-Options")!: "nosniff",
         ]
-        if request.headers[.ifNoneMatch] == file.etag {
-            return Response(status: .notModified, headers: headers)
-        }
+        if ifNoneMatch == file.etag { return (.notModified, headers, ByteBuffer()) }
         headers[.contentType] = file.contentType
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: file.bytes)))
+        return (.ok, headers, ByteBuffer(bytes: file.bytes))
     }
 
     /// A 64-bit FNV-1a hash in hex: a content fingerprint for the ETag, not a security measure.

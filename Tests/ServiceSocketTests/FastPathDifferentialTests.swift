@@ -33,7 +33,7 @@ extension FastHandoffTests {
 
         static func random(using generator: inout SeededRandom) -> HostileRequest {
             func pick<T>(_ options: [T]) -> T { options.randomElement(using: &generator)! }
-            let method = pick(["GET", "GET", "GET", "POST", "POST", "HEAD", "PUT"])
+            let method = pick(["GET", "GET", "GET", "POST", "POST", "HEAD", "PUT", "OPTIONS"])
             let name = pick(["plain", "cookie", "once", "slow", "nope", "", "pl%61in"])
             var wait = pick([nil, "0", "5", "-1", "abc", "1e3", "99999999999999999999", ""])
             // `slow` never answers: a read of it waits as long as it is told to (a data read, 5 s by default).
@@ -55,6 +55,11 @@ extension FastHandoffTests {
                 ("/v1/prefetch/", { _ in "/v1/prefetch/" }),
                 ("//v1/data", { _ in "//v1/data" }),
                 ("/v1/open", { _ in "/v1/open" }),
+                // The page API's other routes.
+                ("/healthz", { _ in "/healthz" }),
+                ("/v1/invalidate", { _ in "/v1/invalidate" }),
+                ("/v1/renderers/{id}/release", { _ in "/v1/renderers/AAAAAAAAAAAAAAAAAAAAAA/release" }),
+                ("/nowhere", { _ in "/nowhere" }),
             ]
             let (shown, path) = pick(shapes)
             // The trigger and the open are taken by the fast path only without a query: half of them have none.

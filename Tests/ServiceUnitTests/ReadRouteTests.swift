@@ -25,10 +25,10 @@ struct ReadRouteTests {
         ("/v1/prefetch/abc", .results("abc")),
         ("/v1/prefetch/abc/data", .ticketData("abc")),
         ("/v1/prefetch/a%20b/data", .ticketData("a%20b")),
-        // Outside ASCII the router's, which splits by characters: a combining mark after `/` joins it.
-        ("/v1/prefetch/é", .none),
-        ("/v1/prefetch/日本/data", .none),
-        ("/v1/prefetch/\u{301}abc", .none),
+        // Split at the `/` bytes, whatever the bytes between: a combining mark after `/` stays in the segment.
+        ("/v1/prefetch/é", .results("é")),
+        ("/v1/prefetch/日本/data", .ticketData("日本")),
+        ("/v1/prefetch/\u{301}abc", .results("\u{301}abc")),
         ("/v1/data\u{301}", .none),
         ("/v1/prefetch/", .none),
         ("/v1/prefetch", .none),
