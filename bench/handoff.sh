@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # Handoff: a stored 1 KiB JSON response read through GET /v1/prefetch/{ticket}/data?api=... under wrk, against
 # nginx (one worker, the same bytes as a static file) and a Node.js http server answering from a Map. The service
-# is measured twice in the same run: as shipped (the read answered on the event loop, `FastHandoff`) and with
-# `--no-fast-handoff` (every read routed through Hummingbird's handler task), the before and after of that path.
-# A fourth peer is the floor of any server on SwiftNIO: `prefetch-upstream --answer-file`, the same bytes answered
+# answers the read on the event loop of its one page pipeline (`PageChannel`, `FastHandoff`). A third peer is the floor of any server on SwiftNIO: `prefetch-upstream --answer-file`, the same bytes answered
 # through NIO's own HTTP/1 server pipeline and one handler (no routing, no store, no checks), on as many event loops
 # as the service has.
 #
@@ -64,14 +62,6 @@ grep -q '^HTTP/1.1 200' "$WORK/service.headers" || { echo "service did not answe
 [ "$size" -eq 1024 ] || { echo "stored body is $size bytes, expected 1024" >&2; exit 1; }
 node -e 'JSON.parse(require("fs").readFileSync(process.argv[1]))' "$WORK/www/handoff.json"
 log "service: 200, X-Prefetch: hit, 1024 bytes of JSON"
-
-# The same service with every read routed (the path before the fast handoff), on its own ports.
-start_serve routed "$PREFETCH" serve --config "$WORK/config.json" --no-fast-handoff
-ROUTED_PID=$STARTED_PID
-ROUTED_URL="$PAGE_URL"
-routed_ticket="$(trigger $((100 + 1024 - first)) "$ROUTED_URL")"
-ROUTED_PATH_QUERY="/v1/prefetch/$routed_ticket/data?api=$API_QUERY"
-curl -sf -o /dev/null "$ROUTED_URL$ROUTED_PATH_QUERY&wait=5000"
 
 # nginx: one worker, the same bytes as a static file under the same URL, tuned as a team would.
 chmod 755 "$WORK" "$WORK/www"
@@ -162,8 +152,6 @@ check_peer nio "http://127.0.0.1:$NIO_PORT$PATH_QUERY"
     fi
     measure service "$SERVICE_URL$PATH_QUERY" "$placement" "$SERVICE_PID"
     s_rps=$RPS s_p99=$P99_MS s_cpu=$CPU_PER_K
-    measure routed "$ROUTED_URL$ROUTED_PATH_QUERY" "$placement" "$ROUTED_PID"
-    r_rps=$RPS r_p99=$P99_MS r_cpu=$CPU_PER_K
     measure nginx "http://127.0.0.1:$NGINX_PORT$PATH_QUERY" "$placement" "$NGINX_WORKER"
     n_rps=$RPS n_p99=$P99_MS n_cpu=$CPU_PER_K
     measure node "http://127.0.0.1:$NODE_PORT$PATH_QUERY" "$placement" "$NODE_PID"
@@ -172,12 +160,11 @@ check_peer nio "http://127.0.0.1:$NIO_PORT$PATH_QUERY"
     f_rps=$RPS f_p99=$P99_MS f_cpu=$CPU_PER_K
     printf '%-8s %-8s %10s %10s %14s\n' placement server "req/s" "p99 ms" "cpu s/1k req"
     printf '%-8s %-8s %10s %10s %14s\n' "$placement" service "$s_rps" "$s_p99" "$s_cpu"
-    printf '%-8s %-8s %10s %10s %14s\n' "$placement" routed "$r_rps" "$r_p99" "$r_cpu"
     printf '%-8s %-8s %10s %10s %14s\n' "$placement" nginx "$n_rps" "$n_p99" "$n_cpu"
     printf '%-8s %-8s %10s %10s %14s\n' "$placement" node "$o_rps" "$o_p99" "$o_cpu"
     printf '%-8s %-8s %10s %10s %14s\n' "$placement" nio-floor "$f_rps" "$f_p99" "$f_cpu"
-    awk -v p="$placement" -v s="$s_rps" -v r="$r_rps" -v n="$n_rps" -v o="$o_rps" -v f="$f_rps" \
-      'BEGIN { printf "ratio %s service/nginx %.2fx  service/node %.2fx  (target: >= 0.8x nginx, > 1.5x node); routed/nginx %.2fx  routed/node %.2fx; nio-floor/nginx %.2fx  service/nio-floor %.2fx\n", p, s / n, s / o, r / n, r / o, f / n, s / f }'
+    awk -v p="$placement" -v s="$s_rps" -v n="$n_rps" -v o="$o_rps" -v f="$f_rps" \
+      'BEGIN { printf "ratio %s service/nginx %.2fx  service/node %.2fx  (target: >= 0.8x nginx, > 1.5x node); nio-floor/nginx %.2fx  service/nio-floor %.2fx\n", p, s / n, s / o, f / n, s / f }'
   done
   if [ -n "${PERF_PID:-}" ]; then
     wait "$PERF_PID" || true

@@ -94,6 +94,8 @@ public enum FailureCode: String, Sendable, Hashable, Codable, CaseIterable, Cust
     /// The body is not valid JSON, or not the expected shape.
     case badJSON = "bad-json"
     case badBody = "bad-body"
+    /// The request is not an HTTP/1.1 message the parser reads (a malformed request line or header field).
+    case malformedRequest = "malformed-request"
     case badTrigger = "bad-trigger"
     case badHeaders = "bad-headers"
     case badHost = "bad-host"

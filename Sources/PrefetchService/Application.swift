@@ -77,8 +77,8 @@ public func makeApplication(
     let headLimit = requestHeadLimit
     http1.httpDecoder = .init(maxHeaderFieldSize: headLimit, maxHeaderListSize: headLimit)
     let pageGuards = ConnectionGuards(
-        listener: .page, maximum: settings.maxConnections, bodyTimeout: settings.bodyTimeout,
-        headLimit: settings.fastHandoff ? nil : headLimit, factory: factory, logger: logger)
+        listener: .page, maximum: settings.maxConnections, bodyTimeout: settings.bodyTimeout, headLimit: nil, factory: factory,
+        logger: logger)
     let adminGuards = ConnectionGuards(
         listener: .operator, maximum: settings.adminMaxConnections, bodyTimeout: settings.bodyTimeout, headLimit: headLimit,
         factory: factory, logger: logger)
@@ -91,30 +91,16 @@ public func makeApplication(
         onServerRunning: { channel in await onAdminRunning(channel.localAddress?.port ?? settings.adminPort) },
         logger: logger)
 
-    // The page surface, with the fast path below its codec unless turned off.
+    // The page surface: one pipeline per connection (`PageChannel`) answers every request; the application runs it
+    // with the services, and its router is empty.
     let origins = AllowedOrigins(extra: orchestrator.settings.corsOrigins, servedConfigs: { orchestrator.servedConfigs() })
-    var pageHTTP1 = http1
-    if settings.fastHandoff {
-        let handoff = FastHandoff(
-            orchestrator: orchestrator, origins: origins, requestMetrics: FastHandoffMetrics(), renderers: parts.renderers)
-        let api = PageAPI(
-            hot: handoff,
-            statics: StaticRoutes(
-                currentConfig: { orchestrator.currentConfig() }, adminPort: parts.listeners.adminPort, demo: parts.listeners.demo),
-            resources: routes.resources, renderers: routes.renderers, invalidation: routes.invalidation,
-            document: parts.listeners.demo ? OpenAPIDocument.pageWithDemo : OpenAPIDocument.page,
-            endpoints: UnmatchedRouteMiddleware(surface: "page"))
-        // The fast path keeps the connection's idle timeout itself (it answers requests the state handler never sees).
-        let idleTimeout = pageHTTP1.idleTimeout
-        let decoder = pageHTTP1.httpDecoder
-        pageHTTP1.idleTimeout = nil
-        pageHTTP1.additionalChannelHandlers = {
-            [FastHandoffInstaller(handoff: handoff, api: api, guards: pageGuards, idleTimeout: idleTimeout, decoder: decoder)]
-        }
-    }
+    let handoff = FastHandoff(
+        orchestrator: orchestrator, origins: origins, requestMetrics: FastHandoffMetrics(), renderers: parts.renderers)
+    let api = PageAPI(parts, handoff: handoff, routes: routes)
+    let page = PageChannel(handoff: handoff, api: api, guards: pageGuards, idleTimeout: http1.idleTimeout, headLimit: headLimit)
     return Application(
-        router: pageRouter(parts, routes: routes, origins: origins),
-        server: .http1ClosingUnserved(configuration: pageHTTP1.guarded(by: pageGuards)),
+        router: Router(context: BasicRequestContext.self),
+        server: HTTPServerBuilder { _ in page },
         configuration: .init(address: .hostname(settings.host, port: settings.port), serverName: nil),
         services: services + [admin],
         onServerRunning: { channel in
@@ -178,35 +164,6 @@ func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<BasicReq
     let document = settings.adminToken == nil ? OpenAPIDocument.operatorWithoutToken : OpenAPIDocument.operator
     admin.get("/openapi.yaml") { _, _ in OpenAPIDocument.response(document) }
     return admin
-}
-
-/// The page surface's router: the trigger, reads and replays, renderer leases, the caller's own invalidation,
-/// health, readiness, the page client and the demo.
-func pageRouter(_ parts: ServiceParts, routes: RouteSets, origins: AllowedOrigins) -> Router<PageContext> {
-    let orchestrator = parts.orchestrator
-    let router = Router(context: PageContext.self)
-    router.add(middleware: MetricsMiddleware())
-    router.add(middleware: PageGuardMiddleware(origins: origins, metrics: orchestrator.metrics))
-    router.add(middleware: UnmatchedRouteMiddleware(surface: "page"))
-    let group = router.group().add(middleware: JSONBodyMiddleware())
-    router.get("/healthz") { _, _ in HealthAnswer() }
-    router.get("/readyz") { _, _ in
-        let answer =
-            orchestrator.currentConfig() == nil
-            ? ReadinessAnswer(ready: false, code: .noConfig)
-            : ReadinessAnswer(ready: true, code: orchestrator.storeHealth == .degraded ? .degraded : .ok)
-        return Answer(status: answer.ready ? .ok : .serviceUnavailable, value: answer)
-    }
-    let document = parts.listeners.demo ? OpenAPIDocument.pageWithDemo : OpenAPIDocument.page
-    router.get("/openapi.yaml") { _, _ in OpenAPIDocument.response(document) }
-    group.addRoutes(routes.prefetch.routes)
-    group.addRoutes(routes.renderers.routes)
-    group.addRoutes(routes.invalidation.pageRoutes)
-    router.addRoutes(routes.resources.pageRoutes)
-    router.addRoutes(
-        StaticRoutes(currentConfig: { orchestrator.currentConfig() }, adminPort: parts.listeners.adminPort, demo: parts.listeners.demo)
-            .routes)
-    return router
 }
 
 /// The API description of each surface, served at its `/openapi.yaml`: made at start from the one source,

@@ -64,7 +64,7 @@ final class ConnectionGuards: Sendable {
     private static func closingAnswer(_ error: APIError) -> (head: HTTPResponse, body: ByteBuffer) {
         let body = ByteBuffer(bytes: (try? JSONEncoding.encoder.encode(error.body)) ?? Data())
         var fields: HTTPFields = [.contentType: "application/json", .contentLength: String(body.readableBytes), .connection: "close"]
-        PageGuardMiddleware.secure(&fields)
+        PageGuard.secure(&fields)
         return (HTTPResponse(status: error.status, headerFields: fields), body)
     }
 

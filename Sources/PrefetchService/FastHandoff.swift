@@ -174,6 +174,28 @@ struct FastHandoff: Sendable {
             started: DispatchTime.now().uptimeNanoseconds)
     }
 
+    /// The answer to a request that cannot be read as one (a method that is not a token, a head the parser
+    /// refuses): `400 malformed-request` naming what was wrong, the security headers, and the close (what follows
+    /// cannot be framed).
+    func malformed(_ message: String) -> EncodedAnswer {
+        let error = APIError.badRequest(.malformedRequest, message)
+        let (status, fields, body) = (try? error.parts()) ?? (error.status, [:], ByteBuffer())
+        var head = fields
+        head[.connection] = "close"
+        return finish(
+            status, head, body, origin: AllowedOrigins.Admission(origin: nil, grant: .none), route: "Unknown", method: .get,
+            started: DispatchTime.now().uptimeNanoseconds)
+    }
+
+    /// The answer to a request a store route took and then could not answer (its origin no longer admitted between
+    /// its head and its end, its answer not encodable): `500`, counted under its route.
+    func unanswerable(_ head: HTTPRequest) -> EncodedAnswer {
+        refused(
+            APIError(status: .internalServerError, code: .other, message: "the request could not be answered"), origin: grant(head),
+            route: ReadRoute(URI(head.path ?? "/").path)?.label ?? "Unknown", method: head.method,
+            started: DispatchTime.now().uptimeNanoseconds)
+    }
+
     // MARK: Trigger
 
     /// What this path does with a `POST` head it takes.
@@ -209,7 +231,7 @@ struct FastHandoff: Sendable {
             orchestrator.metrics.eventLoopAnswer(label)
             return .refused(refused(refusal, origin: nil, route: route, method: .post, started: started))
         case .success(let origin):
-            if let refusal = JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) {
+            if let refusal = JSONBodyMiddleware<BasicRequestContext>.refusal(contentType: head.headerFields[.contentType]) {
                 orchestrator.metrics.eventLoopAnswer(label)
                 return .refused(refused(refusal, origin: origin, route: route, method: .post, started: started))
             }
@@ -745,12 +767,10 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private enum Current {
         /// Between requests.
         case idle
-        /// It goes to the router.
-        case passing
         /// Answered at its head; written at its end.
         case answered(EncodedAnswer, close: Bool)
         /// A trigger or an open whose body is being collected (under the body timer); decided at its end.
-        case collecting(FastHandoff.Posted, HTTPRequestHead, HTTPRequest, ByteBuffer, Scheduled<Void>?, close: Bool)
+        case collecting(FastHandoff.Posted, HTTPRequest, ByteBuffer, Scheduled<Void>?, close: Bool)
         /// Answered before its end (a refusal at the head, a body over the limit); its body is dropped until its end,
         /// under the body timer. With `close`, the answer ended the connection's output: nothing after the end is
         /// read.
@@ -763,25 +783,22 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private let handoff: FastHandoff
-    /// The surface's other routes (nil: they are the router's).
-    private let api: PageAPI?
+    /// The surface's other routes.
+    private let api: PageAPI
     private let guards: ConnectionGuards
     /// Where answers encoded here are written, below NIO's response encoder.
     private let writer: EncodedAnswerWriter
     /// The heads of this connection's last replays.
     private let heads = ReplayHeads()
     private var current = Current.idle
-    /// Requests passed to the router and not yet answered.
-    private var routed = 0
-    /// For each request passed to the router whose answer has not begun, in order: its method when it is `HEAD` or
-    /// `CONNECT` (an answer without a body), else nil.
-    private var routedBodiless = CircularBuffer<NIOHTTP1.HTTPMethod?>()
-    /// The router's answer being written is one to `HEAD` or `CONNECT`: its body and end are not written.
-    private var suppressingBody = false
     /// Parts of later requests that arrived while an answer of this handler was outstanding.
     private var held = CircularBuffer<HTTPServerRequestPart>()
     /// A read was asked for while holding; it is passed on once the answer is written.
     private var readWanted = false
+    /// The answer to a request the decoder could not read behind an outstanding one: written after it, then the close.
+    private var unreadable: EncodedAnswer?
+    /// The client closed its side: once every request read is answered, the connection closes.
+    private var inputEnded = false
     /// Request heads seen on this connection: a read's resumption belongs to the request it was made for.
     private var headsSeen: UInt64 = 0
     /// What to do if the connection closes while the current answer is underway (an open's lease to hand back).
@@ -793,7 +810,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private let headLimit: Int
 
     init(
-        handoff: FastHandoff, api: PageAPI? = nil, guards: ConnectionGuards, idleTimeout: TimeAmount?, writer: EncodedAnswerWriter,
+        handoff: FastHandoff, api: PageAPI, guards: ConnectionGuards, idleTimeout: TimeAmount?, writer: EncodedAnswerWriter,
         headLimit: Int
     ) {
         self.handoff = handoff
@@ -872,9 +889,16 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         switch part {
         case .head(let nioHead):
             headsSeen &+= 1
-            if routed == 0, nioHead.version.major == 1, let sent = Self.request(nioHead) {
-                // As Hummingbird's request loop does: `Connection: close` ends the connection after the answer.
-                let close = sent.headerFields[.connection] == "close"
+            guard let sent = Self.request(nioHead) else {
+                current = .closing
+                write(
+                    handoff.malformed("the request method \(quoted(nioHead.method.rawValue, limit: 40)) is not a token"), close: true,
+                    context: context)
+                return
+            }
+            do {
+                // `Connection: close`, or HTTP/1.0 without keep-alive, ends the connection after the answer.
+                let close = !nioHead.isKeepAlive
                 // The store's routes are matched on the target without empty segments (`//v1/data/` is `/v1/data`).
                 var head = sent
                 head.path = Self.canonical(nioHead.uri)
@@ -895,7 +919,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                         let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
                             bodyTimedOut(context: context)
                         }
-                        current = .collecting(posted, nioHead, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
+                        current = .collecting(posted, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
                         return
                     }
                     let answer = handoff.answer(
@@ -916,23 +940,14 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                         break
                     }
                 }
-                if let api {
-                    cold(api.head(sent), nioHead, sent, close: close, context: context)
-                    return
-                }
+                cold(api.head(sent), sent, close: close, context: context)
             }
-            current = .passing
-            routed += 1
-            routedBodiless.append(nioHead.method == .HEAD || nioHead.method == .CONNECT ? nioHead.method : nil)
-            context.fireChannelRead(wrapInboundOut(part))
         case .body(let buffer):
             switch current {
-            case .passing:
-                context.fireChannelRead(wrapInboundOut(part))
-            case .collecting(.read, _, _, _, _, _), .draining:
+            case .collecting(.read, _, _, _, _), .draining:
                 // A read's body is dropped, as the router's reads drop it; so is a refused request's.
                 break
-            case .collecting(let posted, let nioHead, let head, var body, let timer, let close):
+            case .collecting(let posted, let head, var body, let timer, let close):
                 // Bounded: past the router's limit it is refused at once, and the rest dropped as it arrives.
                 current = .idle
                 guard body.readableBytes + buffer.readableBytes <= handoff.bodyLimit else {
@@ -941,27 +956,26 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     return
                 }
                 body.writeImmutableBuffer(buffer)
-                current = .collecting(posted, nioHead, head, body, timer, close: close)
+                current = .collecting(posted, head, body, timer, close: close)
             default:
                 // A GET's body (if any) is not read by the endpoints answered here; dropped as they drop it.
                 break
             }
         case .end:
             switch current {
-            case .idle, .passing:
-                current = .idle
-                context.fireChannelRead(wrapInboundOut(part))
+            case .idle:
+                break
             case .answered(let answer, let close):
                 current = .idle
                 write(answer, close: close, context: context)
             case .draining(let timer, let close):
                 current = close ? .closing : .idle
                 timer?.cancel()
-            case .collecting(.read, let nioHead, let head, _, let timer, let close):
+            case .collecting(.read, let head, _, let timer, let close):
                 current = .idle
                 timer?.cancel()
-                read(nioHead, head, close: close, context: context)
-            case .collecting(let posted, let nioHead, let head, let body, let timer, let close):
+                read(head, close: close, context: context)
+            case .collecting(let posted, let head, let body, let timer, let close):
                 current = .idle
                 timer?.cancel()
                 let caller = context.channel.remoteAddress?.ipAddress ?? "unknown"
@@ -983,12 +997,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 case .later?:
                     preconditionFailure("a trigger never waits on a ticket")
                 case nil:
-                    // The router answers it, from the very head and body received.
-                    routed += 1
-                    routedBodiless.append(nil)
-                    context.fireChannelRead(wrapInboundOut(.head(nioHead)))
-                    if body.readableBytes > 0 { context.fireChannelRead(wrapInboundOut(.body(body))) }
-                    context.fireChannelRead(wrapInboundOut(part))
+                    write(handoff.unanswerable(head), close: close, context: context)
                 }
             case .waiting(let wait, let timer, let close, _, let ready):
                 if let answer = ready {
@@ -1006,7 +1015,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// A request of ``PageAPI``, decided at its head: its answer is written at its end (at once when it announces a
     /// body, which is then dropped under the body timeout), or its body is collected first.
     private func cold(
-        _ decided: PageAPI.Cold, _ nioHead: HTTPRequestHead, _ head: HTTPRequest, close: Bool, context: ChannelHandlerContext
+        _ decided: PageAPI.Cold, _ head: HTTPRequest, close: Bool, context: ChannelHandlerContext
     ) {
         switch decided {
         case .now(let answer):
@@ -1025,7 +1034,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             let timer = context.eventLoop.assumeIsolated().scheduleTask(in: guards.bodyTimeout) { [self] in
                 bodyTimedOut(context: context)
             }
-            current = .collecting(.cold(route), nioHead, head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
+            current = .collecting(.cold(route), head, context.channel.allocator.buffer(capacity: 0), timer, close: close)
         }
     }
 
@@ -1034,14 +1043,13 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func cold(
         _ route: PageRoute, _ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: @escaping FastHandoff.Deliver
     ) -> FastHandoff.Answer? {
-        guard let api else { return nil }
+        let api = api
         Task { deliver(await api.answer(route, head, body: body, caller: caller)) }
         return .underway
     }
 
-    /// A read whose body ended (dropped): answered as its head alone would be, now or later; or handed to the
-    /// router without the body's framing.
-    private func read(_ nioHead: HTTPRequestHead, _ head: HTTPRequest, close: Bool, context: ChannelHandlerContext) {
+    /// A read whose body ended (dropped): answered as its head alone would be, now or later.
+    private func read(_ head: HTTPRequest, close: Bool, context: ChannelHandlerContext) {
         let head = FastHandoff.withoutBody(head)
         let answer = handoff.answer(head, heads: heads, deliver: { delivery(context: context) }, resume: { resumption(context: context) })
         switch answer {
@@ -1053,13 +1061,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .underway?:
             current = .waiting(nil, nil, close: close, ended: true, ready: nil)
         case nil:
-            var bodiless = nioHead
-            bodiless.headers.remove(name: "content-length")
-            bodiless.headers.remove(name: "transfer-encoding")
-            routed += 1
-            routedBodiless.append(nil)
-            context.fireChannelRead(wrapInboundOut(.head(bodiless)))
-            context.fireChannelRead(wrapInboundOut(.end(nil)))
+            write(handoff.unanswerable(head), close: close, context: context)
         }
     }
 
@@ -1142,11 +1144,15 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         write(answer, close: close, context: context)
         // Later requests that waited behind it, in order; one of them may wait in turn. The router's channel takes
         // what it was handed at a read's completion, so this replay completes one.
-        let replayed = !held.isEmpty
         while !holding, let part = held.popFirst() {
             process(part, context: context)
         }
-        if replayed { context.fireChannelReadComplete() }
+        if case .idle = current, held.isEmpty, let answer = unreadable {
+            unreadable = nil
+            current = .closing
+            write(answer, close: true, context: context)
+            return
+        }
         if readWanted && !holding {
             readWanted = false
             context.read()
@@ -1234,18 +1240,28 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// A request head over the decoder's limit is answered `431` with the API's JSON error and the page surface's
-    /// security headers, and the connection closes (nothing after the head can be framed). Only when nothing is
-    /// outstanding on the connection: behind a request the router still answers, the router's own refusal (a bare
-    /// `400` and a close) keeps the answers in order. Every other error goes on.
+    /// A request the decoder cannot read is answered in the API's JSON shape with the page surface's security
+    /// headers, and the connection closes (nothing after it can be framed): a head over the limit `431 too-large`,
+    /// any other `400 malformed-request`. Behind an answer still outstanding it is written after that answer, in
+    /// order. Any other error (the socket's) closes the connection.
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard let parser = error as? HTTPParserError, parser == .headerOverflow, case .idle = current, routed == 0, held.isEmpty
-        else {
-            context.fireErrorCaught(error)
+        guard let parser = error as? HTTPParserError else {
+            context.close(promise: nil)
             return
         }
-        current = .closing
-        write(handoff.headTooLarge(limit: headLimit), close: true, context: context)
+        let answer =
+            parser == .headerOverflow
+            ? handoff.headTooLarge(limit: headLimit) : handoff.malformed("the request is not an HTTP/1.1 message: \(parser)")
+        switch current {
+        case .idle where held.isEmpty:
+            current = .closing
+            write(answer, close: true, context: context)
+        case .closing:
+            break
+        default:
+            // Written once the outstanding answer is (`ready`); nothing more is read.
+            unreadable = answer
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -1270,7 +1286,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             current = .idle
             timer?.cancel()
             wait?.expire()
-        case .collecting(_, _, _, _, let timer, _), .draining(let timer, _):
+        case .collecting(_, _, _, let timer, _), .draining(let timer, _):
             current = .idle
             timer?.cancel()
         default:
@@ -1280,38 +1296,6 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
 }
 
 extension FastHandoffHandler {
-    /// The router's answers pass here on their way out; the end of one means one routed request fewer. An answer
-    /// to `HEAD` or `CONNECT` is framed here as NIO's encoder frames it when it knows the request's method (see
-    /// ``FastHandoffInstaller``): its head written below the encoder, its body refused, its end not written.
-    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        switch unwrapOutboundIn(data) {
-        case .head(let head):
-            let code = head.status.code
-            // A non-final informational answer is followed by the real one, which answers the request.
-            let informational = (100..<200).contains(code) && code != 101
-            guard !informational, let method = routedBodiless.popFirst() ?? nil, let wire = writer.context else {
-                context.write(data, promise: promise)
-                return
-            }
-            suppressingBody = true
-            wire.write(NIOAny(IOData.byteBuffer(AnswerEncoding.bodiless(head, answering: method))), promise: promise)
-        case .body:
-            if suppressingBody {
-                promise?.fail(NIOHTTPResponseEncoderError.responseBodyNotAllowed)
-            } else {
-                context.write(data, promise: promise)
-            }
-        case .end:
-            if routed > 0 { routed -= 1 }
-            if suppressingBody {
-                suppressingBody = false
-                writeEnd(nil, promise: promise, flush: true, context: context)
-            } else {
-                writeEnd(data, promise: promise, flush: false, context: context)
-            }
-        }
-    }
-
     /// No further read while later requests are held behind an outstanding answer.
     func read(context: ChannelHandlerContext) {
         if holding || !held.isEmpty {
@@ -1324,76 +1308,33 @@ extension FastHandoffHandler {
     /// A graceful shutdown: this handler keeps the connection's graceful close (the state handler above it does
     /// not see the requests answered here), so the event stops here.
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event {
+            // The client closed its side: with nothing outstanding the connection closes once the answers written are
+            // flushed; with an answer still to come the client is taken as gone (as a proxy takes a client's close),
+            // so nothing is kept or leased for it (`endWait`).
+            inputEnded = true
+            if case .idle = current, held.isEmpty {
+                closeIfInputEnded(context: context)
+            } else {
+                context.close(promise: nil)
+            }
+            return
+        }
         guard event is ChannelShouldQuiesceEvent else {
             context.fireUserInboundEventTriggered(event)
             return
         }
         perform(state.quiesce(), context: context)
     }
-}
 
-/// Installs a `FastHandoffHandler` right before Hummingbird's `HTTPTypes` codec, on NIO's HTTP/1 types, and an
-/// ``EncodedAnswerWriter`` right before NIO's response encoder, then leaves. Hummingbird adds its extra handlers
-/// after that codec; the connection-state handler it adds after them runs without an idle timeout
-/// (``FastHandoffHandler`` keeps it for the connection).
-///
-/// It also replaces NIO's request decoder with one of the same limits that does not tell the response encoder each
-/// request's method: the answers written below the encoder would leave their requests' methods queued there for
-/// ever, and the encoder would frame a later answer by an earlier request's method. ``FastHandoffHandler`` frames
-/// the router's answers to `HEAD` and `CONNECT` itself instead, as the encoder did.
-final class FastHandoffInstaller: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-
-    private let handoff: FastHandoff
-    private let api: PageAPI?
-    private let guards: ConnectionGuards
-    private let idleTimeout: TimeAmount?
-    private let decoderLimits: NIOHTTPDecoderLimitConfiguration
-
-    init(
-        handoff: FastHandoff, api: PageAPI?, guards: ConnectionGuards, idleTimeout: TimeAmount?,
-        decoder: HTTP1Channel.Configuration.DecoderConfiguration
-    ) {
-        self.handoff = handoff
-        self.api = api
-        self.guards = guards
-        self.idleTimeout = idleTimeout
-        var limits = NIOHTTPDecoderLimitConfiguration()
-        limits.maxHeaderFieldSize = decoder.maxHeaderFieldSize
-        limits.maxHeaderListSize = decoder.maxHeaderListSize
-        limits.maxHeaderFieldCount = decoder.maxHeaderFieldCount
-        self.decoderLimits = limits
-    }
-
-    func handlerAdded(context: ChannelHandlerContext) {
-        let operations = context.pipeline.syncOperations
-        if let codec = try? operations.context(handlerType: HTTP1ToHTTPServerCodec.self),
-            let encoder = try? operations.context(handlerType: HTTPResponseEncoder.self),
-            let decoder = try? operations.context(handlerType: ByteToMessageHandler<HTTPRequestDecoder>.self)
-        {
-            let writer = EncodedAnswerWriter()
-            do {
-                try operations.addHandler(writer, position: .before(encoder.handler))
-                try operations.addHandler(
-                    ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes, limitConfiguration: decoderLimits)),
-                    position: .after(decoder.handler))
-                operations.removeHandler(context: decoder, promise: nil)
-                try operations.addHandler(
-                    FastHandoffHandler(
-                        handoff: handoff, api: api, guards: guards, idleTimeout: idleTimeout, writer: writer,
-                        headLimit: decoderLimits.maxHeaderListSize),
-                    position: .before(codec.handler))
-            } catch {
-                context.close(promise: nil)
-            }
-        }
-        let loop = context.eventLoop.assumeIsolated()
-        loop.execute { [self] in operations.removeHandler(self, promise: nil) }
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        context.fireChannelRead(data)
+    /// The client closed its side and every request it sent is answered: the connection closes once the answers are
+    /// flushed.
+    private func closeIfInputEnded(context: ChannelHandlerContext) {
+        guard inputEnded, case .idle = current, held.isEmpty else { return }
+        current = .closing
+        // An empty write completes after every write before it.
+        guard let wire = writer.context else { return context.close(promise: nil) }
+        wire.writeAndFlush(NIOAny(IOData.byteBuffer(ByteBuffer()))).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
     }
 }
 

@@ -30,15 +30,6 @@ struct InvalidationRoutes: Sendable {
 
     var orchestrator: Orchestrator { prefetch.orchestrator }
 
-    var pageRoutes: RouteCollection<PageContext> {
-        let router = RouteCollection(context: PageContext.self)
-        router.post("/v1/invalidate") { request, context -> Dropped in
-            let buffer = try await readBody(request, limit: orchestrator.settings.maximumRequestBody, timeout: prefetch.bodyTimeout)
-            return try await invalidateCaller(headers: request.headers, body: buffer)
-        }
-        return router
-    }
-
     /// `POST /v1/invalidate`: the caller's own entries, by the credentials its request presents (`headers`); the
     /// body is empty or `{}`.
     func invalidateCaller(headers: HTTPFields, body: ByteBuffer) async throws(APIError) -> Dropped {

@@ -22,10 +22,6 @@ public struct ListenerSettings: Sendable {
     public var maxConnections: Int = 4096
     /// Client connections the operator listener holds open at once; more are closed as they arrive. Default 64.
     public var adminMaxConnections: Int = 64
-    /// Answer the hottest read (a ready entry through a data endpoint) on the event loop, without a hop to a task.
-    /// Default on; off sends every request through the router.
-    public var fastHandoff = true
-
     /// Serve the demo pages (`/demo`, `/demo/shell.html`, `/demo/page.html`, `/demo/interfaces`) on the page
     /// listener, and link them from `/`. Default off: a demo page is a tool that reads a user's data and shows it;
     /// it belongs on a developer's machine (`scripts/run.sh` turns it on), never beside a production page surface.

@@ -8,21 +8,6 @@ import PrefetchEngine
 import PrefetchStore
 import Synchronization
 
-/// The request context of the page surface: Hummingbird's basic context plus the client's address (the rate
-/// limit's caller for anonymous triggers, and a renderer caller).
-struct PageContext: RequestContext, RemoteAddressRequestContext {
-    var coreContext: CoreRequestContextStorage
-    let remoteAddress: SocketAddress?
-
-    init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        remoteAddress = source.channel.remoteAddress
-    }
-
-    /// The client's IP address, or `unknown`.
-    var callerAddress: String { remoteAddress?.ipAddress ?? "unknown" }
-}
-
 /// Renders a thrown error as the response it stands for (an `HTTPResponseError` renders itself).
 func errorResponse(_ error: any Error, request: Request, context: some RequestContext) throws -> Response {
     if let error = error as? any HTTPResponseError {
@@ -31,54 +16,23 @@ func errorResponse(_ error: any Error, request: Request, context: some RequestCo
     throw error
 }
 
-/// Who may call the page surface from a browser, and the headers every page-surface answer carries.
+/// Who may call the page surface from a browser, and the headers every page-surface answer carries (applied by
+/// ``PageAPI`` and ``FastHandoff``, each answer through `AllowedOrigins.Admission.decorate`).
 ///
 /// - A request with an `Origin` must come from an allowed origin: a page origin of the config in force, a
-///   page's `partnerOrigins`, or a `--cors-origin`. Otherwise it is refused with `403 origin-not-allowed` before any handler runs, so a
-///   cross-site form post or fetch triggers nothing. `*` among the extra origins lets any origin through, and
-///   those not otherwise allowed get `Access-Control-Allow-Origin: *` without credentials.
+///   page's `partnerOrigins`, or a `--cors-origin`. Otherwise it is refused with `403 origin-not-allowed` before any
+///   route runs, so a cross-site form post or fetch triggers nothing. `*` among the extra origins lets any origin
+///   through, and those not otherwise allowed get `Access-Control-Allow-Origin: *` without credentials.
 /// - A request without `Origin` that a browser marks `Sec-Fetch-Site: cross-site` (a no-cors embed such as an
 ///   image or script tag, which would carry the user's cookies) is refused too, except the page client script,
 ///   which pages on other sites load with a script tag.
-/// - `OPTIONS` (CORS preflights) is answered here, with the CORS headers only for allowed origins.
+/// - `OPTIONS` (CORS preflights) is answered for any path, with the CORS headers only for allowed origins.
 /// - Every answer carries `X-Content-Type-Options: nosniff` and `Referrer-Policy: no-referrer`, and
 ///   `Cache-Control: private, no-store` unless it set its own (only the static files do: the page client, the
 ///   landing page and the demo's HTML, none of which holds a user's data).
-struct PageGuardMiddleware: RouterMiddleware {
-    typealias Context = PageContext
-    let origins: AllowedOrigins
-    let metrics: EngineMetrics
-
+enum PageGuard {
     /// Paths any site may load or link to: the page client (a plain script tag) and the demo pages (a link).
     static let publicAssets: Set<String> = ["/v1/client.js", "/demo", "/demo/shell.html", "/demo/page.html"]
-
-    func handle(_ request: Request, context: PageContext, next: (Request, PageContext) async throws -> Response) async throws -> Response {
-        let admission: AllowedOrigins.Admission
-        switch origins.admit(request.headers, path: request.uri.path) {
-        case .success(let admitted):
-            admission = admitted
-        case .failure(let refusal):
-            metrics.denied(refusal.code.rawValue)
-            return secure(try refusal.response(from: request, context: context))
-        }
-        var response: Response
-        if request.method == .options {
-            response = Response(status: .noContent)
-            if admission.origin != nil {
-                response.headers[.accessControlAllowMethods] = "GET, POST, OPTIONS"
-                response.headers[.accessControlAllowHeaders] = "Authorization, Content-Type, \(TicketAccess.readKeyHeader)"
-                response.headers[.accessControlMaxAge] = "600"
-            }
-        } else {
-            do {
-                response = try await next(request, context)
-            } catch {
-                response = try errorResponse(error, request: request, context: context)
-            }
-        }
-        admission.decorate(&response.headers)
-        return response
-    }
 
     /// The CORS headers for an allowed `origin`.
     static func decorate(_ headers: inout HTTPFields, origin: String, grant: AllowedOrigins.Grant) {
@@ -95,13 +49,7 @@ struct PageGuardMiddleware: RouterMiddleware {
         headers.append(HTTPField(name: .vary, value: "Origin"))
     }
 
-    func secure(_ response: Response) -> Response {
-        var response = response
-        Self.secure(&response.headers)
-        return response
-    }
-
-    /// The headers every page-surface answer carries, on every path (the router's and the event loop's). An answer
+    /// The headers every page-surface answer carries. An answer
     /// of the page surface holds a user's data unless it says otherwise: stored upstream bytes, a ticket's view, a
     /// read key, an identity's refusal. So none may be kept by a shared or the device's HTTP cache, which would hand
     /// it out by URL without the identity check; only an answer that chose its own `Cache-Control` is spared.

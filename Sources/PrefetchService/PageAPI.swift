@@ -92,6 +92,21 @@ enum PageRoute: Equatable, Sendable {
         }
     }
 
+    /// Every operation of the page surface as `METHOD template`: the five store routes (``FastHandoff``) and this
+    /// table's (the demo's only with `demo`).
+    static func operations(demo: Bool) -> [String] {
+        let store = [
+            "POST \(FastHandoff.triggerRoute)", "POST \(FastHandoff.openRoute)", "GET \(FastHandoff.resultsRoute)",
+            "GET \(FastHandoff.ticketDataRoute)", "GET \(FastHandoff.pageDataRoute)",
+        ]
+        var routes: [PageRoute] = [
+            .health, .readiness, .document, .landing, .clientScript, .resources, .resourceBlob("{sha256}"), .invalidate, .acquire,
+            .release("{id}"),
+        ]
+        if demo { routes += [.demoFile("demo/shell.html"), .demoFile("demo/page.html"), .demo, .demoInterfaces] }
+        return store + routes.map { "\($0.readsBody ? "POST" : "GET") \($0.template)" }
+    }
+
     /// Whether the route reads a JSON body: its `Content-Type` must say JSON, and its body is collected (up to the
     /// request body limit) before it is answered.
     var readsBody: Bool {
@@ -117,7 +132,7 @@ struct PageAPI: Sendable {
     /// The surface's `openapi.yaml`.
     let document: [UInt8]
     /// The endpoints of the surface, by path: what a `405` allows.
-    let endpoints: UnmatchedRouteMiddleware<PageContext>
+    let endpoints: UnmatchedRouteMiddleware<BasicRequestContext>
 
     /// What the head decides.
     enum Cold {
@@ -155,7 +170,7 @@ struct PageAPI: Sendable {
             return .now(answer(unmatched(head.method, path: path), to: head, origin: origin, route: label, started: started))
         }
         if route.readsBody {
-            if let refusal = JSONBodyMiddleware<PageContext>.refusal(contentType: head.headerFields[.contentType]) {
+            if let refusal = JSONBodyMiddleware<BasicRequestContext>.refusal(contentType: head.headerFields[.contentType]) {
                 return .now(answer(refusal, to: head, origin: origin, route: label, started: started))
             }
             return .collect(route)
@@ -281,6 +296,20 @@ struct PageAPI: Sendable {
             return EncodedAnswer(head: AnswerEncoding.bodiless(HTTPResponseHead(response), answering: .HEAD), body: ByteBuffer())
         }
         return EncodedAnswer(response, body: body)
+    }
+}
+
+extension PageAPI {
+    /// The page API of a service's parts, beside its store routes (`handoff`).
+    init(_ parts: ServiceParts, handoff: FastHandoff, routes: RouteSets) {
+        let orchestrator = parts.orchestrator
+        self.init(
+            hot: handoff,
+            statics: StaticRoutes(
+                currentConfig: { orchestrator.currentConfig() }, adminPort: parts.listeners.adminPort, demo: parts.listeners.demo),
+            resources: routes.resources, renderers: routes.renderers, invalidation: routes.invalidation,
+            document: parts.listeners.demo ? OpenAPIDocument.pageWithDemo : OpenAPIDocument.page,
+            endpoints: UnmatchedRouteMiddleware(surface: "page"))
     }
 }
 

@@ -16,20 +16,19 @@ extension AllowedOrigins {
         var grant: Grant
 
         /// The headers every page-surface answer leaves with, on either pipeline: the CORS headers for an allowed
-        /// origin, then the security headers (`PageGuardMiddleware.secure(_:)`).
+        /// origin, then the security headers (`PageGuard.secure(_:)`).
         func decorate(_ fields: inout HTTPFields) {
-            if let origin { PageGuardMiddleware.decorate(&fields, origin: origin, grant: grant) }
-            PageGuardMiddleware.secure(&fields)
+            if let origin { PageGuard.decorate(&fields, origin: origin, grant: grant) }
+            PageGuard.secure(&fields)
         }
     }
 
-    /// The page surface's origin rule (see ``PageGuardMiddleware``): a request with an `Origin` must come from an
+    /// The page surface's origin rule (see ``PageGuard``): a request with an `Origin` must come from an
     /// allowed origin; one without that a browser marks `Sec-Fetch-Site: cross-site` is refused unless it asks for
     /// a public asset (`path`, without the query). The refusal is `403 origin-not-allowed`; the caller counts it.
     func admit(_ headers: HTTPFields, path: some StringProtocol) -> Result<Admission, APIError> {
         guard let origin = headers[.origin] else {
-            if headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site", !PageGuardMiddleware.publicAssets.contains(String(path))
-            {
+            if headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site", !PageGuard.publicAssets.contains(String(path)) {
                 return .failure(Self.refusal("cross-site requests without an allowed Origin are refused"))
             }
             return .success(Admission(origin: nil, grant: .none))

@@ -20,28 +20,6 @@ struct PrefetchRoutes: Sendable {
     /// The listener's body timeout (`ListenerSettings.bodyTimeout`): how long a request body may take to arrive.
     let bodyTimeout: Duration
 
-    var routes: RouteCollection<PageContext> {
-        let router = RouteCollection(context: PageContext.self)
-        router.post("/v1/prefetch") { request, context in
-            let triggered = try await trigger(request, context: context)
-            return TriggerResponse(answer: TriggerAnswer(triggered))
-        }
-        router.get("/v1/prefetch/:ticket") { request, context in try await results(request, context: context) }
-        router.get("/v1/prefetch/:ticket/data") { request, context in try await ticketData(request, context: context) }
-        router.get("/v1/data") { request, context in try await pageData(request, context: context) }
-        return router
-    }
-
-    // MARK: Request parsing
-
-    /// The request body as a JSON object (at most `maximumRequestBody` bytes, within the body timeout).
-    func jsonBody(_ request: Request, context: PageContext, allowEmpty: Bool = false) async throws(APIError) -> JSONObject {
-        let buffer = try await readBody(
-            request, limit: orchestrator.settings.maximumRequestBody, timeout: bodyTimeout)
-        if allowEmpty && buffer.readableBytes == 0 { return JSONObject() }
-        return try Self.jsonObject(buffer)
-    }
-
     /// A request body as a JSON object, or the 400 saying why it is not one.
     static func jsonObject(_ buffer: ByteBuffer) throws(APIError) -> JSONObject {
         let value: JSONValue
@@ -182,63 +160,6 @@ struct PrefetchRoutes: Sendable {
         }
     }
 
-    func trigger(_ request: Request, context: PageContext) async throws(APIError) -> Triggered {
-        let asked = try TriggerRequest(try await jsonBody(request, context: context), requestHeaders: request.headers)
-        do {
-            return try await orchestrator.trigger(
-                page: asked.page, headers: asked.headers, caller: context.callerAddress, trace: Self.traceContext(request.headers),
-                requestHeaders: request.headers, origin: Self.origin(of: request), cookies: asked.cookies)
-        } catch {
-            throw APIError(error)
-        }
-    }
-
-    /// The ticket in the path, if the reader may read it (``entitledTicket(_:headers:origin:orchestrator:lookUp:)``,
-    /// the rule both pipelines apply), held by this replica or another: a ticket another replica holds is fetched,
-    /// then the rule is asked again with it known.
-    func entitledTicket(_ request: Request, context: PageContext) async throws(APIError) -> Ticket {
-        let id = context.parameters.get("ticket") ?? ""
-        let origin = Self.origin(of: request)
-        var known: [String: Ticket?] = [:]
-        while true {
-            let entitled = Self.entitledTicket(id, headers: request.headers, origin: origin, orchestrator: orchestrator) {
-                orchestrator.tickets.lookUp($0, known: known)
-            }
-            switch entitled {
-            case .ticket(let ticket): return ticket
-            case .refused(let error): throw error
-            case .fetch(let other):
-                // Each fetch makes one more id known, so this asks at most twice more (the ticket, a read key's).
-                known[other] = .some(await orchestrator.tickets.ticket(other))
-            }
-        }
-    }
-
-    /// Where a browser says `request` comes from.
-    static func origin(of request: Request) -> TicketAccess.RequestOrigin {
-        .init(request.headers, authority: request.head.authority)
-    }
-
-    func results(_ request: Request, context: PageContext) async throws(APIError) -> ResultsAnswer {
-        let ticket = try await entitledTicket(request, context: context)
-        let wait = orchestrator.clampWait(try Self.waitParameter(request.uri.queryParameters), default: .zero)
-        let outcomes = await orchestrator.readAll(ticket, wait: wait)
-        return ResultsAnswer(ticket: ticket, outcomes: outcomes, timings: ticket.timings.withLock { $0 })
-    }
-
-    func ticketData(_ request: Request, context: PageContext) async throws(APIError) -> Response {
-        do {
-            let ticket = try await entitledTicket(request, context: context)
-            return try await replay(ticket, request: request)
-        } catch  where error.code.rawValue != "unknown-ticket" {
-            if let id = context.parameters.get("ticket") {
-                Self.recordRefusedReader(
-                    await orchestrator.tickets.ticket(id), query: request.uri.queryParameters, error, orchestrator: orchestrator)
-            }
-            throw error
-        }
-    }
-
     /// A reader refused a ticket's data (`401`, `403`) is recorded on the ticket too, as a miss of the interface it
     /// asked for, so the debug view shows who was turned away. Both pipelines call it.
     static func recordRefusedReader(_ ticket: Ticket?, query: Parameters, _ error: APIError, orchestrator: Orchestrator) {
@@ -246,44 +167,6 @@ struct PrefetchRoutes: Sendable {
             let index = try? select(candidates(ticket), query: query)
         else { return }
         ticket.recordRead(index, served: .miss, reason: error.code, askedAt: orchestrator.clock.now, answeredAt: orchestrator.clock.now)
-    }
-
-    func pageData(_ request: Request, context: PageContext) async throws(APIError) -> Response {
-        if let key = request.headers[PrefetchHeaders.readKey] {
-            let ticket: Ticket
-            do {
-                ticket = try await orchestrator.ticket(forReadKey: key, origin: Self.origin(of: request))
-            } catch {
-                orchestrator.metrics.denied(error.code.rawValue)
-                throw APIError(error)
-            }
-            return try await replay(ticket, request: request)
-        }
-        let read: PageRead
-        do {
-            read = try Self.pageRead(
-                orchestrator, query: request.uri.queryParameters, headers: request.headers, origin: Self.origin(of: request))
-        } catch {
-            if error.status == .forbidden { orchestrator.metrics.denied(error.code.rawValue) }
-            throw error
-        }
-        return try await dataRead(.page(read.key, role: read.role), timeout: read.timeout, query: request.uri.queryParameters)
-    }
-
-    /// A data read for a task: `what`, waited for within the query's `wait` (`timeout` without one), answered by
-    /// ``answer(_:wait:of:askedAt:orchestrator:)``; a malformed `wait` is refused after the reader was entitled.
-    private func dataRead(_ what: DataRead, timeout: Duration, query: Parameters) async throws(APIError) -> Response {
-        let asked = orchestrator.clock.now
-        let wait = Self.wait(query, default: timeout, orchestrator: orchestrator)
-        var outcome = wait.map { _ in ReadOutcome.pending }
-        if case .success(let duration) = wait {
-            switch what {
-            case .page(let key, _): outcome = .success(await orchestrator.read(key, wait: duration))
-            case .ticket(let ticket, let index): outcome = .success(await orchestrator.read(ticket, index: index, wait: duration))
-            }
-        }
-        return try Self.response(
-            Self.answer(outcome, wait: (try? wait.get()) ?? .zero, of: what, askedAt: asked, orchestrator: orchestrator))
     }
 
     /// A data read's wait: the query's `wait` clamped, `timeout` without one, or the refusal of a malformed one.
@@ -327,23 +210,9 @@ struct PrefetchRoutes: Sendable {
             timeout: .milliseconds(plan.requests[index].interface.timeoutMilliseconds))
     }
 
-    /// Replays the ticket's request chosen by the query, recording the read for the debug view.
-    func replay(_ ticket: Ticket, request: Request) async throws(APIError) -> Response {
-        let query = request.uri.queryParameters
-        let index = try Self.select(Self.candidates(ticket), query: query)
-        return try await dataRead(.ticket(ticket, index: index), timeout: ticket.requests[index].timeout, query: query)
-    }
-
     /// What a ticket's interfaces are chosen by (``select(_:query:)``).
     static func candidates(_ ticket: Ticket) -> [(name: String, api: String, method: HTTPMethod)] {
         ticket.requests.map { ($0.name, $0.api, $0.method) }
-    }
-
-    /// The routed answer to a data read (``answer(_:wait:of:askedAt:orchestrator:)``): the replay, or the miss thrown.
-    static func response(_ answer: Result<(response: StoredResponse, joined: Bool), APIError>) throws(APIError) -> Response {
-        let (response, joined) = try answer.get()
-        let (status, fields, body) = replayParts(response, joined: joined)
-        return Response(status: status, headers: fields, body: .init(byteBuffer: body))
     }
 
     /// The index of the interface chosen by `api` (as written in the config), `method` and `name`; without `api`

@@ -13,23 +13,6 @@ struct RendererRoutes: Sendable {
     let pools: RendererPools
     let prefetch: PrefetchRoutes
 
-    var routes: RouteCollection<PageContext> {
-        let router = RouteCollection(context: PageContext.self)
-        router.post("/v1/renderers/acquire") { request, context in
-            let object = try await prefetch.jsonBody(request, context: context)
-            let profile = try Self.string(object, "profile") ?? "main"
-            let page = try Self.string(object, "page")
-            return try await acquire(profile: profile, page: page, caller: caller(request, context: context))
-        }
-        router.post("/v1/renderers/:id/release") { request, context in
-            let buffer = try await readBody(
-                request, limit: prefetch.orchestrator.settings.maximumRequestBody, timeout: prefetch.bodyTimeout)
-            return try await release(id: context.parameters.get("id") ?? "", body: buffer)
-        }
-        router.post("/v1/open") { request, context in try await open(request, context: context) }
-        return router
-    }
-
     var statisticsRoutes: RouteCollection<BasicRequestContext> {
         let router = RouteCollection(context: BasicRequestContext.self)
         router.get("/v1/renderers") { _, _ in await snapshot() }
@@ -38,11 +21,6 @@ struct RendererRoutes: Sendable {
 
     /// Who holds leases, for the per-caller share: the client address (credentials are claims a client can
     /// invent per request; its address it cannot).
-    func caller(_ request: Request, context: PageContext) -> String {
-        Self.leaseCaller(address: context.callerAddress)
-    }
-
-    /// The lease caller of a client address.
     static func leaseCaller(address: String) -> String {
         "client:" + address
     }
@@ -125,37 +103,6 @@ struct RendererRoutes: Sendable {
                     samples: s.acquireWaitMs.samples))
         }
         return PoolsAnswer(profiles: profiles)
-    }
-
-    /// Triggers the page's prefetch and leases a renderer, concurrently.
-    ///
-    /// The profile defaults to `main` for pages in the prefetch config (first-party pages) and `plain` for
-    /// others; each half answers its result or its own error, so a page without config still gets a renderer.
-    func open(_ request: Request, context: PageContext) async throws(APIError) -> OpenAnswer {
-        let object = try await prefetch.jsonBody(request, context: context)
-        let (page, headers, cookies, profile) = try Self.openRequest(
-            object, requestHeaders: request.headers, orchestrator: prefetch.orchestrator)
-        let leaseCaller = caller(request, context: context)
-        async let lease = { () async -> Result<Answer<LeaseAnswer>, APIError> in
-            do throws(APIError) { return .success(try await acquire(profile: profile, page: page, caller: leaseCaller)) } catch {
-                return .failure(error)
-            }
-        }()
-        var answer = OpenAnswer()
-        do throws(PrefetchError) {
-            answer.prefetch = TriggerAnswer(
-                try await prefetch.orchestrator.trigger(
-                    page: page, headers: headers, caller: context.callerAddress, origin: PrefetchRoutes.origin(of: request),
-                    cookies: cookies))
-        } catch {
-            if Self.failsTheOpen(error) { throw APIError(error) }
-            answer.prefetchError = APIError(error).body
-        }
-        switch await lease {
-        case .success(let granted): answer.renderer = granted.value
-        case .failure(let error): answer.rendererError = error.body
-        }
-        return answer
     }
 
     /// What an open asks for: the page, the user's headers, and the renderer profile (`main` for a page in the

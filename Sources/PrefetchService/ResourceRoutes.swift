@@ -10,20 +10,6 @@ import ResourceProvider
 struct ResourceRoutes: Sendable {
     let provider: ResourceProvider
 
-    var pageRoutes: RouteCollection<PageContext> {
-        let routes = RouteCollection(context: PageContext.self)
-        routes.get("/v1/resources") { request, _ in
-            let (status, headers, body) = check(version: request.uri.queryParameters["version"].map(String.init))
-            return Response(status: status, headers: headers, body: .init(byteBuffer: body))
-        }
-        routes.get("/v1/resources/blob/:sha256") { request, context in
-            let answer = provider.blob(
-                context.parameters.get("sha256") ?? "", ifNoneMatch: request.headers[.ifNoneMatch], range: request.headers[.range])
-            return Response(status: answer.status, headers: answer.headers, body: .init(byteBuffer: answer.body))
-        }
-        return routes
-    }
-
     /// `GET /v1/resources?version=V`: the map, or what changed since `version` (none or empty: the whole map).
     func check(version: String?) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         var (status, headers, body) = JSONEncoding.parts(.ok, provider.check(version: version.flatMap { $0.isEmpty ? nil : $0 }))

@@ -20,24 +20,6 @@ struct StaticRoutes: Sendable {
     /// Whether the demo is served (`--demo`): without it no `/demo` route exists.
     let demo: Bool
 
-    var routes: RouteCollection<PageContext> {
-        let router = RouteCollection(context: PageContext.self)
-        router.get("/") { request, _ in
-            let (status, headers, body) = landing(authority: request.head.authority)
-            return Response(status: status, headers: headers, body: .init(byteBuffer: body))
-        }
-        router.get("/v1/client.js") { request, _ in WebFiles.response("client.js", request: request) }
-        guard demo else { return router }
-        for (path, file) in [("/demo/shell.html", "demo/shell.html"), ("/demo/page.html", "demo/page.html")] {
-            router.get(RouterPath(path)) { request, _ in WebFiles.response(file, request: request) }
-        }
-        router.get("/demo") { _, _ in Response(status: .found, headers: [.location: "/demo/shell.html"]) }
-        router.get("/demo/interfaces") { request, _ in
-            Answer(status: .ok, value: try interfaces(page: request.uri.queryParameters["page"].map(String.init)))
-        }
-        return router
-    }
-
     /// `GET /demo/interfaces?page=URL`: the interfaces the config in force gives `page` (name, api, method), so the
     /// demo page reads only its own configured interfaces and never a URL from its own query.
     func interfaces(page: String?) throws(APIError) -> DemoInterfaces {

@@ -56,13 +56,6 @@ struct ListenerOptions: ParsableArguments {
     var adminMaxConnections: Int?
 
     @Flag(
-        name: .customLong("no-fast-handoff"),
-        help:
-            "Send every page request through the router instead of answering triggers, opens, results views and data reads on the event loop (env PREFETCH_FAST_HANDOFF=0)."
-    )
-    var noFastHandoff = false
-
-    @Flag(
         name: .customLong("demo"),
         help:
             "Also serve the demo pages (/demo/*) on the page listener: for a local try-out only, never in production (env PREFETCH_DEMO=1)."
@@ -101,7 +94,6 @@ struct ListenerOptions: ParsableArguments {
         {
             listeners.adminMaxConnections = count
         }
-        listeners.fastHandoff = !(noFastHandoff || environment.value("PREFETCH_FAST_HANDOFF") == "0")
         listeners.demo = demo || environment.value("PREFETCH_DEMO") == "1"
     }
 }

@@ -176,13 +176,12 @@ import Testing
         }
     }
 
-    /// `POST /v1/open` is answered on the event loop with the routed open's bytes, whatever its lease does: a warm
-    /// renderer leased at once (the lease and the trigger without a task), a lease the pool must decide (the caller
-    /// at its share: refused by the pool, in one task), a profile that does not exist, and a body that is no open.
-    @Test func everyOpenIsAnsweredOnTheEventLoopWithTheRoutersBytes() async throws {
-        func opens(fast: Bool) async throws -> (answers: [String], eventLoop: Int, leased: Int?, warmHits: Int?) {
-            var settings = settings(main: profile(minIdle: 2, maxSize: 3, perCaller: 1))
-            settings.listeners.fastHandoff = fast
+    /// `POST /v1/open` is answered on the event loop whatever its lease does: a warm renderer leased at once (the
+    /// lease and the trigger without a task), a lease the pool must decide (the caller at its share: refused by the
+    /// pool, in one task), a profile that does not exist, and a body that is no open.
+    @Test func everyOpenIsAnsweredOnTheEventLoop() async throws {
+        func opens() async throws -> (answers: [String], eventLoop: Int, leased: Int?, warmHits: Int?) {
+            let settings = settings(main: profile(minIdle: 2, maxSize: 3, perCaller: 1))
             let collected = Answers()
             try await withApp(settings) { client, admin in
                 _ = try await waitForState(admin, profile: "main") { $0.idle == 2 }
@@ -210,22 +209,21 @@ import Testing
             }
             return await collected.result
         }
-        let fast = try await opens(fast: true)
-        let routed = try await opens(fast: false)
+        let fast = try await opens()
         #expect(fast.eventLoop == 4, "every open was answered on the event loop")
-        #expect(routed.eventLoop == 0)
-        for (index, (a, b)) in zip(fast.answers, routed.answers).enumerated() {
-            #expect(normalisedOpen(a) == normalisedOpen(b), "open \(index + 1):\n\(a)\n---\n\(b)")
-        }
         #expect(fast.answers.first?.contains(#""warm":true"#) == true, "\(fast.answers.first ?? "")")
+        #expect(fast.answers.first?.contains(#""prefetch":{"#) == true, "\(fast.answers.first ?? "")")
         #expect(fast.answers.map(rawStatus) == [200, 400, 200, 200], "\(fast.answers)")
+        #expect(
+            fast.answers[1].contains(#""error":"missing-url""#) || fast.answers[1].contains(#""error":"bad-json""#), "\(fast.answers[1])")
         #expect(fast.answers[2].contains("unknown-profile"), "\(fast.answers[2])")
         #expect(fast.answers.last?.contains("caller-limit") == true, "\(fast.answers.last ?? "")")
-        for run in [fast, routed] {
-            #expect(
-                run.leased == 1 && run.warmHits == 1,
-                "leased \(String(describing: run.leased)), warm hits \(String(describing: run.warmHits))")
+        for answer in fast.answers {
+            #expect(answer.contains("X-Content-Type-Options: nosniff") && answer.contains("Cache-Control: private, no-store"), "\(answer)")
         }
+        #expect(
+            fast.leased == 1 && fast.warmHits == 1,
+            "leased \(String(describing: fast.leased)), warm hits \(String(describing: fast.warmHits))")
     }
 
     /// An open whose page is refused (it fails the whole open) is answered at once, and no renderer is leased or
@@ -263,19 +261,6 @@ import Testing
             let state = try await waitForState(admin, profile: "main") { $0.created == 1 && $0.leased == 0 }
             #expect(state?.created == 1 && state?.leased == 0 && state?.idle == 1, "\(String(describing: state))")
         }
-    }
-
-    /// A raw answer without what differs between two runs: the date, ids, keys and times (and so the length).
-    func normalisedOpen(_ answer: String) -> String {
-        var text = answer.split(separator: "\r\n", omittingEmptySubsequences: false).filter {
-            !$0.lowercased().hasPrefix("date:") && !$0.lowercased().hasPrefix("content-length:")
-        }.joined(separator: "\r\n")
-        for pattern in [
-            #""(id|ticket|readKey)":"[A-Za-z0-9_-]+""#, #""(readKeyExpiresAt|expiresAt)":"[^"]*""#, #""(waitedMs|createMs)":[0-9]+"#,
-        ] {
-            text = text.replacingOccurrences(of: pattern, with: "\"$1\":_", options: .regularExpression)
-        }
-        return text
     }
 
     @Test func invalidProfilesAreRefusedWithTheirPath() {

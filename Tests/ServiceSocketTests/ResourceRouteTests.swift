@@ -31,7 +31,7 @@ import Testing
 
     @Test func theCheckAndTheBlobsAreServedOnThePageSurface() async throws {
         try await withUpstream { upstream in
-            try await withPageRouter(config: Self.config(upstream), settings: try Self.settings(upstream)) { service in
+            try await withPageSurface(config: Self.config(upstream), settings: try Self.settings(upstream)) { service in
                 var check = try await service.get("/v1/resources")
                 #expect(
                     await eventually {
@@ -83,7 +83,7 @@ import Testing
 
     @Test func withoutResourcesTheCheckAnswersTheEmptyMap() async throws {
         try await withUpstream { upstream in
-            try await withPageRouter(config: Self.config(upstream)) { service in
+            try await withPageSurface(config: Self.config(upstream)) { service in
                 let check = try await service.get("/v1/resources")
                 #expect(check.status == 200)
                 #expect(check.json["code"] as? Int == 200)

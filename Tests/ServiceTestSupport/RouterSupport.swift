@@ -11,14 +11,8 @@ import Testing
 
 @testable import PrefetchService
 
-// Handler tests without a socket: the app `buildApplication` builds (the very one `prefetch serve` runs), its
-// requests handed to the router in process by HummingbirdTesting's `.router` setup.
-//
-// What these do not reach: the page listener's NIO channel handlers, which only run on a real connection. The fast
-// handoff (`FastHandoffHandler`, answering reads and, with the memory store, triggers on the event loop), the
-// connection guards (connection cap, body timeout's 408) and the idle timeout. So a router test checks the routed
-// path: middleware, routes and answers. That the fast path answers the same is FastPathDifferentialTests' and
-// FastHandoffTests' (live sockets); attacks, isolation and real processes stay on sockets too.
+// The operator surface's router in process (HummingbirdTesting's `.router` setup), and the page surface of a live
+// service: the page listener has no router (one pipeline, `PageChannel`, answers every request).
 
 /// A surface's router running in process, with the shorthand of ``LiveService`` for requests.
 package struct RoutedService: Sendable {
@@ -46,13 +40,12 @@ package func testLogger() -> Logger {
     return logger
 }
 
-/// Runs `body` against the page surface's router, its application's services (the fetcher, the fetch runner, the
-/// operator listener on a free port) running as in `prefetch serve`.
-package func withPageRouter<T: Sendable>(
+/// Runs `body` against the page surface of a live service (`withService`): the page listener has no router, its
+/// one pipeline (`PageChannel`) answers every request, so its requests go over a socket.
+package func withPageSurface<T: Sendable>(
     config: TestConfig, settings: ServiceSettings = testSettings(), _ body: @Sendable (RoutedService) async throws -> T
 ) async throws -> T {
-    let app = try buildApplication(settings: settings, config: ConfigHolder(config.loaded()), logger: testLogger())
-    return try await app.test(.router) { client in try await body(RoutedService(client: client)) }
+    try await withService(config: config, settings: settings) { live in try await body(RoutedService(client: live.client)) }
 }
 
 /// Runs `body` against the operator surface's router: the operator `Application` that `buildApplication` hands to

@@ -9,6 +9,7 @@ import PrefetchEngine
 import PrefetchFetcher
 import PrefetchStore
 import Prometheus
+import RendererPool
 import ServiceTestSupport
 import Testing
 
@@ -19,45 +20,14 @@ import Testing
 /// the handler's rules and never the machine's load (the socket test this replaces read a busy connection's reads
 /// 100 ms apart against a 4 s timeout on the wall clock). `ConnectionStateTests` holds the rules on instants given by
 /// hand; this holds that the handler reads the loop's clock, arms and re-arms its timer on that loop, and closes the
-/// channel when the rules say so, for the answers it writes itself and for the router's.
+/// channel when the rules say so.
 ///
-/// The pipeline is the page listener's below Hummingbird's codec: the encoded-answer writer, NIO's response encoder,
-/// the fast path's handler, and in the router's place a stand-in that answers `200` to each request it is handed
-/// (or holds its answer, for a request still being answered).
+/// The pipeline is the page listener's (`PageChannel`) above the decoder: the encoded-answer writer, NIO's response
+/// encoder and the handler with the page API.
 @Suite("fast path: the idle and body timeouts on a virtual clock")
 struct FastHandoffClockTests {
     static let idle = TimeAmount.seconds(4)
     static let bodyTimeout = Duration.seconds(3)
-
-    /// The router's place: answers each request whose end it reads, unless told to hold its answers.
-    final class RouterStandIn: ChannelInboundHandler, RemovableChannelHandler {
-        typealias InboundIn = HTTPServerRequestPart
-        typealias OutboundOut = HTTPServerResponsePart
-
-        var holding = false
-        private(set) var routed = 0
-        private(set) var unanswered = 0
-        private var context: ChannelHandlerContext?
-
-        func handlerAdded(context: ChannelHandlerContext) { self.context = context }
-
-        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-            guard case .end = unwrapInboundIn(data) else { return }
-            routed += 1
-            unanswered += 1
-            if !holding { answerOne() }
-        }
-
-        /// Writes the oldest held answer.
-        func answerOne() {
-            guard let context, unanswered > 0 else { return }
-            unanswered -= 1
-            var headers = HTTPHeaders()
-            headers.add(name: "content-length", value: "0")
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: headers))), promise: nil)
-            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
-        }
-    }
 
     /// The socket's place: a close of the output only (a half-close, after an answer with `Connection: close`) is
     /// kept here, as a socket keeps its input open then; `EmbeddedChannel` would close the whole channel.
@@ -76,7 +46,6 @@ struct FastHandoffClockTests {
     /// no config loaded (so a trigger is an engine refusal, `503 not-ready`, answered on the fast path), the channel active.
     struct Connection {
         let channel: EmbeddedChannel
-        let router: RouterStandIn
         let registry: PrometheusCollectorRegistry
         let socket = HalfCloseStandIn()
 
@@ -95,17 +64,20 @@ struct FastHandoffClockTests {
             let handoff = FastHandoff(
                 orchestrator: orchestrator, origins: AllowedOrigins(extra: [], servedConfigs: { nil }),
                 requestMetrics: FastHandoffMetrics(), renderers: nil)
+            let parts = ServiceParts(
+                orchestrator: orchestrator, renderers: try RendererPools(profiles: [:], logger: logger), listeners: ListenerSettings(),
+                configSource: nil, configPath: "", updater: nil, registry: registry, logger: logger)
+            let api = PageAPI(parts, handoff: handoff, routes: RouteSets(parts, factory: factory))
             let guards = ConnectionGuards(
                 listener: .page, maximum: 8, bodyTimeout: FastHandoffClockTests.bodyTimeout, headLimit: nil, factory: factory,
                 logger: logger)
             let writer = EncodedAnswerWriter()
-            router = RouterStandIn()
             channel = EmbeddedChannel()
             try channel.pipeline.syncOperations.addHandlers([
                 socket, writer, HTTPResponseEncoder(),
                 FastHandoffHandler(
-                    handoff: handoff, guards: guards, idleTimeout: FastHandoffClockTests.idle, writer: writer, headLimit: 128 * 1024),
-                router,
+                    handoff: handoff, api: api, guards: guards, idleTimeout: FastHandoffClockTests.idle, writer: writer,
+                    headLimit: 128 * 1024),
             ])
             try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 8080)).wait()
         }
@@ -127,7 +99,7 @@ struct FastHandoffClockTests {
             try read(.head(head), .body(ByteBuffer(string: body)), .end(nil))
         }
 
-        /// A request the fast path passes to the router.
+        /// A request of the page API, answered at once.
         func health() throws {
             var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/healthz")
             head.headers.add(name: "host", value: "127.0.0.1:8080")
@@ -175,7 +147,6 @@ struct FastHandoffClockTests {
             #expect(answer.contains(#""error":"not-ready""#), "round \(round): \(answer.prefix(300))")
             #expect(connection.isOpen, "closed while busy, at round \(round)")
         }
-        #expect(connection.router.routed == 0, "the triggers were answered on the fast path, none routed")
         #expect(connection.eventLoopAnswers() == 20)
         connection.advance(Self.idle - .milliseconds(1))
         #expect(connection.isOpen, "closed before the idle timeout counted from the last answer")
@@ -183,26 +154,23 @@ struct FastHandoffClockTests {
         #expect(!connection.isOpen, "an idle connection was kept open past its idle timeout")
     }
 
-    /// The router's answers re-arm the timer too, and a request whose answer is outstanding holds the connection open
-    /// however long the answer takes; the timeout counts from that answer's end.
-    @Test func anOutstandingRoutedAnswerHoldsTheConnectionAndItsEndRestartsTheTimeout() throws {
+    /// Every answer's end re-arms the timer: answers of the page API (a health check) one every half timeout hold the
+    /// connection open, and it closes one timeout after the last. (That an outstanding answer holds the connection
+    /// however long it takes is `ConnectionStateTests`' rule.)
+    @Test func answersOfThePageAPIKeepABusyConnectionOpen() throws {
         let connection = try Connection()
         defer { _ = try? connection.channel.finish() }
-        try connection.health()
-        #expect(try connection.written().hasPrefix("HTTP/1.1 200"))
-        connection.router.holding = true
-        connection.advance(.seconds(1))
-        try connection.health()
-        connection.advance(Self.idle * 5)
-        #expect(connection.isOpen, "closed while an answer was outstanding")
-        connection.router.answerOne()
-        connection.loop.run()
-        #expect(try connection.written().hasPrefix("HTTP/1.1 200"))
+        for round in 1...10 {
+            connection.advance(.seconds(2))
+            try connection.health()
+            let answer = try connection.written()
+            #expect(answer.hasPrefix("HTTP/1.1 200") && answer.hasSuffix(#"{"status":"ok"}"#), "round \(round): \(answer)")
+            #expect(connection.isOpen, "closed while busy, at round \(round)")
+        }
         connection.advance(Self.idle - .milliseconds(1))
-        #expect(connection.isOpen, "closed before the idle timeout counted from the answer's end")
+        #expect(connection.isOpen, "closed before the idle timeout counted from the last answer")
         connection.advance(.milliseconds(1))
         #expect(!connection.isOpen)
-        #expect(connection.router.routed == 2)
     }
 
     /// A trigger body the fast path collects gets the body timeout on the same clock: a body dripped one byte a
@@ -227,7 +195,6 @@ struct FastHandoffClockTests {
         #expect(answer.hasPrefix("HTTP/1.1 408"), "\(answer.prefix(200))")
         #expect(answer.contains(#""error":"body-timeout""#), "\(answer.prefix(300))")
         #expect(!connection.isOpen, "the connection stayed open after the 408")
-        #expect(connection.router.routed == 0)
     }
 
     /// A trigger refused at its head with `Connection: close` is answered at once, and its body still has the body
@@ -254,6 +221,5 @@ struct FastHandoffClockTests {
         #expect(connection.isOpen, "cut off before the body timeout")
         connection.advance(.milliseconds(1))
         #expect(!connection.isOpen, "a refused request's dripped body held the connection past the body timeout")
-        #expect(connection.router.routed == 0)
     }
 }

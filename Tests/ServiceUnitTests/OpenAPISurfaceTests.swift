@@ -14,8 +14,9 @@ import Testing
 
 @testable import PrefetchService
 
-/// Each listener's `/openapi.yaml` is its part of `openapi.yaml`, and each router's routes are exactly the
-/// operations its document lists: no route without an operation, no operation without a route.
+/// Each listener's `/openapi.yaml` is its part of `openapi.yaml`, and each surface's routes (the page API's table,
+/// the operator's router) are exactly the operations its document lists: no route without an operation, no
+/// operation without a route.
 @Suite struct OpenAPISurfaceTests {
     let source = Array(FileManager.default.contents(atPath: repositoryRoot + "/openapi.yaml") ?? Data())
 
@@ -62,10 +63,21 @@ import Testing
             orchestrator: orchestrator, renderers: try RendererPools(profiles: [:], logger: logger), listeners: ListenerSettings(),
             configSource: nil, configPath: "configs/prefetch.json", updater: nil, registry: .init(), logger: logger)
         let routes = RouteSets(parts, factory: .init(registry: parts.registry))
-        let page = routed(pageRouter(parts, routes: routes, origins: AllowedOrigins(extra: [], servedConfigs: { nil })))
+        // The page surface's table, each operation as its template: every one is matched by the table with a value
+        // in each parameter, or is one of the store routes.
+        let page = Set(
+            PageRoute.operations(demo: false).map { operation in
+                operation.replacingOccurrences(of: #"\{[a-z0-9]+\}"#, with: "{}", options: .regularExpression)
+            })
+        for operation in page {
+            let (method, path) = (operation.prefix { $0 != " " }, operation.drop { $0 != " " }.dropFirst())
+            let sample = Substring(path.replacingOccurrences(of: "{}", with: "x"))
+            let store = FastHandoff.ReadRoute(String(sample)) != nil || sample == "/v1/prefetch" || sample == "/v1/open"
+            #expect(store || PageRoute(.init(String(method))!, path: sample, demo: false) != nil, "\(operation) is not matched")
+        }
         let operators = routed(operatorRouter(parts, routes: routes))
         #expect(page.subtracting(documented("page")).isEmpty, "page routes without an operation")
-        // A CORS preflight (`OPTIONS`) is answered by the page guard, not by a route: its path must be one the router
+        // A CORS preflight (`OPTIONS`) is answered by the page API for any path: its path must be one the table
         // routes.
         let preflights = documented("page").filter { $0.hasPrefix("OPTIONS ") }
         #expect(!preflights.isEmpty)

@@ -9,8 +9,7 @@ import Testing
 
 @testable import PrefetchService
 
-/// The page surface's request parsing and refusals, through its router in process (see RouterSupport.swift: the
-/// routed path, not the event loop's fast handoff). Each refusal is the error answer `{"error", "message"}` with
+/// The page surface's request parsing and refusals, through its one pipeline on a live service. Each refusal is the error answer `{"error", "message"}` with
 /// the status and code a shell or page acts on; a miss also says why in `X-Prefetch-Reason`; nothing refused is
 /// fetched.
 @Suite("page routes", .timeLimit(.minutes(2)))
@@ -35,8 +34,8 @@ struct PageRouteTests {
     ) throws {
         #expect(reply.status == status, "\(label): \(reply.text)", sourceLocation: sourceLocation)
         #expect(reply.header("Content-Type") == "application/json", "\(label)", sourceLocation: sourceLocation)
-        let failure = try reply.failure()
-        #expect(failure.code == code, "\(label): \(reply.text)", sourceLocation: sourceLocation)
+        let failure = try #require(reply.apiError, "\(label): \(reply.text)", sourceLocation: sourceLocation)
+        #expect(failure.error == code.rawValue, "\(label): \(reply.text)", sourceLocation: sourceLocation)
         #expect(failure.message.contains(text), "\(label): \(failure.message)", sourceLocation: sourceLocation)
         #expect(reply.header("X-Prefetch-Reason") == (miss ? code.rawValue : nil), "\(label)", sourceLocation: sourceLocation)
         #expect(reply.header("X-Content-Type-Options") == "nosniff", "\(label)", sourceLocation: sourceLocation)
@@ -45,7 +44,7 @@ struct PageRouteTests {
     @Test func aTriggerIsAnswered202WithItsTicketAndTheRequestsItStarted() async throws {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/route"
-            try await withPageRouter(config: Self.config(upstream)) { service in
+            try await withPageSurface(config: Self.config(upstream)) { service in
                 let reply = try await service.post("/v1/prefetch", body: #"{"url": "\#(page)?id=5", "headers": {"Cookie": "sid=1"}}"#)
                 #expect(reply.status == 202, "\(reply.text)")
                 let answer = try reply.decoded(TriggerAnswer.self)
@@ -78,7 +77,7 @@ struct PageRouteTests {
     @Test func triggerBodiesThatAreNotATriggerAreRefusedAndStartNothing() async throws {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/route"
-            try await withPageRouter(config: Self.config(upstream)) { service in
+            try await withPageSurface(config: Self.config(upstream)) { service in
                 let refused: [(label: String, contentType: String?, body: String, status: Int, code: FailureCode, text: String)] = [
                     ("no Content-Type", "", #"{"url": "\#(page)"}"#, 415, .unsupportedMediaType, "no Content-Type"),
                     ("a form", "text/plain", #"{"url": "\#(page)"}"#, 415, .unsupportedMediaType, "send application/json"),
@@ -117,7 +116,7 @@ struct PageRouteTests {
     @Test func unknownMembersAreIgnoredByATriggerAndRefusedByAnInvalidation() async throws {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/route"
-            try await withPageRouter(config: Self.config(upstream)) { service in
+            try await withPageSurface(config: Self.config(upstream)) { service in
                 let trigger = try await service.post(
                     "/v1/prefetch", body: #"{"url": "\#(page)", "headers": {"Cookie": "sid=1"}, "shell": {"version": "9.1"}}"#)
                 #expect(trigger.status == 202, "\(trigger.text)")
@@ -143,7 +142,7 @@ struct PageRouteTests {
     @Test func pageDataParameterErrorsAreRefusedAndMissesSayWhy() async throws {
         try await withUpstream { upstream in
             let page = q("\(upstream.base)/pages/route")
-            try await withPageRouter(config: Self.config(upstream)) { service in
+            try await withPageSurface(config: Self.config(upstream)) { service in
                 let refused: [(uri: String, headers: [String: String], status: Int, code: FailureCode, text: String, miss: Bool)] = [
                     ("/v1/data?name=a", [:], 400, .missingPage, "the query parameter page", false),
                     // Without api and name a page with several interfaces names none of them.
@@ -173,7 +172,7 @@ struct PageRouteTests {
     @Test func callersFromOtherSitesAreRefusedByTheGuard() async throws {
         try await withUpstream { upstream in
             let page = "\(upstream.base)/pages/route"
-            try await withPageRouter(config: Self.config(upstream)) { service in
+            try await withPageSurface(config: Self.config(upstream)) { service in
                 let foreign = try await service.post(
                     "/v1/prefetch", headers: ["Origin": "https://evil.test"], body: #"{"url": "\#(page)"}"#)
                 try Self.expectRefusal(foreign, 403, .originNotAllowed, saying: "https://evil.test", miss: true, "a foreign Origin")
@@ -196,7 +195,7 @@ struct PageRouteTests {
     /// router's empty one; operator endpoints do not exist here.
     @Test func unmatchedRoutesAre405WithAllowOrAJSON404() async throws {
         let config = TestConfig([TestPage("https://m.example.test/p", [TestInterface(api: "http://127.0.0.1:9/x")])])
-        try await withPageRouter(config: config) { service in
+        try await withPageSurface(config: config) { service in
             let cases: [(HTTPRequest.Method, String, String)] = [
                 (.delete, "/healthz", "GET"), (.put, "/v1/prefetch", "POST"),
                 (.get, "/v1/prefetch", "POST"), (.delete, "/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA", "GET, OPTIONS"),
