@@ -900,9 +900,12 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 // `Connection: close`, or HTTP/1.0 without keep-alive, ends the connection after the answer.
                 let close = !nioHead.isKeepAlive
                 // The store's routes are matched on the target without empty segments (`//v1/data/` is `/v1/data`).
+                // (Set only when it differs: setting a path validates and stores a new field.)
                 var head = sent
-                head.path = Self.canonical(nioHead.uri)
-                if Self.isCandidate(nioHead) || head.path != sent.path {
+                let canonical = Self.canonical(nioHead.uri)
+                let rewritten = canonical.utf8.count != nioHead.uri.utf8.count
+                if rewritten { head.path = canonical }
+                if Self.isCandidate(nioHead) || rewritten {
                     let taken = handoff.takes(head) ?? (handoff.drains(head) ? .collect(.read) : nil)
                     if case .refused(let answer) = taken {
                         // Written at once; its body, if any, is dropped as it arrives (the router's refusal is written
