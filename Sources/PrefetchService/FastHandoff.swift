@@ -853,19 +853,33 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         process(part, context: context)
     }
 
-    /// Whether a head may be one of the requests answered here (the rest go to the router unconverted).
-    private static func isCandidate(_ head: HTTPRequestHead) -> Bool {
-        (head.method == .GET || head.method == .POST) && head.version.major == 1
-            && FastHandoff.takenPrefixes.contains { head.uri.utf8.starts(with: $0.utf8) }
+    /// Whether a head may be one of the store's routes (`FastHandoff`); the rest are `PageAPI`'s.
+    private static func isCandidate(_ head: HTTPRequestHead, target: String) -> Bool {
+        (head.method == .GET || head.method == .POST) && FastHandoff.takenPrefixes.contains { target.utf8.starts(with: $0.utf8) }
     }
 
-    /// The head as Hummingbird's codec gives it to the router (`HTTPRequest(_:secure:splitCookie:)`), for an
-    /// origin-form target: its path is the target as sent.
+    /// The head as `HTTPTypes` has it, its path the target in origin form: as sent, or an absolute-form target's
+    /// path and query (`http://host/healthz` is `/healthz`; RFC 9112 §3.2.2 has a server accept it); nil when the
+    /// method is not one `HTTPTypes` takes.
     private static func request(_ head: HTTPRequestHead) -> HTTPRequest? {
-        guard head.uri.utf8.first == UInt8(ascii: "/"), let method = try? HTTPRequest.Method(head.method) else { return nil }
+        guard let method = try? HTTPRequest.Method(head.method) else { return nil }
         return HTTPRequest(
-            method: method, scheme: "http", authority: head.headers.first(name: "host"), path: head.uri,
+            method: method, scheme: "http", authority: head.headers.first(name: "host"), path: originForm(head.uri),
             headerFields: HTTPFields(head.headers, splitCookie: false))
+    }
+
+    /// `target` in origin form: an absolute-form target (`scheme://authority/path?query`) without its scheme and
+    /// authority; any other target as sent (an origin-form one, or `*`, which no route takes).
+    static func originForm(_ target: String) -> String {
+        let bytes = target.utf8
+        guard bytes.first != UInt8(ascii: "/"), let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
+            bytes[colon...].starts(with: "://".utf8)
+        else { return target }
+        let authority = bytes.index(colon, offsetBy: 3)
+        guard let start = bytes[authority...].firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }) else {
+            return "/"
+        }
+        return bytes[start] == UInt8(ascii: "?") ? "/" + target[start...] : String(target[start...])
     }
 
     /// `target` with its path's empty segments dropped (`//v1/data/` is `/v1/data`), its query kept: every route
@@ -902,10 +916,11 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 // The store's routes are matched on the target without empty segments (`//v1/data/` is `/v1/data`).
                 // (Set only when it differs: setting a path validates and stores a new field.)
                 var head = sent
-                let canonical = Self.canonical(nioHead.uri)
-                let rewritten = canonical.utf8.count != nioHead.uri.utf8.count
+                let target = sent.path ?? "/"
+                let canonical = Self.canonical(target)
+                let rewritten = canonical.utf8.count != target.utf8.count
                 if rewritten { head.path = canonical }
-                if Self.isCandidate(nioHead) || rewritten {
+                if Self.isCandidate(nioHead, target: canonical) {
                     let taken = handoff.takes(head) ?? (handoff.drains(head) ? .collect(.read) : nil)
                     if case .refused(let answer) = taken {
                         // Written at once; its body, if any, is dropped as it arrives (the router's refusal is written

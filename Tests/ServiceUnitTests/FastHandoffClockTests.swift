@@ -173,6 +173,18 @@ struct FastHandoffClockTests {
         #expect(!connection.isOpen)
     }
 
+    /// An absolute-form target (RFC 9112 §3.2.2) is answered as its path: the health check of
+    /// `GET http://127.0.0.1:8080/healthz`.
+    @Test func anAbsoluteFormTargetIsAnsweredAsItsPath() throws {
+        let connection = try Connection()
+        defer { _ = try? connection.channel.finish() }
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "http://127.0.0.1:8080/healthz")
+        head.headers.add(name: "host", value: "127.0.0.1:8080")
+        try connection.read(.head(head), .end(nil))
+        let answer = try connection.written()
+        #expect(answer.hasPrefix("HTTP/1.1 200") && answer.hasSuffix(#"{"status":"ok"}"#), "\(answer)")
+    }
+
     /// A trigger body the fast path collects gets the body timeout on the same clock: a body dripped one byte a
     /// second gets `408 body-timeout` at three seconds (not a millisecond sooner) and the connection closes.
     @Test func aDrippedTriggerBodyIsA408AtTheBodyTimeout() throws {

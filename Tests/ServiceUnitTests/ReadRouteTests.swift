@@ -46,4 +46,20 @@ struct ReadRouteTests {
     func aPathNamesOneReadOrNone(_ path: String, _ expected: Parsed) {
         #expect(parse(path) == expected, "\(path)")
     }
+
+    /// A target as the page pipeline matches it: in origin form (an absolute-form target's path and query), its
+    /// empty segments dropped, its query kept.
+    @Test(arguments: [
+        ("/v1/data?name=a", "/v1/data?name=a"),
+        ("http://127.0.0.1:8080/healthz", "/healthz"),
+        ("https://m.example.com/v1/prefetch/abc/data?name=a", "/v1/prefetch/abc/data?name=a"),
+        ("http://127.0.0.1:8080", "/"),
+        ("http://127.0.0.1:8080?x=1", "/?x=1"),
+        ("//v1//data/?name=a", "/v1/data?name=a"),
+        ("/", "/"),
+        ("*", "*"),
+    ])
+    func aTargetIsMatchedInOriginFormWithoutEmptySegments(_ target: String, _ matched: String) {
+        #expect(FastHandoffHandler.canonical(FastHandoffHandler.originForm(target)) == matched, "\(target)")
+    }
 }
