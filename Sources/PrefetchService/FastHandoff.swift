@@ -1004,7 +1004,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     case .open:
                         handoff.open(head, body: body, caller: caller, deliver: makeDelivery, onGone: { self.onGone = $0 })
                     case .read: preconditionFailure("a read is answered by read(_:_:close:context:)")
-                    case .cold(let route): cold(route, head, body: body, caller: caller, deliver: makeDelivery())
+                    case .cold(let route):
+                        cold(route, head, body: body, caller: caller, deliver: makeDelivery(), onGone: { self.onGone = $0 })
                     }
                 switch answered {
                 case .now(let answer)?:
@@ -1059,10 +1060,13 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// A request of ``PageAPI`` whose body is in: answered by a task of its own (these routes wait on the renderer
     /// pool or a shared store, and are not on a page open's path), the answer handed back to this event loop.
     private func cold(
-        _ route: PageRoute, _ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: @escaping FastHandoff.Deliver
+        _ route: PageRoute, _ head: HTTPRequest, body: ByteBuffer, caller: String, deliver: @escaping FastHandoff.Deliver,
+        onGone: (@escaping @Sendable () -> Void) -> Void
     ) -> FastHandoff.Answer? {
         let api = api
-        Task { deliver(await api.answer(route, head, body: body, caller: caller)) }
+        let left = Abandonment()
+        onGone { left.leave() }
+        Task { deliver(await api.answer(route, head, body: body, caller: caller, left: left)) }
         return .underway
     }
 

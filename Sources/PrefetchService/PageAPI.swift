@@ -9,6 +9,7 @@ import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
 import ResourceProvider
+import Synchronization
 
 /// The page surface's routes besides the five the event loop answers from the store (``FastHandoff``: the trigger,
 /// the open, the results view and the two data reads): one typed table, matched on the path's segments, the route's
@@ -183,12 +184,14 @@ struct PageAPI: Sendable {
         }
     }
 
-    /// The answer of a route that reads its body, once the body is in.
-    func answer(_ route: PageRoute, _ head: HTTPRequest, body: ByteBuffer, caller: String) async -> EncodedAnswer {
+    /// The answer of a route that reads its body, once the body is in. `left` says whether the caller's connection
+    /// closed meanwhile (a renderer leased for it is handed back).
+    func answer(_ route: PageRoute, _ head: HTTPRequest, body: ByteBuffer, caller: String, left: Abandonment? = nil) async -> EncodedAnswer
+    {
         let started = DispatchTime.now().uptimeNanoseconds
         let origin = (try? hot.origins.admit(head.headerFields, path: URI(head.path ?? "/").path).get()) ?? .init(origin: nil, grant: .none)
         do throws(APIError) {
-            let (status, fields, bytes) = try await parts(route, head.headerFields, body: body, caller: caller)
+            let (status, fields, bytes) = try await parts(route, head.headerFields, body: body, caller: caller, left: left)
             return answer(status, fields, bytes, to: head, origin: origin, route: route.template, started: started)
         } catch {
             return answer(error, to: head, origin: origin, route: route.template, started: started)
@@ -248,7 +251,7 @@ struct PageAPI: Sendable {
 
     /// The answer of a route that reads its body.
     private func parts(
-        _ route: PageRoute, _ headers: HTTPFields, body: ByteBuffer, caller: String
+        _ route: PageRoute, _ headers: HTTPFields, body: ByteBuffer, caller: String, left: Abandonment?
     ) async throws(APIError) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         switch route {
         case .invalidate:
@@ -257,7 +260,8 @@ struct PageAPI: Sendable {
             let object = try PrefetchRoutes.jsonObject(body)
             let profile = try RendererRoutes.string(object, "profile") ?? "main"
             let page = try RendererRoutes.string(object, "page")
-            let leased = try await renderers.acquire(profile: profile, page: page, caller: RendererRoutes.leaseCaller(address: caller))
+            let leased = try await renderers.acquire(
+                profile: profile, page: page, caller: RendererRoutes.leaseCaller(address: caller), left: left)
             return JSONEncoding.parts(leased.status, leased.value)
         case .release(let id):
             return JSONEncoding.parts(.ok, try await renderers.release(id: id, body: body))
@@ -311,6 +315,17 @@ extension PageAPI {
             document: parts.listeners.demo ? OpenAPIDocument.pageWithDemo : OpenAPIDocument.page,
             endpoints: UnmatchedRouteMiddleware(surface: "page"))
     }
+}
+
+/// Whether the caller of a request answered in a task has left (its connection closed before the answer was
+/// written): set by the connection's handler, read by the task.
+final class Abandonment: Sendable {
+    private let left = Atomic<Bool>(false)
+
+    /// The caller left.
+    func leave() { left.store(true, ordering: .releasing) }
+
+    var hasLeft: Bool { left.load(ordering: .acquiring) }
 }
 
 extension HTTPResponse.Status {

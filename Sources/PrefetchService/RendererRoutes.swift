@@ -50,11 +50,13 @@ struct RendererRoutes: Sendable {
             message: "the lease \(quoted(id, limit: 80)) is unknown, already released or reclaimed")
     }
 
-    /// Leases a renderer.
-    func acquire(profile: String, page: String?, caller: String) async throws(APIError) -> Answer<LeaseAnswer> {
+    /// Leases a renderer. One leased for a caller that has `left` meanwhile (its connection closed while the pool
+    /// made it) is handed back at once, not left leased to nobody until the pool reclaims it.
+    func acquire(profile: String, page: String?, caller: String, left: Abandonment? = nil) async throws(APIError) -> Answer<LeaseAnswer> {
         guard pools.pool(named: profile) != nil else { throw Self.unknownProfile(profile, in: pools) }
         do {
             let lease = try await pools.acquire(profile: profile, page: page, caller: caller)
+            if left?.hasLeft == true { _ = await pools.release(lease) }
             return Answer(status: .ok, value: LeaseAnswer(lease))
         } catch {
             throw Self.leaseRefusal(error, profile: profile)

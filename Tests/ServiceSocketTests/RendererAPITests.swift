@@ -263,6 +263,27 @@ import Testing
         }
     }
 
+    /// The same for a lease asked on its own (`POST /v1/renderers/acquire`, answered in a task): a renderer the pool
+    /// made for a client that left is handed back as soon as it comes.
+    @Test func aLeaseForAClientThatLeftIsHandedBack() async throws {
+        var main = profile(minIdle: 0, maxSize: 1, createMs: 300)
+        main.leaseTimeout = 600
+        try await withApp(settings(main: main)) { client, admin in
+            let port = try #require(client.port)
+            let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connect(host: "127.0.0.1", port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    }
+                }
+            try await channel.executeThenClose { _, outbound in
+                try await outbound.write(ByteBuffer(string: rawPost("/v1/renderers/acquire", port: port, body: #"{"profile":"main"}"#)))
+            }
+            let state = try await waitForState(admin, profile: "main") { $0.created == 1 && $0.leased == 0 }
+            #expect(state?.created == 1 && state?.leased == 0 && state?.idle == 1, "\(String(describing: state))")
+        }
+    }
+
     @Test func invalidProfilesAreRefusedWithTheirPath() {
         var bad = RendererProfile()
         bad.minIdle = 3
