@@ -846,11 +846,38 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .end: state.requestEnd(now: context.eventLoop.now)
         }
         if case .closing = current { return }
-        if holding || !held.isEmpty {
+        // Behind an outstanding answer, or while the socket takes no more (the client does not read its answers),
+        // later parts wait here and the connection is not read further: what a client can make this connection hold
+        // is bounded by one read, never by the answers it would pile up.
+        if holding || !held.isEmpty || !context.channel.isWritable {
             held.append(part)
             return
         }
         process(part, context: context)
+    }
+
+    /// The held parts, in order, while nothing holds them (an answer outstanding, a socket that takes no more);
+    /// then the answer to a request the decoder could not read, if one waits; then the next read, if one was asked
+    /// for.
+    private func replayHeld(context: ChannelHandlerContext) {
+        while !holding, context.channel.isWritable, let part = held.popFirst() {
+            process(part, context: context)
+        }
+        if case .idle = current, held.isEmpty, let answer = unreadable {
+            unreadable = nil
+            current = .closing
+            write(answer, close: true, context: context)
+            return
+        }
+        if readWanted && !holding && held.isEmpty && context.channel.isWritable {
+            readWanted = false
+            context.read()
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { replayHeld(context: context) }
+        context.fireChannelWritabilityChanged()
     }
 
     /// Whether a head may be one of the store's routes (`FastHandoff`); the rest are `PageAPI`'s.
@@ -1164,21 +1191,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         current = .idle
         onGone = nil
         write(answer, close: close, context: context)
-        // Later requests that waited behind it, in order; one of them may wait in turn. The router's channel takes
-        // what it was handed at a read's completion, so this replay completes one.
-        while !holding, let part = held.popFirst() {
-            process(part, context: context)
-        }
-        if case .idle = current, held.isEmpty, let answer = unreadable {
-            unreadable = nil
-            current = .closing
-            write(answer, close: true, context: context)
-            return
-        }
-        if readWanted && !holding {
-            readWanted = false
-            context.read()
-        }
+        // Later requests that waited behind it, in order; one of them may wait in turn.
+        replayHeld(context: context)
     }
 
     /// Writes an answer of this path: an encoded head and the body below NIO's response encoder, in one `writev`
@@ -1278,10 +1292,25 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .idle where held.isEmpty:
             current = .closing
             write(answer, close: true, context: context)
+        case .collecting(_, _, _, let timer, _):
+            // A body that cannot be read (a malformed chunk): refused now, not at the body timeout.
+            timer?.cancel()
+            current = .closing
+            write(answer, close: true, context: context)
+        case .draining(let timer, _):
+            // Its answer is written; the rest cannot be framed.
+            timer?.cancel()
+            current = .closing
+            context.close(promise: nil)
+        case .answered(let written, _):
+            // Answered at its head; its body cannot be framed: the answer, then the close.
+            current = .closing
+            write(written, close: true, context: context)
         case .closing:
             break
         default:
-            // Written once the outstanding answer is (`ready`); nothing more is read.
+            // Written once the outstanding answer is (`ready`), or the held requests are (`replayHeld`); nothing
+            // more is read.
             unreadable = answer
         }
     }
@@ -1320,7 +1349,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
 extension FastHandoffHandler {
     /// No further read while later requests are held behind an outstanding answer.
     func read(context: ChannelHandlerContext) {
-        if holding || !held.isEmpty {
+        if holding || !held.isEmpty || !context.channel.isWritable {
             readWanted = true
         } else {
             context.read()

@@ -284,8 +284,8 @@ struct PageAPI: Sendable {
     }
 
     /// An answer with the surface's headers (its length, the CORS headers of an admitted origin, the security
-    /// headers), encoded, and counted in the request metrics. An answer to `HEAD` is its head alone, framed as the
-    /// `GET` answer would be.
+    /// headers), encoded, and counted in the request metrics. An answer to `HEAD` (no route takes it: a `405`, or
+    /// the origin guard's refusal) is its head alone, its `Content-Length` the body's it would have had.
     private func answer(
         _ status: HTTPResponse.Status, _ fields: HTTPFields, _ body: ByteBuffer, to head: HTTPRequest,
         origin: AllowedOrigins.Admission, route: String, started: UInt64

@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 import Metrics
 import NIOCore
@@ -171,6 +172,43 @@ struct FastHandoffClockTests {
         #expect(connection.isOpen, "closed before the idle timeout counted from the last answer")
         connection.advance(.milliseconds(1))
         #expect(!connection.isOpen)
+    }
+
+    /// While the socket takes no more (a client that does not read its answers), pipelined requests are held,
+    /// unanswered, so a connection holds at most what one read brought, never the answers it would pile up; they
+    /// are answered, in order, once the socket drains.
+    @Test func requestsWaitWhileTheClientDoesNotReadItsAnswers() throws {
+        let connection = try Connection()
+        defer { _ = try? connection.channel.finish() }
+        connection.channel.isWritable = false
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/healthz")
+        head.headers.add(name: "host", value: "127.0.0.1:8080")
+        var missing = head
+        missing.uri = "/nowhere"
+        try connection.read(.head(head), .end(nil), .head(missing), .end(nil), .head(head), .end(nil))
+        #expect(try connection.written().isEmpty, "answered while the socket took no more")
+        connection.channel.isWritable = true
+        connection.channel.pipeline.fireChannelWritabilityChanged()
+        connection.loop.run()
+        let answers = try connection.written().components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
+        #expect(answers == ["200", "404", "200"], "\(answers)")
+    }
+
+    /// A body the decoder cannot read (a malformed chunk) is refused at once, `400 malformed-request`, and the
+    /// connection closes: not left to the body timeout.
+    @Test func aBodyThatCannotBeReadIsRefusedAtOnce() throws {
+        let connection = try Connection()
+        defer { _ = try? connection.channel.finish() }
+        var head = HTTPRequestHead(version: .http1_1, method: .POST, uri: "/v1/prefetch")
+        head.headers.add(name: "host", value: "127.0.0.1:8080")
+        head.headers.add(name: "content-type", value: "application/json")
+        head.headers.add(name: "transfer-encoding", value: "chunked")
+        try connection.read(.head(head))
+        connection.channel.pipeline.fireErrorCaught(HTTPParserError.invalidChunkSize)
+        connection.loop.run()
+        let answer = try connection.written()
+        #expect(answer.hasPrefix("HTTP/1.1 400") && answer.contains(#""error":"malformed-request""#), "\(answer)")
+        #expect(connection.socket.outputClosed || !connection.isOpen, "the connection stayed open")
     }
 
     /// An absolute-form target (RFC 9112 §3.2.2) is answered as its path: the health check of
