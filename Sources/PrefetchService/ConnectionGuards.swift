@@ -140,7 +140,9 @@ extension HTTP1Channel.Configuration {
     func guarded(by guards: ConnectionGuards) -> Self {
         var configured = self
         let others = additionalChannelHandlers
-        configured.additionalChannelHandlers = { [ConnectionGuardHandler(guards: guards)] + others() }
+        configured.additionalChannelHandlers = {
+            [ConnectionCapHandler(guards: guards), ConnectionGuardHandler(guards: guards)] + others()
+        }
         return configured
     }
 }
@@ -260,10 +262,8 @@ struct BodyGuardState: Equatable {
     }
 }
 
-/// The per-connection guard of a listener, first of the handlers Hummingbird adds after the HTTP codec:
-/// - it counts the connection against the listener's cap (``ConnectionGuards/admit()``) and closes it on arrival
-///   when the listener is full;
-/// - it ends a connection whose request body does not arrive within the body timeout (`SECURITY.md`, promise 15),
+/// The operator listener's per-connection body guard, after ``ConnectionCapHandler`` (the listener's cap, as on the
+/// page listener) among the handlers Hummingbird adds after the HTTP codec: it ends a connection whose request body does not arrive within the body timeout (`SECURITY.md`, promise 15),
 ///   whether or not the route reads the body: a route that answered without reading it leaves Hummingbird
 ///   draining the body, and every dripped byte would reset the idle timer.
 ///
@@ -286,33 +286,14 @@ final class ConnectionGuardHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var state = BodyGuardState()
     /// The body timer, or the grace period of a closing connection.
     private var timer: Scheduled<Void>?
-    /// Counted in by the listener's cap (and so to be counted out).
-    private var admitted = false
 
     init(guards: ConnectionGuards) {
         self.guards = guards
     }
 
-    // The count follows the handler's life, not channelActive/Inactive: handlerRemoved comes exactly once after
-    // handlerAdded, also for a channel that never became active.
-    func handlerAdded(context: ChannelHandlerContext) {
-        admitted = guards.admit()
-        if !admitted, context.channel.isActive { context.close(promise: nil) }
-    }
-
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
         timer = nil
-        if admitted {
-            admitted = false
-            guards.release()
-        }
-    }
-
-    func channelActive(context: ChannelHandlerContext) {
-        context.fireChannelActive()
-        // Accepted and set up, but over the cap: closed before anything is read.
-        if !admitted { context.close(promise: nil) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -165,25 +165,23 @@ struct FastHandoff: Sendable {
     /// The answer to a request head over `limit` bytes: `431 too-large`, no CORS (the head, `Origin` included, was
     /// never read), the security headers; and its request metrics under the route `NotFound` (as the router counts a request it could not route).
     func headTooLarge(limit: Int) -> EncodedAnswer {
-        let error = APIError.headTooLarge(limit: limit)
-        let (status, fields, body) = (try? error.parts()) ?? (error.status, [:], ByteBuffer())
-        var head = fields
-        head[.connection] = "close"
-        return finish(
-            status, head, body, origin: AllowedOrigins.Admission(origin: nil, grant: .none), route: "NotFound", method: .get,
-            started: DispatchTime.now().uptimeNanoseconds)
+        closing(.headTooLarge(limit: limit), route: "NotFound")
     }
 
     /// The answer to a request that cannot be read as one (a method that is not a token, a head the parser
     /// refuses): `400 malformed-request` naming what was wrong, the security headers, and the close (what follows
     /// cannot be framed).
     func malformed(_ message: String) -> EncodedAnswer {
-        let error = APIError.badRequest(.malformedRequest, message)
+        closing(.badRequest(.malformedRequest, message), route: "Unknown")
+    }
+
+    /// `error` written before its request could be read: no CORS, the security headers, `Connection: close`.
+    private func closing(_ error: APIError, route: String) -> EncodedAnswer {
         let (status, fields, body) = (try? error.parts()) ?? (error.status, [:], ByteBuffer())
         var head = fields
         head[.connection] = "close"
         return finish(
-            status, head, body, origin: AllowedOrigins.Admission(origin: nil, grant: .none), route: "Unknown", method: .get,
+            status, head, body, origin: AllowedOrigins.Admission(origin: nil, grant: .none), route: route, method: .get,
             started: DispatchTime.now().uptimeNanoseconds)
     }
 
