@@ -4,7 +4,7 @@
 # process, one redis-server), deployments (several processes: replicas on Redis cluster, sentinel and replica
 # deployments), browser (headless Chromium). The first layer that fails stops the run; each prints one line,
 # `test.sh: layer <name>: <N> tests passed in <S> s`. Then the operators' view, the shell SDK's tests, and the
-# fuzzers: the byte parsers (libFuzzer with AddressSanitizer, 5 s a target: scripts/fuzz.sh) and the HTTP API
+# fuzzers: the byte parsers (libFuzzer with AddressSanitizer, 3 s a target: scripts/fuzz.sh) and the HTTP API
 # against openapi.yaml (schemathesis: scripts/fuzz-api.sh).
 #   scripts/test.sh --quick       the build and the unit layer alone (no dependency check, no lint)
 #   scripts/test.sh --filter X    lint, build, then one `swift test` run with these arguments, the SDK tests, the fuzzers
@@ -15,10 +15,36 @@ if [ "${1:-}" = "--quick" ]; then
   [ $# -eq 1 ] || { echo "test.sh: --quick takes no other arguments" >&2; exit 2; }
   quick=1
 fi
+# One line per phase with its time, like the layers' (the run's summary: grep '^test.sh:').
+phase() { echo "test.sh: $1 in $(($(date +%s) - $2)) s"; }
+started=$(date +%s)
+lint_pid=""
+lint_log=""
 if [ $quick -eq 0 ]; then
   scripts/ensure-deps.sh test
-  scripts/lint.sh
+  phase "dependencies checked" "$started"
+  # Lint beside the build: the build keeps both cores busy, lint mostly waits (on PyPI for its checkers, on redis-server
+  # and promtool), so the two together take little more than the build alone. Its output is shown when it ends; a
+  # failing lint fails the run after the build.
+  lint_log="$(mktemp)"
+  lint_started=$(date +%s)
+  (scripts/lint.sh >"$lint_log" 2>&1; status=$?; echo "$(($(date +%s) - lint_started))" >"$lint_log.seconds"; exit $status) &
+  lint_pid=$!
 fi
+# Waits for lint (started above) and shows its output; fails the run when it failed.
+finish_lint() {
+  [ -n "$lint_pid" ] || return 0
+  local status=0
+  wait "$lint_pid" || status=$?
+  lint_pid=""
+  cat "$lint_log"
+  if [ "$status" -ne 0 ]; then
+    echo "test.sh: lint failed (above); the tests did not run" >&2
+    exit "$status"
+  fi
+  echo "test.sh: lint passed in $(cat "$lint_log.seconds") s (beside the build)"
+  rm -f "$lint_log" "$lint_log.seconds"
+}
 # No compiler warning in this repository's own sources (dependencies' warnings are theirs): a build's output is
 # kept and any `warning:` of a file under Sources, Tests or Clients fails the run. An incremental build shows only
 # what it recompiled; CI builds from scratch, so there every file is checked.
@@ -44,7 +70,12 @@ if [ -d .build/debug ]; then
   { find -L .build/debug/ -name '*.o' -print0 2>/dev/null | xargs -0 -r grep -l -a -Z -e '-lCoreFoundation' || true; } \
     | xargs -0 -r rm -f --
 fi
-build_without_warnings --build-tests "${traits[@]}"
+build_started=$(date +%s)
+build_status=0
+build_without_warnings --build-tests "${traits[@]}" || build_status=$?
+[ "$build_status" -ne 0 ] || phase "build (debug, tests included)" "$build_started"
+finish_lint
+[ "$build_status" -eq 0 ] || exit "$build_status"
 # A crash (of the test process or of a child it started) fails the run; its backtrace is not worth the minutes of a
 # core that symbolicating a debug build takes, starving every test still running.
 export SWIFT_BACKTRACE=enable=no
@@ -84,7 +115,9 @@ if [ $quick -eq 1 ]; then
   exit 0
 fi
 # The browser tests inject the read key with the shell SDK's own script: its command, built first.
+sdk_started=$(date +%s)
 build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
+phase "build of the shell SDK's script" "$sdk_started"
 PREFETCH_SHELL_SCRIPT_BIN="$(swift build --package-path Clients/PrefetchShell --show-bin-path)/prefetch-shell-script"
 export PREFETCH_SHELL_SCRIPT_BIN
 # The layers in order, each on its own: beside the rest on 2 cores, a deployment's dozen processes or a browser
@@ -99,10 +132,31 @@ if [ $# -eq 0 ]; then
 else
   swift test --skip-build "${traits[@]}" "$@" "${width[@]}"
 fi
-scripts/test-clients.sh
+clients_started=$(date +%s)
+# The SDK's live tests run the binaries this build made (test-clients.sh would otherwise ask for the products again,
+# which relinks them: the test build's executables are linked for testing).
+bin_dir="$(swift build --show-bin-path)"
+PREFETCH_BIN="$bin_dir/prefetch" PREFETCH_UPSTREAM_BIN="$bin_dir/prefetch-upstream" scripts/test-clients.sh
+phase "shell SDK tests" "$clients_started"
 # The fuzzers run short here, as a check that every target builds, starts and survives its corpus and a few seconds
-# of mutation, and schemathesis with 25 examples per operation (every operation, both listeners, three configs);
-# longer runs are on demand (docs/testing.md): PREFETCH_FUZZ_SECONDS and FUZZ_MAX_EXAMPLES set them here.
-# PREFETCH_SKIP_FUZZ=1 skips both fuzzing runs (a quicker local run).
-[ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || scripts/fuzz.sh "${PREFETCH_FUZZ_SECONDS:-5}"
-[ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-25}" scripts/fuzz-api.sh
+# of mutation (3 s a target), and schemathesis with 20 examples per operation on both listeners of two configs
+# (`fuzz`, whose interfaces also fail and time out, and `demo`, which serves the demo's files too); longer runs are on
+# demand (docs/testing.md): PREFETCH_FUZZ_SECONDS, FUZZ_MAX_EXAMPLES and FUZZ_CONFIGS set them here.
+# PREFETCH_SKIP_FUZZ=1 skips both fuzzing runs (a quicker local run). The two run side by side: each mostly keeps
+# one core busy (libFuzzer one target at a time; schemathesis' Python and the service it drives).
+if [ "${PREFETCH_SKIP_FUZZ:-0}" != "1" ]; then
+  fuzz_started=$(date +%s)
+  fuzz_log="$(mktemp)"
+  scripts/fuzz.sh "${PREFETCH_FUZZ_SECONDS:-3}" >"$fuzz_log" 2>&1 &
+  fuzz_pid=$!
+  api_status=0
+  FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-20}" FUZZ_CONFIGS="${FUZZ_CONFIGS:-fuzz demo}" scripts/fuzz-api.sh || api_status=$?
+  fuzz_status=0
+  wait "$fuzz_pid" || fuzz_status=$?
+  cat "$fuzz_log"
+  rm -f "$fuzz_log"
+  [ "$api_status" -eq 0 ] || { echo "test.sh: schemathesis failed (above)" >&2; exit "$api_status"; }
+  [ "$fuzz_status" -eq 0 ] || { echo "test.sh: the fuzzers failed (above)" >&2; exit "$fuzz_status"; }
+  phase "fuzzers and schemathesis" "$fuzz_started"
+fi
+phase "whole run" "$started"
