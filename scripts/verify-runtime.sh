@@ -18,8 +18,11 @@ dpkg -s libhiredis-dev libssl-dev >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteract
 # binary's shared libraries, which are what the runtime stage must provide, are the same in both.
 build=${VERIFY_BUILD:-release}
 case "$build" in release | debug) ;; *) echo "verify-runtime: VERIFY_BUILD must be release or debug, not $build" >&2; exit 2 ;; esac
-echo "== $build build (--static-swift-stdlib, with the OTLP trait)"
-scripts/build-static.sh -c "$build" --traits OTLP --product prefetch
+# A debug build takes PREFETCH_BUILD_FLAGS as scripts/test.sh does, so it links the objects the tests built.
+build_flags=()
+[ "$build" = release ] || read -r -a build_flags <<<"${PREFETCH_BUILD_FLAGS:-}"
+echo "== $build build (--static-swift-stdlib, with the OTLP trait${build_flags[*]:+, ${build_flags[*]}})"
+scripts/build-static.sh -c "$build" --traits OTLP "${build_flags[@]}" --product prefetch
 bin=$(swift build -c "$build" --traits OTLP --show-bin-path)
 
 root=${VERIFY_ROOT:-/var/tmp/prefetch-runtime-root}
