@@ -2,8 +2,8 @@
 # Builds and tests the client packages under Clients/ (Clients/PrefetchShell, the Swift package a native web shell
 # links) against this checkout's service. The client's live tests start `prefetch serve` and `prefetch-upstream` as
 # processes; they find them through PREFETCH_BIN and PREFETCH_UPSTREAM_BIN, which this script sets to the root
-# package's build (built first if needed) unless both are already set. The client's HTTP layer is generated at build
-# time from its copy of openapi.yaml, and a live test fails when the page listener serves a different document.
+# package's build (built first if needed) unless both are already set. The client's HTTP layer is generated from its copy
+# of openapi.yaml (scripts/generate-shell-api.sh), and a live test fails when the page listener serves a different one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${PREFETCH_BIN:-}" ] || [ -z "${PREFETCH_UPSTREAM_BIN:-}" ]; then

@@ -52,7 +52,10 @@ build_without_warnings() {
   local log
   log="$(mktemp)"
   if ! swift build "$@" 2>&1 | tee "$log"; then rm -f "$log"; return 1; fi
-  if grep -E "^$PWD/(Sources|Tests|Clients/PrefetchShell/(Sources|Tests))/[^:]+:[0-9]+:[0-9]+: warning:" "$log" >&2; then
+  # (The shell SDK's generated client is the generator's, like a dependency's: with Swift 6.3 it warns of package
+  # imports only its other files use, which its `@diagnose` marks silence from Swift 6.4 on.)
+  if grep -E "^$PWD/(Sources|Tests|Clients/PrefetchShell/(Sources|Tests))/[^:]+:[0-9]+:[0-9]+: warning:" "$log" |
+    grep -v "^$PWD/Clients/PrefetchShell/Sources/PrefetchShellAPI/Generated/" >&2; then
     rm -f "$log"
     echo "test.sh: the build above has compiler warnings in this repository's sources (listed); fix them" >&2
     return 1
@@ -62,8 +65,9 @@ build_without_warnings() {
 # The build the tests run is the production one, with the OTLP trait (OTLP export: OTLPExportTests runs `prefetch
 # serve --otlp`); a build without it, like scripts/run.sh's demo, refuses --otlp (ServeSettingsTests).
 traits=(--traits OTLP)
-# Extra `swift build` flags for this build (word-split): .ci/run sets `--disable-index-store -debug-info-format none`,
-# since nothing in CI reads an index or debug information; a developer's run keeps both. scripts/verify-runtime.sh
+# Extra `swift build` flags for this build (word-split): .ci/run sets `-debug-info-format none`, since nothing in CI
+# reads debug information; a developer's run keeps it. (Not --disable-index-store: the test build's discovery of
+# the tests on Linux reads the index.) scripts/verify-runtime.sh
 # links its binary from these objects with the same flags (other flags would compile everything again).
 read -r -a build_flags <<<"${PREFETCH_BUILD_FLAGS:-}"
 # Objects a static link left compiled against the static Swift runtime (scripts/build-static.sh, e.g. a

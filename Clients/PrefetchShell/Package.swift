@@ -1,9 +1,11 @@
 // swift-tools-version:6.2
 import PackageDescription
 
-// What a native web shell links to talk to the prefetch service's page surface. The HTTP client is generated at
-// build time from the page operations of the service's OpenAPI document (Sources/PrefetchShellAPI), so the document
-// and the client cannot drift; the library's public surface is Foundation only.
+// What a native web shell links to talk to the prefetch service's page surface. The HTTP client is generated from the
+// page operations of the service's OpenAPI document (Sources/PrefetchShellAPI: the document, the generator's config
+// and the generated sources, committed by scripts/generate-shell-api.sh, whose --check in the service's lint fails
+// when they differ; a live test fails when the service serves another document). An app linking this package builds
+// no generator and trusts no build plugin. The library's public surface is Foundation only.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
@@ -27,7 +29,6 @@ let package = Package(
         .executable(name: "prefetch-shell-offline", targets: ["prefetch-shell-offline"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-openapi-generator", from: "1.14.3"),
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
         .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
@@ -36,8 +37,9 @@ let package = Package(
         .target(
             name: "PrefetchShellAPI",
             dependencies: [.product(name: "OpenAPIRuntime", package: "swift-openapi-runtime")],
-            swiftSettings: swiftSettings,
-            plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
+            // The generator's input, kept beside its output (Generated/).
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml"],
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "PrefetchShell",

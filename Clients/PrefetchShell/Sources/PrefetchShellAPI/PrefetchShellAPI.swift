@@ -1,2 +1,2 @@
-// The generated client of the service's page surface (types and client, package access) is built from
-// openapi.yaml beside this file by the OpenAPIGenerator build plugin, filtered by openapi-generator-config.yaml.
+// The generated client of the service's page surface (types and client, package access): Generated/, made from
+// openapi.yaml beside this file with openapi-generator-config.yaml by scripts/generate-shell-api.sh.

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The shell SDK's generated HTTP client (Clients/PrefetchShell/Sources/PrefetchShellAPI/Generated), made from the
+# SDK's copy of the page surface's document (openapi.yaml beside it) by swift-openapi-generator with
+# openapi-generator-config.yaml, and committed, so an app that links the SDK builds no generator. The generator is
+# built from Clients/PrefetchShell/Generator, a package of its own (its first build takes a few minutes).
+# Clients/PrefetchShell/Generator/generated.sha256 records the inputs and outputs of the last generation.
+#   scripts/generate-shell-api.sh           regenerates the client and the record (after copying a new document over)
+#   scripts/generate-shell-api.sh --check   fails when the document, the config or a generated file differs from the
+#                                           record (lint runs it; no build, seconds)
+set -euo pipefail
+cd "$(dirname "$0")/../Clients/PrefetchShell"
+api=Sources/PrefetchShellAPI
+record=Generator/generated.sha256
+inputs=("$api/openapi.yaml" "$api/openapi-generator-config.yaml")
+if [ "${1:-}" = "--check" ]; then
+  [ $# -eq 1 ] || { echo "generate-shell-api: --check takes no other arguments" >&2; exit 2; }
+  listed=$(awk '{print $2}' "$record" | sort)
+  present=$(printf '%s\n' "${inputs[@]}" "$api"/Generated/*.swift | sort)
+  if [ "$listed" != "$present" ] || ! sha256sum --check --quiet --strict "$record" >/dev/null 2>&1; then
+    echo "generate-shell-api: the shell SDK's generated client is not what its document and config make:" >&2
+    sha256sum --check --quiet "$record" 2>&1 | sed 's/^/  /' >&2 || true
+    diff <(echo "$listed") <(echo "$present") | sed 's/^/  /' >&2 || true
+    echo "  run scripts/generate-shell-api.sh after changing $api/openapi.yaml (never edit Generated/ by hand)" >&2
+    exit 1
+  fi
+  echo "generate-shell-api: the shell SDK's generated client matches its document and config"
+  exit 0
+fi
+[ $# -eq 0 ] || { echo "usage: scripts/generate-shell-api.sh [--check]" >&2; exit 2; }
+swift build --package-path Generator -c release --product swift-openapi-generator
+generator="$(swift build --package-path Generator -c release --show-bin-path)/swift-openapi-generator"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$generator" generate "$api/openapi.yaml" --config "$api/openapi-generator-config.yaml" --output-directory "$out" \
+  --additional-file-comment "swift-format-ignore-file"
+rm -rf "$api/Generated"
+mkdir "$api/Generated"
+# The generator writes an empty Server.swift even when asked for no server.
+for file in "$out"/*.swift; do
+  [ -s "$file" ] && cp "$file" "$api/Generated/"
+done
+sha256sum "${inputs[@]}" "$api"/Generated/*.swift >"$record"
+echo "generate-shell-api: $(ls "$api/Generated" | wc -l) files in $api/Generated; record in Clients/PrefetchShell/$record"
