@@ -147,9 +147,10 @@ bin_dir="$(swift build --show-bin-path)"
 PREFETCH_BIN="$bin_dir/prefetch" PREFETCH_UPSTREAM_BIN="$bin_dir/prefetch-upstream" scripts/test-clients.sh
 phase "shell SDK tests" "$clients_started"
 # The fuzzers run short here, as a check that every target builds, starts and survives its corpus and a few seconds
-# of mutation (3 s a target), and schemathesis with 20 examples per operation on both listeners of two configs
-# (`fuzz`, whose interfaces also fail and time out, and `demo`, which serves the demo's files too); longer runs are on
-# demand (docs/testing.md): PREFETCH_FUZZ_SECONDS, FUZZ_MAX_EXAMPLES and FUZZ_CONFIGS set them here.
+# of mutation (3 s a target), and schemathesis with 20 examples per operation on the page listener with two configs
+# (`fuzz`, whose interfaces also fail and time out, and `demo`, which serves the demo's files too) and the operator
+# listener with the first; longer runs are on demand (docs/testing.md): PREFETCH_FUZZ_SECONDS, FUZZ_MAX_EXAMPLES,
+# FUZZ_CONFIGS and FUZZ_OPERATOR_CONFIGS set them here.
 # PREFETCH_SKIP_FUZZ=1 skips both fuzzing runs (a quicker local run). The two run side by side: each mostly keeps
 # one core busy (libFuzzer one target at a time; schemathesis' Python and the service it drives).
 if [ "${PREFETCH_SKIP_FUZZ:-0}" != "1" ]; then
@@ -158,7 +159,8 @@ if [ "${PREFETCH_SKIP_FUZZ:-0}" != "1" ]; then
   scripts/fuzz.sh "${PREFETCH_FUZZ_SECONDS:-3}" >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
   api_status=0
-  FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-20}" FUZZ_CONFIGS="${FUZZ_CONFIGS:-fuzz demo}" scripts/fuzz-api.sh || api_status=$?
+  FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-20}" FUZZ_CONFIGS="${FUZZ_CONFIGS:-fuzz demo}" \
+    FUZZ_OPERATOR_CONFIGS="${FUZZ_OPERATOR_CONFIGS:-fuzz}" scripts/fuzz-api.sh || api_status=$?
   fuzz_status=0
   wait "$fuzz_pid" || fuzz_status=$?
   cat "$fuzz_log"
