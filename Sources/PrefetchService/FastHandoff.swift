@@ -44,8 +44,7 @@ import Synchronization
 /// key, a ticket id that is not well formed, a `wait` or a selection the request gets wrong) are answered here too,
 /// as the router answers them. A ticket or read key another replica holds is fetched from the shared registry by
 /// callback and the read goes on on this event loop once it is in (``Resume``). Pipelining keeps its order: while an
-/// answer of this handler or of the router is outstanding, later requests wait (see `FastHandoffHandler`).
-/// `--no-fast-handoff` turns it off.
+/// answer is outstanding, later requests wait (see `FastHandoffHandler`).
 struct FastHandoff: Sendable {
     let orchestrator: Orchestrator
     let origins: AllowedOrigins

@@ -178,7 +178,7 @@ extension Prefetch {
                 PREFETCH_ADMIN_PORT, PREFETCH_ADMIN_TOKEN, PREFETCH_IDENTITY_KEY, PREFETCH_STORE_BYTES, PREFETCH_CORS_ORIGINS \
                 (comma-separated), PREFETCH_RENDERERS, PREFETCH_HTTPDNS, PREFETCH_CA_BUNDLE, PREFETCH_CONFIG_FALLBACK, \
                 PREFETCH_CONFIG_INTERVAL, PREFETCH_CONFIG_FATIGUE, PREFETCH_STATE_DIR, PREFETCH_STORE, PREFETCH_TRIGGER_RATE, \
-                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_FAST_HANDOFF, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_THIRD_PARTY_COOKIES, PREFETCH_OTLP, PREFETCH_LOG_LEVEL, PREFETCH_RESOURCES, PREFETCH_RESOURCES_REFRESH, PREFETCH_RESOURCE_DOWNLOAD_BASE. Secrets (the identity key, the admin token, a Redis password) belong in \
+                PREFETCH_TRIGGER_BURST, PREFETCH_TICKET_BYTES, PREFETCH_IN_FLIGHT_BYTES, PREFETCH_MAX_TRANSFERS, PREFETCH_MAX_CONNECTIONS_PER_HOST, PREFETCH_IDLE_TIMEOUT, PREFETCH_HTTPDNS_ALLOW_PRIVATE, PREFETCH_THIRD_PARTY_COOKIES, PREFETCH_OTLP, PREFETCH_LOG_LEVEL, PREFETCH_RESOURCES, PREFETCH_RESOURCES_REFRESH, PREFETCH_RESOURCE_DOWNLOAD_BASE. Secrets (the identity key, the admin token, a Redis password) belong in \
                 the environment, not on the command line. \
                 --config may be a file or an http(s) URL; the service follows it (interval, SIGHUP, POST /v1/config/refresh). \
                 Exit codes: 0 after a graceful shutdown; 2 invalid config or option.
@@ -248,6 +248,7 @@ extension Prefetch {
                     throw ExitCode(2)
                 }
             }
+            for warning in Self.ignoredVariables(environment) { Console.error(warning) }
             settings.otlp = otlp || environment.value("PREFETCH_OTLP") == "1"
             if settings.otlp {
                 do {
@@ -555,5 +556,17 @@ func checkHealth(url: String, timeout: Duration = .seconds(2), logger: Logger) a
         }
         group.cancelAll()
         return healthy
+    }
+}
+
+extension Prefetch.Serve {
+    /// A warning for each variable an earlier version read and nothing reads now, so a deployment that still sets
+    /// one is told so instead of silently ignored: `PREFETCH_FAST_HANDOFF` turned the page listener's fast path off,
+    /// and the listener now has one pipeline.
+    static func ignoredVariables(_ environment: Environment) -> [String] {
+        guard let value = environment.value("PREFETCH_FAST_HANDOFF") else { return [] }
+        return [
+            "warning: PREFETCH_FAST_HANDOFF=\(value) is ignored: the page listener answers every request through one pipeline (remove the variable)"
+        ]
     }
 }

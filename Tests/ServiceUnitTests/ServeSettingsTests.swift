@@ -29,6 +29,19 @@ import Testing
         #expect(defaults.listeners.host == "127.0.0.1" && defaults.listeners.port == 8080 && defaults.store.url == nil)
     }
 
+    /// `PREFETCH_FAST_HANDOFF` turned off a page pipeline that no longer exists: a deployment that still sets it is
+    /// warned at start, and the help lists it no more.
+    @Test func aVariableNothingReadsAnyMoreIsWarnedOfAndNotListed() throws {
+        #expect(Prefetch.Serve.ignoredVariables(Environment(variables: [:])).isEmpty)
+        #expect(Prefetch.Serve.ignoredVariables(Environment(variables: ["PREFETCH_PORT": "8080"])).isEmpty)
+        let warnings = Prefetch.Serve.ignoredVariables(Environment(variables: ["PREFETCH_FAST_HANDOFF": "0"]))
+        #expect(warnings.count == 1)
+        #expect(warnings.first?.contains("PREFETCH_FAST_HANDOFF=0 is ignored") == true)
+        _ = try settings([], ["PREFETCH_FAST_HANDOFF": "0"])  // a warning, not a refusal
+        #expect(!Prefetch.Serve.helpMessage().contains("PREFETCH_FAST_HANDOFF"))
+        #expect(Prefetch.Serve.helpMessage().contains("PREFETCH_IDLE_TIMEOUT"))
+    }
+
     @Test func theOTLPExportIsOffUnlessAskedFor() throws {
         #expect(try settings([]).otlp == false)
         #expect(
