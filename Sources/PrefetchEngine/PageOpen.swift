@@ -154,14 +154,18 @@ final class PageOpen: Sendable {
         } else {
             span = tracer.startSpan("prefetch \(label)", context: context, ofKind: .client)
         }
-        span.attributes["http.request.method"] = request.fetch.method
-        span.attributes["prefetch.interface"] = label
+        // A span that records nothing (no tracer bootstrapped) gets no attributes: each would build a dictionary.
+        if span.isRecording {
+            span.attributes["http.request.method"] = request.fetch.method
+            span.attributes["prefetch.interface"] = label
+        }
         request.inject(span, with: tracer)
         return span
     }
 
     /// Ends an upstream request's span with what came back: the upstream's status, or the failure code.
     private static func end(_ span: any Span, with result: Result<FetchResponse, FetchError>) {
+        guard span.isRecording else { return span.end() }
         switch result {
         case .success(let response):
             span.attributes["http.response.status_code"] = response.status
@@ -229,11 +233,14 @@ final class PageOpen: Sendable {
             // ``SetCookieLines``), then how it was fetched: a shell copies a replay's
             // `Set-Cookie` into the webview only from a request that carried the user's credentials, as a browser
             // stores no cookie from a credentialless one.
-            var headers = HTTPFields(
-                response.headers.filter {
-                    !Orchestrator.hopByHop.contains($0.name.canonicalName) && $0.name != .prefetchCredentials
-                        && SetCookieLines.replayable($0)
-                })
+            var headers = HTTPFields()
+            headers.reserveCapacity(response.headers.count + 1)
+            for field in response.headers
+            where !Orchestrator.hopByHop.contains(field.name.canonicalName) && field.name != .prefetchCredentials
+                && SetCookieLines.replayable(field)
+            {
+                headers.append(field)
+            }
             headers.append(HTTPField(name: .prefetchCredentials, value: sent.sentCredentials ? "sent" : "omitted"))
             let noStore = cacheControl.contains { $0.contains("no-store") }
             let now = clock.now

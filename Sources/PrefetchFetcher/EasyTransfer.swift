@@ -9,40 +9,59 @@ import Glibc
 
 /// Easy handles kept for the next transfer: `curl_easy_reset` returns a handle to its defaults but keeps what it
 /// allocated (buffers, the DNS and connection caches belong to the multi handle anyway), so a busy fetcher does not
-/// build and free a handle per request. Confined to the loop thread; holds at most `capacity` idle handles.
+/// build and free a handle per request. Each handle keeps its error buffer too, and the pool holds what every
+/// transfer sets the same way (the `User-Agent` as a C string: a short Swift string is copied into a new array at
+/// each call into C). Confined to the loop thread; holds at most `capacity` idle handles.
 final class EasyHandlePool {
-    private var idle: [UnsafeMutableRawPointer] = []
-    private let capacity: Int
+    /// An easy handle and the buffer libcurl writes its error messages into (`CURLOPT_ERRORBUFFER`).
+    struct Handle {
+        let easy: UnsafeMutableRawPointer
+        let errorBuffer: UnsafeMutablePointer<CChar>
+    }
 
-    init(capacity: Int) {
+    private var idle: [Handle] = []
+    private let capacity: Int
+    /// The `User-Agent` every transfer sends, NUL-terminated.
+    let userAgent: ContiguousArray<CChar>
+
+    init(capacity: Int, userAgent: String) {
         self.capacity = max(0, capacity)
+        self.userAgent = userAgent.utf8CString
         idle.reserveCapacity(self.capacity)
     }
 
     deinit {
-        for handle in idle { curl_easy_cleanup(handle) }
+        for handle in idle { Self.free(handle) }
     }
 
-    /// An idle handle, or a new one (nil only when libcurl is out of memory).
-    func take() -> UnsafeMutableRawPointer? {
-        idle.popLast() ?? curl_easy_init()
+    /// An idle handle, or a new one (nil only when libcurl is out of memory). Its error buffer holds an empty string.
+    func take() -> Handle? {
+        if let handle = idle.popLast() { return handle }
+        guard let easy = curl_easy_init() else { return nil }
+        let size = prefetch_error_size()
+        let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: size)
+        errorBuffer.initialize(repeating: 0, count: size)
+        return Handle(easy: easy, errorBuffer: errorBuffer)
     }
 
     /// Takes back a handle no multi handle holds: reset and kept, or cleaned up when the pool is full.
-    func recycle(_ handle: UnsafeMutableRawPointer) {
-        guard idle.count < capacity else {
-            curl_easy_cleanup(handle)
-            return
-        }
-        curl_easy_reset(handle)
+    func recycle(_ handle: Handle) {
+        guard idle.count < capacity else { return Self.free(handle) }
+        curl_easy_reset(handle.easy)
+        handle.errorBuffer.pointee = 0
         idle.append(handle)
+    }
+
+    private static func free(_ handle: Handle) {
+        curl_easy_cleanup(handle.easy)
+        handle.errorBuffer.deallocate()
     }
 }
 
 /// One admitted transfer: a configured easy handle and the response being collected.
 ///
 /// Confined to the loop thread. libcurl's callbacks get an unretained pointer to it; the loop's table keeps it
-/// alive until the handle has been removed from the multi handle. Deinit frees the handle, then the lists it used.
+/// alive until the handle has been removed from the multi handle. Deinit gives the handle back to the pool (reset, so it points at them no more), then frees the lists it used.
 final class EasyTransfer {
     let ticket: FetchTicket
     let handle: UnsafeMutableRawPointer
@@ -70,18 +89,17 @@ final class EasyTransfer {
         freshConnection: Bool = false
     ) throws(FetchError) {
         let request = ticket.request
-        guard let handle = handles.take() else {
+        guard let pooled = handles.take() else {
             throw FetchError(code: .other, message: "curl_easy_init failed (host: \(request.hostForMessages))")
         }
+        let handle = pooled.easy
         self.ticket = ticket
         self.handle = handle
+        self.errorBuffer = pooled.errorBuffer
         self.maxResponseBytes = max(0, request.maxResponseBytes)
         self.budget = budget
         self.handles = handles
         self.freshConnection = freshConnection
-        let errorSize = prefetch_error_size()
-        errorBuffer = .allocate(capacity: errorSize)
-        errorBuffer.initialize(repeating: 0, count: errorSize)
 
         var failure: CURLcode = CURLE_OK
         func check(_ code: CURLcode) {
@@ -99,8 +117,7 @@ final class EasyTransfer {
         if failure != CURLE_OK {
             let code = failure
             let message = String(cString: curl_easy_strerror(code))
-            handles.recycle(handle)
-            errorBuffer.deallocate()
+            handles.recycle(EasyHandlePool.Handle(easy: handle, errorBuffer: errorBuffer))
             throw FetchError(code: mapCurlCode(code, exceededLimit: false), message: "\(message) (host: \(request.hostForMessages))")
         }
         check(prefetch_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(clamping: timeout.wholeMillisecondsRoundedUp)))
@@ -111,7 +128,12 @@ final class EasyTransfer {
                 configuration.enableHTTP2 ? prefetch_http_version_2tls() : prefetch_http_version_1_1()
             )
         )
-        if configuration.enableHTTP2, request.url.lowercased().hasPrefix("https:") {
+        let scheme = request.url.utf8.prefix(6)
+        let isHTTPS =
+            scheme.count == 6
+            && zip(scheme, "https:".utf8).allSatisfy { byte, lower in byte == lower || (lower != UInt8(ascii: ":") && byte == lower - 0x20)
+            }
+        if configuration.enableHTTP2, isHTTPS {
             // Wait for a connection that may multiplex rather than opening a parallel one per request.
             check(prefetch_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1))
         }
@@ -125,7 +147,7 @@ final class EasyTransfer {
                 Int(configuration.dnsCacheTimeout.components.seconds)
             )
         )
-        check(prefetch_easy_setopt_string(handle, CURLOPT_USERAGENT, configuration.userAgent))
+        check(handles.userAgent.withUnsafeBufferPointer { prefetch_easy_setopt_string(handle, CURLOPT_USERAGENT, $0.baseAddress) })
         check(prefetch_easy_setopt_off_t(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(maxResponseBytes)))
 
         // Method and body. Bodies are copied into libcurl, so the request may go away.
@@ -160,16 +182,14 @@ final class EasyTransfer {
         // Headers in the caller's order. libcurl's own defaults that the caller did not ask for (Accept, the
         // form Content-Type of a body, Expect: 100-continue) are suppressed so the upstream sees the request as
         // composed.
-        var lines: [String] = request.headers.map { header in
-            header.value.isEmpty ? "\(header.name.rawName);" : "\(header.name.rawName): \(header.value)"
+        // Each line is written into a stack buffer and copied by libcurl: no array and no string per line.
+        for header in request.headers {
+            headerList = Self.appendHeaderLine(headerList, header)
         }
-        if !request.headers.contains(.accept) { lines.append("Accept:") }
+        if !request.headers.contains(.accept) { headerList = curl_slist_append(headerList, "Accept:") }
         if request.body != nil || method == "POST" {
-            if !request.headers.contains(.contentType) { lines.append("Content-Type:") }
-            if !request.headers.contains(.expect) { lines.append("Expect:") }
-        }
-        for line in lines {
-            headerList = curl_slist_append(headerList, line)
+            if !request.headers.contains(.contentType) { headerList = curl_slist_append(headerList, "Content-Type:") }
+            if !request.headers.contains(.expect) { headerList = curl_slist_append(headerList, "Expect:") }
         }
         check(prefetch_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList))
         if let pin = ticket.pin {
@@ -194,10 +214,9 @@ final class EasyTransfer {
 
     deinit {
         budget.release(body.readableBytes)
-        handles.recycle(handle)
+        handles.recycle(EasyHandlePool.Handle(easy: handle, errorBuffer: errorBuffer))
         curl_slist_free_all(headerList)
         curl_slist_free_all(connectToList)
-        errorBuffer.deallocate()
     }
 
     /// Whether any byte of a response (a status line, a header, the body) arrived.
@@ -264,6 +283,34 @@ final class EasyTransfer {
         return true
     }
 
+    /// Appends `field` to `list` as a request header line, `name: value` (`name;`, libcurl's spelling of a header
+    /// sent with an empty value, when the value is empty), written NUL-terminated into a temporary buffer that
+    /// libcurl copies: no string is made for the line or the value.
+    private static func appendHeaderLine(
+        _ list: UnsafeMutablePointer<curl_slist>?, _ field: HTTPField
+    ) -> UnsafeMutablePointer<curl_slist>? {
+        var name = field.name.rawName
+        return name.withUTF8 { name in
+            field.withUnsafeBytesOfValue { value in
+                let length = name.count + (value.isEmpty ? 1 : 2 + value.count)
+                return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length + 1) { line in
+                    var at = line.initialize(fromContentsOf: name)
+                    if value.isEmpty {
+                        line[at] = UInt8(ascii: ";")
+                        at += 1
+                    } else {
+                        line[at] = UInt8(ascii: ":")
+                        line[at + 1] = UInt8(ascii: " ")
+                        at += 2
+                        at += UnsafeMutableBufferPointer(rebasing: line[at...]).initialize(fromContentsOf: value)
+                    }
+                    line[at] = 0
+                    return line.withMemoryRebound(to: CChar.self) { curl_slist_append(list, $0.baseAddress) }
+                }
+            }
+        }
+    }
+
     /// The default allocator (`malloc`, `realloc`, `free`): it frees the storage `appendBody` hands a body.
     private static let allocator = ByteBufferAllocator()
 
@@ -290,6 +337,9 @@ final class EasyTransfer {
         }
         if let header = headerField(line) {
             if header.name == .contentLength { announcedLength = Int(header.value) }
+            // Room for a usual response's headers at the first one, rather than growing the storage at the 2nd, 3rd,
+            // 5th, 9th...
+            if responseHeaders.isEmpty { responseHeaders.reserveCapacity(16) }
             responseHeaders.append(header)
         }
     }

@@ -49,7 +49,7 @@ final class TransferLoop {
         }
         self.multi = multi
         let maxTransfers = max(1, configuration.maxTransfers)
-        self.handles = EasyHandlePool(capacity: maxTransfers)
+        self.handles = EasyHandlePool(capacity: maxTransfers, userAgent: configuration.userAgent)
         _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, maxTransfers)
         _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, maxTransfers)
         _ = prefetch_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.effectiveMaxConnectionsPerHost)

@@ -212,12 +212,23 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
     }
 
     /// Writes the body as JSON when it is JSON, as text when it is UTF-8, else base64; returns which.
+    /// Whether a `Content-Type` value says JSON: `json` anywhere in it, in any letter case (`application/json`,
+    /// `application/problem+json`, `text/JSON`), read on its bytes.
+    static func namesJSON(_ contentType: HTTPField) -> Bool {
+        contentType.withUnsafeBytesOfValue { value in
+            guard value.count >= 4 else { return false }
+            return (0...(value.count - 4)).contains { start in
+                zip(value[start..<(start + 4)], "json".utf8).allSatisfy { $0 | 0x20 == $1 }
+            }
+        }
+    }
+
     static func writeBody(_ response: StoredResponse, into writer: inout JSONBytesWriter) -> String {
-        let contentType = response.headers[.contentType]?.lowercased() ?? ""
+        let json = response.headers.first { $0.name == .contentType }.map(Self.namesJSON) ?? false
         // Straight from the stored body's storage: validated and spliced without a copy.
         let spliced = response.bodyBuffer.withUnsafeReadableBytes { raw -> Bool in
             let bytes = raw.bindMemory(to: UInt8.self)
-            guard contentType.contains("json"), JSONBytes.isValid(bytes) else { return false }
+            guard json, JSONBytes.isValid(bytes) else { return false }
             writer.raw(bytes)
             return true
         }

@@ -103,6 +103,7 @@ public final class MemoryStore: ResponseStore {
         locked { state, now, effects -> ImmediateRead in
             var outcomes = [ReadOutcome](repeating: .pending, count: keys.count)
             var waiting: [(index: Int, id: WaiterID)] = []
+            waiting.reserveCapacity(keys.count)
             for (index, key) in keys.enumerated() {
                 switch state.read(key, now: now, canWait: canWait, effects: &effects) {
                 case .done(let outcome): outcomes[index] = outcome
@@ -133,6 +134,9 @@ public final class MemoryStore: ResponseStore {
         let held = heldElsewhere?() ?? 0
         locked { state, now, effects in
             state.heldElsewhere = held
+            // Mostly one event and one resumed reader a settlement: room for them at once.
+            effects.events.reserveCapacity(settlements.count)
+            effects.resumes.reserveCapacity(settlements.count)
             for settlement in settlements {
                 switch settlement {
                 case .complete(let key, let token, let result):
