@@ -34,6 +34,15 @@ done
 for name in "${configs[@]}"; do
   case "$name" in fuzz | sample | demo) ;; *) echo "fuzz-api: unknown config $name (fuzz, sample or demo)" >&2; exit 2 ;; esac
 done
+# The configs whose operator surface is fuzzed: each must be one of the configs run, and at least one is.
+read -r -a operator_configs <<<"${FUZZ_OPERATOR_CONFIGS:-${configs[*]}}"
+[ ${#operator_configs[@]} -gt 0 ] || { echo "fuzz-api: FUZZ_OPERATOR_CONFIGS names no config" >&2; exit 2; }
+for name in "${operator_configs[@]}"; do
+  [[ " ${configs[*]} " == *" $name "* ]] || {
+    echo "fuzz-api: FUZZ_OPERATOR_CONFIGS names $name, which is not one of the configs run (${configs[*]})" >&2
+    exit 2
+  }
+done
 
 if ! python3 -c "import schemathesis" 2>/dev/null; then
   python3 -m pip install --quiet --disable-pip-version-check "schemathesis>=4.3,<5"
@@ -205,7 +214,7 @@ for config in "${configs[@]}"; do
   # The page surface also runs the stateful phase, following the spec's links (a trigger's ticket to its reads, a
   # lease to its release); the operator surface has no links.
   fuzz page "$api" examples,coverage,fuzzing,stateful || status=$?
-  if [[ " ${FUZZ_OPERATOR_CONFIGS:-${configs[*]}} " == *" $config "* ]]; then
+  if [[ " ${operator_configs[*]} " == *" $config "* ]]; then
     fuzz operator "$admin" examples,coverage,fuzzing -H "Authorization: Bearer $token" || status=$?
   fi
   healthy || exit 1
@@ -216,4 +225,4 @@ if [ "$status" -ne 0 ]; then
   echo "fuzz-api: schemathesis found failures (seed $seed; replay with FUZZ_SEED=$seed)" >&2
   exit "$status"
 fi
-echo "fuzz-api: no server error or spec violation on the page surface with configs ${configs[*]}, the operator surface with ${FUZZ_OPERATOR_CONFIGS:-${configs[*]}} (seed $seed, $((SECONDS - started)) s); the service is healthy"
+echo "fuzz-api: no server error or spec violation on the page surface with configs ${configs[*]}, the operator surface with ${operator_configs[*]} (seed $seed, $((SECONDS - started)) s); the service is healthy"

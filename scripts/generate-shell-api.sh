@@ -3,10 +3,11 @@
 # SDK's copy of the page surface's document (openapi.yaml beside it) by swift-openapi-generator with
 # openapi-generator-config.yaml, and committed, so an app that links the SDK builds no generator. The generator is
 # built from Clients/PrefetchShell/Generator, a package of its own (its first build takes a few minutes).
-# Clients/PrefetchShell/Generator/generated.sha256 records the inputs and outputs of the last generation.
+# Clients/PrefetchShell/Generator/generated.sha256 records the inputs and outputs of the last generation; the
+# generator's version is pinned exactly in Generator/Package.swift.
 #   scripts/generate-shell-api.sh           regenerates the client and the record (after copying a new document over)
-#   scripts/generate-shell-api.sh --check   fails when the document, the config or a generated file differs from the
-#                                           record (lint runs it; no build, seconds)
+#   scripts/generate-shell-api.sh --check   fails when the document, the config or a file under Generated/ changed
+#                                           since the last generation (lint runs it; no build, seconds)
 set -euo pipefail
 cd "$(dirname "$0")/../Clients/PrefetchShell"
 api=Sources/PrefetchShellAPI
@@ -15,15 +16,15 @@ inputs=("$api/openapi.yaml" "$api/openapi-generator-config.yaml")
 if [ "${1:-}" = "--check" ]; then
   [ $# -eq 1 ] || { echo "generate-shell-api: --check takes no other arguments" >&2; exit 2; }
   listed=$(awk '{print $2}' "$record" | sort)
-  present=$(printf '%s\n' "${inputs[@]}" "$api"/Generated/*.swift | sort)
+  present=$({ printf '%s\n' "${inputs[@]}"; find "$api/Generated" -type f; } | sort)
   if [ "$listed" != "$present" ] || ! sha256sum --check --quiet --strict "$record" >/dev/null 2>&1; then
-    echo "generate-shell-api: the shell SDK's generated client is not what its document and config make:" >&2
+    echo "generate-shell-api: the shell SDK's generated client, its document or its config changed since the last generation:" >&2
     sha256sum --check --quiet "$record" 2>&1 | sed 's/^/  /' >&2 || true
     diff <(echo "$listed") <(echo "$present") | sed 's/^/  /' >&2 || true
     echo "  run scripts/generate-shell-api.sh after changing $api/openapi.yaml (never edit Generated/ by hand)" >&2
     exit 1
   fi
-  echo "generate-shell-api: the shell SDK's generated client matches its document and config"
+  echo "generate-shell-api: the shell SDK's generated client, document and config are those of the last generation"
   exit 0
 fi
 [ $# -eq 0 ] || { echo "usage: scripts/generate-shell-api.sh [--check]" >&2; exit 2; }

@@ -50,7 +50,8 @@ if hits=$(grep -rnE '\\\((url|fallbackURL|configPath|configSource|settings\.(sou
 fi
 # The import graph docs/ARCHITECTURE.md states, Package.swift's target dependencies and the sources' imports agree.
 scripts/check-architecture.sh
-# The shell SDK's committed client is what its copy of the document makes.
+# The shell SDK's committed client, its copy of the document and the generator's config are those of the last
+# generation (scripts/generate-shell-api.sh).
 scripts/generate-shell-api.sh --check
 hadolint Dockerfile
 # The rules (promtool), the generated PrometheusRule and dashboard, the Kustomize overlays rendered, validated and scanned (checkov).

@@ -18,8 +18,22 @@ fi
 # One line per phase with its time, like the layers' (the run's summary: grep '^test.sh:').
 phase() { echo "test.sh: $1 in $(($(date +%s) - $2)) s"; }
 started=$(date +%s)
+# The jobs this run starts beside another step (lint, the fuzzers), each in a process group of its own: stopped with
+# everything they started when the run ends early (a failure, Ctrl-C, CI's timeout), and their logs removed.
 lint_pid=""
 lint_log=""
+fuzz_pid=""
+fuzz_log=""
+stop_background() {
+  for pid in "$lint_pid" "$fuzz_pid"; do
+    [ -z "$pid" ] || kill -- -"$pid" 2>/dev/null || true
+  done
+  [ -z "$lint_log" ] || rm -f "$lint_log" "$lint_log.seconds"
+  [ -z "$fuzz_log" ] || rm -f "$fuzz_log"
+}
+trap stop_background EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 if [ $quick -eq 0 ]; then
   scripts/ensure-deps.sh test
   phase "dependencies checked" "$started"
@@ -27,8 +41,8 @@ if [ $quick -eq 0 ]; then
   # and promtool), so the two together take little more than the build alone. Its output is shown when it ends; a
   # failing lint fails the run after the build.
   lint_log="$(mktemp)"
-  lint_started=$(date +%s)
-  (scripts/lint.sh >"$lint_log" 2>&1; status=$?; echo "$(($(date +%s) - lint_started))" >"$lint_log.seconds"; exit $status) &
+  setsid bash -c 'started=$(date +%s); scripts/lint.sh >"$1" 2>&1; status=$?; echo $(($(date +%s) - started)) >"$1.seconds"; exit $status' \
+    lint "$lint_log" &
   lint_pid=$!
 fi
 # Waits for lint (started above) and shows its output; fails the run when it failed.
@@ -43,7 +57,6 @@ finish_lint() {
     exit "$status"
   fi
   echo "test.sh: lint passed in $(cat "$lint_log.seconds") s (beside the build)"
-  rm -f "$lint_log" "$lint_log.seconds"
 }
 # No compiler warning in this repository's own sources (dependencies' warnings are theirs): a build's output is
 # kept and any `warning:` of a file under Sources, Tests or Clients fails the run. An incremental build shows only
@@ -149,22 +162,24 @@ phase "shell SDK tests" "$clients_started"
 # The fuzzers run short here, as a check that every target builds, starts and survives its corpus and a few seconds
 # of mutation (3 s a target), and schemathesis with 20 examples per operation on the page listener with two configs
 # (`fuzz`, whose interfaces also fail and time out, and `demo`, which serves the demo's files too) and the operator
-# listener with the first; longer runs are on demand (docs/testing.md): PREFETCH_FUZZ_SECONDS, FUZZ_MAX_EXAMPLES,
-# FUZZ_CONFIGS and FUZZ_OPERATOR_CONFIGS set them here.
-# PREFETCH_SKIP_FUZZ=1 skips both fuzzing runs (a quicker local run). The two run side by side: each mostly keeps
-# one core busy (libFuzzer one target at a time; schemathesis' Python and the service it drives).
+# listener with the first of them; longer runs are on demand (docs/testing.md): PREFETCH_FUZZ_SECONDS,
+# FUZZ_MAX_EXAMPLES, FUZZ_CONFIGS and FUZZ_OPERATOR_CONFIGS set them here. PREFETCH_SKIP_FUZZ=1 skips both (a quicker
+# local run). The two run side by side: schemathesis mostly keeps one core busy (its Python and the service it
+# drives), libFuzzer one target at a time the other; the fuzz targets' build takes both for its first two minutes,
+# which only slows schemathesis (every answer a slower service gives is one the document allows).
 if [ "${PREFETCH_SKIP_FUZZ:-0}" != "1" ]; then
   fuzz_started=$(date +%s)
   fuzz_log="$(mktemp)"
-  scripts/fuzz.sh "${PREFETCH_FUZZ_SECONDS:-3}" >"$fuzz_log" 2>&1 &
+  setsid scripts/fuzz.sh "${PREFETCH_FUZZ_SECONDS:-3}" >"$fuzz_log" 2>&1 &
   fuzz_pid=$!
+  fuzz_configs=${FUZZ_CONFIGS:-fuzz demo}
   api_status=0
-  FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-20}" FUZZ_CONFIGS="${FUZZ_CONFIGS:-fuzz demo}" \
-    FUZZ_OPERATOR_CONFIGS="${FUZZ_OPERATOR_CONFIGS:-fuzz}" scripts/fuzz-api.sh || api_status=$?
+  FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-20}" FUZZ_CONFIGS="$fuzz_configs" \
+    FUZZ_OPERATOR_CONFIGS="${FUZZ_OPERATOR_CONFIGS:-${fuzz_configs%% *}}" scripts/fuzz-api.sh || api_status=$?
   fuzz_status=0
   wait "$fuzz_pid" || fuzz_status=$?
+  fuzz_pid=""
   cat "$fuzz_log"
-  rm -f "$fuzz_log"
   [ "$api_status" -eq 0 ] || { echo "test.sh: schemathesis failed (above)" >&2; exit "$api_status"; }
   [ "$fuzz_status" -eq 0 ] || { echo "test.sh: the fuzzers failed (above)" >&2; exit "$fuzz_status"; }
   phase "fuzzers and schemathesis" "$fuzz_started"

@@ -4,7 +4,7 @@ import PackageDescription
 // What a native web shell links to talk to the prefetch service's page surface. The HTTP client is generated from the
 // page operations of the service's OpenAPI document (Sources/PrefetchShellAPI: the document, the generator's config
 // and the generated sources, committed by scripts/generate-shell-api.sh, whose --check in the service's lint fails
-// when they differ; a live test fails when the service serves another document). An app linking this package builds
+// when any of them changed since the last generation; a live test fails when the service serves another document). An app linking this package builds
 // no generator and trusts no build plugin. The library's public surface is Foundation only.
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),

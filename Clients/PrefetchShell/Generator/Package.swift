@@ -8,7 +8,8 @@ import PackageDescription
 let package = Package(
     name: "PrefetchShellGenerator",
     dependencies: [
-        .package(url: "https://github.com/apple/swift-openapi-generator", from: "1.14.3")
+        // Exact: the committed sources are this version's output (another would regenerate them differently).
+        .package(url: "https://github.com/apple/swift-openapi-generator", exact: "1.14.3")
     ],
     targets: []
 )
