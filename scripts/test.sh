@@ -84,12 +84,14 @@ traits=(--traits OTLP)
 # links its binary from these objects with the same flags (other flags would compile everything again).
 read -r -a build_flags <<<"${PREFETCH_BUILD_FLAGS:-}"
 # Objects a static link left compiled against the static Swift runtime (scripts/build-static.sh, e.g. a
-# `VERIFY_BUILD=debug scripts/verify-runtime.sh` before) name archives a dynamic link cannot find (`-lCoreFoundation`),
+# `VERIFY_BUILD=debug scripts/verify-runtime.sh` before) name archives a dynamic link cannot find (`-lCoreFoundation`,
+# `-l_FoundationCShims`, `-l_FoundationCollections`, `-l_FoundationICU`: an object may name some and not others),
 # and the driver does not recompile them on its own: removed, so this build compiles them again.
 # (grep finding nothing is the usual case, not an error.)
 if [ -d .build/debug ]; then
-  { find -L .build/debug/ -name '*.o' -print0 2>/dev/null | xargs -0 -r grep -l -a -Z -e '-lCoreFoundation' || true; } \
-    | xargs -0 -r rm -f --
+  { find -L .build/debug/ -name '*.o' -print0 2>/dev/null |
+    xargs -0 -r grep -l -a -Z -e '-lCoreFoundation' -e '-l_FoundationCShims' -e '-l_FoundationCollections' \
+      -e '-l_FoundationICU' || true; } | xargs -0 -r rm -f --
 fi
 build_started=$(date +%s)
 build_status=0
