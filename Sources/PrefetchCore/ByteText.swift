@@ -3,10 +3,10 @@
 /// Offsets are plain `Int`s into the buffer, so a parse is index arithmetic with no `String.Index`
 /// translation, no grapheme breaking and no Unicode property look-ups. The buffer is only borrowed: a value
 /// of this type must not outlive the `withUTF8` / `withUnsafeBufferPointer` call that produced it.
-struct ByteText {
+package struct ByteText {
     let bytes: UnsafeBufferPointer<UInt8>
 
-    init(_ bytes: UnsafeBufferPointer<UInt8>) {
+    package init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
     }
 
@@ -49,7 +49,7 @@ struct ByteText {
     }
 
     /// Whether the bytes in `range` are `lowercase` (ASCII letters) in any letter case.
-    func equalsIgnoringASCIICase(_ range: Range<Int>, _ lowercase: StaticString) -> Bool {
+    package func equalsIgnoringASCIICase(_ range: Range<Int>, _ lowercase: StaticString) -> Bool {
         guard range.count == lowercase.utf8CodeUnitCount else { return false }
         let start = lowercase.utf8Start
         for offset in 0..<range.count where Self.asciiLowercased(bytes[range.lowerBound + offset]) != start[offset] { return false }

@@ -128,11 +128,8 @@ final class EasyTransfer {
                 configuration.enableHTTP2 ? prefetch_http_version_2tls() : prefetch_http_version_1_1()
             )
         )
-        let scheme = request.url.utf8.prefix(6)
-        let isHTTPS =
-            scheme.count == 6
-            && zip(scheme, "https:".utf8).allSatisfy { byte, lower in byte == lower || (lower != UInt8(ascii: ":") && byte == lower - 0x20)
-            }
+        var url = request.url
+        let isHTTPS = url.withUTF8 { $0.count >= 6 && ByteText($0).equalsIgnoringASCIICase(0..<6, "https:") }
         if configuration.enableHTTP2, isHTTPS {
             // Wait for a connection that may multiplex rather than opening a parallel one per request.
             check(prefetch_easy_setopt_long(handle, CURLOPT_PIPEWAIT, 1))

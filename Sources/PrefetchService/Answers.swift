@@ -216,10 +216,8 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
     /// `application/problem+json`, `text/JSON`), read on its bytes.
     static func namesJSON(_ contentType: HTTPField) -> Bool {
         contentType.withUnsafeBytesOfValue { value in
-            guard value.count >= 4 else { return false }
-            return (0...(value.count - 4)).contains { start in
-                zip(value[start..<(start + 4)], "json".utf8).allSatisfy { $0 | 0x20 == $1 }
-            }
+            let text = ByteText(value)
+            return value.count >= 4 && (0...(value.count - 4)).contains { text.equalsIgnoringASCIICase($0..<($0 + 4), "json") }
         }
     }
 
