@@ -25,7 +25,8 @@ public final class MemoryStore: ResponseStore {
     private let state: Mutex<StoreState>
     private let metrics: StoreMetrics
     private let logger: Logger
-    private let clock: any ServiceClock
+    /// See `ResponseStore.clock`.
+    public let clock: any ServiceClock
     private let heldElsewhere: (@Sendable () -> Int)?
 
     /// Creates an empty store. A pending entry nobody waits for is forgotten once its flight is three lock ages
@@ -52,31 +53,6 @@ public final class MemoryStore: ResponseStore {
         self.state = Mutex(StoreState(budget: budgetBytes, lockAge: lockAge, staleFlightAfter: lockAge * 3))
         self.metrics = StoreMetrics(factory: metricsFactory, budgetBytes: budgetBytes)
         self.logger = logger
-    }
-
-    /// See `ResponseStore.begin`.
-    public func begin(_ key: StoreKey, policy: StorePolicy) async -> BeginOutcome {
-        let now = clock.now
-        let (outcome, effects) = state.withLock { state in
-            var effects = Effects()
-            let outcome = state.begin(key, policy: policy, now: now, effects: &effects)
-            return (outcome, effects)
-        }
-        apply(effects)
-        return outcome
-    }
-
-    /// See `ResponseStore.complete`.
-    public func complete(_ key: StoreKey, token: FlightToken, result: Result<StoredResponse, StoreFailure>) async {
-        let now = clock.now
-        let held = heldElsewhere?() ?? 0
-        let effects = state.withLock { state in
-            var effects = Effects()
-            state.heldElsewhere = held
-            state.complete(key, token: token, result: result, now: now, effects: &effects)
-            return effects
-        }
-        apply(effects)
     }
 
     /// See `ResponseStore.begin(_:then:)`: every claim under one acquisition of the lock, then `done`, before
@@ -150,30 +126,6 @@ public final class MemoryStore: ResponseStore {
                 }
             }
         }
-    }
-
-    /// See `ResponseStore.abandon`.
-    public func abandon(_ key: StoreKey, token: FlightToken) async {
-        let now = clock.now
-        let effects = state.withLock { state in
-            var effects = Effects()
-            state.abandon(key, token: token, now: now, effects: &effects)
-            return effects
-        }
-        apply(effects)
-    }
-
-    /// See `ResponseStore.read`: a read of one key. A reader whose task is already cancelled does not wait.
-    public func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome {
-        await read([key], wait: wait)[0]
-    }
-
-    /// See `ResponseStore.read(_:wait:)` for several keys: ``read(_:canWait:notify:)`` for a caller that is async by
-    /// nature, its wait ended at `wait` on the store's clock or when the reader's task is cancelled. The keys are
-    /// looked up under one lock, and those still in flight are waited on together: a page's results view costs one
-    /// timer, not one task, task group and timer per interface.
-    public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {
-        await ImmediateRead.awaited(wait: wait, clock: clock) { read(keys, canWait: $0, notify: $1) }
     }
 
     /// See `ResponseStore.retain`.

@@ -4,35 +4,18 @@
 // (`RedisStore`); `MemoryStore` is the in-process one.
 // Design notes: docs/design/response-store.md
 
+public import PrefetchCore
+
 /// A response store with single flight per key and per-identity isolation.
+///
+/// One API: the three calls of a page open (``begin(_:then:)``, ``settle(_:then:)`` and
+/// ``read(_:canWait:notify:)``) take a callback that runs before the call returns when the store has the answer at
+/// hand (an in-process store, always) and otherwise on the thread that has it (a Redis connection's event loop).
+/// Every `async` form of them (`begin(_:policy:)`, `complete`, `abandon`, `put`, `read(_:wait:)`) is a thin adapter
+/// in the extension below, written once for every store, for callers that are async by nature (the CLI, tests).
 public protocol ResponseStore: Sendable {
-    /// Claims the single flight for `key`. `.leader` means the caller must fetch and then call `complete` (or
-    /// `abandon`); `.joined` that a flight is already under way; `.fresh` that a completed entry exists.
-    /// A flight older than the store's lock age may be taken over: the caller then leads and the old token is stale.
-    func begin(_ key: StoreKey, policy: StorePolicy) async -> BeginOutcome
-
-    /// Begins `key` and, when that leads, completes it with `result` at once; returns whether it led (when it did
-    /// not, nothing was written). Meant for a key no one else flies, such as one named by a fresh random id, so a
-    /// shared store can do both in one round trip; the default calls `begin` and then `complete`.
-    @discardableResult
-    func put(_ key: StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>) async -> Bool
-
-    /// Publishes the leader's result and wakes every waiter. A success is kept for `policy.ttl` (a no-store one
-    /// until its first read), a failure for `policy.negativeTTL`. A stale or unknown token is ignored.
-    func complete(_ key: StoreKey, token: FlightToken, result: Result<StoredResponse, StoreFailure>) async
-
-    /// The leader gives up without a result (e.g. its task was cancelled). Waiters keep waiting until their own
-    /// deadlines, and the next `begin` leads at once. A stale or unknown token is ignored.
-    func abandon(_ key: StoreKey, token: FlightToken) async
-
-    /// Reads the entry for exactly `key`, waiting up to `wait` while it is pending. Never starts a fetch.
-    /// Cancelling the reader only stops that reader (it gets `.pending`).
-    func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome
-
-    /// Reads several entries at once, each as `read(_:wait:)` would, all waiting up to the same `wait`: a page's
-    /// results view. Outcomes are in the order of `keys`. Both stores make it ``read(_:canWait:notify:)`` for a
-    /// caller that is async by nature, so every read goes through one driver.
-    func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome]
+    /// The clock the store's TTLs, lock ages and read deadlines are measured on.
+    var clock: any ServiceClock { get }
 
     /// How the store is doing, for readiness (`GET /readyz`): an in-process store has no outage state.
     var health: StoreHealth { get }
@@ -94,16 +77,51 @@ extension ResponseStore {
         await withCheckedContinuation { continuation in begin(requests) { continuation.resume(returning: $0) } }
     }
 
+    /// Claims the single flight for `key`. `.leader` means the caller must fetch and then call `complete` (or
+    /// `abandon`); `.joined` that a flight is already under way; `.fresh` that a completed entry exists.
+    /// A flight older than the store's lock age may be taken over: the caller then leads and the old token is stale.
+    public func begin(_ key: StoreKey, policy: StorePolicy) async -> BeginOutcome {
+        await begin([(key: key, policy: policy)])[0]
+    }
+
     /// ``settle(_:then:)`` for a caller that is async by nature.
     public func settle(_ settlements: [Settlement]) async {
         await withCheckedContinuation { continuation in settle(settlements) { continuation.resume() } }
     }
 
-    /// Calls `begin(_:policy:)` and, when it leads, `complete`.
+    /// Publishes the leader's result and wakes every waiter. A success is kept for `policy.ttl` (a no-store one
+    /// until its first read), a failure for `policy.negativeTTL`. A stale or unknown token is ignored. A shared
+    /// store that cannot take the result keeps it in its fallback tier, so this replica's readers still get it.
+    public func complete(_ key: StoreKey, token: FlightToken, result: Result<StoredResponse, StoreFailure>) async {
+        await settle([.complete(key, token: token, result: result)])
+    }
+
+    /// The leader gives up without a result (e.g. its task was cancelled). Waiters keep waiting until their own
+    /// deadlines, and the next `begin` leads at once. A stale or unknown token is ignored.
+    public func abandon(_ key: StoreKey, token: FlightToken) async {
+        await settle([.abandon(key, token: token)])
+    }
+
+    /// Begins `key` and, when that leads, completes it with `result`; returns whether it led (when it did not,
+    /// nothing was written).
     @discardableResult
     public func put(_ key: StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>) async -> Bool {
         guard case .leader(let token) = await begin(key, policy: policy) else { return false }
         await complete(key, token: token, result: result)
         return true
+    }
+
+    /// Reads the entry for exactly `key`, waiting up to `wait` while it is pending. Never starts a fetch.
+    /// Cancelling the reader only stops that reader (it gets `.pending`); a reader already cancelled does not wait.
+    public func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome {
+        await read([key], wait: wait)[0]
+    }
+
+    /// Reads several entries at once, each as `read(_:wait:)` would, all waiting up to the same `wait` on the
+    /// store's clock: ``read(_:canWait:notify:)`` for a caller that is async by nature, its wait ended at `wait` or
+    /// when the reader's task is cancelled (what is still in flight then reads `.pending`). Outcomes are in the
+    /// order of `keys`; those in flight are waited on together (one timer, not one task per key).
+    public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {
+        await ImmediateRead.awaited(wait: wait, clock: clock) { read(keys, canWait: $0, notify: $1) }
     }
 }

@@ -20,22 +20,6 @@ extension RedisStore {
         return .waiting(StoreWait { read.expire() })
     }
 
-    /// See `ResponseStore.read`: a read of one key. A reader whose task is already cancelled does not wait.
-    public func read(_ key: StoreKey, wait: Duration) async -> ReadOutcome {
-        await read([key], wait: wait)[0]
-    }
-
-    /// See `ResponseStore.read(_:wait:)` for several keys: a `PageRead` for a caller that is async by nature, its
-    /// wait ended at `wait` on the store's clock or when the reader's task is cancelled (each key still in flight
-    /// then looks once more and reads what Redis says).
-    public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {
-        let deadline = clock.now.advanced(by: wait)
-        let handoff = ReadHandoff()
-        let read = PageRead(store: self, keys: keys) { handoff.notify($0) }
-        if let outcomes = read.start(wait: Task.isCancelled ? .zero : wait) { return outcomes }
-        return await ImmediateRead.waiting(StoreWait { read.expire() }).outcomes(handoff, deadline: deadline, clock: clock)
-    }
-
     /// The longest a read without a task waits when its caller never calls `expire()`.
     public static let longestWaitWithoutTask = Duration.seconds(60)
 

@@ -82,7 +82,8 @@ public final class RedisStore: ResponseStore, Service {
     let fallback: MemoryStore
     let metrics: RedisStoreMetrics
     let logger: Logger
-    let clock: any ServiceClock
+    /// See `ResponseStore.clock`.
+    public let clock: any ServiceClock
 
     /// Creates a store for `url` (`redis://[user[:password]@]host[:port][/db]`, see `RedisEndpoint.init(url:)`).
     /// Does not connect: connections are made on first use and by `run()`, so creating a store never blocks.
@@ -249,11 +250,6 @@ public final class RedisStore: ResponseStore, Service {
 
     // MARK: ResponseStore
 
-    /// See `ResponseStore.begin`. Falls back to this replica's memory store while Redis is unreachable.
-    public func begin(_ key: StoreKey, policy: StorePolicy) async -> BeginOutcome {
-        await begin([(key: key, policy: policy)])[0]
-    }
-
     /// See `ResponseStore.begin(_:then:)`. Every key's script goes to Redis in one pipeline on one connection (one
     /// round trip for a page's requests instead of one each); Redis runs them in order, so each key's outcome is
     /// exactly what a `begin` of its own would get at that point, duplicates included (the first leads, the rest
@@ -275,37 +271,6 @@ public final class RedisStore: ResponseStore, Service {
             }
             done(outcomes)
         }
-    }
-
-    /// See `ResponseStore.put`, through ``settle(_:then:)``.
-    @discardableResult
-    public func put(_ key: StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>) async -> Bool {
-        await withCheckedContinuation { continuation in
-            put(key, policy: policy, result: result) { continuation.resume(returning: $0) }
-        }
-    }
-
-    /// `put` through a callback: the begin and complete scripts go to Redis in one pipeline. The complete script runs
-    /// right after the begin script and only finds its lock when the begin led, so a key in flight or fresh is left
-    /// alone, exactly as a `begin` followed (when leading) by a `complete`. A key whose begin got no answer takes
-    /// that path through the fallback store. `done` gets whether the result was stored.
-    private func put(
-        _ key: StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>,
-        then done: @escaping @Sendable (Bool) -> Void
-    ) {
-        let (calls, settled) = prepare(.put(key, policy: policy, result: result))
-        eval(calls) { replies in done(settled(replies[...])) }
-    }
-
-    /// See `ResponseStore.complete`, through ``settle(_:then:)``. A result Redis cannot take (it went down
-    /// mid-flight) is kept in the fallback store instead, so this replica's readers still get it.
-    public func complete(_ key: StoreKey, token: FlightToken, result: Result<StoredResponse, StoreFailure>) async {
-        await settle([.complete(key, token: token, result: result)])
-    }
-
-    /// See `ResponseStore.abandon`, through ``settle(_:then:)``.
-    public func abandon(_ key: StoreKey, token: FlightToken) async {
-        await settle([.abandon(key, token: token)])
     }
 
     /// See `ResponseStore.settle(_:then:)`. The scripts of every settlement go to Redis in one pipeline, in order
