@@ -29,7 +29,7 @@ stop_background() {
     [ -z "$pid" ] || kill -- -"$pid" 2>/dev/null || true
   done
   [ -z "$lint_log" ] || rm -f "$lint_log" "$lint_log.seconds"
-  [ -z "$fuzz_log" ] || rm -f "$fuzz_log"
+  [ -z "$fuzz_log" ] || rm -f "$fuzz_log" "$fuzz_log.seconds"
 }
 trap stop_background EXIT
 trap 'exit 130' INT
@@ -137,6 +137,20 @@ if [ $quick -eq 1 ]; then
   run_layer unit "${layer_unit[@]}"
   exit 0
 fi
+# The fuzzers (docs/testing.md) start here, beside the SDK's build, the layers and the SDK's tests: their build (the
+# fuzz targets in release with AddressSanitizer, two to three minutes of both cores) and their runs (3 s a target)
+# take the cores the tests leave idle while they wait on processes, sockets, Redis and a browser. The tests do not
+# mind the company: they pass beside `stress-ng --cpu 2` (RELIABILITY.md). Their output is shown, and a failure
+# fails the run, after schemathesis below. PREFETCH_SKIP_FUZZ=1 skips them and schemathesis (a quicker local run).
+fuzz_run=0
+[ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || fuzz_run=1
+if [ $fuzz_run -eq 1 ]; then
+  fuzz_started=$(date +%s)
+  fuzz_log="$(mktemp)"
+  setsid bash -c 'started=$(date +%s); scripts/fuzz.sh "$2" >"$1" 2>&1; status=$?; echo $(($(date +%s) - started)) >"$1.seconds"; exit $status' \
+    fuzz "$fuzz_log" "${PREFETCH_FUZZ_SECONDS:-3}" &
+  fuzz_pid=$!
+fi
 # The browser tests inject the read key with the shell SDK's own script: its command, built first.
 sdk_started=$(date +%s)
 build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
@@ -162,28 +176,23 @@ bin_dir="$(swift build --show-bin-path)"
 PREFETCH_BIN="$bin_dir/prefetch" PREFETCH_UPSTREAM_BIN="$bin_dir/prefetch-upstream" scripts/test-clients.sh
 phase "shell SDK tests" "$clients_started"
 # The fuzzers run short here, as a check that every target builds, starts and survives its corpus and a few seconds
-# of mutation (3 s a target), and schemathesis with 20 examples per operation on the page listener with two configs
-# (`fuzz`, whose interfaces also fail and time out, and `demo`, which serves the demo's files too) and the operator
-# listener with the first of them; longer runs are on demand (docs/testing.md): PREFETCH_FUZZ_SECONDS,
-# FUZZ_MAX_EXAMPLES, FUZZ_CONFIGS and FUZZ_OPERATOR_CONFIGS set them here. PREFETCH_SKIP_FUZZ=1 skips both (a quicker
-# local run). The two run side by side: schemathesis mostly keeps one core busy (its Python and the service it
-# drives), libFuzzer one target at a time the other; the fuzz targets' build takes both for its first two minutes,
-# which only slows schemathesis (every answer a slower service gives is one the document allows).
-if [ "${PREFETCH_SKIP_FUZZ:-0}" != "1" ]; then
-  fuzz_started=$(date +%s)
-  fuzz_log="$(mktemp)"
-  setsid scripts/fuzz.sh "${PREFETCH_FUZZ_SECONDS:-3}" >"$fuzz_log" 2>&1 &
-  fuzz_pid=$!
+# of mutation (3 s a target, started above), and schemathesis with 20 examples per operation on the page listener
+# with two configs (`fuzz`, whose interfaces also fail and time out, and `demo`, which serves the demo's files too)
+# and the operator listener with the first of them; longer runs are on demand (docs/testing.md):
+# PREFETCH_FUZZ_SECONDS, FUZZ_MAX_EXAMPLES, FUZZ_CONFIGS and FUZZ_OPERATOR_CONFIGS set them here.
+if [ $fuzz_run -eq 1 ]; then
+  api_started=$(date +%s)
   fuzz_configs=${FUZZ_CONFIGS:-fuzz demo}
   api_status=0
   FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-20}" FUZZ_CONFIGS="$fuzz_configs" \
     FUZZ_OPERATOR_CONFIGS="${FUZZ_OPERATOR_CONFIGS:-${fuzz_configs%% *}}" scripts/fuzz-api.sh || api_status=$?
+  [ "$api_status" -eq 0 ] || { echo "test.sh: schemathesis failed (above)" >&2; exit "$api_status"; }
+  phase "schemathesis" "$api_started"
   fuzz_status=0
   wait "$fuzz_pid" || fuzz_status=$?
   fuzz_pid=""
   cat "$fuzz_log"
-  [ "$api_status" -eq 0 ] || { echo "test.sh: schemathesis failed (above)" >&2; exit "$api_status"; }
   [ "$fuzz_status" -eq 0 ] || { echo "test.sh: the fuzzers failed (above)" >&2; exit "$fuzz_status"; }
-  phase "fuzzers and schemathesis" "$fuzz_started"
+  echo "test.sh: fuzzers passed in $(cat "$fuzz_log.seconds") s (beside the tests, from the build's end)"
 fi
 phase "whole run" "$started"
