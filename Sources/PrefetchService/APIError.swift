@@ -50,6 +50,19 @@ struct APIError: HTTPResponseError, Sendable {
 }
 
 extension APIError {
+    /// The methods either listener recognises: RFC 9110's and `PATCH`. Any other is refused `501 not-implemented`
+    /// on every path before anything else looks at the request (RFC 9110 15.6.2), so it never names a metric
+    /// series nor tells which paths exist.
+    static let knownMethods: Set<HTTPRequest.Method> = [.get, .head, .post, .put, .delete, .connect, .options, .trace, .patch]
+
+    /// The refusal of a method outside ``knownMethods``, or nil.
+    static func unknownMethod(_ method: HTTPRequest.Method) -> APIError? {
+        guard !knownMethods.contains(method) else { return nil }
+        return APIError(
+            status: .notImplemented, code: .notImplemented,
+            message: "\(quoted(method.rawValue, limit: 40)) is not a method this service implements")
+    }
+
     /// The one place engine refusals become statuses.
     init(_ error: PrefetchError) {
         let status: HTTPResponse.Status =

@@ -707,7 +707,8 @@ final class FastHandoffMetrics: Sendable {
 
         init(route: String, method: HTTPRequest.Method, status: Int) {
             let dimensions = [
-                ("http.route", route), ("http.request.method", method.description), ("http.response.status_code", String(status)),
+                ("http.route", route), ("http.request.method", FastHandoffMetrics.label(method)),
+                ("http.response.status_code", String(status)),
             ]
             counter = Counter(label: "hb.requests", dimensions: dimensions)
             timer = Timer(label: "http.server.request.duration", dimensions: dimensions, preferredDisplayUnit: .seconds)
@@ -724,7 +725,17 @@ final class FastHandoffMetrics: Sendable {
     /// building a string, so a fast answer allocates nothing here once its series exists.
     private let series = Mutex<[Key: Series]>([:])
 
+    /// Every method outside ``APIError/knownMethods``, as one key.
+    private static let other = HTTPRequest.Method("_OTHER")!
+
+    /// The `http.request.method` label of `method`: one of ``APIError/knownMethods``, else `_OTHER` (OpenTelemetry's
+    /// HTTP conventions' name), so a client sending made-up methods cannot add a series for each.
+    static func label(_ method: HTTPRequest.Method) -> String {
+        APIError.knownMethods.contains(method) ? method.rawValue : "_OTHER"
+    }
+
     func record(route: String, method: HTTPRequest.Method, status: HTTPResponse.Status, nanoseconds: UInt64) {
+        let method = APIError.knownMethods.contains(method) ? method : Self.other
         let key = Key(route: route, method: method, status: status.code)
         let series = series.withLock { all in
             if let known = all[key] { return known }

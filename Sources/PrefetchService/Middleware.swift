@@ -107,6 +107,16 @@ final class AllowedOrigins: Sendable {
     }
 }
 
+/// A method neither listener implements (``APIError/knownMethods``) is refused `501 not-implemented` before any
+/// other middleware: Hummingbird's `MetricsMiddleware` labels its series by method, so each made-up method would
+/// be a new series, and the admin guard and the `404`/`405` would tell which paths exist.
+struct KnownMethodMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let refusal = APIError.unknownMethod(request.method) { return try refusal.response(from: request, context: context) }
+        return try await next(request, context)
+    }
+}
+
 /// `POST`s must say their body is JSON: any other `Content-Type` (a cross-site form can send `text/plain`
 /// without a preflight) is refused with `415` before the handler runs. Mounted on the route groups that hold
 /// the API's routes, so it runs only for routes that exist.

@@ -43,13 +43,14 @@ enum PageRoute: Equatable, Sendable {
     case release(String)
 
     /// The route `method` takes on `path` (without its query), or nil: no such route (the path may still be an
-    /// endpoint under other methods, a `405`).
+    /// endpoint under other methods, a `405`). `HEAD` takes every `GET` route of this table (RFC 9110 9.3.2: the
+    /// same head, no body); the store's read routes are not in it, and refuse `HEAD` (``FastHandoff``).
     init?(_ method: HTTPRequest.Method, path: Substring, demo: Bool) {
         // Empty segments are dropped: `//healthz/` is `/healthz`.
         let segments = path.split(separator: "/")
         guard path.first == "/" else { return nil }
         let route: PageRoute? =
-            switch (method, segments[...]) {
+            switch (method == .head ? .get : method, segments[...]) {
             case (.get, []): .landing
             case (.get, ["healthz"]): .health
             case (.get, ["readyz"]): .readiness
@@ -150,6 +151,9 @@ struct PageAPI: Sendable {
         let path = Substring(uri.path)
         let route = PageRoute(head.method, path: path, demo: statics.demo)
         let label = route?.template ?? "Unknown"
+        if let refusal = APIError.unknownMethod(head.method) {
+            return .now(answer(refusal, to: head, origin: nil, route: label, started: started))
+        }
         let origin: AllowedOrigins.Admission
         switch hot.origins.admit(head.headerFields, path: path) {
         case .success(let admitted):
@@ -205,7 +209,13 @@ struct PageAPI: Sendable {
             return APIError(
                 status: .notFound, code: .notFound, message: "no endpoint at \(quoted(String(path), limit: 120)); see /openapi.yaml")
         }
-        let allow = methods.joined(separator: ", ")
+        var allowed = methods
+        // `HEAD` is allowed wherever this table's `GET` is (not on the store's read routes: a read is counted, and a
+        // no-store answer consumed, so a head without the body would lose it).
+        if let get = allowed.firstIndex(of: "GET"), PageRoute(.get, path: path, demo: statics.demo) != nil {
+            allowed.insert("HEAD", at: get + 1)
+        }
+        let allow = allowed.joined(separator: ", ")
         var error = APIError(
             status: .methodNotAllowed, code: .methodNotAllowed,
             message: "\(method.rawValue) is not allowed on \(quoted(String(path), limit: 120)); allowed: \(allow)")

@@ -197,10 +197,10 @@ struct PageRouteTests {
         let config = TestConfig([TestPage("https://m.example.test/p", [TestInterface(api: "http://127.0.0.1:9/x")])])
         try await withPageSurface(config: config) { service in
             let cases: [(HTTPRequest.Method, String, String)] = [
-                (.delete, "/healthz", "GET"), (.put, "/v1/prefetch", "POST"),
+                (.delete, "/healthz", "GET, HEAD"), (.put, "/v1/prefetch", "POST"),
                 (.get, "/v1/prefetch", "POST"), (.delete, "/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA", "GET, OPTIONS"),
                 (.post, "/v1/prefetch/AAAAAAAAAAAAAAAAAAAAAA/data", "GET, OPTIONS"), (.patch, "/v1/data", "GET, OPTIONS"),
-                (.get, "/v1/renderers/abc/release", "POST"), (.init("TRACE")!, "/openapi.yaml", "GET"),
+                (.get, "/v1/renderers/abc/release", "POST"), (.init("TRACE")!, "/openapi.yaml", "GET, HEAD"),
             ]
             for (method, path, allow) in cases {
                 let reply = try await service.request(method, path)
@@ -215,6 +215,25 @@ struct PageRouteTests {
                 #expect(reply.header("Allow") == nil, "\(path)")
             }
             #expect(try await service.get("/healthz").status == 200)
+        }
+    }
+
+    /// `HEAD` of a static route is the `GET` answer's head, framed so that the next pipelined request on the same
+    /// connection is answered as sent.
+    @Test func headIsTheGetAnswersHeadAndKeepsThePipelineFramed() async throws {
+        let config = TestConfig([TestPage("https://m.example.test/p", [TestInterface(api: "http://127.0.0.1:9/x")])])
+        try await withService(config: config) { service in
+            let answer = try await rawExchange(
+                port: service.port,
+                "HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nHEAD /v1/client.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                    + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            let heads = answer.components(separatedBy: "HTTP/1.1 ").dropFirst()
+            #expect(heads.count == 3, "three answers: \(answer)")
+            let first = try #require(heads.first)
+            #expect(
+                first.hasPrefix("200") && first.lowercased().contains("content-length: 15\r\n") && first.hasSuffix("\r\n\r\n"), "\(first)")
+            #expect(heads.dropFirst().first?.hasPrefix("200") == true && heads.dropFirst().first?.hasSuffix("\r\n\r\n") == true)
+            #expect(heads.last?.hasPrefix("200") == true && heads.last?.hasSuffix(#"{"status":"ok"}"#) == true, "\(answer)")
         }
     }
 }

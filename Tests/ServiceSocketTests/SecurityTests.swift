@@ -208,6 +208,32 @@ struct SecurityTests {
         }
     }
 
+    /// A method outside RFC 9110's and `PATCH` is `501` on every path of both listeners, before the admin token is
+    /// looked at: it tells nothing of which paths exist, and names no metric series (a client sending each method
+    /// the parser knows would otherwise add a series per method).
+    @Test func anUnknownMethodIsRefusedBeforeAnythingElseAndNamesNoSeries() async throws {
+        let token = "operator-token-\(UUID().uuidString)"
+        try await withServe(["--admin-token", token]) { server, _ in
+            for method in ["PURGE", "PROPFIND", "MKCALENDAR"] {
+                for (port, path) in [
+                    (server.port, "/healthz"), (server.port, "/nowhere"), (server.port, "/v1/data"), (server.adminPort, "/metrics"),
+                    (server.adminPort, "/v1/debug/opens"), (server.adminPort, "/nowhere"),
+                ] {
+                    let answer = try await rawExchange(
+                        port: port, "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n")
+                    #expect(rawStatus(answer) == 501, "\(method) \(path) on \(port): \(answer.prefix(200))")
+                    #expect(answer.contains(#""error":"not-implemented""#), "\(method) \(path): \(answer)")
+                    #expect(!answer.contains("Allow:") && !answer.contains("WWW-Authenticate"), "\(method) \(path): \(answer)")
+                }
+            }
+            let metrics = try await server.admin(.get, "/metrics", headers: ["Authorization": "Bearer \(token)"])
+            #expect(metrics.status == 200)
+            for method in ["PURGE", "PROPFIND", "MKCALENDAR"] {
+                #expect(!metrics.text.contains(method), "no series names \(method)")
+            }
+        }
+    }
+
     // MARK: C. Requests that cannot be forged or smuggled
 
     /// SECURITY.md: without a token the operator surface answers only requests addressed to its address, so a

@@ -117,11 +117,24 @@ struct PageAPITests {
             missing.status == 404 && missing.body == #"{"error":"not-found","message":"no endpoint at \"/nowhere\"; see /openapi.yaml"}"#)
         Self.expectSurface(missing)
         let put = try #require(Self.answer(api, Self.request(.put, "/healthz")))
-        #expect(put.status == 405 && put.field("Allow") == "GET", "\(put.head)")
-        #expect(put.body.contains(#""error":"method-not-allowed""#) && put.body.contains("allowed: GET"), "\(put.body)")
-        // `HEAD`: the head alone, its length the body's the `GET` would have had.
+        #expect(put.status == 405 && put.field("Allow") == "GET, HEAD", "\(put.head)")
+        #expect(put.body.contains(#""error":"method-not-allowed""#) && put.body.contains("allowed: GET, HEAD"), "\(put.body)")
+        // `HEAD` of a static route: the `GET` answer's head alone, its length the body's the `GET` has.
         let head = try #require(Self.answer(api, Self.request(.head, "/healthz")))
-        #expect(head.status == 405 && head.body.isEmpty && head.field("Content-Length") == "92", "\(head.head)")
+        #expect(head.status == 200 && head.body.isEmpty && head.field("Content-Length") == "15", "\(head.head)")
+        let document = try #require(Self.answer(api, Self.request(.head, "/openapi.yaml")))
+        let full = try #require(Self.answer(api, Self.request(.get, "/openapi.yaml")))
+        #expect(document.status == 200 && document.body.isEmpty && document.field("Content-Length") == String(full.body.utf8.count))
+        // A store read route refuses it (a read is counted, a no-store answer consumed): its `405`'s head alone.
+        let read = try #require(Self.answer(api, Self.request(.head, "/v1/data")))
+        #expect(read.status == 405 && read.body.isEmpty && read.field("Allow") == "GET, OPTIONS", "\(read.head)")
+        // A method no listener implements: `501` on any path, before the route table.
+        for path in ["/healthz", "/nowhere"] {
+            let purge = try #require(Self.answer(api, Self.request(HTTPRequest.Method("PURGE")!, path)))
+            #expect(purge.status == 501 && purge.body.contains(#""error":"not-implemented""#), "\(purge.head)\(purge.body)")
+            #expect(purge.field("Allow") == nil)
+            Self.expectSurface(purge)
+        }
         // The demo is not served without `--demo`.
         #expect(Self.answer(api, Self.request(.get, "/demo/shell.html"))?.status == 404)
         #expect(Self.answer(try Self.api(demo: true), Self.request(.get, "/demo"))?.field("Location") == "/demo/shell.html")

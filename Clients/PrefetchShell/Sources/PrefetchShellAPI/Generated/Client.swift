@@ -37,7 +37,9 @@ import HTTPTypes
 /// operations, and serves its own document at `/openapi.yaml`: this one cut to the operations of that surface
 /// (its server and tag with them). On either surface, a method a documented path does not have is
 /// `405 method-not-allowed` with `Allow` (the methods documented for that surface), and an unknown path is
-/// `404 not-found`. A request head (request line and headers) over 128 KiB is refused before the service reads
+/// `404 not-found`. `HEAD` is answered wherever the page surface's static routes answer `GET` (health,
+/// readiness, the documents, the client script, offline resources, the demo): the `GET` answer's head alone.
+/// A method outside RFC 9110's and `PATCH` is `501 not-implemented` on every path. A request head (request line and headers) over 128 KiB is refused before the service reads
 /// it: `431 too-large` with the JSON error and the security headers, on either surface, and the connection is
 /// closed.
 ///
