@@ -110,15 +110,16 @@ final class RedisPool: RedisCommands {
     /// order.
     func execute(batch commands: [[[UInt8]]]) async -> [Result<RedisValue, RedisCallError>] {
         guard !commands.isEmpty else { return [] }
-        let connection = connections[(next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % connections.count]
+        let connection = connection()
         return await withCheckedContinuation { continuation in
             connection.submit(RedisCall(commands: commands, completion: .caller(continuation)))
         }
     }
 
-    /// ``execute(batch:)`` without a task: the same call on the next connection, its results handed to `done` on that
-    /// connection's event loop (or at once, when Redis is known to be down or the pool is closed). `done` must not
-    /// block: it runs on an event loop.
+    /// ``execute(batch:)`` without a task: the same call, its results handed to `done` on the connection's event loop
+    /// (or at once, when Redis is known to be down or the pool is closed). Made on an event loop that holds one of the
+    /// pool's connections (a page request's), the call goes on that connection, so `done` runs on the caller's own
+    /// loop and no other thread is woken for it. `done` must not block: it runs on an event loop.
     func submit(batch commands: [[[UInt8]]], then done: @escaping @Sendable (RedisCall.Results) -> Void) {
         submit(batch: commands, gated: true, then: done)
     }
@@ -128,8 +129,20 @@ final class RedisPool: RedisCommands {
     /// store counts a dead one as an outage.
     func submit(batch commands: [[[UInt8]]], gated: Bool, then done: @escaping @Sendable (RedisCall.Results) -> Void) {
         guard !commands.isEmpty else { return done([]) }
-        let connection = connections[(next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max) % connections.count]
-        connection.submit(RedisCall(commands: commands, completion: .callback(done)), gated: gated)
+        connection().submit(RedisCall(commands: commands, completion: .callback(done)), gated: gated)
+    }
+
+    /// The connection a call goes on: one on the calling thread's event loop when the pool has one there (the caller
+    /// is a page request on an event loop: its replies are decoded, and its callback run, where it already is), else
+    /// the next one, round robin (a task, the fetcher's thread). With the default two connections on the two event
+    /// loops, every call a page request makes stays on its loop.
+    private func connection() -> PooledConnection {
+        let turn = next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max
+        let count = connections.count
+        for offset in 0..<count where connections[(turn + offset) % count].eventLoop.inEventLoop {
+            return connections[(turn + offset) % count]
+        }
+        return connections[turn % count]
     }
 }
 

@@ -145,6 +145,30 @@ import Testing
         }
     }
 
+    /// A call made on an event loop that holds one of the pool's connections goes on that connection: its callback
+    /// runs on the caller's own loop, every time (round robin alone would put every other call on the other loop).
+    @Test func aCallMadeOnAnEventLoopIsAnsweredOnIt() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        try await withRedis { server in
+            let (pool, _) = try Self.pool(server, size: 2, group: group)
+            for loop in [group.next(), group.next()] {
+                let answeredOnTheCallersLoop = try await loop.submit {
+                    (0..<10).map { index in
+                        let promise = loop.makePromise(of: Bool.self)
+                        pool.submit(batch: [Self.command("INCRBY", "affinity", "\(index)")]) { results in
+                            promise.succeed(loop.inEventLoop && results.allSatisfy { (try? $0.get()) != nil })
+                        }
+                        return promise.futureResult
+                    }
+                }.flatMap { EventLoopFuture.whenAllSucceed($0, on: loop) }.get()
+                #expect(answeredOnTheCallersLoop == Array(repeating: true, count: 10), "\(loop)")
+            }
+            // Made by a task, not on a loop: round robin over both connections, answered all the same.
+            #expect(try await pool.execute(Self.command("GET", "affinity")).get() == .string(Array("90".utf8)))
+        }
+        try await group.shutdownGracefully()
+    }
+
     @Test func aPoolRunsOnTheEventLoopGroupItIsGiven() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         try await withRedis { server in
