@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes both HTTP surfaces with schemathesis against a live `prefetch serve` (random free ports on 127.0.0.1, an
-# admin token), once per config: `fuzz` (the spec's example page and a pattern page on a local `prefetch-upstream`,
-# with interfaces that fail and time out), `sample` (configs/prefetch.json as shipped: its api hosts are not on this
+# admin token), once per config, the configs side by side: `fuzz` (the spec's example page and a pattern page on a
+# local `prefetch-upstream`, with interfaces that fail and time out), `sample` (configs/prefetch.json as shipped: its api hosts are not on this
 # machine, so every fetch fails) and `demo` (configs/demo.json, its upstream address pointed at the local
 # `prefetch-upstream`). Each listener is fuzzed with the document it serves at its own /openapi.yaml (the page
 # listener's operations tagged `page`, the operator listener's those tagged `operator`, with the bearer token), both
@@ -109,13 +109,13 @@ expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "413", "429", "43
 expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "431", "5xx"]
 TOML
 
-# One run per surface, each on the document its listener serves. From the scratch directory, so schemathesis' own cache (.schemathesis/) stays out of the
-# work tree.
+# One run per surface, each on the document its listener serves. From the config's scratch directory ($dir), so
+# schemathesis' own cache (.schemathesis/) stays out of the work tree and apart from the other configs' runs.
 fuzz() {
   local surface=$1 url=$2 phases=$3
   shift 3
   echo "fuzz-api: config $config, $surface surface"
-  (cd "$work" && schemathesis --no-color --config-file "$work/schemathesis.toml" run "$work/$surface.yaml" \
+  (cd "$dir" && schemathesis --no-color --config-file "$work/schemathesis.toml" run "$dir/$surface.yaml" \
     --url "$url" \
     "$@" \
     --checks all \
@@ -143,15 +143,15 @@ serve() {
   for attempt in 1 2; do
     "$bin/prefetch" serve --config "$work/$config.json" --renderers "$work/renderers.json" \
       --port 0 --admin-port 0 --admin-token "$token" --trigger-rate 0 \
-      --log-level warning >"$work/serve.out" 2>"$work/serve.err" &
+      --log-level warning >"$dir/serve.out" 2>"$dir/serve.err" &
     serve_pid=$!
     pids+=("$serve_pid")
-    if port=$(wait_port "$work/serve.out" "prefetch listening on" 600 2>/dev/null) \
-      && admin_port=$(wait_port "$work/serve.out" "prefetch operator surface on" 600 2>/dev/null); then
+    if port=$(wait_port "$dir/serve.out" "prefetch listening on" 600 2>/dev/null) \
+      && admin_port=$(wait_port "$dir/serve.out" "prefetch operator surface on" 600 2>/dev/null); then
       break
     fi
     echo "fuzz-api: prefetch serve did not report its ports (attempt $attempt); running: $(kill -0 "$serve_pid" 2>/dev/null && echo yes || echo no)" >&2
-    cat "$work/serve.out" "$work/serve.err" >&2
+    cat "$dir/serve.out" "$dir/serve.err" >&2
     kill "$serve_pid" 2>/dev/null || true
     port=""
   done
@@ -163,9 +163,9 @@ serve() {
   # Each listener serves its own document, cut from openapi.yaml (the operations tagged with the surface, its server
   # and tag); schemathesis runs each surface against the document that surface serves. Together they must be
   # openapi.yaml exactly, or the run tests a spec the repository does not hold.
-  curl -sf "$api/openapi.yaml" >"$work/page.yaml"
-  curl -sf -H "Authorization: Bearer $token" "$admin/openapi.yaml" >"$work/operator.yaml"
-  if ! python3 - "$work/page.yaml" "$work/operator.yaml" <<'PY'
+  curl -sf "$api/openapi.yaml" >"$dir/page.yaml"
+  curl -sf -H "Authorization: Bearer $token" "$admin/openapi.yaml" >"$dir/operator.yaml"
+  if ! python3 - "$dir/page.yaml" "$dir/operator.yaml" <<'PY'
 import sys, yaml
 source = yaml.safe_load(open("openapi.yaml"))
 served = {surface: yaml.safe_load(open(path)) for surface, path in zip(["page", "operator"], sys.argv[1:])}
@@ -191,7 +191,7 @@ PY
 healthy() {
   if ! kill -0 "$serve_pid" 2>/dev/null; then
     echo "fuzz-api: prefetch serve died during the run:" >&2
-    cat "$work/serve.err" >&2
+    cat "$dir/serve.err" >&2
     return 1
   fi
   local health unauthorized
@@ -207,10 +207,18 @@ healthy() {
   fi
 }
 
-started=$SECONDS
-status=0
-for config in "${configs[@]}"; do
+# Every surface of one config: its service, schemathesis on the page surface (and on the operator surface when
+# asked), then the health check. Run in a subshell of its own, beside the other configs' (each config has its own
+# service, scratch directory and log; a run is mostly one Python process and a lightly loaded service, so the
+# configs side by side take about the time of the longest on 2 cores); it stops its own service on exit.
+run_config() {
+  config=$1
+  dir="$work/$config"
+  pids=()
+  trap 'for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done' EXIT
+  trap 'exit 143' TERM INT
   serve "$config" || exit $?
+  local status=0
   # The page surface also runs the stateful phase, following the spec's links (a trigger's ticket to its reads, a
   # lease to its release); the operator surface has no links.
   fuzz page "$api" examples,coverage,fuzzing,stateful || status=$?
@@ -218,11 +226,27 @@ for config in "${configs[@]}"; do
     fuzz operator "$admin" examples,coverage,fuzzing -H "Authorization: Bearer $token" || status=$?
   fi
   healthy || exit 1
-  kill "$serve_pid" 2>/dev/null || true
-  wait "$serve_pid" 2>/dev/null || true
+  exit "$status"
+}
+
+started=$SECONDS
+status=0
+runs=()
+for config in "${configs[@]}"; do
+  mkdir -p "$work/$config"
+  (run_config "$config") >"$work/$config/log" 2>&1 &
+  runs+=($!)
+  pids+=($!)
+done
+# Each config's output in order, once its run has ended; the first failing config's status is the script's.
+for index in "${!configs[@]}"; do
+  run_status=0
+  wait "${runs[$index]}" || run_status=$?
+  cat "$work/${configs[$index]}/log"
+  [ "$run_status" -eq 0 ] || [ "$status" -ne 0 ] || status=$run_status
 done
 if [ "$status" -ne 0 ]; then
-  echo "fuzz-api: schemathesis found failures (seed $seed; replay with FUZZ_SEED=$seed)" >&2
+  echo "fuzz-api: a config's run failed (its output above: schemathesis' findings, a service that did not start or serve its document, or one not healthy afterwards; seed $seed, replay with FUZZ_SEED=$seed)" >&2
   exit "$status"
 fi
 echo "fuzz-api: no server error or spec violation on the page surface with configs ${configs[*]}, the operator surface with ${operator_configs[*]} (seed $seed, $((SECONDS - started)) s); the service is healthy"

@@ -87,7 +87,7 @@ public enum FailureCode: String, Sendable, Hashable, Codable, CaseIterable, Cust
     case notFound = "not-found"
     /// The endpoint does not answer this method.
     case methodNotAllowed = "method-not-allowed"
-    /// The method is none this service implements (RFC 9110's and `PATCH`), on any path.
+    /// The method is none this service implements (RFC 9110's, `PATCH` and `QUERY`), on any path.
     case notImplemented = "not-implemented"
     /// The request's media type is not JSON.
     case unsupportedMediaType = "unsupported-media-type"

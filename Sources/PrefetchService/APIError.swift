@@ -50,10 +50,13 @@ struct APIError: HTTPResponseError, Sendable {
 }
 
 extension APIError {
-    /// The methods either listener recognises: RFC 9110's and `PATCH`. Any other is refused `501 not-implemented`
-    /// on every path before anything else looks at the request (RFC 9110 15.6.2), so it never names a metric
-    /// series nor tells which paths exist.
-    static let knownMethods: Set<HTTPRequest.Method> = [.get, .head, .post, .put, .delete, .connect, .options, .trace, .patch]
+    /// The methods either listener recognises: RFC 9110's, `PATCH` and `QUERY` (the IETF's safe method with a body,
+    /// which clients and API fuzzers send): where a path lacks one, `405` with `Allow`. Any other is refused
+    /// `501 not-implemented` on every path before anything else looks at the request (RFC 9110 15.6.2), so it never
+    /// names a metric series nor tells which paths exist.
+    static let knownMethods: Set<HTTPRequest.Method> = [
+        .get, .head, .post, .put, .delete, .connect, .options, .trace, .patch, HTTPRequest.Method("QUERY")!,
+    ]
 
     /// The refusal of a method outside ``knownMethods``, or nil.
     static func unknownMethod(_ method: HTTPRequest.Method) -> APIError? {

@@ -39,9 +39,9 @@ import HTTPTypes
 /// `405 method-not-allowed` with `Allow` (the methods documented for that surface), and an unknown path is
 /// `404 not-found`. `HEAD` is answered wherever the page surface's static routes answer `GET` (health,
 /// readiness, the documents, the client script, offline resources, the demo): the `GET` answer's head alone.
-/// A method outside RFC 9110's and `PATCH` is `501 not-implemented` on every path. A request head (request line and headers) over 128 KiB is refused before the service reads
-/// it: `431 too-large` with the JSON error and the security headers, on either surface, and the connection is
-/// closed.
+/// A method outside RFC 9110's, `PATCH` and `QUERY` is `501 not-implemented` on every path. A request head
+/// (request line and headers) over 128 KiB is refused before the service reads it: `431 too-large` with the
+/// JSON error and the security headers, on either surface, and the connection is closed.
 ///
 /// Page surface, for every request:
 /// - A request with an `Origin` header must come from an allowed origin: the origin of a page in the config
