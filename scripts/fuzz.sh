@@ -6,7 +6,9 @@
 # Usage: scripts/fuzz.sh [seconds-per-target] [target...]   (default 20 s; all targets: FuzzJSON FuzzConfig FuzzTape
 #        FuzzURL FuzzPlan FuzzTemplate FuzzRedisCodec FuzzRESP)
 # Environment: FUZZ_OUT (where corpora and crash inputs go; default a new temp dir, kept), FUZZ_JOBS (libFuzzer
-#        -jobs/-workers per target, default 1), FUZZ_KEEP_CORPUS=1 merges what the runs found back into Fuzz/Corpus.
+#        -jobs/-workers per target, default 1), FUZZ_KEEP_CORPUS=1 merges what the runs found back into Fuzz/Corpus,
+#        FUZZ_CONFIGURATION (release, the default: optimised, about 4 times the inputs a second; debug: unoptimised,
+#        built in half the CPU time, for the few seconds a target that scripts/test.sh gives it).
 # Needs only the Swift toolchain (it ships libFuzzer and the sanitizer runtimes). Scratch path: .build-fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,14 +21,16 @@ jobs=${FUZZ_JOBS:-1}
 out=${FUZZ_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/prefetch-fuzz.XXXXXX")}
 mkdir -p "$out"
 
+configuration=${FUZZ_CONFIGURATION:-release}
+case "$configuration" in release | debug) ;; *) echo "fuzz: FUZZ_CONFIGURATION is release or debug, not $configuration" >&2; exit 2 ;; esac
 build_started=$SECONDS
-swift build --package-path Fuzz --scratch-path .build-fuzz -c release >"$out/build.log" 2>&1 || {
+swift build --package-path Fuzz --scratch-path .build-fuzz -c "$configuration" >"$out/build.log" 2>&1 || {
   tail -40 "$out/build.log" >&2
   echo "fuzz: the build failed (log: $out/build.log)" >&2
   exit 2
 }
-bin=$(swift build --package-path Fuzz --scratch-path .build-fuzz -c release --show-bin-path)
-echo "fuzz: built in $((SECONDS - build_started)) s; ${seconds} s per target; output in $out"
+bin=$(swift build --package-path Fuzz --scratch-path .build-fuzz -c "$configuration" --show-bin-path)
+echo "fuzz: built ($configuration) in $((SECONDS - build_started)) s; ${seconds} s per target; output in $out"
 
 # A broken invariant is a fatalError: the Swift backtracer would race ASan's report, so libFuzzer reports it alone.
 export SWIFT_BACKTRACE=enable=no

@@ -138,7 +138,8 @@ if [ $quick -eq 1 ]; then
   exit 0
 fi
 # The fuzzers (docs/testing.md) start here, beside the SDK's build, the layers and the SDK's tests: their build (the
-# fuzz targets in release with AddressSanitizer, two to three minutes of both cores) and their runs (3 s a target)
+# fuzz targets with AddressSanitizer, unoptimised here: half the CPU time of the optimised build `scripts/fuzz.sh`
+# makes by default, for runs of 3 s a target; PREFETCH_FUZZ_CONFIGURATION=release for longer ones) and their runs
 # take the cores the tests leave idle while they wait on processes, sockets, Redis and a browser. The tests do not
 # mind the company: they pass beside `stress-ng --cpu 2` (RELIABILITY.md). Their output is shown, and a failure
 # fails the run, after schemathesis below. PREFETCH_SKIP_FUZZ=1 skips them and schemathesis (a quicker local run).
@@ -147,7 +148,8 @@ fuzz_run=0
 if [ $fuzz_run -eq 1 ]; then
   fuzz_started=$(date +%s)
   fuzz_log="$(mktemp)"
-  setsid bash -c 'started=$(date +%s); scripts/fuzz.sh "$2" >"$1" 2>&1; status=$?; echo $(($(date +%s) - started)) >"$1.seconds"; exit $status' \
+  FUZZ_CONFIGURATION=${PREFETCH_FUZZ_CONFIGURATION:-debug} setsid bash -c \
+    'started=$(date +%s); scripts/fuzz.sh "$2" >"$1" 2>&1; status=$?; echo $(($(date +%s) - started)) >"$1.seconds"; exit $status' \
     fuzz "$fuzz_log" "${PREFETCH_FUZZ_SECONDS:-3}" &
   fuzz_pid=$!
 fi
