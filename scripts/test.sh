@@ -137,10 +137,17 @@ if [ $quick -eq 1 ]; then
   run_layer unit "${layer_unit[@]}"
   exit 0
 fi
-# The fuzzers (docs/testing.md) start here, beside the SDK's build, the layers and the SDK's tests: their build (the
-# fuzz targets with AddressSanitizer, unoptimised here: half the CPU time of the optimised build `scripts/fuzz.sh`
-# makes by default, for runs of 3 s a target; PREFETCH_FUZZ_CONFIGURATION=release for longer ones) and their runs
-# take the cores the tests leave idle while they wait on processes, sockets, Redis and a browser. The tests do not
+# The browser tests inject the read key with the shell SDK's own script: its command, built first.
+sdk_started=$(date +%s)
+build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
+phase "build of the shell SDK's script" "$sdk_started"
+PREFETCH_SHELL_SCRIPT_BIN="$(swift build --package-path Clients/PrefetchShell --show-bin-path)/prefetch-shell-script"
+export PREFETCH_SHELL_SCRIPT_BIN
+# The fuzzers (docs/testing.md) start here, beside the layers and the SDK's tests (after the SDK's build, which they
+# would only slow): their build (the fuzz targets with AddressSanitizer, unoptimised here: half the CPU time of the
+# optimised build `scripts/fuzz.sh` makes by default, for runs of 3 s a target; PREFETCH_FUZZ_CONFIGURATION=release
+# for longer ones) and their runs take the cores the tests leave idle while they wait on processes, sockets, Redis
+# and a browser. The tests do not
 # mind the company: they pass beside `stress-ng --cpu 2` (RELIABILITY.md). Their output is shown, and a failure
 # fails the run, after schemathesis below. PREFETCH_SKIP_FUZZ=1 skips them and schemathesis (a quicker local run).
 fuzz_run=0
@@ -153,14 +160,7 @@ if [ $fuzz_run -eq 1 ]; then
     fuzz "$fuzz_log" "${PREFETCH_FUZZ_SECONDS:-3}" &
   fuzz_pid=$!
 fi
-# The browser tests inject the read key with the shell SDK's own script: its command, built first.
-sdk_started=$(date +%s)
-build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
-phase "build of the shell SDK's script" "$sdk_started"
-PREFETCH_SHELL_SCRIPT_BIN="$(swift build --package-path Clients/PrefetchShell --show-bin-path)/prefetch-shell-script"
-export PREFETCH_SHELL_SCRIPT_BIN
-# The layers in order, each on its own: beside the rest on 2 cores, a deployment's dozen processes or a browser
-# starve the tests that time short TTLs and lock ages. With arguments (a --filter), one run as asked.
+# The layers in order, one at a time (the fuzzers beside them are one build and one process at a time). With arguments (a --filter), one run as asked.
 if [ $# -eq 0 ]; then
   run_layer unit "${layer_unit[@]}"
   run_layer service "${layer_service[@]}"
@@ -195,6 +195,6 @@ if [ $fuzz_run -eq 1 ]; then
   fuzz_pid=""
   cat "$fuzz_log"
   [ "$fuzz_status" -eq 0 ] || { echo "test.sh: the fuzzers failed (above)" >&2; exit "$fuzz_status"; }
-  echo "test.sh: fuzzers passed in $(cat "$fuzz_log.seconds") s (beside the tests, from the build's end)"
+  echo "test.sh: fuzzers passed in $(cat "$fuzz_log.seconds") s (beside the tests, from the SDK's build's end)"
 fi
 phase "whole run" "$started"

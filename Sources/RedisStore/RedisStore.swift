@@ -21,9 +21,12 @@ public final class RedisStore: ResponseStore, Service {
     /// Tuning for a `RedisStore`. The defaults suit a store on the same network.
     public struct Configuration: Sendable, Hashable {
         /// Pooled connections, non-blocking on the event loops (see `RedisPool`). A call is written at once behind
-        /// whatever is outstanding on its connection, so a page's fan-out needs few; two keep a slow call (a `SCAN`
-        /// for `retain` or `snapshot`) from holding up everything. Default 2.
-        public var connections: Int = 2
+        /// whatever is outstanding on its connection, so a page's fan-out needs few; a call made on an event loop
+        /// goes on that loop's connection when it has one, so one per event loop keeps every page request's calls
+        /// on its own thread; two at least keep a slow call (a `SCAN` for `retain` or `snapshot`) from holding up
+        /// everything. Default: the number of cores (the event loops of `MultiThreadedEventLoopGroup.singleton`),
+        /// at least 2 and at most 64.
+        public var connections: Int = min(64, max(2, System.coreCount))
         /// How long connecting may take before Redis counts as unreachable. Default 500 ms.
         public var connectTimeout: Duration = .milliseconds(500)
         /// How long one command may take before Redis counts as unreachable. Default 500 ms.

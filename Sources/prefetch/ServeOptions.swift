@@ -247,7 +247,7 @@ struct StoreOptions: ParsableArguments {
     @Option(
         name: .customLong("store-connections"),
         help:
-            "Connections to the Redis store, spread over the event loops (a page request's calls use its own loop's; calls meeting a busy one are pipelined); at least the core count keeps every loop's calls on its loop (default 2, env PREFETCH_STORE_CONNECTIONS)."
+            "Connections to the Redis store, spread over the event loops (a page request's calls use its own loop's; calls meeting a busy one are pipelined); one per core keeps every loop's calls on its loop (default: the core count, at least 2; env PREFETCH_STORE_CONNECTIONS)."
     )
     var storeConnections: Int?
 
