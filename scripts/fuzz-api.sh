@@ -31,8 +31,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ ${#given[@]} -eq 0 ] || configs=("${given[@]}")
-for name in "${configs[@]}"; do
+for index in "${!configs[@]}"; do
+  name=${configs[$index]}
   case "$name" in fuzz | sample | demo) ;; *) echo "fuzz-api: unknown config $name (fuzz, sample or demo)" >&2; exit 2 ;; esac
+  # The configs run side by side, each in a directory named for it: a config named twice would share it.
+  for earlier in "${configs[@]:0:$index}"; do
+    [ "$earlier" != "$name" ] || { echo "fuzz-api: config $name is named twice" >&2; exit 2; }
+  done
 done
 # The configs whose operator surface is fuzzed: each must be one of the configs run, and at least one is.
 read -r -a operator_configs <<<"${FUZZ_OPERATOR_CONFIGS:-${configs[*]}}"
@@ -216,7 +221,6 @@ run_config() {
   dir="$work/$config"
   pids=()
   trap 'for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done' EXIT
-  trap 'exit 143' TERM INT
   serve "$config" || exit $?
   local status=0
   # The page surface also runs the stateful phase, following the spec's links (a trigger's ticket to its reads, a
@@ -229,14 +233,31 @@ run_config() {
   exit "$status"
 }
 
+# A background subshell ignores SIGINT (no job control), and so would the schemathesis it starts: on exit (a failure,
+# Ctrl-C, a timeout's TERM) every process each config's run started is stopped here, its children first.
+kill_tree() {
+  local stat line ppid
+  for stat in /proc/[0-9]*/stat; do
+    line=$(cat "$stat" 2>/dev/null) || continue
+    # The fields after the command's name (which may hold spaces): state, then the parent's pid.
+    read -r _ ppid _ <<<"${line##*) }"
+    if [ "$ppid" = "$1" ]; then
+      ppid=${stat#/proc/}
+      kill_tree "${ppid%/stat}"
+    fi
+  done
+  kill "$1" 2>/dev/null || true
+}
+runs=()
+trap 'for run in "${runs[@]}"; do kill_tree "$run"; done; cleanup' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 started=$SECONDS
 status=0
-runs=()
 for config in "${configs[@]}"; do
   mkdir -p "$work/$config"
   (run_config "$config") >"$work/$config/log" 2>&1 &
   runs+=($!)
-  pids+=($!)
 done
 # Each config's output in order, once its run has ended; the first failing config's status is the script's.
 for index in "${!configs[@]}"; do

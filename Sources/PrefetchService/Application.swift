@@ -133,7 +133,7 @@ func operatorRouter(_ parts: ServiceParts, routes: RouteSets) -> Router<BasicReq
     let (orchestrator, registry) = (parts.orchestrator, parts.registry)
     let settings = parts.listeners
     let admin = Router(context: BasicRequestContext.self)
-    admin.add(middleware: KnownMethodMiddleware())
+    admin.add(middleware: KnownMethodMiddleware(metrics: FastHandoffMetrics()))
     admin.add(middleware: MetricsMiddleware())
     admin.add(middleware: AdminGuardMiddleware(token: settings.adminToken, adminHost: settings.adminHost, metrics: orchestrator.metrics))
     admin.add(middleware: UnmatchedRouteMiddleware(surface: "operator"))

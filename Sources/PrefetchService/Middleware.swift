@@ -110,9 +110,19 @@ final class AllowedOrigins: Sendable {
 /// A method neither listener implements (``APIError/knownMethods``) is refused `501 not-implemented` before any
 /// other middleware: Hummingbird's `MetricsMiddleware` labels its series by method, so each made-up method would
 /// be a new series, and the admin guard and the `404`/`405` would tell which paths exist.
+/// The refusal is counted as the page listener counts it (`hb.requests` with the route `Unknown`, the method `_OTHER`).
 struct KnownMethodMiddleware<Context: RequestContext>: RouterMiddleware {
+    let metrics: FastHandoffMetrics
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if let refusal = APIError.unknownMethod(request.method) { return try refusal.response(from: request, context: context) }
+        if let refusal = APIError.unknownMethod(request.method) {
+            let started = DispatchTime.now().uptimeNanoseconds
+            let response = try refusal.response(from: request, context: context)
+            metrics.record(
+                route: "Unknown", method: request.method, status: refusal.status,
+                nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
+            return response
+        }
         return try await next(request, context)
     }
 }

@@ -252,7 +252,10 @@ struct PageAPI: Sendable {
         case .resources:
             return resources.check(version: query["version"].map(String.init))
         case .resourceBlob(let hash):
-            let answer = resources.provider.blob(hash, ifNoneMatch: head.headerFields[.ifNoneMatch], range: head.headerFields[.range])
+            // A `HEAD` ignores `Range` (RFC 9110 14.2: only a `GET` is ranged) and is not counted as a read.
+            let isGet = head.method == .get
+            let answer = resources.provider.blob(
+                hash, ifNoneMatch: head.headerFields[.ifNoneMatch], range: isGet ? head.headerFields[.range] : nil, counted: isGet)
             return (answer.status, answer.headers, answer.body)
         case .invalidate, .acquire, .release:
             preconditionFailure("a route that reads its body is answered once the body is in")
@@ -294,8 +297,8 @@ struct PageAPI: Sendable {
     }
 
     /// An answer with the surface's headers (its length, the CORS headers of an admitted origin, the security
-    /// headers), encoded, and counted in the request metrics. An answer to `HEAD` (no route takes it: a `405`, or
-    /// the origin guard's refusal) is its head alone, its `Content-Length` the body's it would have had.
+    /// headers), encoded, and counted in the request metrics. An answer to `HEAD` (a `GET` route's answer, a `405`,
+    /// or the origin guard's refusal) is its head alone, its `Content-Length` the body's it would have had.
     private func answer(
         _ status: HTTPResponse.Status, _ fields: HTTPFields, _ body: ByteBuffer, to head: HTTPRequest,
         origin: AllowedOrigins.Admission, route: String, started: UInt64

@@ -103,7 +103,8 @@ extension ResponseStore {
     }
 
     /// Begins `key` and, when that leads, completes it with `result`; returns whether it led (when it did not,
-    /// nothing was written).
+    /// nothing was written). Two calls: on a shared store, two round trips, the flight visible as pending between
+    /// them (a page open's private copies go as `Settlement.put` in its batch, one pipeline).
     @discardableResult
     public func put(_ key: StoreKey, policy: StorePolicy, result: Result<StoredResponse, StoreFailure>) async -> Bool {
         guard case .leader(let token) = await begin(key, policy: policy) else { return false }
@@ -120,7 +121,8 @@ extension ResponseStore {
     /// Reads several entries at once, each as `read(_:wait:)` would, all waiting up to the same `wait` on the
     /// store's clock: ``read(_:canWait:notify:)`` for a caller that is async by nature, its wait ended at `wait` or
     /// when the reader's task is cancelled (what is still in flight then reads `.pending`). Outcomes are in the
-    /// order of `keys`; those in flight are waited on together (one timer, not one task per key).
+    /// order of `keys`; those in flight are waited on together (one timer, not one task per key). A shared store
+    /// bounds a wait of its own (the Redis store: ``RedisStore/longestWaitWithoutTask``, 60 s) whatever `wait` asks.
     public func read(_ keys: [StoreKey], wait: Duration) async -> [ReadOutcome] {
         await ImmediateRead.awaited(wait: wait, clock: clock) { read(keys, canWait: $0, notify: $1) }
     }

@@ -58,14 +58,16 @@ extension RedisCommands {
 /// A small pool of non-blocking Redis connections on NIO event loops (`MultiThreadedEventLoopGroup.singleton`, the
 /// group Hummingbird serves on, unless another is given), speaking RESP2 through our own codec (`RESP.swift`).
 ///
-/// Calls go to the connections round robin. A call's commands are written at once, as one pipeline, behind whatever
+/// The connections sit on the group's loops in turn. A call made on a loop that holds one goes on it (its replies are
+/// handled where the caller is); any other call goes to the connections round robin. A call's commands are written at once, as one pipeline, behind whatever
 /// is already outstanding on that connection: Redis answers in order, so each connection keeps a FIFO of the
 /// outstanding calls and hands each its replies as they arrive. Writes made in one event-loop turn share one flush.
 /// Nothing waits for a round trip before writing, and no thread but an event loop touches a connection.
 ///
 /// An awaited call crosses threads twice: the caller's task to the connection's event loop (`EventLoop.execute`), and
 /// the continuation's resumption back to the cooperative pool when its last reply is in. A call made without a task
-/// (`submit(batch:then:)`, the page open's path) crosses once: its results are handled on the connection's loop.
+/// (`submit(batch:then:)`, the page open's path) from an event loop that holds a connection crosses none; from
+/// another thread (the fetcher's settlements), once: its results are handled on the connection's loop.
 ///
 /// Every call is bounded: connecting by the connect timeout, each call by the command timeout from the moment it is
 /// written (a timer on the event loop; when it fires the connection is closed and every call outstanding on it fails
@@ -93,8 +95,12 @@ final class RedisPool: RedisCommands {
         size: Int, settings: ConnectionSettings, health: RedisHealthMonitor,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) {
-        self.connections = (0..<max(1, size)).map { _ in
-            PooledConnection(eventLoop: eventLoopGroup.next(), settings: settings, health: health)
+        // The group's loops in turn, not `next()`: that counter is shared with everything else on the group (the
+        // listeners' accepts), so a pool made while traffic flows would leave some loops two connections and others
+        // none, and those loops' calls would cross threads.
+        let loops = Array(eventLoopGroup.makeIterator())
+        self.connections = (0..<max(1, size)).map { index in
+            PooledConnection(eventLoop: loops[index % loops.count], settings: settings, health: health)
         }
     }
 
@@ -105,7 +111,7 @@ final class RedisPool: RedisCommands {
     /// One server: this pool.
     func everyPrimary() async -> [any RedisCommands] { [self] }
 
-    /// Runs `commands` pipelined on the next connection, round robin: one write for the lot, in order, on one
+    /// Runs `commands` pipelined on one connection (``connection()``): one write for the lot, in order, on one
     /// connection, so Redis runs them one after another as if sent one by one. Returns one result per command, in
     /// order.
     func execute(batch commands: [[[UInt8]]]) async -> [Result<RedisValue, RedisCallError>] {
@@ -134,8 +140,8 @@ final class RedisPool: RedisCommands {
 
     /// The connection a call goes on: one on the calling thread's event loop when the pool has one there (the caller
     /// is a page request on an event loop: its replies are decoded, and its callback run, where it already is), else
-    /// the next one, round robin (a task, the fetcher's thread). With the default two connections on the two event
-    /// loops, every call a page request makes stays on its loop.
+    /// the next one, round robin (a task, the fetcher's thread). With the default of one connection per core (the
+    /// singleton group's loops), every call a page request makes stays on its loop.
     private func connection() -> PooledConnection {
         let turn = next.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max
         let count = connections.count

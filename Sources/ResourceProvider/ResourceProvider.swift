@@ -130,10 +130,11 @@ public final class ResourceProvider: Sendable {
     }
 
     /// The answer to a blob read of `hash` with the request's `If-None-Match` and `Range`.
-    public func blob(_ hash: String, ifNoneMatch: String? = nil, range: String? = nil) -> BlobAnswer {
+    /// `counted` false (a `HEAD`, which sends no byte of it) leaves the read out of `prefetch_resource_blob_reads_total`.
+    public func blob(_ hash: String, ifNoneMatch: String? = nil, range: String? = nil, counted: Bool = true) -> BlobAnswer {
         let blob = Digests.isSHA256(hash) ? state.withLock { $0.blobs[hash] } : nil
         let answer = BlobAnswer.decide(hash: hash, blob: blob, ifNoneMatch: ifNoneMatch, range: range)
-        metrics.read(answer.outcome)
+        if counted { metrics.read(answer.outcome) }
         return answer
     }
 

@@ -81,6 +81,31 @@ import Testing
         }
     }
 
+    /// `HEAD` of a blob is the whole blob's head whatever `Range` says (RFC 9110 14.2: only a `GET` is ranged), with
+    /// no byte of it, and is not counted as a read.
+    @Test func aHeadOfABlobIgnoresRangeAndIsNotCountedAsARead() async throws {
+        try await withUpstream { upstream in
+            try await withService(config: Self.config(upstream), settings: try Self.settings(upstream)) { service in
+                let download = "/v1/resources/blob/\(Self.helloSHA256)"
+                #expect(await eventually { (try? await service.get(download))?.status == 200 }, "the blob is fetched")
+                let reads = { () async throws -> Double in
+                    metricValue(
+                        try await service.admin(.get, "/metrics").text, "prefetch_resource_blob_reads_total", labels: #"outcome="hit""#)
+                        ?? 0
+                }
+                let before = try await reads()
+                let answer = try await rawExchange(
+                    port: service.port,
+                    "HEAD \(download) HTTP/1.1\r\nHost: 127.0.0.1\r\nRange: bytes=0-1\r\nConnection: close\r\n\r\n")
+                #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer)")
+                #expect(answer.contains("Content-Length: 5\r\n") && !answer.contains("Content-Range"), "\(answer)")
+                #expect(answer.hasSuffix("\r\n\r\n"), "no body: \(answer)")
+                #expect(try await reads() == before, "a HEAD is not a read")
+                #expect(try await service.get(download, headers: ["Range": "bytes=0-1"]).status == 206, "a GET still is ranged")
+            }
+        }
+    }
+
     @Test func withoutResourcesTheCheckAnswersTheEmptyMap() async throws {
         try await withUpstream { upstream in
             try await withPageSurface(config: Self.config(upstream)) { service in
