@@ -707,8 +707,7 @@ final class FastHandoffMetrics: Sendable {
 
         init(route: String, method: HTTPRequest.Method, status: Int) {
             let dimensions = [
-                ("http.route", route), ("http.request.method", FastHandoffMetrics.label(method)),
-                ("http.response.status_code", String(status)),
+                ("http.route", route), ("http.request.method", method.rawValue), ("http.response.status_code", String(status)),
             ]
             counter = Counter(label: "hb.requests", dimensions: dimensions)
             timer = Timer(label: "http.server.request.duration", dimensions: dimensions, preferredDisplayUnit: .seconds)
@@ -725,19 +724,16 @@ final class FastHandoffMetrics: Sendable {
     /// building a string, so a fast answer allocates nothing here once its series exists.
     private let series = Mutex<[Key: Series]>([:])
 
-    /// Every method outside ``APIError/knownMethods``, as one key.
+    /// The `http.request.method` of every method outside ``APIError/knownMethods`` (OpenTelemetry's HTTP
+    /// conventions' name), so a client sending made-up methods cannot add a series for each.
     private static let other = HTTPRequest.Method("_OTHER")!
 
-    /// The `http.request.method` label of `method`: one of ``APIError/knownMethods``, else `_OTHER` (OpenTelemetry's
-    /// HTTP conventions' name), so a client sending made-up methods cannot add a series for each.
-    static func label(_ method: HTTPRequest.Method) -> String {
-        APIError.knownMethods.contains(method) ? method.rawValue : "_OTHER"
-    }
-
     func record(route: String, method: HTTPRequest.Method, status: HTTPResponse.Status, nanoseconds: UInt64) {
-        let method = APIError.knownMethods.contains(method) ? method : Self.other
-        let key = Key(route: route, method: method, status: status.code)
         let series = series.withLock { all in
+            // A known method's series is found under its own key; no series is ever made under an unknown one.
+            if let known = all[Key(route: route, method: method, status: status.code)] { return known }
+            let method = APIError.knownMethods.contains(method) ? method : Self.other
+            let key = Key(route: route, method: method, status: status.code)
             if let known = all[key] { return known }
             let made = Series(route: route, method: method, status: status.code)
             all[key] = made
