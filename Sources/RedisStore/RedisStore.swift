@@ -282,7 +282,7 @@ public final class RedisStore: ResponseStore, Service {
     /// on the Redis connection's event loop.
     public func settle(_ settlements: [Settlement], then done: @escaping @Sendable () -> Void) {
         var calls: [ScriptCall] = []
-        var handlers: [@Sendable (ArraySlice<Result<RedisValue, RedisCallError>>) -> Bool] = []
+        var handlers: [@Sendable (ArraySlice<Result<RedisValue, RedisCallError>>) -> Void] = []
         var counts: [Int] = []
         for settlement in settlements {
             let (own, settled) = prepare(settlement)
@@ -294,7 +294,7 @@ public final class RedisStore: ResponseStore, Service {
         eval(calls) { replies in
             var start = 0
             for (handle, size) in zip(handled, sizes) {
-                _ = handle(replies[start..<start + size])
+                handle(replies[start..<start + size])
                 start += size
             }
             done()
@@ -302,22 +302,22 @@ public final class RedisStore: ResponseStore, Service {
     }
 
     /// What one settlement sends to Redis (nothing, when it is done in the fallback store or ignored), and what
-    /// handles the replies to it (returning whether a put stored its result).
+    /// handles the replies to it.
     private func prepare(
         _ settlement: Settlement
-    ) -> (calls: [ScriptCall], settled: @Sendable (ArraySlice<Result<RedisValue, RedisCallError>>) -> Bool) {
+    ) -> (calls: [ScriptCall], settled: @Sendable (ArraySlice<Result<RedisValue, RedisCallError>>) -> Void) {
         switch settlement {
         case .complete(let key, let token, let result):
             switch state.withLock({ $0.complete(key, token: token) }) {
             case .ignore:
                 logger.debug("completion from a stale or unknown flight ignored", metadata: ["store.key": "\(key)"])
-                return ([], { _ in false })
+                return ([], { _ in })
             case .completeInFallback(let fallbackToken, let digest, let policy):
                 fallback.settleAll([.complete(key, token: fallbackToken, result: result)])
                 let now = clock.now
                 state.withLock { $0.fallbackCompleted(digest, policy: policy, now: now) }
                 waiters.notify(digest)
-                return ([], { _ in true })
+                return ([], { _ in })
             case .completeInRedis(let lead):
                 let completion = completion(lead, result: result)
                 let sentAt = clock.now
@@ -326,19 +326,18 @@ public final class RedisStore: ResponseStore, Service {
                     [completion.call],
                     { [self] replies in
                         settle(completion, key: key, reply: replies[replies.startIndex], sentAt: sentAt)
-                        return true
                     }
                 )
             }
         case .abandon(let key, let token):
             switch state.withLock({ $0.abandon(key, token: token) }) {
             case .ignore:
-                return ([], { _ in false })
+                return ([], { _ in })
             case .abandonInFallback(let fallbackToken):
                 fallback.settleAll([.abandon(key, token: fallbackToken)])
-                return ([], { _ in false })
+                return ([], { _ in })
             case .abandonInRedis(let call):
-                return ([call], { _ in false })
+                return ([call], { _ in })
             }
         case .put(let key, let policy, let result):
             let claim = calls.claim(key, policy: policy, token: Self.newToken())
@@ -352,17 +351,15 @@ public final class RedisStore: ResponseStore, Service {
                     switch RedisStoreState.putReplied(beginReply: beginReply) {
                     case .declined:
                         state.withLock { $0.completionDropped(completion) }
-                        return false
                     case .settleCompletion:
                         settle(completion, key: key, reply: completionReply, sentAt: sentAt)
-                        return true
                     case .beginInFallback:
                         state.withLock { $0.completionDropped(completion) }
-                        guard case .leader(let token) = beginInFallback(claim) else { return false }
+                        guard case .leader(let token) = beginInFallback(claim) else { return }
                         // Led in the fallback store: completed there, with nothing sent to Redis.
                         let (sent, completed) = prepare(.complete(key, token: token, result: result))
                         assert(sent.isEmpty, "a flight led in the fallback store completes there")
-                        return completed([][...])
+                        completed([][...])
                     }
                 }
             )
