@@ -22,42 +22,44 @@ started=$(date +%s)
 # everything they started when the run ends early (a failure, Ctrl-C, CI's timeout), and their logs removed.
 lint_pid=""
 lint_log=""
+sdk_pid=""
+sdk_log=""
+side_pid=""
+side_log=""
 fuzz_pid=""
 fuzz_log=""
 stop_background() {
-  for pid in "$lint_pid" "$fuzz_pid"; do
+  for pid in "$lint_pid" "$sdk_pid" "$side_pid" "$fuzz_pid"; do
     [ -z "$pid" ] || kill -- -"$pid" 2>/dev/null || true
   done
-  [ -z "$lint_log" ] || rm -f "$lint_log" "$lint_log.seconds"
-  [ -z "$fuzz_log" ] || rm -f "$fuzz_log" "$fuzz_log.seconds"
+  for log in "$lint_log" "$sdk_log" "$side_log" "$fuzz_log"; do
+    [ -z "$log" ] || rm -f "$log" "$log.seconds"
+  done
+}
+# Starts `NAME LOG COMMAND...` in a process group of its own (stopped with everything it started when the run ends),
+# its output in LOG and its time in LOG.seconds; sets background_pid.
+start_background() {
+  local name=$1 log=$2
+  shift 2
+  setsid bash -c 'log=$1; shift; started=$(date +%s); "$@" >"$log" 2>&1; status=$?; echo $(($(date +%s) - started)) >"$log.seconds"; exit $status' \
+    "$name" "$log" "$@" &
+  background_pid=$!
+}
+# Waits for a job start_background started and shows its output; `finish_background PID LOG WHAT` fails the run,
+# saying WHAT failed, when the job failed, and prints `test.sh: WHAT passed in S s (beside ...)` otherwise.
+finish_background() {
+  local pid=$1 log=$2 what=$3 status=0
+  wait "$pid" || status=$?
+  cat "$log"
+  if [ "$status" -ne 0 ]; then
+    echo "test.sh: $what failed (above)" >&2
+    exit "$status"
+  fi
+  echo "test.sh: $what passed in $(cat "$log.seconds") s (beside other steps)"
 }
 trap stop_background EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-if [ $quick -eq 0 ]; then
-  scripts/ensure-deps.sh test
-  phase "dependencies checked" "$started"
-  # Lint beside the build: the build keeps both cores busy, lint mostly waits (on PyPI for its checkers, on redis-server
-  # and promtool), so the two together take little more than the build alone. Its output is shown when it ends; a
-  # failing lint fails the run after the build.
-  lint_log="$(mktemp)"
-  setsid bash -c 'started=$(date +%s); scripts/lint.sh >"$1" 2>&1; status=$?; echo $(($(date +%s) - started)) >"$1.seconds"; exit $status' \
-    lint "$lint_log" &
-  lint_pid=$!
-fi
-# Waits for lint (started above) and shows its output; fails the run when it failed.
-finish_lint() {
-  [ -n "$lint_pid" ] || return 0
-  local status=0
-  wait "$lint_pid" || status=$?
-  lint_pid=""
-  cat "$lint_log"
-  if [ "$status" -ne 0 ]; then
-    echo "test.sh: lint failed (above); the tests did not run" >&2
-    exit "$status"
-  fi
-  echo "test.sh: lint passed in $(cat "$lint_log.seconds") s (beside the build)"
-}
 # No compiler warning in this repository's own sources (dependencies' warnings are theirs): a build's output is
 # kept and any `warning:` of a file under Sources, Tests or Clients fails the run. An incremental build shows only
 # what it recompiled; CI builds from scratch, so there every file is checked.
@@ -93,11 +95,31 @@ if [ -d .build/debug ]; then
     xargs -0 -r grep -l -a -Z -e '-lCoreFoundation' -e '-l_FoundationCShims' -e '-l_FoundationCollections' \
       -e '-l_FoundationICU' || true; } | xargs -0 -r rm -f --
 fi
+# (Exported: the shell SDK's build below runs it in a job of its own.)
+export -f build_without_warnings
+if [ $quick -eq 0 ]; then
+  scripts/ensure-deps.sh test
+  phase "dependencies checked" "$started"
+  # Beside the build, each a job of its own whose output is shown when it ends: lint (it mostly waits, on PyPI for its
+  # checkers, on redis-server and promtool) and the shell SDK's script, which the browser tests inject the read key
+  # with (its own package: it fills the cores the build's links and its last modules leave idle). A failing one
+  # fails the run after the build.
+  lint_log="$(mktemp)"
+  start_background lint "$lint_log" scripts/lint.sh
+  lint_pid=$background_pid
+  sdk_log="$(mktemp)"
+  start_background sdk "$sdk_log" build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
+  sdk_pid=$background_pid
+fi
 build_started=$(date +%s)
 build_status=0
 build_without_warnings --build-tests "${traits[@]}" "${build_flags[@]}" || build_status=$?
 [ "$build_status" -ne 0 ] || phase "build (debug, tests included)" "$build_started"
-finish_lint
+if [ -n "$lint_pid" ]; then
+  pid=$lint_pid
+  lint_pid=""
+  finish_background "$pid" "$lint_log" lint
+fi
 [ "$build_status" -eq 0 ] || exit "$build_status"
 # A crash (of the test process or of a child it started) fails the run; its backtrace is not worth the minutes of a
 # core that symbolicating a debug build takes, starving every test still running.
@@ -137,64 +159,69 @@ if [ $quick -eq 1 ]; then
   run_layer unit "${layer_unit[@]}"
   exit 0
 fi
-# The browser tests inject the read key with the shell SDK's own script: its command, built first.
-sdk_started=$(date +%s)
-build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
-phase "build of the shell SDK's script" "$sdk_started"
+# The shell SDK's script (built beside the build, above): the browser tests inject the read key with it.
+pid=$sdk_pid
+sdk_pid=""
+finish_background "$pid" "$sdk_log" "build of the shell SDK's script"
 PREFETCH_SHELL_SCRIPT_BIN="$(swift build --package-path Clients/PrefetchShell --show-bin-path)/prefetch-shell-script"
 export PREFETCH_SHELL_SCRIPT_BIN
-# The fuzzers (docs/testing.md) start here, beside the layers and the SDK's tests (after the SDK's build, which they
-# would only slow): their build (the fuzz targets with AddressSanitizer, unoptimised here: half the CPU time of the
-# optimised build `scripts/fuzz.sh` makes by default, for runs of 3 s a target; PREFETCH_FUZZ_CONFIGURATION=release
-# for longer ones) and their runs take the cores the tests leave idle while they wait on processes, sockets, Redis
-# and a browser. The tests do not
-# mind the company: they pass beside `stress-ng --cpu 2` (RELIABILITY.md). Their output is shown, and a failure
-# fails the run, after schemathesis below. PREFETCH_SKIP_FUZZ=1 skips them and schemathesis (a quicker local run).
+bin_dir="$(swift build --show-bin-path)"
+# Beside the layers, each a job of its own (the layers spend most of their time waiting on processes, sockets, Redis
+# and a browser, and pass beside `stress-ng --cpu 2`: RELIABILITY.md):
+# - the fuzzers: their build (the fuzz targets with AddressSanitizer, unoptimised here: half the CPU time of the
+#   optimised build `scripts/fuzz.sh` makes by default, for runs of 3 s a target; PREFETCH_FUZZ_CONFIGURATION=release
+#   for longer ones) and runs, a check that every target builds, starts and survives its corpus and a few seconds of
+#   mutation;
+# - the shell SDK's tests (its live tests run the binaries this build made: test-clients.sh would otherwise ask for
+#   the products again, which relinks them, since the test build's executables are linked for testing), then
+#   schemathesis with 20 examples per operation on the page listener with two configs (`fuzz`, whose interfaces also
+#   fail and time out, and `demo`, which serves the demo's files too) and the operator listener with the first.
+# Longer runs are on demand (docs/testing.md): PREFETCH_FUZZ_SECONDS, FUZZ_MAX_EXAMPLES, FUZZ_CONFIGS and
+# FUZZ_OPERATOR_CONFIGS set them here. Their output is shown, and a failure fails the run, after the layers.
+# PREFETCH_SKIP_FUZZ=1 skips the fuzzers and schemathesis (a quicker local run).
 fuzz_run=0
 [ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || fuzz_run=1
 if [ $fuzz_run -eq 1 ]; then
   fuzz_log="$(mktemp)"
-  FUZZ_CONFIGURATION=${PREFETCH_FUZZ_CONFIGURATION:-debug} setsid bash -c \
-    'started=$(date +%s); scripts/fuzz.sh "$2" >"$1" 2>&1; status=$?; echo $(($(date +%s) - started)) >"$1.seconds"; exit $status' \
-    fuzz "$fuzz_log" "${PREFETCH_FUZZ_SECONDS:-3}" &
-  fuzz_pid=$!
+  FUZZ_CONFIGURATION=${PREFETCH_FUZZ_CONFIGURATION:-debug} start_background fuzz "$fuzz_log" \
+    scripts/fuzz.sh "${PREFETCH_FUZZ_SECONDS:-3}"
+  fuzz_pid=$background_pid
 fi
-# The layers in order, one at a time (the fuzzers beside them are one build and one process at a time). With arguments (a --filter), one run as asked.
+# The SDK's tests, then schemathesis (when the fuzzers run): one job, so at most three things run at once.
+side() {
+  local status=0
+  PREFETCH_BIN="$bin_dir/prefetch" PREFETCH_UPSTREAM_BIN="$bin_dir/prefetch-upstream" scripts/test-clients.sh || status=$?
+  [ "$status" -eq 0 ] || { echo "test.sh: the shell SDK's tests failed (above)"; return "$status"; }
+  [ "$fuzz_run" -eq 1 ] || return 0
+  local fuzz_configs=${FUZZ_CONFIGS:-fuzz demo}
+  FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-20}" FUZZ_CONFIGS="$fuzz_configs" \
+    FUZZ_OPERATOR_CONFIGS="${FUZZ_OPERATOR_CONFIGS:-${fuzz_configs%% *}}" scripts/fuzz-api.sh ||
+    { status=$?; echo "test.sh: schemathesis failed (above)"; return "$status"; }
+}
+export -f side
+export bin_dir fuzz_run
+side_log="$(mktemp)"
+start_background side "$side_log" side
+side_pid=$background_pid
+# The layers in order, one at a time. With arguments (a --filter), one run as asked.
 if [ $# -eq 0 ]; then
   run_layer unit "${layer_unit[@]}"
   run_layer service "${layer_service[@]}"
   run_layer deployments "${layer_deployments[@]}"
   run_layer browser "${layer_browser[@]}"
   # The operators' view: a real Prometheus scraping live services, the rules and every dashboard query (docs/operations.md).
-  PREFETCH_BIN_DIR="$(swift build --show-bin-path)" scripts/operators-view-test.py
+  PREFETCH_BIN_DIR="$bin_dir" scripts/operators-view-test.py
 else
   swift test --skip-build "${traits[@]}" "${build_flags[@]}" "$@" "${width[@]}"
 fi
-clients_started=$(date +%s)
-# The SDK's live tests run the binaries this build made (test-clients.sh would otherwise ask for the products again,
-# which relinks them: the test build's executables are linked for testing).
-bin_dir="$(swift build --show-bin-path)"
-PREFETCH_BIN="$bin_dir/prefetch" PREFETCH_UPSTREAM_BIN="$bin_dir/prefetch-upstream" scripts/test-clients.sh
-phase "shell SDK tests" "$clients_started"
-# The fuzzers run short here, as a check that every target builds, starts and survives its corpus and a few seconds
-# of mutation (3 s a target, started above), and schemathesis with 20 examples per operation on the page listener
-# with two configs (`fuzz`, whose interfaces also fail and time out, and `demo`, which serves the demo's files too)
-# and the operator listener with the first of them; longer runs are on demand (docs/testing.md):
-# PREFETCH_FUZZ_SECONDS, FUZZ_MAX_EXAMPLES, FUZZ_CONFIGS and FUZZ_OPERATOR_CONFIGS set them here.
+pid=$side_pid
+side_pid=""
+what="the shell SDK's tests"
+[ "$fuzz_run" -eq 0 ] || what="the shell SDK's tests and schemathesis"
+finish_background "$pid" "$side_log" "$what"
 if [ $fuzz_run -eq 1 ]; then
-  api_started=$(date +%s)
-  fuzz_configs=${FUZZ_CONFIGS:-fuzz demo}
-  api_status=0
-  FUZZ_MAX_EXAMPLES="${FUZZ_MAX_EXAMPLES:-20}" FUZZ_CONFIGS="$fuzz_configs" \
-    FUZZ_OPERATOR_CONFIGS="${FUZZ_OPERATOR_CONFIGS:-${fuzz_configs%% *}}" scripts/fuzz-api.sh || api_status=$?
-  [ "$api_status" -ne 0 ] || phase "schemathesis" "$api_started"
-  # The fuzzers' result is shown whatever schemathesis found: a crash input is named in their output.
-  fuzz_status=0
-  wait "$fuzz_pid" || fuzz_status=$?
+  pid=$fuzz_pid
   fuzz_pid=""
-  cat "$fuzz_log"
-  [ "$api_status" -eq 0 ] || { echo "test.sh: schemathesis failed (above)" >&2; exit "$api_status"; }
-  [ "$fuzz_status" -eq 0 ] || { echo "test.sh: the fuzzers failed (above)" >&2; exit "$fuzz_status"; }
-  echo "test.sh: fuzzers passed in $(cat "$fuzz_log.seconds") s (beside the tests, from the SDK's build's end)"
+  finish_background "$pid" "$fuzz_log" fuzzers
 fi
 phase "whole run" "$started"
