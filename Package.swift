@@ -19,7 +19,8 @@
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
 //   ResourceProvider the offline-package provider: the operator's resource manifest, fetched, hashed, stored by hash, published as versioned maps
 //   PrefetchTestUpstream  a scriptable upstream HTTP/1.1 server for tests, benchmarks and the demo (plain NIO)
-//   PrefetchTestUpstreamTLS  the same upstream over TLS and HTTP/2 (NIOSSL, NIOHTTP2), and TestPKI
+//   COpenSSL         the C world: the system's libssl (OpenSSL 3) through pkg-config (only PrefetchTestUpstreamTLS imports it)
+//   PrefetchTestUpstreamTLS  the same upstream over TLS (the system's OpenSSL, no BoringSSL) and HTTP/2 (NIOHTTP2), and TestPKI
 //   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo, CapturedLogs, RedisServer, RedisCluster
 //   ServiceTestSupport    (Tests/ServiceTestSupport) the service test targets' helpers: the service in process or on a socket, prefetch serve as a process, replies
 //   prefetch         the CLI: plan, validate, fetch, serve
@@ -299,14 +300,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The test upstream's TLS server: the system's libssl (OpenSSL 3, beside the libcrypto Digests uses), so no
+        // target builds a BoringSSL of its own.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(
             name: "PrefetchTestUpstreamTLS",
             dependencies: [
+                "COpenSSL",
                 "PrefetchTestUpstream",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "Subprocess", package: "swift-subprocess"),
             ],
