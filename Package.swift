@@ -19,7 +19,8 @@
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
 //   ResourceProvider the offline-package provider: the operator's resource manifest, fetched, hashed, stored by hash, published as versioned maps
 //   PrefetchTestUpstream  a scriptable upstream HTTP/1.1 server for tests, benchmarks and the demo (plain NIO)
-//   PrefetchTestUpstreamTLS  the same upstream over TLS and HTTP/2 (NIOSSL, NIOHTTP2), and TestPKI
+//   COpenSSL         the C world: the system's libssl (OpenSSL 3) through pkg-config (only PrefetchTestUpstreamTLS imports it)
+//   PrefetchTestUpstreamTLS  the same upstream over TLS (the system's OpenSSL, no BoringSSL) and HTTP/2 (NIOHTTP2), and TestPKI
 //   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo, CapturedLogs, RedisServer, RedisCluster
 //   ServiceTestSupport    (Tests/ServiceTestSupport) the service test targets' helpers: the service in process or on a socket, prefetch serve as a process, replies
 //   prefetch         the CLI: plan, validate, fetch, serve
@@ -55,7 +56,6 @@ let serviceTestDependencies: [Target.Dependency] = [
     "prefetch",
     "prefetch-upstream",
     .product(name: "Hummingbird", package: "hummingbird"),
-    .product(name: "HummingbirdTesting", package: "hummingbird"),
     .product(name: "Logging", package: "swift-log"),
     .product(name: "NIOCore", package: "swift-nio"),
     .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -87,7 +87,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
-        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
@@ -301,14 +300,21 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The test upstream's TLS server: the system's libssl (OpenSSL 3, beside the libcrypto Digests uses), so no
+        // target builds a BoringSSL of its own.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
         .target(
             name: "PrefetchTestUpstreamTLS",
             dependencies: [
+                "COpenSSL",
                 "PrefetchTestUpstream",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "Subprocess", package: "swift-subprocess"),
             ],
@@ -512,12 +518,16 @@ let package = Package(
                 "PrefetchTestUpstream",
                 "PrefetchTestUpstreamTLS",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Tests/ServiceTestSupport",

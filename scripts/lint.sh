@@ -19,8 +19,9 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 swift format lint --strict --recursive --parallel Sources Tests Package.swift Clients/PrefetchShell/Sources Clients/PrefetchShell/Tests Clients/PrefetchShell/Package.swift
 # The C libraries stay behind one target each. Imports are internal by default (InternalImportsByDefault), so the
-# compiler refuses a public API that shows a curl, hiredis or libcrypto type; this refuses a second target importing them.
-for pair in CCurl:PrefetchFetcher CHiredis:RedisStore CCrypto:Digests; do
+# compiler refuses a public API that shows a curl, hiredis, libcrypto or libssl type; this refuses a second target
+# importing them.
+for pair in CCurl:PrefetchFetcher CHiredis:RedisStore CCrypto:Digests COpenSSL:PrefetchTestUpstreamTLS; do
   module=${pair%%:*} owner=${pair##*:}
   if other=$(grep -rlE "^(public |internal |private )?import ${module}\b" Sources | grep -v "^Sources/${owner}/"); then
     echo "lint: only ${owner} may import ${module}; also imported by: ${other}" >&2

@@ -1,6 +1,5 @@
 import Foundation
 import HTTPTypes
-import HummingbirdTesting
 import Logging
 import PrefetchCore
 import PrefetchEngine
@@ -248,7 +247,7 @@ extension WebShellBrowser {
         settings.listeners.demo = true
         settings.configPath = "webshell-browser-test"
         if sameSite { settings.engine.ticketCapacity = 1 }
-        let adminPort = PortBox()
+        let (pagePort, adminPort) = (PortBox(), PortBox())
         do {
             let app = try buildApplication(
                 settings: settings, config: holder, logger: Logger(label: "webshell"),
@@ -267,10 +266,11 @@ extension WebShellBrowser {
                     let config = TestConfig(
                         name: "webshell-demo", version: "1", [TestPage("http://127.0.0.1:\(port)/demo/page.html", interfaces)])
                     holder.replace(try? config.loaded())
+                    pagePort.set(port)
                 },
                 onAdminRunning: { adminPort.set($0) })
-            try await app.test(.live) { client in
-                let port = try #require(client.port)
+            try await withLiveApplication(app, port: pagePort) { client in
+                let port = client.port
                 let admin = try #require(await adminPort.value())
                 try await body("http://127.0.0.1:\(port)", "http://127.0.0.1:\(admin)", data, broken)
             }

@@ -4,9 +4,9 @@ import HTTPTypes
 //
 // Design
 // - Every test runs the very application `prefetch serve` builds (`buildApplication`) on 127.0.0.1 with a free
-//   port through HummingbirdTesting's `.live` setup, so its services (the libcurl fetcher, the fetch runner) run
-//   too, against an in-process `TestUpstream` whose JSON echo shows exactly what arrived upstream and whose hit
-//   counters show how many fetches happened.
+//   port through `withService` (ServiceTestSupport's `withLiveApplication`), so its services (the libcurl fetcher,
+//   the fetch runner) run too, against an in-process `TestUpstream` whose JSON echo shows exactly what arrived
+//   upstream and whose hit counters show how many fetches happened.
 // - Configs are written per test with the upstream's port in the api URLs. Pages on 127.0.0.1 are same-site with
 //   the api (credentials go upstream); pages on `m.example.test` are not (credentials stay back unless `include`).
 // - Process-level behaviour (signals and graceful shutdown, `prefetch fetch`, `prefetch plan`) is in

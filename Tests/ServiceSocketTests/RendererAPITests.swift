@@ -1,7 +1,6 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import Logging
 import NIOCore
 import NIOPosix
@@ -43,17 +42,18 @@ import Testing
     }
 
     /// Runs the app; `test` gets a client of the page surface and the operator surface's port.
-    func withApp(_ settings: ServiceSettings, _ test: @Sendable (any TestClientProtocol, Int) async throws -> Void) async throws {
+    func withApp(_ settings: ServiceSettings, _ test: @Sendable (SocketClient, Int) async throws -> Void) async throws {
         let config = try Self.pageConfig.loaded()
-        let adminPort = PortBox()
+        let (pagePort, adminPort) = (PortBox(), PortBox())
         let app = try buildApplication(
-            settings: settings, config: ConfigHolder(config), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })
-        try await app.test(.live) { client in
+            settings: settings, config: ConfigHolder(config), logger: Logger(label: "test"), onServerRunning: { pagePort.set($0) },
+            onAdminRunning: { adminPort.set($0) })
+        try await withLiveApplication(app, port: pagePort) { client in
             try await test(client, try #require(await adminPort.value()))
         }
     }
 
-    func post(_ client: some TestClientProtocol, _ path: String, _ body: String) async throws -> TestResponse {
+    func post(_ client: some TestHTTPClient, _ path: String, _ body: String) async throws -> ClientResponse {
         try await client.execute(uri: path, method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: body))
     }
 
@@ -117,7 +117,7 @@ import Testing
     @Test func oneCallerCannotHoldMoreThanItsShareOfAPool() async throws {
         // maxSize 4, so each caller (a client address: credentials are only claims) may hold 2 at once.
         try await withApp(settings(main: profile(minIdle: 0, maxSize: 4))) { client, admin in
-            let port = try #require(client.port)
+            let port = client.port
             func acquire(from address: String, cookie: String) async throws -> String {
                 try await rawExchange(
                     port: port, from: address,
@@ -185,7 +185,7 @@ import Testing
             let collected = Answers()
             try await withApp(settings) { client, admin in
                 _ = try await waitForState(admin, profile: "main") { $0.idle == 2 }
-                let port = try #require(client.port)
+                let port = client.port
                 let body = #"{"url":"https://m.example.test/page?id=1","headers":{"Cookie":"sid=a"}}"#
                 let first = try await rawExchange(port: port, rawPost("/v1/open", port: port, body: body))
                 await collected.add(first)
@@ -230,7 +230,7 @@ import Testing
     /// started for it: the pool, which keeps none idle, has nothing pending, warming or created after the answer.
     @Test func anOpenRefusedForItsPageLeasesNoRenderer() async throws {
         try await withApp(settings(main: profile(minIdle: 0, maxSize: 1, createMs: 300))) { client, admin in
-            let port = try #require(client.port)
+            let port = client.port
             let body = #"{"url":"javascript:alert(1)","profile":"main"}"#
             let answer = try await rawExchange(port: port, rawPost("/v1/open", port: port, body: body))
             #expect(rawStatus(answer) == 400 && answer.contains("invalid-url"), "\(answer)")
@@ -246,7 +246,7 @@ import Testing
         var main = profile(minIdle: 0, maxSize: 1, createMs: 300)
         main.leaseTimeout = 600
         try await withApp(settings(main: main)) { client, admin in
-            let port = try #require(client.port)
+            let port = client.port
             let body = #"{"url":"https://m.example.test/page?id=1","profile":"main"}"#
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connect(host: "127.0.0.1", port: port) { channel in
@@ -269,7 +269,7 @@ import Testing
         var main = profile(minIdle: 0, maxSize: 1, createMs: 300)
         main.leaseTimeout = 600
         try await withApp(settings(main: main)) { client, admin in
-            let port = try #require(client.port)
+            let port = client.port
             let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connect(host: "127.0.0.1", port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {

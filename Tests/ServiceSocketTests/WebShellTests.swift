@@ -1,7 +1,6 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import HummingbirdTesting
 import Logging
 import NIOCore
 import PrefetchCore
@@ -21,7 +20,7 @@ import Testing
 
     /// Runs the app with a page whose `info` interface answers after `delayMs` and whose `broken` one answers 503.
     /// `test` gets a client of the page surface and the operator surface's port.
-    func withApp(delayMs: Int = 0, _ test: @Sendable (any TestClientProtocol, Int) async throws -> Void) async throws {
+    func withApp(delayMs: Int = 0, _ test: @Sendable (SocketClient, Int) async throws -> Void) async throws {
         let upstream = try await TestUpstream.start()
         let config = TestConfig(
             name: "webshell", version: "7",
@@ -46,10 +45,11 @@ import Testing
         settings.renderers = ["main": profile]
         do {
             let loaded = try config.loaded()
-            let adminPort = PortBox()
+            let (pagePort, adminPort) = (PortBox(), PortBox())
             let app = try buildApplication(
-                settings: settings, config: ConfigHolder(loaded), logger: Logger(label: "test"), onAdminRunning: { adminPort.set($0) })
-            try await app.test(.live) { client in
+                settings: settings, config: ConfigHolder(loaded), logger: Logger(label: "test"), onServerRunning: { pagePort.set($0) },
+                onAdminRunning: { adminPort.set($0) })
+            try await withLiveApplication(app, port: pagePort) { client in
                 try await test(client, try #require(await adminPort.value()))
             }
         } catch {
@@ -59,7 +59,7 @@ import Testing
         try await upstream.shutdown()
     }
 
-    func trigger(_ client: some TestClientProtocol) async throws -> String {
+    func trigger(_ client: some TestHTTPClient) async throws -> String {
         let response = try await client.execute(
             uri: "/v1/prefetch", method: .post, headers: [.contentType: "application/json"],
             body: ByteBuffer(string: #"{"url":"\#(Self.page)?id=1"}"#))
@@ -75,7 +75,7 @@ import Testing
     }
 
     /// A data read waiting up to the service's longest wait (10 s) by default: far past any delay a test gives.
-    func data(_ client: some TestClientProtocol, ticket: String, name: String, wait: Int = 10000) async throws -> TestResponse {
+    func data(_ client: some TestHTTPClient, ticket: String, name: String, wait: Int = 10000) async throws -> ClientResponse {
         try await client.execute(uri: "/v1/prefetch/\(ticket)/data?name=\(name)&wait=\(wait)", method: .get)
     }
 

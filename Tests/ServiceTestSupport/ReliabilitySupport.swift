@@ -1,6 +1,5 @@
 package import Foundation
 package import HTTPTypes
-import HummingbirdTesting
 import NIOCore
 import NIOPosix
 // Helpers of the reliability suites (faults, coalescing under faults, memory budget, bad input, isolation).
@@ -26,12 +25,11 @@ import Glibc
 package func rawRequest(
     port: Int, _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: [UInt8]
 ) async throws -> Reply {
-    try await TestClient.withClient(host: "127.0.0.1", port: port) { client in
+    try await withSocketClient(port: port) { client in
         var fields = HTTPFields()
         for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
         if fields[.contentType] == nil { fields[.contentType] = "application/json" }
-        let request = TestClient.Request(uri, method: method, authority: "127.0.0.1", headers: fields, body: ByteBuffer(bytes: body))
-        return Reply(try await client.execute(request))
+        return Reply(try await client.execute(uri: uri, method: method, headers: fields, body: ByteBuffer(bytes: body)))
     }
 }
 

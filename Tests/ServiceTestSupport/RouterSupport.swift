@@ -1,7 +1,6 @@
 import Foundation
 package import HTTPTypes
 import Hummingbird
-package import HummingbirdTesting
 package import Logging
 import PrefetchCore
 import PrefetchEngine
@@ -11,12 +10,12 @@ import Testing
 
 @testable import PrefetchService
 
-// The operator surface's router in process (HummingbirdTesting's `.router` setup), and the page surface of a live
+// The operator surface's router in process (its responder called directly: `RouterClient`), and the page surface of a live
 // service: the page listener has no router (one pipeline, `PageChannel`, answers every request).
 
 /// A surface's router running in process, with the shorthand of ``LiveService`` for requests.
 package struct RoutedService: Sendable {
-    package let client: any TestClientProtocol
+    package let client: any TestHTTPClient
 
     package func request(
         _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil
@@ -58,5 +57,6 @@ package func withOperatorRouter<T: Sendable>(
     let operatorSurface = try #require(
         app.services.lazy.compactMap { $0 as? Application<RouterResponder<BasicRequestContext>> }.first,
         "buildApplication has no operator application among its services")
-    return try await operatorSurface.test(.router) { client in try await body(RoutedService(client: client)) }
+    let client = RouterClient(responder: operatorSurface.responder, logger: operatorSurface.logger)
+    return try await body(RoutedService(client: client))
 }

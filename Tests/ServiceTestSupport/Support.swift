@@ -1,7 +1,6 @@
 package import Foundation
 package import HTTPTypes
 import Hummingbird
-package import HummingbirdTesting
 import Logging
 import NIOCore
 import NIOPosix
@@ -76,17 +75,10 @@ package struct Reply: Sendable {
     package var headers: HTTPFields
     package var body: [UInt8]
 
-    package init(_ response: TestResponse) {
+    package init(_ response: ClientResponse) {
         status = response.status.code
         headers = response.headers
         var buffer = response.body
-        body = buffer.readBytes(length: buffer.readableBytes) ?? []
-    }
-
-    package init(_ response: TestClient.Response) {
-        status = response.head.status.code
-        headers = response.head.headerFields
-        var buffer = response.body ?? ByteBuffer()
         body = buffer.readBytes(length: buffer.readableBytes) ?? []
     }
 
@@ -149,7 +141,7 @@ package final class PortBox: Sendable {
 
 /// A running service (the application `prefetch serve` runs) with a client connected to its page surface.
 package struct LiveService: Sendable {
-    package let client: any TestClientProtocol
+    package let client: SocketClient
     package let registry: PrometheusCollectorRegistry
     package let port: Int
     /// The operator surface's port.
@@ -200,10 +192,10 @@ package struct LiveService: Sendable {
     }
 }
 
-/// Sends one request through a HummingbirdTesting client (a live connection or the router in process); a body is
-/// JSON unless `headers` say otherwise.
+/// Sends one request through a test client (a live connection or the router in process); a body is JSON unless
+/// `headers` say otherwise.
 package func send(
-    _ client: any TestClientProtocol, _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil
+    _ client: any TestHTTPClient, _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil
 ) async throws -> Reply {
     var fields = HTTPFields()
     for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
@@ -216,13 +208,8 @@ package func send(
 package func oneRequest(
     port: Int, _ method: HTTPRequest.Method, _ uri: String, headers: [String: String] = [:], body: String? = nil
 ) async throws -> Reply {
-    try await TestClient.withClient(host: "127.0.0.1", port: port) { client in
-        var fields = HTTPFields()
-        for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
-        if body != nil, fields[.contentType] == nil { fields[.contentType] = "application/json" }
-        let request = TestClient.Request(
-            uri, method: method, authority: "127.0.0.1", headers: fields, body: body.map { ByteBuffer(string: $0) })
-        return Reply(try await client.execute(request))
+    try await withSocketClient(port: port) { client in
+        try await send(client, method, uri, headers: headers, body: body)
     }
 }
 
@@ -254,14 +241,13 @@ package func withService<T: Sendable>(
     var logger = Logger(label: "prefetch.service.test")
     logger.logLevel = .warning
     let registry = PrometheusCollectorRegistry()
-    let adminPort = PortBox()
+    let (pagePort, adminPort) = (PortBox(), PortBox())
     let app = try buildApplication(
-        settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger, onAdminRunning: { adminPort.set($0) },
-        clock: clock, tracer: tracer)
-    return try await app.test(.live) { client in
-        let port = try #require(client.port)
+        settings: settings, config: ConfigHolder(loaded.config), registry: registry, logger: logger,
+        onServerRunning: { pagePort.set($0) }, onAdminRunning: { adminPort.set($0) }, clock: clock, tracer: tracer)
+    return try await withLiveApplication(app, port: pagePort) { client in
         let admin = try #require(await adminPort.value(), "the operator surface did not start")
-        return try await body(LiveService(client: client, registry: registry, port: port, adminPort: admin))
+        return try await body(LiveService(client: client, registry: registry, port: client.port, adminPort: admin))
     }
 }
 
