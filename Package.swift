@@ -18,6 +18,7 @@
 //   PrefetchRuntime  the composition root: settings in, every component built and wired, services to the lifecycle
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
 //   ResourceProvider the offline-package provider: the operator's resource manifest, fetched, hashed, stored by hash, published as versioned maps
+//   Telemetry        OTLP/HTTP export of traces and metrics: a Tracer, a MetricsFactory, protobuf by hand, sent through PrefetchFetcher
 //   PrefetchTestUpstream  a scriptable upstream HTTP/1.1 server for tests, benchmarks and the demo (plain NIO)
 //   PrefetchTestUpstreamTLS  the same upstream over TLS and HTTP/2 (NIOSSL, NIOHTTP2), and TestPKI
 //   PrefetchTestSupport   the helpers every test target shares: eventually, ManualClock, withUpstream, withFetcher, Echo, CapturedLogs, RedisServer, RedisCluster
@@ -264,6 +265,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // OTLP export (`prefetch serve --otlp`), in every build: no HTTP client, TLS or protobuf library of its own.
+        .target(
+            name: "Telemetry",
+            dependencies: [
+                "PrefetchCore",
+                "PrefetchFetcher",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The demo upstream: plain NIO only, so it adds neither NIOSSL (a BoringSSL of its own) nor NIOHTTP2 to a first run.
         .target(
             name: "PrefetchRuntime",
@@ -476,6 +491,23 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TelemetryTests",
+            dependencies: [
+                "PrefetchTestSupport",
+                "PrefetchTestUpstream",
+                "PrefetchCore",
+                "PrefetchFetcher",
+                "Telemetry",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -108,7 +108,7 @@ width=(--experimental-maximum-parallelization-width 6)
 # The layers: `swift test` filters (regular expressions on Module.Suite/test; the modules are the test targets).
 # RedisStoreTests is the one target in two layers: its Redis Cluster and Sentinel failover suites are deployments.
 redis_deployments='RedisStoreTests.(ClusterTests|SentinelFailoverTests)'
-layer_unit=(--filter 'DigestsTests|PrefetchCoreTests|PrefetchStoreTests|ConfigUpdaterTests|ResourceProviderTests|ServiceUnitTests')
+layer_unit=(--filter 'DigestsTests|PrefetchCoreTests|PrefetchStoreTests|ConfigUpdaterTests|ResourceProviderTests|TelemetryTests|ServiceUnitTests')
 layer_service=(--filter 'PrefetchFetcherTests|PrefetchDNSTests|RendererPoolTests|RedisStoreTests|ServiceSocketTests'
   --skip "$redis_deployments")
 layer_deployments=(--filter "DeploymentTests|$redis_deployments")
