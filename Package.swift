@@ -25,9 +25,6 @@
 //   ServiceTestSupport    (Tests/ServiceTestSupport) the service test targets' helpers: the service in process or on a socket, prefetch serve as a process, replies
 //   prefetch         the CLI: plan, validate, fetch, serve
 //   prefetch-upstream, prefetch-upstream-tls  the test upstreams as processes (the demo's is the plain one)
-//
-// Trait OTLP (off by default): OTLP export through swift-otel (`prefetch serve --otlp`). Production builds
-// (the Dockerfile) and scripts/test.sh enable it with `--traits OTLP`; the demo's first build goes without it.
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -51,6 +48,7 @@ let serviceTestDependencies: [Target.Dependency] = [
     "PrefetchStore",
     "RendererPool",
     "ResourceProvider",
+    "Telemetry",
     "PrefetchTestUpstream",
     "PrefetchTestUpstreamTLS",
     "prefetch",
@@ -77,12 +75,6 @@ let package = Package(
         .executable(name: "prefetch-upstream-tls", targets: ["prefetch-upstream-tls"]),
         .library(name: "PrefetchCore", targets: ["PrefetchCore"]),
     ],
-    traits: [
-        // OTLP export of traces and metrics (`prefetch serve --otlp`): swift-otel's HTTP exporter, with
-        // AsyncHTTPClient, NIOSSL and protobuf. Off by default so a first build skips them; production builds it
-        // (`swift build --traits OTLP`, the Dockerfile), and so does scripts/test.sh.
-        .trait(name: "OTLP", description: "OTLP/HTTP export of traces and metrics (swift-otel)")
-    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -93,7 +85,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
-        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
@@ -293,11 +284,10 @@ let package = Package(
                 "RedisStore",
                 "RendererPool",
                 "ResourceProvider",
+                "Telemetry",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                // OTLP/HTTP only (swift-otel's OTLPHTTP trait: no gRPC stack), and only with this package's OTLP trait.
-                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLP"])),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),

@@ -75,9 +75,6 @@ build_without_warnings() {
   fi
   rm -f "$log"
 }
-# The build the tests run is the production one, with the OTLP trait (OTLP export: OTLPExportTests runs `prefetch
-# serve --otlp`); a build without it, like scripts/run.sh's demo, refuses --otlp (ServeSettingsTests).
-traits=(--traits OTLP)
 # Extra `swift build` flags for this build (word-split): .ci/run sets `-debug-info-format none`, since nothing in CI
 # reads debug information; a developer's run keeps it. (Not --disable-index-store: the test build's discovery of
 # the tests on Linux reads the index.) scripts/verify-runtime.sh
@@ -95,7 +92,7 @@ if [ -d .build/debug ]; then
 fi
 build_started=$(date +%s)
 build_status=0
-build_without_warnings --build-tests "${traits[@]}" "${build_flags[@]}" || build_status=$?
+build_without_warnings --build-tests "${build_flags[@]}" || build_status=$?
 [ "$build_status" -ne 0 ] || phase "build (debug, tests included)" "$build_started"
 finish_lint
 [ "$build_status" -eq 0 ] || exit "$build_status"
@@ -121,7 +118,7 @@ run_layer() {
   log="$(mktemp)"
   SECONDS=0
   set +e
-  swift test --skip-build "${traits[@]}" "${build_flags[@]}" "$@" "${width[@]}" 2>&1 | tee "$log"
+  swift test --skip-build "${build_flags[@]}" "$@" "${width[@]}" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   set -e
   count=$(grep -oE 'Test run with [0-9]+ tests?' "$log" | tail -1 | grep -oE '[0-9]+' || true)
@@ -168,7 +165,7 @@ if [ $# -eq 0 ]; then
   # The operators' view: a real Prometheus scraping live services, the rules and every dashboard query (docs/operations.md).
   PREFETCH_BIN_DIR="$(swift build --show-bin-path)" scripts/operators-view-test.py
 else
-  swift test --skip-build "${traits[@]}" "${build_flags[@]}" "$@" "${width[@]}"
+  swift test --skip-build "${build_flags[@]}" "$@" "${width[@]}"
 fi
 clients_started=$(date +%s)
 # The SDK's live tests run the binaries this build made (test-clients.sh would otherwise ask for the products again,
