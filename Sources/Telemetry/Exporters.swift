@@ -31,6 +31,7 @@ public final class SpanExporter: Service, Sendable {
         self.logger = logger
     }
 
+    /// Exports until graceful shutdown, then flushes.
     public func run() async {
         var delivery = ExportDelivery(sender: sender, signal: .traces, clock: clock, logger: logger, stop: stop)
         await withGracefulShutdownHandler {
@@ -93,6 +94,7 @@ public final class MetricExporter: Service, Sendable {
         self.logger = logger
     }
 
+    /// Exports every interval until graceful shutdown, then once more.
     public func run() async {
         var delivery = ExportDelivery(sender: sender, signal: .metrics, clock: clock, logger: logger, stop: stop)
         await withGracefulShutdownHandler {

@@ -20,18 +20,22 @@ public final class OTLPMetricsFactory: MetricsFactory, Sendable {
     /// An empty factory.
     public init() {}
 
+    /// The monotonic integer sum of `label` and `dimensions`.
     public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
         series(.counter, label, dimensions) { CounterSeries(identity: $0) }
     }
 
+    /// The monotonic floating-point sum of `label` and `dimensions`.
     public func makeFloatingPointCounter(label: String, dimensions: [(String, String)]) -> any FloatingPointCounterHandler {
         series(.floatingPointCounter, label, dimensions) { FloatingPointCounterSeries(identity: $0) }
     }
 
+    /// The gauge of `label` and `dimensions`.
     public func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
         series(.gauge, label, dimensions) { GaugeSeries(identity: $0) }
     }
 
+    /// A histogram when `aggregate`, else a gauge holding the last value.
     public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
         if aggregate {
             return series(.histogram, label, dimensions) { HistogramSeries(identity: $0, bounds: Self.defaultValueBounds) }
@@ -39,10 +43,12 @@ public final class OTLPMetricsFactory: MetricsFactory, Sendable {
         return series(.gauge, label, dimensions) { GaugeSeries(identity: $0) }
     }
 
+    /// The histogram, in seconds, of `label` and `dimensions`.
     public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
         series(.timer, label, dimensions) { HistogramSeries(identity: $0, bounds: Self.defaultDurationBounds) }
     }
 
+    /// Drops the series (it is no longer exported).
     public func destroyCounter(_ handler: any CounterHandler) { remove(handler) }
     public func destroyFloatingPointCounter(_ handler: any FloatingPointCounterHandler) { remove(handler) }
     public func destroyMeter(_ handler: any MeterHandler) { remove(handler) }

@@ -5,7 +5,10 @@ public import PrefetchFetcher
 
 /// The two signals this service exports.
 public enum OTLPSignal: String, Sendable {
-    case traces, metrics
+    /// Spans (`/v1/traces`).
+    case traces
+    /// Metrics (`/v1/metrics`).
+    case metrics
 }
 
 /// An export request that did not succeed: what happened, and whether sending it again may (a collector that is
@@ -25,6 +28,7 @@ public struct OTLPSendFailure: Error, Sendable, CustomStringConvertible {
         self.retryAfter = retryAfter
     }
 
+    /// The message.
     public var description: String { message }
 }
 
@@ -59,6 +63,7 @@ public struct FetcherSender: OTLPSender {
             maxResponseBytes: 1024 * 1024)
     }
 
+    /// POSTs `body`; a 2xx is success, anything else an ``OTLPSendFailure`` saying whether to try again.
     public func send(_ body: [UInt8], signal: OTLPSignal) async throws(OTLPSendFailure) {
         let response: FetchResponse
         do {

@@ -32,6 +32,8 @@ public final class OTLPTracer: Tracer, Sendable {
     /// Spans dropped because the queue was full, since the tracer was made.
     public var droppedSpans: Int { queue.dropped }
 
+    /// A span in the trace of `context`'s span (a root of a new trace when it holds none), recording when the
+    /// sampler says so.
     public func startSpan<Instant: TracerInstant>(
         _ operationName: String, context: @autoclosure () -> ServiceContext, ofKind kind: SpanKind, at instant: @autoclosure () -> Instant,
         function: String, file fileID: String, line: UInt
@@ -71,6 +73,8 @@ public final class OTLPTracer: Tracer, Sendable {
         queue.requestFlush()
     }
 
+    /// Puts the remote span of `carrier`'s `traceparent` (and capped `tracestate`) into `context`; nothing for an
+    /// invalid one.
     public func extract<Carrier, Extract: Extractor>(_ carrier: Carrier, into context: inout ServiceContext, using extractor: Extract)
     where Extract.Carrier == Carrier {
         guard let traceparent = extractor.extract(key: "traceparent", from: carrier),
@@ -79,6 +83,7 @@ public final class OTLPTracer: Tracer, Sendable {
         context.spanContext = remote
     }
 
+    /// Writes `context`'s span as `traceparent` (and its `tracestate`, if any) into `carrier`.
     public func inject<Carrier, Inject: Injector>(_ context: ServiceContext, into carrier: inout Carrier, using injector: Inject)
     where Inject.Carrier == Carrier {
         guard let span = context.spanContext else { return }
@@ -90,6 +95,7 @@ public final class OTLPTracer: Tracer, Sendable {
 /// A span of ``OTLPTracer``: recording (sampled) or not. A recording span is queued for export when it ends, once;
 /// changes after its end are ignored.
 public final class OTLPSpan: Span, Sendable {
+    /// The context the span is in: its own ``SpanContext`` (``ServiceContext/spanContext``) and its parent's rest.
     public let context: ServiceContext
     private let recording: Recording?
 
@@ -134,16 +140,19 @@ public final class OTLPSpan: Span, Sendable {
         }
     }
 
+    /// The span's name ("" when it does not record).
     public var operationName: String {
         get { recording?.state.withLock { $0.name } ?? "" }
         set { recording?.update { $0.name = newValue } }
     }
 
+    /// The span's attributes (none when it does not record).
     public var attributes: SpanAttributes {
         get { recording?.state.withLock { $0.attributes } ?? [:] }
         set { recording?.update { $0.attributes = newValue } }
     }
 
+    /// Whether the span records and has not ended.
     public var isRecording: Bool {
         guard let recording else { return false }
         return recording.state.withLock { !$0.ended }
@@ -157,6 +166,7 @@ public final class OTLPSpan: Span, Sendable {
         }
     }
 
+    /// Adds `event` (at most ``OTLPTracer/maximumEvents``; later ones are counted as dropped).
     public func addEvent(_ event: SpanEvent) {
         recording?.update { state in
             if state.events.count < OTLPTracer.maximumEvents {
