@@ -1,4 +1,4 @@
-# The prefetch service image: a release build on the Swift 6 bookworm image, with OTLP export (the OTLP trait),
+# The prefetch service image: a release build on the Swift 6 bookworm image (OTLP export included, as in every build),
 # run on bookworm-slim with only the C libraries it links (libcurl, hiredis, libcrypto from OpenSSL 3), CA
 # certificates and time zones, as a non-root user.
 # scripts/verify-runtime.sh rehearses the runtime stage without a Docker engine.
@@ -11,7 +11,7 @@ WORKDIR /src
 COPY Package.swift ./
 COPY Sources ./Sources
 COPY Tests ./Tests
-RUN swift build -c release --static-swift-stdlib --traits OTLP --product prefetch \
+RUN swift build -c release --static-swift-stdlib --product prefetch \
     && mkdir -p /staging \
     && cp .build/release/prefetch /staging/ \
     && cp -R .build/release/prefetch_PrefetchService.resources /staging/

@@ -18,6 +18,7 @@
 //   PrefetchRuntime  the composition root: settings in, every component built and wired, services to the lifecycle
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
 //   ResourceProvider the offline-package provider: the operator's resource manifest, fetched, hashed, stored by hash, published as versioned maps
+//   Telemetry        OTLP/HTTP export of traces and metrics: a Tracer, a MetricsFactory, protobuf by hand, sent through PrefetchFetcher
 //   PrefetchTestUpstream  a scriptable upstream HTTP/1.1 server for tests, benchmarks and the demo (plain NIO)
 //   COpenSSL         the C world: the system's libssl (OpenSSL 3) through pkg-config (only PrefetchTestUpstreamTLS imports it)
 //   PrefetchTestUpstreamTLS  the same upstream over TLS (the system's OpenSSL, no BoringSSL) and HTTP/2 (NIOHTTP2), and TestPKI
@@ -25,9 +26,6 @@
 //   ServiceTestSupport    (Tests/ServiceTestSupport) the service test targets' helpers: the service in process or on a socket, prefetch serve as a process, replies
 //   prefetch         the CLI: plan, validate, fetch, serve
 //   prefetch-upstream, prefetch-upstream-tls  the test upstreams as processes (the demo's is the plain one)
-//
-// Trait OTLP (off by default): OTLP export through swift-otel (`prefetch serve --otlp`). Production builds
-// (the Dockerfile) and scripts/test.sh enable it with `--traits OTLP`; the demo's first build goes without it.
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -51,6 +49,7 @@ let serviceTestDependencies: [Target.Dependency] = [
     "PrefetchStore",
     "RendererPool",
     "ResourceProvider",
+    "Telemetry",
     "PrefetchTestUpstream",
     "PrefetchTestUpstreamTLS",
     "prefetch",
@@ -76,12 +75,6 @@ let package = Package(
         .executable(name: "prefetch-upstream-tls", targets: ["prefetch-upstream-tls"]),
         .library(name: "PrefetchCore", targets: ["PrefetchCore"]),
     ],
-    traits: [
-        // OTLP export of traces and metrics (`prefetch serve --otlp`): swift-otel's HTTP exporter, with
-        // AsyncHTTPClient, NIOSSL and protobuf. Off by default so a first build skips them; production builds it
-        // (`swift build --traits OTLP`, the Dockerfile), and so does scripts/test.sh.
-        .trait(name: "OTLP", description: "OTLP/HTTP export of traces and metrics (swift-otel)")
-    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -91,7 +84,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
-        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
         // Without Hummingbird's default traits: ConfigurationSupport (swift-configuration, which nothing here reads) and
         // FullFoundation (Foundation where FoundationEssentials does: its URL-encoded forms' dates, which nothing here uses).
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: []),
@@ -265,6 +257,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // OTLP export (`prefetch serve --otlp`), in every build: no HTTP client, TLS or protobuf library of its own.
+        .target(
+            name: "Telemetry",
+            dependencies: [
+                "PrefetchCore",
+                "PrefetchFetcher",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The demo upstream: plain NIO only, so it adds neither NIOSSL (a BoringSSL of its own) nor NIOHTTP2 to a first run.
         .target(
             name: "PrefetchRuntime",
@@ -279,11 +285,10 @@ let package = Package(
                 "RedisStore",
                 "RendererPool",
                 "ResourceProvider",
+                "Telemetry",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
-                // OTLP/HTTP only (swift-otel's OTLPHTTP trait: no gRPC stack), and only with this package's OTLP trait.
-                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["OTLP"])),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -484,6 +489,23 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TelemetryTests",
+            dependencies: [
+                "PrefetchTestSupport",
+                "PrefetchTestUpstream",
+                "PrefetchCore",
+                "PrefetchFetcher",
+                "Telemetry",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -23,8 +23,7 @@ if [ $# -gt 0 ]; then
   exec .build/debug/prefetch "$@"
 fi
 
-# The demo: a debug build of the two binaries it runs, the quickest first run (README.md's Quick start). No OTLP
-# export (the OTLP trait is off): `prefetch serve --otlp` needs `swift build --traits OTLP`.
+# The demo: a debug build of the two binaries it runs, the quickest first run (README.md's Quick start).
 "${debug_build[@]}" --product prefetch
 "${debug_build[@]}" --product prefetch-upstream
 .build/debug/prefetch-upstream --port 9090 >/dev/null &

@@ -7,11 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${PREFETCH_BIN:-}" ] || [ -z "${PREFETCH_UPSTREAM_BIN:-}" ]; then
-  # With the OTLP trait and PREFETCH_BUILD_FLAGS, as scripts/test.sh builds, so the objects are reused (test.sh
-  # itself passes its binaries: asking for the products after a test build relinks them).
+  # With PREFETCH_BUILD_FLAGS, as scripts/test.sh builds, so the objects are reused (test.sh itself passes its
+  # binaries: asking for the products after a test build relinks them).
   read -r -a build_flags <<<"${PREFETCH_BUILD_FLAGS:-}"
-  swift build --traits OTLP "${build_flags[@]}" --product prefetch
-  swift build --traits OTLP "${build_flags[@]}" --product prefetch-upstream
+  swift build "${build_flags[@]}" --product prefetch
+  swift build "${build_flags[@]}" --product prefetch-upstream
   bin=$(swift build --show-bin-path)
   export PREFETCH_BIN="$bin/prefetch" PREFETCH_UPSTREAM_BIN="$bin/prefetch-upstream"
 fi

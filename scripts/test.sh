@@ -77,9 +77,6 @@ build_without_warnings() {
   fi
   rm -f "$log"
 }
-# The build the tests run is the production one, with the OTLP trait (OTLP export: OTLPExportTests runs `prefetch
-# serve --otlp`); a build without it, like scripts/run.sh's demo, refuses --otlp (ServeSettingsTests).
-traits=(--traits OTLP)
 # Extra `swift build` flags for this build (word-split): .ci/run sets `-debug-info-format none`, since nothing in CI
 # reads debug information; a developer's run keeps it. (Not --disable-index-store: the test build's discovery of
 # the tests on Linux reads the index.) scripts/verify-runtime.sh
@@ -113,7 +110,7 @@ if [ $quick -eq 0 ]; then
 fi
 build_started=$(date +%s)
 build_status=0
-build_without_warnings --build-tests "${traits[@]}" "${build_flags[@]}" || build_status=$?
+build_without_warnings --build-tests "${build_flags[@]}" || build_status=$?
 [ "$build_status" -ne 0 ] || phase "build (debug, tests included)" "$build_started"
 if [ -n "$lint_pid" ]; then
   pid=$lint_pid
@@ -130,7 +127,7 @@ width=(--experimental-maximum-parallelization-width 6)
 # The layers: `swift test` filters (regular expressions on Module.Suite/test; the modules are the test targets).
 # RedisStoreTests is the one target in two layers: its Redis Cluster and Sentinel failover suites are deployments.
 redis_deployments='RedisStoreTests.(ClusterTests|SentinelFailoverTests)'
-layer_unit=(--filter 'DigestsTests|PrefetchCoreTests|PrefetchStoreTests|ConfigUpdaterTests|ResourceProviderTests|ServiceUnitTests')
+layer_unit=(--filter 'DigestsTests|PrefetchCoreTests|PrefetchStoreTests|ConfigUpdaterTests|ResourceProviderTests|TelemetryTests|ServiceUnitTests')
 layer_service=(--filter 'PrefetchFetcherTests|PrefetchDNSTests|RendererPoolTests|RedisStoreTests|ServiceSocketTests'
   --skip "$redis_deployments")
 layer_deployments=(--filter "DeploymentTests|$redis_deployments")
@@ -143,7 +140,7 @@ run_layer() {
   log="$(mktemp)"
   SECONDS=0
   set +e
-  swift test --skip-build "${traits[@]}" "${build_flags[@]}" "$@" "${width[@]}" 2>&1 | tee "$log"
+  swift test --skip-build "${build_flags[@]}" "$@" "${width[@]}" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   set -e
   count=$(grep -oE 'Test run with [0-9]+ tests?' "$log" | tail -1 | grep -oE '[0-9]+' || true)
@@ -212,7 +209,7 @@ if [ $# -eq 0 ]; then
   # The operators' view: a real Prometheus scraping live services, the rules and every dashboard query (docs/operations.md).
   PREFETCH_BIN_DIR="$bin_dir" scripts/operators-view-test.py
 else
-  swift test --skip-build "${traits[@]}" "${build_flags[@]}" "$@" "${width[@]}"
+  swift test --skip-build "${build_flags[@]}" "$@" "${width[@]}"
 fi
 pid=$side_pid
 side_pid=""

@@ -13,17 +13,17 @@ scripts/ensure-deps.sh build
 command -v debootstrap >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
 dpkg -s libhiredis-dev libssl-dev >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libhiredis-dev libssl-dev >/dev/null
 
-# The Dockerfile builds release with the OTLP trait; VERIFY_BUILD=debug (CI, after the test run's debug build, which
-# has the trait too) links the same objects the tests ran against with the static Swift runtime instead: the
-# binary's shared libraries, which are what the runtime stage must provide, are the same in both.
+# The Dockerfile builds release; VERIFY_BUILD=debug (CI, after the test run's debug build) links the same objects the
+# tests ran against with the static Swift runtime instead: the binary's shared libraries, which are what the runtime
+# stage must provide, are the same in both.
 build=${VERIFY_BUILD:-release}
 case "$build" in release | debug) ;; *) echo "verify-runtime: VERIFY_BUILD must be release or debug, not $build" >&2; exit 2 ;; esac
 # A debug build takes PREFETCH_BUILD_FLAGS as scripts/test.sh does, so it links the objects the tests built.
 build_flags=()
 [ "$build" = release ] || read -r -a build_flags <<<"${PREFETCH_BUILD_FLAGS:-}"
-echo "== $build build (--static-swift-stdlib, with the OTLP trait${build_flags[*]:+, ${build_flags[*]}})"
-scripts/build-static.sh -c "$build" --traits OTLP "${build_flags[@]}" --product prefetch
-bin=$(swift build -c "$build" --traits OTLP --show-bin-path)
+echo "== $build build (--static-swift-stdlib${build_flags[*]:+, ${build_flags[*]}})"
+scripts/build-static.sh -c "$build" "${build_flags[@]}" --product prefetch
+bin=$(swift build -c "$build" --show-bin-path)
 
 root=${VERIFY_ROOT:-/var/tmp/prefetch-runtime-root}
 if [ ! -x "$root/usr/bin/apt-get" ]; then

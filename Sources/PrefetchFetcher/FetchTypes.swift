@@ -166,6 +166,9 @@ public struct FetcherConfiguration: Sendable {
     /// fails with `.tooLarge` (its message names this budget), so memory held by responses still arriving is
     /// bounded whatever the upstreams send. Default: no bound beyond `maxTransfers` x each request's own cap.
     public var maxBufferedBytes: Int
+    /// The name of the loop thread (the kernel keeps its first 15 bytes), as `top -H` and `perf` show it: a second
+    /// fetcher in the process (the OTLP exporter's) is told apart from the upstream one by it.
+    public var threadName: String
 
     /// The per-host connection limit in force.
     public var effectiveMaxConnectionsPerHost: Int {
@@ -180,7 +183,8 @@ public struct FetcherConfiguration: Sendable {
         caBundlePath: String? = nil,
         dnsCacheTimeout: Duration = .seconds(60),
         userAgent: String = "prefetch/1",
-        maxBufferedBytes: Int = .max
+        maxBufferedBytes: Int = .max,
+        threadName: String = "prefetch-curl"
     ) {
         self.maxTransfers = maxTransfers
         self.maxConnectionsPerHost = maxConnectionsPerHost
@@ -189,6 +193,7 @@ public struct FetcherConfiguration: Sendable {
         self.dnsCacheTimeout = dnsCacheTimeout
         self.userAgent = userAgent
         self.maxBufferedBytes = maxBufferedBytes
+        self.threadName = threadName
     }
 }
 

@@ -105,15 +105,16 @@ public final class Fetcher: Service, Sendable {
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+                    let name = configuration.threadName
                     let thread = Thread { [self] in
                         // Named from inside: Foundation's `Thread.name` set before `start()` does not reach the
                         // kernel's name on Linux, so the thread kept its creator's (a Dispatch worker's) and tools
                         // that count by thread (top -H, perf, bench/fanout.sh) could not tell it apart.
-                        _ = prefetch_name_this_thread("prefetch-curl")
+                        _ = prefetch_name_this_thread(name)
                         TransferLoop(fetcher: self).run()
                         done.resume()
                     }
-                    thread.name = "prefetch-curl"
+                    thread.name = name
                     thread.start()
                 }
             } onGracefulShutdown: {

@@ -1,65 +1,71 @@
+public import Logging
 public import Metrics
+import PrefetchFetcher
 public import ServiceLifecycle
+public import Telemetry
 public import Tracing
 
-#if OTLP
-import OTel
-#endif
-
-/// Traces and metrics over OTLP/HTTP (protobuf), through swift-otel, for `prefetch serve --otlp`: where operators
-/// already collect them. Where it sends is the OpenTelemetry SDK's own environment, read by swift-otel:
-/// `OTEL_EXPORTER_OTLP_ENDPOINT` (default `http://localhost:4318`; `/v1/traces` and `/v1/metrics` are appended),
-/// or per signal `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` and `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, headers, timeouts,
+/// Traces and metrics over OTLP/HTTP (protobuf) for `prefetch serve --otlp`: where operators already collect them.
+/// Where it sends is the OpenTelemetry SDK's own environment (``Telemetry/OTLPConfiguration``):
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` (default `http://localhost:4318`; `/v1/traces` and `/v1/metrics` are appended), or
+/// per signal `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` and `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, headers, timeouts,
 /// `OTEL_METRIC_EXPORT_INTERVAL`, `OTEL_BSP_SCHEDULE_DELAY`, `OTEL_SERVICE_NAME` and the rest. Logs stay on stderr.
 ///
-/// Only in a build with the package's `OTLP` trait (`swift build --traits OTLP`; the Docker image and
-/// scripts/test.sh build it): swift-otel's exporter brings AsyncHTTPClient, NIOSSL and protobuf, which a first
-/// build of the demo does without. Without the trait ``isAvailable`` is false and `--otlp` is refused at startup
-/// (``requireAvailable(_:)``).
+/// The exporter is the package's own (`Telemetry`): spans and metrics encoded in protobuf by hand and POSTed by a
+/// libcurl fetcher of its own (thread `prefetch-otlp`), so every build has it and it adds no TLS or HTTP stack.
 public struct OTLPExport: Sendable {
-    /// Whether this build can export (it was built with the `OTLP` trait).
-    #if OTLP
-    public static let isAvailable = true
-    #else
-    public static let isAvailable = false
-    #endif
-
-    /// What `--otlp` (or `PREFETCH_OTLP=1`) gets from a build without the trait.
-    public static let unavailableMessage =
-        "--otlp (or PREFETCH_OTLP=1) asks for OTLP export, but this build of prefetch has no OTLP export (built without the OTLP trait); build one with `swift build --traits OTLP` (the Docker image has it)"
-
-    /// Refuses `--otlp` in a build without the trait (`available` is ``isAvailable`` but for tests).
-    /// - Throws: ``OTLPExportUnavailable`` naming the flag and how to build with export.
-    public static func requireAvailable(_ available: Bool = isAvailable) throws(OTLPExportUnavailable) {
-        guard available else { throw OTLPExportUnavailable() }
-    }
-
     /// The tracer whose spans are exported (the page open's spans, see `Orchestrator`).
     public let tracer: any Tracer
     /// The factory of the exported metrics: the same series `/metrics` shows, next to the Prometheus one.
     public let metrics: any MetricsFactory
-    /// The exporters' background work: run before the application starts and stopped after it, so what the last
-    /// requests made is flushed.
+    /// The exporters' background work (the fetcher they send through first, then the span and metric exporters):
+    /// run before the application starts and stopped after it, so what the last requests made is flushed.
     public let services: [any Service]
 
-    /// The exporters for `serviceName`, configured by the environment (see the type).
-    /// - Throws: swift-otel's configuration errors (an environment value it cannot use).
-    public static func make(serviceName: String = "prefetch") throws -> OTLPExport {
-        #if OTLP
-        var configuration = OTel.Configuration.default
-        configuration.serviceName = serviceName
-        configuration.logs.enabled = false
-        let (tracer, tracing) = try OTel.makeTracingBackend(configuration: configuration)
-        let (metrics, exporting) = try OTel.makeMetricsBackend(configuration: configuration)
-        return OTLPExport(tracer: tracer, metrics: metrics, services: [tracing, exporting])
-        #else
-        throw OTLPExportUnavailable()
-        #endif
+    /// The export configuration `environment` gives for the service `serviceName` (unless `OTEL_SERVICE_NAME` says
+    /// otherwise).
+    /// - Throws: ``Telemetry/OTLPConfigurationError`` naming the variable whose value cannot be used.
+    public static func configuration(
+        environment: [String: String], serviceName: String = "prefetch"
+    ) throws(OTLPConfigurationError)
+        -> OTLPConfiguration
+    {
+        try OTLPConfiguration(environment: environment, serviceName: serviceName)
     }
-}
 
-/// `--otlp` in a build without the `OTLP` trait (see ``OTLPExport``).
-public struct OTLPExportUnavailable: Error, CustomStringConvertible {
-    public init() {}
-    public var description: String { OTLPExport.unavailableMessage }
+    /// The exporters `configuration` describes. A signal switched off (`OTEL_TRACES_EXPORTER=none`,
+    /// `OTEL_SDK_DISABLED=true`) gets the no-op tracer or metrics factory.
+    public static func make(configuration: OTLPConfiguration, logger: Logger) -> OTLPExport {
+        guard configuration.traces.isEnabled || configuration.metrics.isEnabled else {
+            return OTLPExport(tracer: NoOpTracer(), metrics: NOOPMetricsHandler.instance, services: [])
+        }
+        // A handful of transfers: one export request per signal is in flight at a time.
+        let fetcher = Fetcher(
+            configuration: FetcherConfiguration(
+                maxTransfers: 4, caBundlePath: configuration.certificatePath, userAgent: "prefetch-otlp/1", threadName: "prefetch-otlp"),
+            logger: logger)
+        let sender = FetcherSender(fetcher: fetcher, configuration: configuration)
+        var services: [any Service] = [fetcher]
+        var tracer: any Tracer = NoOpTracer()
+        if configuration.traces.isEnabled {
+            let exported = OTLPTracer(
+                sampler: configuration.sampler, maxQueueSize: configuration.maxQueueSize,
+                maxExportBatchSize: configuration.maxExportBatchSize)
+            services.append(
+                SpanExporter(
+                    tracer: exported, resource: configuration.resource, scheduleDelay: configuration.scheduleDelay, sender: sender,
+                    logger: logger))
+            tracer = exported
+        }
+        var metrics: any MetricsFactory = NOOPMetricsHandler.instance
+        if configuration.metrics.isEnabled {
+            let factory = OTLPMetricsFactory()
+            services.append(
+                MetricExporter(
+                    factory: factory, resource: configuration.resource, interval: configuration.metricExportInterval, sender: sender,
+                    logger: logger))
+            metrics = factory
+        }
+        return OTLPExport(tracer: tracer, metrics: metrics, services: services)
+    }
 }

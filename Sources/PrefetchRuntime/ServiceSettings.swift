@@ -6,6 +6,7 @@ public import PrefetchService
 import RedisStore
 public import RendererPool
 public import ResourceProvider
+public import Telemetry
 
 /// Everything `serve` can be told, with production defaults: each component's own settings, which the
 /// composition root (``buildApplication(settings:config:registry:logger:onServerRunning:onAdminRunning:clock:tracer:)``)
@@ -32,8 +33,9 @@ public struct ServiceSettings: Sendable {
     public var shutdownGrace: Duration = .seconds(10)
     /// The offline-package provider's manifest and store (`--resources`); nil: the empty map, version "0".
     public var resources: ResourceSettings?
-    /// Whether traces and metrics are also exported over OTLP/HTTP (``OTLPExport``); off by default.
-    public var otlp = false
+    /// Where traces and metrics are also exported over OTLP/HTTP (``OTLPExport``), read from the environment when
+    /// asked for (`--otlp`); nil, the default: no export.
+    public var otlp: OTLPConfiguration?
 
     /// The defaults.
     public init() {}

@@ -213,7 +213,7 @@ extension Prefetch {
         @Flag(
             name: .customLong("otlp"),
             help:
-                "Also export traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318; env PREFETCH_OTLP=1). Only in a build with the OTLP trait (swift build --traits OTLP)."
+                "Also export traces and metrics over OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318; env PREFETCH_OTLP=1), configured by the standard OTEL_* variables."
         )
         var otlp = false
 
@@ -249,12 +249,11 @@ extension Prefetch {
                 }
             }
             for warning in Self.ignoredVariables(environment) { Console.error(warning) }
-            settings.otlp = otlp || environment.value("PREFETCH_OTLP") == "1"
-            if settings.otlp {
+            if otlp || environment.value("PREFETCH_OTLP") == "1" {
                 do {
-                    try OTLPExport.requireAvailable()
+                    settings.otlp = try OTLPExport.configuration(environment: environment.variables)
                 } catch {
-                    throw ValidationError("\(error)")
+                    throw ValidationError("--otlp: \(error)")
                 }
             }
             settings.engine.identityKey = try IdentityKeySource.load(
@@ -292,7 +291,7 @@ extension Prefetch {
             let registry = PrometheusCollectorRegistry()
             // With --otlp every metric goes to both: /metrics and the OTLP exporter; the page open's spans go to the
             // exporter's tracer (the engine takes the bootstrapped one).
-            let otlp = settings.otlp ? try OTLPExport.make() : nil
+            let otlp = settings.otlp.map { OTLPExport.make(configuration: $0, logger: Logger(label: "prefetch.otlp")) }
             if let otlp {
                 MetricsSystem.bootstrap(MultiplexMetricsHandler(factories: [PrometheusMetricsFactory(registry: registry), otlp.metrics]))
                 InstrumentationSystem.bootstrap(otlp.tracer)

@@ -103,8 +103,18 @@ struct BatchTests {
 @Suite("Fetcher thread", .timeLimit(.minutes(1)))
 struct FetcherThreadTests {
     @Test func theLoopThreadIsNamedInTheKernel() async throws {
+        #expect(try await loopThreadName(FetcherConfiguration()) == "prefetch-curl")
+    }
+
+    /// A second fetcher in the process (the OTLP exporter's) has a name of its own.
+    @Test func aFetcherGivenAThreadNameUsesIt() async throws {
+        #expect(try await loopThreadName(FetcherConfiguration(threadName: "prefetch-otlp")) == "prefetch-otlp")
+    }
+
+    /// The name of the loop thread of a fetcher of `configuration`, as the kernel has it.
+    private func loopThreadName(_ configuration: FetcherConfiguration) async throws -> String? {
         try await withUpstream { upstream in
-            try await withFetcher { fetcher in
+            try await withFetcher(configuration) { fetcher in
                 let name = Mutex<String?>(nil)
                 fetcher.submit([FetchRequest(url: "http://127.0.0.1:\(upstream.port)/named")]) { _ in
                     let comm = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
@@ -112,7 +122,7 @@ struct FetcherThreadTests {
                 }
                 let answered = await eventually { name.withLock { $0 } != nil }
                 #expect(answered)
-                #expect(name.withLock { $0 } == "prefetch-curl")
+                return name.withLock { $0 }
             }
         }
     }

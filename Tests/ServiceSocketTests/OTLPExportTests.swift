@@ -14,9 +14,8 @@ import Glibc
 /// `prefetch serve --otlp` exporting to a small OTLP/HTTP receiver on 127.0.0.1 (`scripts/otlp-receiver.py`, which
 /// decodes the export requests with opentelemetry-proto; `scripts/ensure-deps.sh test` installs it): one page open's
 /// trace arrives whole, linked to the shell's span; an upstream request whose entry others may read is a trace of
-/// the service's own linked to the page open, and its upstream saw that trace, never the shell's. Needs a build with
-/// the OTLP trait (scripts/test.sh builds one); a build without it refuses `--otlp` (ServeSettingsTests).
-@Suite(.serialized, .enabled(if: OTLPExport.isAvailable, "built without the OTLP trait (swift build --traits OTLP)"))
+/// the service's own linked to the page open, and its upstream saw that trace, never the shell's.
+@Suite(.serialized)
 struct OTLPExportTests {
     static let page = "https://m.example.test/traced"
     static let shellTrace = "0af7651916cd43dd8448eb211c80319c"

@@ -4,6 +4,7 @@ import PrefetchEngine
 import PrefetchRuntime
 import PrefetchService
 import ServiceTestSupport
+import Telemetry
 import Testing
 
 @testable import prefetch
@@ -43,29 +44,31 @@ import Testing
     }
 
     @Test func theOTLPExportIsOffUnlessAskedFor() throws {
-        #expect(try settings([]).otlp == false)
+        #expect(try settings([]).otlp == nil)
         #expect(
-            try settings([], ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"]).otlp == false, "an endpoint alone turns nothing on")
-        if OTLPExport.isAvailable {
-            #expect(try settings(["--otlp"]).otlp)
-            #expect(try settings([], ["PREFETCH_OTLP": "1"]).otlp)
-        } else {
-            #expect(throws: ValidationError.self) { try settings(["--otlp"]) }
-            #expect(throws: ValidationError.self) { try settings([], ["PREFETCH_OTLP": "1"]) }
-        }
+            try settings([], ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"]).otlp == nil, "an endpoint alone turns nothing on")
+        #expect(try settings(["--otlp"]).otlp?.traces.url == "http://localhost:4318/v1/traces")
+        let asked = try settings([], ["PREFETCH_OTLP": "1", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"])
+        #expect(asked.otlp?.metrics.url == "http://127.0.0.1:4318/v1/metrics")
+        #expect(asked.otlp?.serviceName == "prefetch")
     }
 
-    /// A build without the OTLP trait refuses `--otlp` at startup, naming the flag, what the build lacks and how to
-    /// build one with export (scripts/test.sh builds with the trait, so the refusal itself is checked here).
-    @Test func withoutTheOTLPTraitTheFlagIsRefusedSayingHowToBuildWithExport() throws {
-        try OTLPExport.requireAvailable(true)
-        #expect {
-            try OTLPExport.requireAvailable(false)
-        } throws: { error in
-            let message = String(describing: error)
-            return message.contains("--otlp") && message.contains("PREFETCH_OTLP=1") && message.contains("no OTLP export")
-                && message.contains("swift build --traits OTLP")
+    /// Every build exports: `--otlp` is refused only for an OpenTelemetry variable it cannot use, naming the flag,
+    /// the variable and what is wrong with it (exit 64 before anything listens).
+    @Test func anOTLPVariableThatCannotBeUsedRefusesTheFlagNamingTheVariable() throws {
+        let bad: [([String: String], String)] = [
+            (["OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"], "OTEL_EXPORTER_OTLP_PROTOCOL: \"grpc\" is not supported"),
+            (["OTEL_BSP_MAX_QUEUE_SIZE": "0"], "OTEL_BSP_MAX_QUEUE_SIZE: \"0\" is not a positive integer"),
+            (["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318"], "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: not an http(s) URL"),
+        ]
+        for (variables, message) in bad {
+            #expect {
+                try settings(["--otlp"], variables)
+            } throws: { error in
+                error is ValidationError && String(describing: error).hasPrefix("--otlp: \(message)")
+            }
         }
+        #expect(try settings([], ["OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"]).otlp == nil, "nothing is read without --otlp")
     }
 
     @Test func aSharedStoreWithoutAnIdentityKeyIsRefusedNamingTheOption() throws {
