@@ -36,12 +36,19 @@ stop_background() {
     [ -z "$log" ] || rm -f "$log" "$log.seconds"
   done
 }
-# Starts `NAME LOG COMMAND...` in a process group of its own (stopped with everything it started when the run ends),
-# its output in LOG and its time in LOG.seconds; sets background_pid.
+# Starts `NAME LOG COMMAND...` in a session of its own (stopped with everything it started when the run ends), its
+# output in LOG and its time in LOG.seconds; sets background_pid. With BACKGROUND_NICE=N the job runs at that
+# niceness, as a scheduling group: Linux's autogroups give each session an equal share of the CPU whatever its
+# processes' own niceness, so the session's group is niced (/proc/self/autogroup) as well as the job.
 start_background() {
   local name=$1 log=$2
   shift 2
-  setsid bash -c 'log=$1; shift; started=$(date +%s); "$@" >"$log" 2>&1; status=$?; echo $(($(date +%s) - started)) >"$log.seconds"; exit $status' \
+  setsid bash -c 'log=$1; shift
+    if [ -n "${BACKGROUND_NICE:-}" ]; then
+      { echo "$BACKGROUND_NICE" >/proc/self/autogroup; } 2>/dev/null || true
+      renice -n "$BACKGROUND_NICE" -p $$ >/dev/null 2>&1 || true
+    fi
+    started=$(date +%s); "$@" >"$log" 2>&1; status=$?; echo $(($(date +%s) - started)) >"$log.seconds"; exit $status' \
     "$name" "$log" "$@" &
   background_pid=$!
 }
@@ -94,6 +101,8 @@ if [ -d .build/debug ]; then
 fi
 # (Exported: the shell SDK's build below runs it in a job of its own.)
 export -f build_without_warnings
+fuzz_run=0
+[ $quick -eq 1 ] || [ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || fuzz_run=1
 if [ $quick -eq 0 ]; then
   scripts/ensure-deps.sh test
   phase "dependencies checked" "$started"
@@ -107,6 +116,18 @@ if [ $quick -eq 0 ]; then
   sdk_log="$(mktemp)"
   start_background sdk "$sdk_log" build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
   sdk_pid=$background_pid
+  # The fuzzers, from the start and at the lowest priority (they take the CPU the build and the tests leave idle, so
+  # they lengthen neither): their build (the fuzz targets with AddressSanitizer, unoptimised here: half the CPU time
+  # of the optimised build `scripts/fuzz.sh` makes by default, for runs of 3 s a target;
+  # PREFETCH_FUZZ_CONFIGURATION=release for longer ones) and runs, a check that every target builds,
+  # starts and survives its corpus and a few seconds of mutation. Their output is shown, and a failure fails the run,
+  # at the end. PREFETCH_SKIP_FUZZ=1 skips them and schemathesis (a quicker local run).
+  if [ $fuzz_run -eq 1 ]; then
+    fuzz_log="$(mktemp)"
+    FUZZ_CONFIGURATION=${PREFETCH_FUZZ_CONFIGURATION:-debug} BACKGROUND_NICE=19 \
+      start_background fuzz "$fuzz_log" scripts/fuzz.sh "${PREFETCH_FUZZ_SECONDS:-3}"
+    fuzz_pid=$background_pid
+  fi
 fi
 build_started=$(date +%s)
 build_status=0
@@ -163,27 +184,14 @@ finish_background "$pid" "$sdk_log" "build of the shell SDK's script"
 PREFETCH_SHELL_SCRIPT_BIN="$(swift build --package-path Clients/PrefetchShell --show-bin-path)/prefetch-shell-script"
 export PREFETCH_SHELL_SCRIPT_BIN
 bin_dir="$(swift build --show-bin-path)"
-# Beside the layers, each a job of its own (the layers spend most of their time waiting on processes, sockets, Redis
-# and a browser, and pass beside `stress-ng --cpu 2`: RELIABILITY.md):
-# - the fuzzers: their build (the fuzz targets with AddressSanitizer, unoptimised here: half the CPU time of the
-#   optimised build `scripts/fuzz.sh` makes by default, for runs of 3 s a target; PREFETCH_FUZZ_CONFIGURATION=release
-#   for longer ones) and runs, a check that every target builds, starts and survives its corpus and a few seconds of
-#   mutation;
+# Beside the layers, a job of its own (the layers spend most of their time waiting on processes, sockets, Redis and a
+# browser, and pass beside `stress-ng --cpu 2`: RELIABILITY.md), with the fuzzers (started with the build, above):
 # - the shell SDK's tests (its live tests run the binaries this build made: test-clients.sh would otherwise ask for
 #   the products again, which relinks them, since the test build's executables are linked for testing), then
 #   schemathesis with 20 examples per operation on the page listener with two configs (`fuzz`, whose interfaces also
 #   fail and time out, and `demo`, which serves the demo's files too) and the operator listener with the first.
 # Longer runs are on demand (docs/testing.md): PREFETCH_FUZZ_SECONDS, FUZZ_MAX_EXAMPLES, FUZZ_CONFIGS and
-# FUZZ_OPERATOR_CONFIGS set them here. Their output is shown, and a failure fails the run, after the layers.
-# PREFETCH_SKIP_FUZZ=1 skips the fuzzers and schemathesis (a quicker local run).
-fuzz_run=0
-[ "${PREFETCH_SKIP_FUZZ:-0}" = "1" ] || fuzz_run=1
-if [ $fuzz_run -eq 1 ]; then
-  fuzz_log="$(mktemp)"
-  FUZZ_CONFIGURATION=${PREFETCH_FUZZ_CONFIGURATION:-debug} start_background fuzz "$fuzz_log" \
-    scripts/fuzz.sh "${PREFETCH_FUZZ_SECONDS:-3}"
-  fuzz_pid=$background_pid
-fi
+# FUZZ_OPERATOR_CONFIGS set them here. Its output is shown, and a failure fails the run, after the layers.
 # The SDK's tests, then schemathesis (when the fuzzers run): one job, so at most three things run at once.
 side() {
   local status=0
