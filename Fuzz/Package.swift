@@ -1,7 +1,7 @@
 // swift-tools-version:6.2
 //
 // libFuzzer targets for the byte parsers that read outsider input (STYLE.md: unsafe byte code is fuzzed with
-// AddressSanitizer). Run them with scripts/fuzz.sh; Fuzz/README.md says how and where crashes land.
+// AddressSanitizer). Run them with scripts/fuzz.sh; docs/testing.md#fuzzing says how and where crashes land.
 //
 // The main package exports only `PrefetchCore` as a product, and the parsers' own entry points (`Template`,
 // `PathPattern`, `QueryPair`, `EntryCodec`, `RESPParser`) are internal. So this package does not depend on ".." and instead builds

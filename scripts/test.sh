@@ -120,11 +120,12 @@ if [ $quick -eq 0 ]; then
   # they lengthen neither): their build (the fuzz targets with AddressSanitizer, unoptimised here: half the CPU time
   # of the optimised build `scripts/fuzz.sh` makes by default, for runs of 3 s a target;
   # PREFETCH_FUZZ_CONFIGURATION=release for longer ones) and runs, a check that every target builds,
-  # starts and survives its corpus and a few seconds of mutation. Their output is shown, and a failure fails the run,
+  # starts and survives its corpus and a few seconds of mutation; two targets at a time, one a core, since the
+  # layers have ended by then. Their output is shown, and a failure fails the run,
   # at the end. PREFETCH_SKIP_FUZZ=1 skips them and schemathesis (a quicker local run).
   if [ $fuzz_run -eq 1 ]; then
     fuzz_log="$(mktemp)"
-    FUZZ_CONFIGURATION=${PREFETCH_FUZZ_CONFIGURATION:-debug} BACKGROUND_NICE=19 \
+    FUZZ_CONFIGURATION=${PREFETCH_FUZZ_CONFIGURATION:-debug} FUZZ_PARALLEL=2 BACKGROUND_NICE=19 \
       start_background fuzz "$fuzz_log" scripts/fuzz.sh "${PREFETCH_FUZZ_SECONDS:-3}"
     fuzz_pid=$background_pid
   fi
