@@ -12,6 +12,7 @@ import RendererPool
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The page API's routes in process, no socket: each request's answer as the page pipeline writes it (status, the

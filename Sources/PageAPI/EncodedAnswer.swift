@@ -1,13 +1,13 @@
-import HTTPTypes
-import NIOCore
-import NIOHTTP1
-import PrefetchStore
+package import HTTPTypes
+package import NIOCore
+package import NIOHTTP1
+package import PrefetchStore
 
 /// An answer of the fast path as it goes on the wire: its head already in HTTP/1.1 bytes (status line, header
 /// lines, the blank line) and its body. ``FastHandoffHandler`` writes both below NIO's response encoder, in one
 /// `writev`, so an answer costs no `HTTPResponseHead` conversion, no encoder and one pass through the pipeline.
-struct EncodedAnswer: Sendable {
-    enum Head: Sendable {
+package struct EncodedAnswer: Sendable {
+    package enum Head: Sendable {
         /// The head's bytes, exactly what NIO's `HTTPResponseEncoder` writes for the same response.
         case bytes(ByteBuffer)
         /// A status that may not carry a body (1xx, `204`, `304`), whose framing headers NIO's encoder rewrites:
@@ -15,15 +15,15 @@ struct EncodedAnswer: Sendable {
         case framedByEncoder(HTTPResponse)
     }
 
-    var head: Head
-    var body: ByteBuffer
+    package var head: Head
+    package var body: ByteBuffer
 
-    init(_ response: HTTPResponse, body: ByteBuffer) {
+    package init(_ response: HTTPResponse, body: ByteBuffer) {
         self.head = AnswerEncoding.head(response).map(Head.bytes) ?? .framedByEncoder(response)
         self.body = body
     }
 
-    init(head: ByteBuffer, body: ByteBuffer) {
+    package init(head: ByteBuffer, body: ByteBuffer) {
         self.head = .bytes(head)
         self.body = body
     }
@@ -33,10 +33,10 @@ struct EncodedAnswer: Sendable {
 /// `HTTPResponseHead(_:)`'s conversion from `HTTPTypes`): `HTTP/1.1`, the status code and NIO's reason phrase, then
 /// each field as `name: value` in order, each line ended by CRLF, then CRLF. `AnswerEncodingTests` holds it to
 /// NIO's encoder byte for byte.
-enum AnswerEncoding {
+package enum AnswerEncoding {
     /// The head of `response`, or nil when NIO's encoder would change its framing headers (a status that may not
     /// carry a body) or would add some (no `Content-Length`: it would frame the body as chunked).
-    static func head(_ response: HTTPResponse) -> ByteBuffer? {
+    package static func head(_ response: HTTPResponse) -> ByteBuffer? {
         let status = HTTPResponseStatus(statusCode: response.status.code, reasonPhrase: response.status.reasonPhrase)
         guard status.mayHaveResponseBody, response.headerFields[.contentLength] != nil,
             response.headerFields[.transferEncoding] == nil
@@ -75,7 +75,7 @@ enum AnswerEncoding {
     /// The head of the router's answer to a `HEAD` or `CONNECT` request, framed as NIO's encoder frames an answer
     /// to one: no body, so a `CONNECT` answer (or a status that may not carry a body) loses its framing headers and a
     /// `HEAD` answer keeps them, or says `chunked` when it has no length, as the `GET` answer would.
-    static func bodiless(_ head: HTTPResponseHead, answering method: NIOHTTP1.HTTPMethod) -> ByteBuffer {
+    package static func bodiless(_ head: HTTPResponseHead, answering method: NIOHTTP1.HTTPMethod) -> ByteBuffer {
         var headers = head.headers
         if method == .CONNECT || !head.status.mayHaveResponseBody {
             headers.remove(name: "content-length")
@@ -102,27 +102,29 @@ enum AnswerEncoding {
 /// instead of building and encoding it again. One per connection, used on its event loop only: no lock. It keeps
 /// ``capacity`` heads at most (each at most ``maximumHead`` bytes), and holds no body and no entry alive, only their
 /// tokens.
-final class ReplayHeads {
-    struct Variant: Equatable {
-        var joined: Bool
-        var origin: String?
-        var grant: AllowedOrigins.Grant
+package final class ReplayHeads {
+    package init() {}
+
+    package struct Variant: Equatable {
+        package var joined: Bool
+        package var origin: String?
+        package var grant: AllowedOrigins.Grant
     }
 
-    static let capacity = 4
-    static let maximumHead = 2048
+    package static let capacity = 4
+    package static let maximumHead = 2048
 
     private var slots: [(token: ResponseToken, variant: Variant, head: ByteBuffer)] = []
     private var next = 0
 
     /// The head kept for `token` and `variant`, if any.
-    func head(_ token: ResponseToken, _ variant: Variant) -> ByteBuffer? {
+    package func head(_ token: ResponseToken, _ variant: Variant) -> ByteBuffer? {
         for slot in slots where slot.token === token && slot.variant == variant { return slot.head }
         return nil
     }
 
     /// Keeps `head` in place of the oldest one kept.
-    func keep(_ head: ByteBuffer, _ token: ResponseToken, _ variant: Variant) {
+    package func keep(_ head: ByteBuffer, _ token: ResponseToken, _ variant: Variant) {
         guard head.readableBytes <= Self.maximumHead else { return }
         if slots.count < Self.capacity {
             slots.append((token, variant, head))
