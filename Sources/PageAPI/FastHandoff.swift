@@ -3,8 +3,6 @@ package import HTTPTypes
 import Logging
 import Metrics
 package import NIOCore
-import NIOHTTP1
-import NIOHTTPTypesHTTP1
 import PrefetchCore
 package import PrefetchEngine
 package import PrefetchStore
@@ -80,11 +78,11 @@ package struct FastHandoff: Sendable {
         }
     }
 
-    package typealias Deliver = @Sendable (EncodedAnswer) -> Void
+    package typealias Deliver = @Sendable (PageAnswer) -> Void
 
     /// A read's next step, run on the connection's event loop once a ticket another replica may hold has been
-    /// fetched: given the connection's replay heads, its delivery and its resumption, as ``answer(_:heads:deliver:resume:known:)`` is.
-    package typealias Step = @Sendable (ReplayHeads, () -> Deliver, () -> Resume) -> Answer
+    /// fetched: given the connection's delivery and its resumption, as ``answer(_:deliver:resume:known:started:)`` is.
+    package typealias Step = @Sendable (() -> Deliver, () -> Resume) -> Answer
 
     /// Brings a read's next step to the connection's event loop, where the handler runs it (unless the connection
     /// has moved on: closed, or its answer already written).
@@ -98,7 +96,7 @@ package struct FastHandoff: Sendable {
 
     /// An answer of the fast path: written now, or once `wait` is fulfilled, or once the shared store answered.
     package enum Answer {
-        case now(EncodedAnswer)
+        case now(PageAnswer)
         /// A read waiting on flights in progress (a results view, a data read): the store's wait (expired at
         /// `deadline`) calls the handler's delivery.
         case later(StoreWait, deadline: Duration)
@@ -116,7 +114,7 @@ package struct FastHandoff: Sendable {
     /// origin guard's own refusal), the security headers; and its request metrics.
     private func refused(
         _ error: APIError, origin: AllowedOrigins.Admission?, route: String, method: HTTPRequest.Method, started: UInt64
-    ) -> EncodedAnswer {
+    ) -> PageAnswer {
         let (status, fields, body) = (try? error.parts()) ?? (.internalServerError, [:], ByteBuffer())
         return finish(
             status, fields, body, origin: origin ?? AllowedOrigins.Admission(origin: nil, grant: .none), route: route, method: method,
@@ -125,57 +123,50 @@ package struct FastHandoff: Sendable {
 
     /// The answer's final headers: its own, the length, then the guard's CORS and
     /// security headers.
-    private func finalFields(_ fields: HTTPFields, length: Int, origin: AllowedOrigins.Admission) -> HTTPFields {
+    static func finalFields(_ fields: HTTPFields, length: Int, origin: AllowedOrigins.Admission) -> HTTPFields {
         var fields = fields
         fields[.contentLength] = String(length)
         origin.decorate(&fields)
         return fields
     }
 
-    /// The answer with its final headers (``finalFields(_:length:origin:)``), encoded; and its request metrics.
+    /// The answer with its final headers (``finalFields(_:length:origin:)``); and its request metrics.
     private func finish(
         _ status: HTTPResponse.Status, _ fields: HTTPFields, _ body: ByteBuffer, origin: AllowedOrigins.Admission,
         route: String, method: HTTPRequest.Method, started: UInt64
-    ) -> EncodedAnswer {
-        let fields = finalFields(fields, length: body.readableBytes, origin: origin)
+    ) -> PageAnswer {
+        let fields = Self.finalFields(fields, length: body.readableBytes, origin: origin)
         requestMetrics.record(route: route, method: method, status: status, nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
-        return EncodedAnswer(HTTPResponse(status: status, headerFields: fields), body: body)
+        return PageAnswer(HTTPResponse(status: status, headerFields: fields), body: body)
     }
 
-    /// A ready entry's replay (``PrefetchRoutes/replayParts(_:joined:)`` with ``finalFields(_:length:origin:)``),
-    /// its head taken from the connection's `heads` when it wrote one for the same entry and the same kind of reader
-    /// (the same `X-Prefetch`, the same origin's CORS headers), else encoded and kept there; and its request metrics.
+    /// A ready entry's replay (``PageAnswer/init(replaying:_:)``: ``PrefetchRoutes/replayParts(_:joined:)`` with
+    /// ``finalFields(_:length:origin:)``, built only when the transport has not kept the same head); and its request
+    /// metrics.
     private func replay(
-        _ stored: StoredResponse, joined: Bool, origin: AllowedOrigins.Admission, route: String, started: UInt64,
-        heads: ReplayHeads?
-    ) -> EncodedAnswer {
+        _ stored: StoredResponse, joined: Bool, origin: AllowedOrigins.Admission, route: String, started: UInt64
+    ) -> PageAnswer {
         requestMetrics.record(
             route: route, method: .get, status: HTTPResponse.Status(code: stored.status),
             nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
-        let variant = ReplayHeads.Variant(joined: joined, origin: origin.origin, grant: origin.grant)
-        if let head = heads?.head(stored.token, variant) { return EncodedAnswer(head: head, body: stored.bodyBuffer) }
-        let (status, fields, body) = PrefetchRoutes.replayParts(stored, joined: joined)
-        let answer = EncodedAnswer(
-            HTTPResponse(status: status, headerFields: finalFields(fields, length: body.readableBytes, origin: origin)), body: body)
-        if case .bytes(let head) = answer.head { heads?.keep(head, stored.token, variant) }
-        return answer
+        return PageAnswer(replaying: stored, PageAnswer.ReplayVariant(joined: joined, origin: origin))
     }
 
     /// The answer to a request head over `limit` bytes: `431 too-large`, no CORS (the head, `Origin` included, was
     /// never read), the security headers; and its request metrics under the route `NotFound` (a request no route could read).
-    package func headTooLarge(limit: Int) -> EncodedAnswer {
+    package func headTooLarge(limit: Int) -> PageAnswer {
         closing(.headTooLarge(limit: limit), route: "NotFound")
     }
 
     /// The answer to a request that cannot be read as one (a method that is not a token, a head the parser
     /// refuses): `400 malformed-request` naming what was wrong, the security headers, and the close (what follows
     /// cannot be framed).
-    package func malformed(_ message: String) -> EncodedAnswer {
+    package func malformed(_ message: String) -> PageAnswer {
         closing(.badRequest(.malformedRequest, message), route: "Unknown")
     }
 
     /// `error` written before its request could be read: no CORS, the security headers, `Connection: close`.
-    private func closing(_ error: APIError, route: String) -> EncodedAnswer {
+    private func closing(_ error: APIError, route: String) -> PageAnswer {
         let (status, fields, body) = (try? error.parts()) ?? (error.status, [:], ByteBuffer())
         var head = fields
         head[.connection] = "close"
@@ -186,7 +177,7 @@ package struct FastHandoff: Sendable {
 
     /// The answer to a request a store route took and then could not answer (its origin no longer admitted between
     /// its head and its end, its answer not encodable): `500`, counted under its route.
-    package func unanswerable(_ head: HTTPRequest) -> EncodedAnswer {
+    package func unanswerable(_ head: HTTPRequest) -> PageAnswer {
         refused(
             APIError(status: .internalServerError, code: .other, message: "the request could not be answered"), origin: grant(head),
             route: ReadRoute(PageTarget(head.path ?? "/").path)?.label ?? "Unknown", method: head.method,
@@ -202,7 +193,7 @@ package struct FastHandoff: Sendable {
         case collect(Posted)
         /// Refused at the head, before any body (the origin guard, the media type), the
         /// answer is written at once and the body, if any, dropped under the body timeout.
-        case refused(EncodedAnswer)
+        case refused(PageAnswer)
     }
 
     /// Whether `head` is a trigger or an open this path takes (nil: not one): refused at the head, or its body
@@ -241,7 +232,7 @@ package struct FastHandoff: Sendable {
 
     /// The answer to a trigger or an open whose body passed ``bodyLimit``, once its bytes passed it (chunked or
     /// announced by `Content-Length`, as they arrive): `413 too-large`, and its request metrics.
-    package func bodyTooLarge(_ head: HTTPRequest, _ posted: Posted) -> EncodedAnswer {
+    package func bodyTooLarge(_ head: HTTPRequest, _ posted: Posted) -> PageAnswer {
         let started = DispatchTime.now().uptimeNanoseconds
         let (route, label) = posted.counted
         if case .cold = posted {} else { orchestrator.metrics.eventLoopAnswer(label) }
@@ -277,7 +268,7 @@ package struct FastHandoff: Sendable {
             orchestrator.metrics.eventLoopAnswer("trigger")
             return .now(refused(error, origin: origin, route: Self.triggerRoute, method: .post, started: started))
         }
-        let answer: @Sendable (Triggered) -> EncodedAnswer = { [self] triggered in
+        let answer: @Sendable (Triggered) -> PageAnswer = { [self] triggered in
             let (status, fields, bytes) = TriggerResponse(answer: TriggerAnswer(triggered)).parts()
             orchestrator.metrics.eventLoopAnswer("trigger")
             return finish(status, fields, bytes, origin: origin, route: Self.triggerRoute, method: .post, started: started)
@@ -323,7 +314,7 @@ package struct FastHandoff: Sendable {
         }
         let leaseCaller = RendererRoutes.leaseCaller(address: caller)
         // The open's answer once both halves are in, or once the trigger failed the whole open.
-        let answer: @Sendable (Result<Triggered, PrefetchError>, Result<Lease, APIError>?) -> EncodedAnswer = { [self] triggered, lease in
+        let answer: @Sendable (Result<Triggered, PrefetchError>, Result<Lease, APIError>?) -> PageAnswer = { [self] triggered, lease in
             var answer = OpenAnswer()
             var failed: APIError?
             switch triggered {
@@ -399,7 +390,7 @@ package struct FastHandoff: Sendable {
     /// (``TicketRegistry/ticket(_:then:)``, no task) and the read goes on on the connection's event loop once it is
     /// in (`resume()`: the answer is `.underway` meanwhile), with the fetched tickets `known`.
     package func answer(
-        _ head: HTTPRequest, heads: ReplayHeads, deliver: () -> Deliver, resume: () -> Resume, known: [String: Ticket?] = [:],
+        _ head: HTTPRequest, deliver: () -> Deliver, resume: () -> Resume, known: [String: Ticket?] = [:],
         started: UInt64 = DispatchTime.now().uptimeNanoseconds
     ) -> Answer? {
         // A request that announces a body is answered at its end (`Posted.read`): the answer is decided at the head and written at the end, so a
@@ -423,7 +414,7 @@ package struct FastHandoff: Sendable {
             switch route {
             case .results(let id): results(head, id: id, query: query, origin: origin, known: known, started: started, deliver: deliver)
             case .ticketData, .pageData:
-                data(head, route: route, query: query, origin: origin, known: known, started: started, heads: heads, deliver: deliver)
+                data(head, route: route, query: query, origin: origin, known: known, started: started, deliver: deliver)
             }
         switch read {
         case .answer(let answer):
@@ -431,12 +422,12 @@ package struct FastHandoff: Sendable {
         case .fetch(let id):
             let resumption = resume()
             orchestrator.tickets.ticket(id) { [self] fetched in
-                resumption.run { heads, deliver, resume in
+                resumption.run { deliver, resume in
                     var known = known
                     known[id] = .some(fetched)
                     // The same head takes the same way again, so it is answered here. The request's time includes the
                     // fetch.
-                    guard let answer = answer(head, heads: heads, deliver: deliver, resume: resume, known: known, started: started) else {
+                    guard let answer = answer(head, deliver: deliver, resume: resume, known: known, started: started) else {
                         assertionFailure("a read that fetched a ticket was no longer a read")
                         return .now(
                             refused(
@@ -528,7 +519,7 @@ package struct FastHandoff: Sendable {
         } catch {
             return .answer(.now(refused(error, origin: origin, route: Self.resultsRoute, method: .get, started: started)))
         }
-        let answer: @Sendable ([ReadOutcome]) -> EncodedAnswer = { [self] outcomes in
+        let answer: @Sendable ([ReadOutcome]) -> PageAnswer = { [self] outcomes in
             let (status, fields, body) = ResultsAnswer(ticket: ticket, outcomes: outcomes, timings: ticket.timings.withLock { $0 }).parts()
             orchestrator.metrics.eventLoopAnswer("results")
             return finish(status, fields, body, origin: origin, route: Self.resultsRoute, method: .get, started: started)
@@ -560,7 +551,7 @@ package struct FastHandoff: Sendable {
     private func data(
         _ head: HTTPRequest, route readRoute: ReadRoute, query: PageTarget.Query, origin: AllowedOrigins.Admission,
         known: [String: Ticket?],
-        started: UInt64, heads: ReplayHeads, deliver: () -> Deliver
+        started: UInt64, deliver: () -> Deliver
     ) -> Read {
         let headers = head.headerFields
         let asked = orchestrator.clock.now
@@ -615,29 +606,29 @@ package struct FastHandoff: Sendable {
             }
         }
         let wait = PrefetchRoutes.wait(query, default: timeout, orchestrator: orchestrator)
-        // Its answer from the outcome, now (with the connection's replay heads) or later (on the thread that has it).
-        let answer: @Sendable (Result<ReadOutcome, APIError>, ReplayHeads?) -> EncodedAnswer = { [self] outcome, heads in
+        // Its answer from the outcome, now or later (on the thread that has it).
+        let answer: @Sendable (Result<ReadOutcome, APIError>) -> PageAnswer = { [self] outcome in
             orchestrator.metrics.fastHandoff()
             switch PrefetchRoutes.answer(
                 outcome, wait: (try? wait.get()) ?? .zero, of: what, askedAt: asked, orchestrator: orchestrator)
             {
             case .success(let ready):
-                return replay(ready.response, joined: ready.joined, origin: origin, route: route, started: started, heads: heads)
+                return replay(ready.response, joined: ready.joined, origin: origin, route: route, started: started)
             case .failure(let error):
                 let (status, fields, body) = (try? error.parts()) ?? (.internalServerError, [:], ByteBuffer())
                 return finish(status, fields, body, origin: origin, route: route, method: .get, started: started)
             }
         }
-        guard case .success(let duration) = wait else { return .answer(.now(answer(wait.map { _ in .pending }, heads))) }
+        guard case .success(let duration) = wait else { return .answer(.now(answer(wait.map { _ in .pending }))) }
         let delivery = deliver()
-        let notify: @Sendable ([ReadOutcome]) -> Void = { delivery(answer(.success($0[0]), nil)) }
+        let notify: @Sendable ([ReadOutcome]) -> Void = { delivery(answer(.success($0[0]))) }
         let read =
             switch what {
             case .page(let key, _): orchestrator.read(key, canWait: duration > .zero, notify: notify)
             case .ticket(let ticket, let index): orchestrator.read(ticket, indices: [index], canWait: duration > .zero, notify: notify)
             }
         switch read {
-        case .done(let outcomes): return .answer(.now(answer(.success(outcomes[0]), heads)))
+        case .done(let outcomes): return .answer(.now(answer(.success(outcomes[0]))))
         case .waiting(let storeWait): return .answer(.later(storeWait, deadline: duration))
         }
     }

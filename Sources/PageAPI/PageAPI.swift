@@ -1,8 +1,6 @@
 import Dispatch
 package import HTTPTypes
 package import NIOCore
-import NIOHTTP1
-import NIOHTTPTypesHTTP1
 import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
@@ -150,7 +148,7 @@ package struct PageAPI: Sendable {
     /// What the head decides.
     package enum Cold {
         /// The answer, written at once (a body, if any, is dropped).
-        case now(EncodedAnswer)
+        case now(PageAnswer)
         /// The body is collected (up to ``FastHandoff/bodyLimit``), then the route answers it.
         case collect(PageRoute)
     }
@@ -203,7 +201,7 @@ package struct PageAPI: Sendable {
     /// closed meanwhile (a renderer leased for it is handed back).
     package func answer(
         _ route: PageRoute, _ head: HTTPRequest, body: ByteBuffer, caller: String, left: Abandonment? = nil
-    ) async -> EncodedAnswer {
+    ) async -> PageAnswer {
         let started = DispatchTime.now().uptimeNanoseconds
         let origin =
             (try? hot.origins.admit(head.headerFields, path: PageTarget(head.path ?? "/").path).get()) ?? .init(origin: nil, grant: .none)
@@ -299,7 +297,7 @@ package struct PageAPI: Sendable {
     /// A refusal as every answer of the surface is written (``answer(_:_:_:to:origin:route:started:)``).
     private func answer(
         _ error: APIError, to head: HTTPRequest, origin: AllowedOrigins.Admission?, route: String, started: UInt64
-    ) -> EncodedAnswer {
+    ) -> PageAnswer {
         var (status, fields, body) = (try? error.parts()) ?? (.internalServerError, [:], ByteBuffer())
         // `Allow` after the length.
         if let allow = error.allow {
@@ -315,17 +313,15 @@ package struct PageAPI: Sendable {
     private func answer(
         _ status: HTTPResponse.Status, _ fields: HTTPFields, _ body: ByteBuffer, to head: HTTPRequest,
         origin: AllowedOrigins.Admission, route: String, started: UInt64
-    ) -> EncodedAnswer {
+    ) -> PageAnswer {
         var fields = fields
         if status.mayHaveBody { fields[.contentLength] = String(body.readableBytes) }
         origin.decorate(&fields)
         hot.requestMetrics.record(
             route: route, method: head.method, status: status, nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
         let response = HTTPResponse(status: status, headerFields: fields)
-        guard head.method != .head else {
-            return EncodedAnswer(head: AnswerEncoding.bodiless(HTTPResponseHead(response), answering: .HEAD), body: ByteBuffer())
-        }
-        return EncodedAnswer(response, body: body)
+        guard head.method != .head else { return PageAnswer(response, body: ByteBuffer(), headOnly: true) }
+        return PageAnswer(response, body: body)
     }
 }
 

@@ -1,5 +1,5 @@
 package import HTTPTypes
-package import PrefetchEngine
+import PrefetchEngine
 
 /// The product's own headers.
 package enum PrefetchHeaders {

@@ -9,8 +9,9 @@ import PrefetchStore
 
 /// The page pipeline's handler: every request of a page-listener connection goes through it into the page API (the
 /// five store routes of ``FastHandoff``, every other route of ``PageAPI``). One per connection, on its event loop,
-/// right after NIO's HTTP/1 request decoder; its answers, heads already in bytes (``EncodedAnswer``), go below NIO's
-/// response encoder through ``EncodedAnswerWriter``.
+/// right after NIO's HTTP/1 request decoder. It writes the page API's answers (``PageAnswer``) with their heads in
+/// bytes (``EncodedAnswer``; a replay's head kept per connection, ``ReplayHeads``) below NIO's response encoder,
+/// through ``EncodedAnswerWriter``.
 ///
 /// It keeps the connection's idle timeout and graceful close (``ConnectionState``), and a body it collects has the
 /// listener's body timeout with its `408` (``ConnectionGuards``). Both timers run on the event loop's clock
@@ -30,7 +31,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         /// Between requests.
         case idle
         /// Answered at its head; written at its end.
-        case answered(EncodedAnswer, close: Bool)
+        case answered(PageAnswer, close: Bool)
         /// A trigger or an open whose body is being collected (under the body timer); decided at its end.
         case collecting(FastHandoff.Posted, HTTPRequest, ByteBuffer, Scheduled<Void>?, close: Bool)
         /// Answered before its end (a refusal at the head, a body over the limit); its body is dropped until its end,
@@ -39,7 +40,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case draining(Scheduled<Void>?, close: Bool)
         /// A read waiting on flights in progress (its wait given), or a trigger or open underway in the
         /// shared store (none): `ended` once its end arrived, `ready` once its answer did.
-        case waiting(StoreWait?, Scheduled<Void>?, close: Bool, ended: Bool, ready: EncodedAnswer?)
+        case waiting(StoreWait?, Scheduled<Void>?, close: Bool, ended: Bool, ready: PageAnswer?)
         /// The connection is closing after the guard's `408`: nothing more is read or answered.
         case closing
     }
@@ -58,7 +59,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// A read was asked for while holding; it is passed on once the answer is written.
     private var readWanted = false
     /// The answer to a request the decoder could not read behind an outstanding one: written after it, then the close.
-    private var unreadable: EncodedAnswer?
+    private var unreadable: PageAnswer?
     /// The client closed its side: once every request read is answered, the connection closes.
     private var inputEnded = false
     /// Request heads seen on this connection: a read's resumption belongs to the request it was made for.
@@ -230,7 +231,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                         return
                     }
                     let answer = handoff.answer(
-                        head, heads: heads, deliver: { delivery(context: context) }, resume: { resumption(context: context) })
+                        head, deliver: { delivery(context: context) }, resume: { resumption(context: context) })
                     switch answer {
                     case .now(let answer)?:
                         current = .answered(answer, close: close)
@@ -362,7 +363,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// A read whose body ended (dropped): answered as its head alone would be, now or later.
     private func read(_ head: HTTPRequest, close: Bool, context: ChannelHandlerContext) {
         let head = FastHandoff.withoutBody(head)
-        let answer = handoff.answer(head, heads: heads, deliver: { delivery(context: context) }, resume: { resumption(context: context) })
+        let answer = handoff.answer(head, deliver: { delivery(context: context) }, resume: { resumption(context: context) })
         switch answer {
         case .now(let answer)?:
             write(answer, close: close, context: context)
@@ -405,7 +406,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// is read, so nothing is consumed for a reader who has gone.
     private func resume(_ step: FastHandoff.Step, request: UInt64, context: ChannelHandlerContext) {
         guard request == headsSeen, case .waiting(nil, nil, let close, let ended, nil) = current else { return }
-        let answer = step(heads, { self.delivery(context: context) }, { self.resumption(context: context) })
+        let answer = step({ self.delivery(context: context) }, { self.resumption(context: context) })
         switch answer {
         case .now(let answer):
             ready(answer, context: context)
@@ -443,7 +444,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// A waiting read's answer, on the event loop.
-    private func ready(_ answer: EncodedAnswer, context: ChannelHandlerContext) {
+    private func ready(_ answer: PageAnswer, context: ChannelHandlerContext) {
         guard case .waiting(let wait, let timer, let close, let ended, nil) = current else { return }
         timer?.cancel()
         guard ended else {
@@ -457,9 +458,10 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         replayHeld(context: context)
     }
 
-    /// Writes an answer of this path: an encoded head and the body below NIO's response encoder, in one `writev`
-    /// (``EncodedAnswerWriter``); a head the encoder must frame through it, as the router's are.
-    private func write(_ answer: EncodedAnswer, close: Bool, context: ChannelHandlerContext) {
+    /// Writes an answer of the page API: its head encoded here (a replay's kept in ``heads``) and its body below NIO's
+    /// response encoder, in one `writev` (``EncodedAnswerWriter``); a head the encoder must frame through it.
+    private func write(_ answer: PageAnswer, close: Bool, context: ChannelHandlerContext) {
+        let answer = EncodedAnswer(answer, heads: heads)
         switch answer.head {
         case .bytes(let head):
             guard let wire = writer.context else {

@@ -1,31 +1,52 @@
-package import HTTPTypes
-package import NIOCore
-package import NIOHTTP1
-package import PrefetchStore
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypesHTTP1
+import PageAPI
+import PrefetchStore
 
-/// An answer of the fast path as it goes on the wire: its head already in HTTP/1.1 bytes (status line, header
+/// An answer of the page API (``PageAnswer``) as it goes on the wire: its head in HTTP/1.1 bytes (status line, header
 /// lines, the blank line) and its body. ``FastHandoffHandler`` writes both below NIO's response encoder, in one
 /// `writev`, so an answer costs no `HTTPResponseHead` conversion, no encoder and one pass through the pipeline.
-package struct EncodedAnswer: Sendable {
-    package enum Head: Sendable {
+struct EncodedAnswer: Sendable {
+    enum Head: Sendable {
         /// The head's bytes, exactly what NIO's `HTTPResponseEncoder` writes for the same response.
         case bytes(ByteBuffer)
         /// A status that may not carry a body (1xx, `204`, `304`), whose framing headers NIO's encoder rewrites:
-        /// written through the encoder, as the router's answers are.
+        /// written through the encoder.
         case framedByEncoder(HTTPResponse)
     }
 
-    package var head: Head
-    package var body: ByteBuffer
+    var head: Head
+    var body: ByteBuffer
 
-    package init(_ response: HTTPResponse, body: ByteBuffer) {
+    init(_ response: HTTPResponse, body: ByteBuffer) {
         self.head = AnswerEncoding.head(response).map(Head.bytes) ?? .framedByEncoder(response)
         self.body = body
     }
 
-    package init(head: ByteBuffer, body: ByteBuffer) {
+    init(head: ByteBuffer, body: ByteBuffer) {
         self.head = .bytes(head)
         self.body = body
+    }
+
+    /// `answer` in bytes: a replay's head taken from the connection's `heads` when it wrote one for the same stored
+    /// response and the same kind of reader, else encoded (and kept there); an answer to `HEAD` as its head alone,
+    /// framed as NIO's encoder frames one.
+    init(_ answer: PageAnswer, heads: ReplayHeads?) {
+        switch answer.head {
+        case .response(let response) where answer.headOnly:
+            self.init(head: AnswerEncoding.bodiless(HTTPResponseHead(response), answering: .HEAD), body: ByteBuffer())
+        case .response(let response):
+            self.init(response, body: answer.body)
+        case .replay(let stored, let variant):
+            if let kept = heads?.head(stored.token, variant) {
+                self.init(head: kept, body: answer.body)
+                return
+            }
+            self.init(answer.response, body: answer.body)
+            if case .bytes(let encoded) = head { heads?.keep(encoded, stored.token, variant) }
+        }
     }
 }
 
@@ -33,10 +54,10 @@ package struct EncodedAnswer: Sendable {
 /// `HTTPResponseHead(_:)`'s conversion from `HTTPTypes`): `HTTP/1.1`, the status code and NIO's reason phrase, then
 /// each field as `name: value` in order, each line ended by CRLF, then CRLF. `AnswerEncodingTests` holds it to
 /// NIO's encoder byte for byte.
-package enum AnswerEncoding {
+enum AnswerEncoding {
     /// The head of `response`, or nil when NIO's encoder would change its framing headers (a status that may not
     /// carry a body) or would add some (no `Content-Length`: it would frame the body as chunked).
-    package static func head(_ response: HTTPResponse) -> ByteBuffer? {
+    static func head(_ response: HTTPResponse) -> ByteBuffer? {
         let status = HTTPResponseStatus(statusCode: response.status.code, reasonPhrase: response.status.reasonPhrase)
         guard status.mayHaveResponseBody, response.headerFields[.contentLength] != nil,
             response.headerFields[.transferEncoding] == nil
@@ -72,10 +93,10 @@ package enum AnswerEncoding {
         bytes.writeStaticString("\r\n")
     }
 
-    /// The head of the router's answer to a `HEAD` or `CONNECT` request, framed as NIO's encoder frames an answer
+    /// The head of an answer to a `HEAD` or `CONNECT` request, framed as NIO's encoder frames an answer
     /// to one: no body, so a `CONNECT` answer (or a status that may not carry a body) loses its framing headers and a
     /// `HEAD` answer keeps them, or says `chunked` when it has no length, as the `GET` answer would.
-    package static func bodiless(_ head: HTTPResponseHead, answering method: NIOHTTP1.HTTPMethod) -> ByteBuffer {
+    static func bodiless(_ head: HTTPResponseHead, answering method: NIOHTTP1.HTTPMethod) -> ByteBuffer {
         var headers = head.headers
         if method == .CONNECT || !head.status.mayHaveResponseBody {
             headers.remove(name: "content-length")
@@ -102,29 +123,23 @@ package enum AnswerEncoding {
 /// instead of building and encoding it again. One per connection, used on its event loop only: no lock. It keeps
 /// ``capacity`` heads at most (each at most ``maximumHead`` bytes), and holds no body and no entry alive, only their
 /// tokens.
-package final class ReplayHeads {
-    package init() {}
+final class ReplayHeads {
+    typealias Variant = PageAnswer.ReplayVariant
 
-    package struct Variant: Equatable {
-        package var joined: Bool
-        package var origin: String?
-        package var grant: AllowedOrigins.Grant
-    }
-
-    package static let capacity = 4
-    package static let maximumHead = 2048
+    static let capacity = 4
+    static let maximumHead = 2048
 
     private var slots: [(token: ResponseToken, variant: Variant, head: ByteBuffer)] = []
     private var next = 0
 
     /// The head kept for `token` and `variant`, if any.
-    package func head(_ token: ResponseToken, _ variant: Variant) -> ByteBuffer? {
+    func head(_ token: ResponseToken, _ variant: Variant) -> ByteBuffer? {
         for slot in slots where slot.token === token && slot.variant == variant { return slot.head }
         return nil
     }
 
     /// Keeps `head` in place of the oldest one kept.
-    package func keep(_ head: ByteBuffer, _ token: ResponseToken, _ variant: Variant) {
+    func keep(_ head: ByteBuffer, _ token: ResponseToken, _ variant: Variant) {
         guard head.readableBytes <= Self.maximumHead else { return }
         if slots.count < Self.capacity {
             slots.append((token, variant, head))
