@@ -14,7 +14,7 @@ COPY Tests ./Tests
 RUN swift build -c release --static-swift-stdlib --product prefetch \
     && mkdir -p /staging \
     && cp .build/release/prefetch /staging/ \
-    && cp -R .build/release/prefetch_PrefetchService.resources /staging/
+    && cp -R .build/release/prefetch_PageAPI.resources /staging/
 
 FROM debian:bookworm-slim
 RUN apt-get update \

@@ -14,7 +14,8 @@
 //   RedisStore       the shared ResponseStore backed by Redis, for several replicas behind a load balancer (RESP on NIO)
 //   RendererPool     warm renderer pool (modelled and process renderers)
 //   PrefetchEngine   the orchestrator: plans, triggers, tickets, who may read what, the fetch runner (no HTTP types)
-//   PrefetchService  the HTTP layer: the page and operator surfaces (Hummingbird routing, parsing, encoding)
+//   PageAPI          the page surface's operations, each a function from a parsed request to an answer (no server, no router)
+//   PrefetchService  the HTTP layer: the page pipeline (NIO) into PageAPI, the operator surface (Hummingbird's router)
 //   PrefetchRuntime  the composition root: settings in, every component built and wired, services to the lifecycle
 //   PrefetchDNS      DNS prefetch and HTTPDNS: host answers cached by TTL, handed to the fetcher as address pins
 //   ResourceProvider the offline-package provider: the operator's resource manifest, fetched, hashed, stored by hash, published as versioned maps
@@ -40,6 +41,7 @@ let serviceTestDependencies: [Target.Dependency] = [
     .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
     .product(name: "PropertyBased", package: "swift-property-based"),
     "PrefetchTestSupport",
+    "PageAPI",
     "PrefetchCore",
     "PrefetchDNS",
     "PrefetchEngine",
@@ -218,10 +220,29 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The page API: every page operation as a function from a parsed request to an answer, each rule once; no
+        // HTTP server or router (the page pipeline and the operator router in PrefetchService call it).
+        .target(
+            name: "PageAPI",
+            dependencies: [
+                "PrefetchEngine",
+                "PrefetchCore",
+                "PrefetchStore",
+                "RendererPool",
+                "ResourceProvider",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            resources: [.copy("Resources/openapi.yaml"), .copy("Resources/web")],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "PrefetchService",
             dependencies: [
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                "PageAPI",
                 "PrefetchEngine",
                 "Digests",
                 "ConfigUpdater",
@@ -239,7 +260,6 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            resources: [.copy("Resources/openapi.yaml"), .copy("Resources/web")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -533,6 +553,7 @@ let package = Package(
             name: "ServiceTestSupport",
             dependencies: [
                 "PrefetchTestSupport",
+                "PageAPI",
                 "PrefetchCore",
                 "PrefetchEngine",
                 "PrefetchRuntime",

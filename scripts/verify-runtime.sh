@@ -48,9 +48,9 @@ chroot "$root" /bin/sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive 
 chroot "$root" /bin/sh -c "id prefetch >/dev/null 2>&1 || useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin prefetch"
 
 echo "== copy the binary, its resources and the configs as the Dockerfile does"
-rm -rf "$root/usr/local/bin/prefetch" "$root/usr/local/bin/prefetch_PrefetchService.resources" "$root/app"
+rm -rf "$root/usr/local/bin/prefetch" "$root/usr/local/bin/prefetch_PageAPI.resources" "$root/app"
 cp "$bin/prefetch" "$root/usr/local/bin/"
-cp -R "$bin/prefetch_PrefetchService.resources" "$root/usr/local/bin/"
+cp -R "$bin/prefetch_PageAPI.resources" "$root/usr/local/bin/"
 mkdir -p "$root/app"
 cp -R configs "$root/app/configs"
 

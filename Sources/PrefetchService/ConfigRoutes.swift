@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import PageAPI
 import PrefetchCore
 import PrefetchEngine
 import Synchronization

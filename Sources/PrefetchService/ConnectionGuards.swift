@@ -7,6 +7,7 @@ import Metrics
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
+import PageAPI
 import PrefetchCore
 import Synchronization
 
@@ -110,28 +111,6 @@ final class ConnectionGuards: Sendable {
                 "refusing connections: the listener holds its maximum",
                 metadata: ["listener": "\(listener.rawValue)", "maximum": "\(maximum)", "refused": "\(logged)"])
         }
-    }
-}
-
-extension APIError {
-    /// A request body that did not arrive within `timeout`: the code and message `readBody` gives too.
-    static func bodyTimeout(_ timeout: Duration) -> APIError {
-        APIError(
-            status: .requestTimeout, code: .bodyTimeout, message: "the request body did not arrive within \(timeout.milliseconds) ms")
-    }
-
-    /// A request body over `limit` bytes, refused once the bytes received pass it: the same answer from `readBody`
-    /// and the fast path's handler.
-    static func bodyTooLarge(limit: Int) -> APIError {
-        APIError(status: .contentTooLarge, code: .tooLarge, message: "the request body is over \(limit) bytes")
-    }
-
-    /// A request head over the parser's `limit` (request line and header fields), refused before it is read: the
-    /// same answer from the fast path's handler and from the connection guard.
-    static func headTooLarge(limit: Int) -> APIError {
-        APIError(
-            status: .requestHeaderFieldsTooLarge, code: .tooLarge,
-            message: "the request head (request line and header fields) is over \(limit) bytes")
     }
 }
 

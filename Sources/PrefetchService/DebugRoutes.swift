@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import PageAPI
 import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
@@ -15,7 +16,7 @@ struct DebugRoutes: Sendable {
     let renderers: RendererRoutes
     let configPath: String
 
-    struct OpensAnswer: JSONAnswer, Codable {
+    struct OpensAnswer: JSONAnswer, ResponseGenerator, Codable {
         struct Read: Codable, Sendable {
             var served: String
             var reason: String?
@@ -50,7 +51,7 @@ struct DebugRoutes: Sendable {
         var opens: [Open]
     }
 
-    struct StatusAnswer: JSONAnswer, Codable {
+    struct StatusAnswer: JSONAnswer, ResponseGenerator, Codable {
         struct Store: Codable, Sendable {
             var bytes, budget, entries, pending, hits, joins, misses, evictions: Int
         }

@@ -1,9 +1,11 @@
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
+import NIOHTTPTypesHTTP1
+import PageAPI
 import PrefetchStore
 
-/// An answer of the fast path as it goes on the wire: its head already in HTTP/1.1 bytes (status line, header
+/// An answer of the page API (``PageAnswer``) as it goes on the wire: its head in HTTP/1.1 bytes (status line, header
 /// lines, the blank line) and its body. ``FastHandoffHandler`` writes both below NIO's response encoder, in one
 /// `writev`, so an answer costs no `HTTPResponseHead` conversion, no encoder and one pass through the pipeline.
 struct EncodedAnswer: Sendable {
@@ -11,7 +13,7 @@ struct EncodedAnswer: Sendable {
         /// The head's bytes, exactly what NIO's `HTTPResponseEncoder` writes for the same response.
         case bytes(ByteBuffer)
         /// A status that may not carry a body (1xx, `204`, `304`), whose framing headers NIO's encoder rewrites:
-        /// written through the encoder, as the router's answers are.
+        /// written through the encoder.
         case framedByEncoder(HTTPResponse)
     }
 
@@ -26,6 +28,25 @@ struct EncodedAnswer: Sendable {
     init(head: ByteBuffer, body: ByteBuffer) {
         self.head = .bytes(head)
         self.body = body
+    }
+
+    /// `answer` in bytes: a replay's head taken from the connection's `heads` when it wrote one for the same stored
+    /// response and the same kind of reader, else encoded (and kept there); an answer to `HEAD` as its head alone,
+    /// framed as NIO's encoder frames one.
+    init(_ answer: PageAnswer, heads: ReplayHeads?) {
+        switch answer.head {
+        case .response(let response) where answer.headOnly:
+            self.init(head: AnswerEncoding.bodiless(HTTPResponseHead(response), answering: .HEAD), body: ByteBuffer())
+        case .response(let response):
+            self.init(response, body: answer.body)
+        case .replay(let stored, let variant):
+            if let kept = heads?.head(stored.token, variant) {
+                self.init(head: kept, body: answer.body)
+                return
+            }
+            self.init(answer.response, body: answer.body)
+            if case .bytes(let encoded) = head { heads?.keep(encoded, stored.token, variant) }
+        }
     }
 }
 
@@ -72,7 +93,7 @@ enum AnswerEncoding {
         bytes.writeStaticString("\r\n")
     }
 
-    /// The head of the router's answer to a `HEAD` or `CONNECT` request, framed as NIO's encoder frames an answer
+    /// The head of an answer to a `HEAD` or `CONNECT` request, framed as NIO's encoder frames an answer
     /// to one: no body, so a `CONNECT` answer (or a status that may not carry a body) loses its framing headers and a
     /// `HEAD` answer keeps them, or says `chunked` when it has no length, as the `GET` answer would.
     static func bodiless(_ head: HTTPResponseHead, answering method: NIOHTTP1.HTTPMethod) -> ByteBuffer {
@@ -103,11 +124,7 @@ enum AnswerEncoding {
 /// ``capacity`` heads at most (each at most ``maximumHead`` bytes), and holds no body and no entry alive, only their
 /// tokens.
 final class ReplayHeads {
-    struct Variant: Equatable {
-        var joined: Bool
-        var origin: String?
-        var grant: AllowedOrigins.Grant
-    }
+    typealias Variant = PageAnswer.ReplayVariant
 
     static let capacity = 4
     static let maximumHead = 2048

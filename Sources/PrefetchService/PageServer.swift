@@ -2,6 +2,7 @@ import HummingbirdCore
 import Logging
 import NIOCore
 import NIOHTTP1
+import PageAPI
 
 /// The page listener's connections: one pipeline for every request, below which nothing else answers.
 ///

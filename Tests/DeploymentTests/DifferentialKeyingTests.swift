@@ -12,6 +12,7 @@ import ServiceTestSupport
 import Synchronization
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The proof that an entry is keyed by everything that made it (SECURITY.md promise 25), as a differential test:

@@ -6,6 +6,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// A logout on one replica, seen on another: two `prefetch serve` processes sharing a real redis-server.

@@ -7,6 +7,7 @@ import ServiceTestSupport
 import Synchronization
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// Two `prefetch serve` processes sharing a real redis-server, a real Redis Cluster, or a real Sentinel-managed primary:

@@ -1,5 +1,6 @@
 import ServiceTestSupport
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// ServeReplicaTests calls a `prefetch serve` process `CommandTests.Server`, the name CommandTests

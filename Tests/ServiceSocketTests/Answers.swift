@@ -2,6 +2,7 @@ import Foundation
 import PrefetchTestSupport
 import ServiceTestSupport
 
+@testable import PageAPI
 @testable import PrefetchService
 
 // ServiceTestSupport's helpers that show a type internal to PrefetchService (a package declaration cannot), kept

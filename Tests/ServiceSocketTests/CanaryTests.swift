@@ -10,6 +10,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// Who gets a canary candidate: a stable, salted share of identified callers, never anonymous ones.

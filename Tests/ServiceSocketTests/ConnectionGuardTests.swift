@@ -12,6 +12,7 @@ import ServiceTestSupport
 import Synchronization
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 #if canImport(Glibc)

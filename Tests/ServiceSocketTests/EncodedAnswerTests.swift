@@ -9,6 +9,7 @@ import PrefetchStore
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The fast path writes its answers' heads as bytes below NIO's response encoder (`EncodedAnswer`), and frames the

@@ -10,6 +10,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The page pipeline over real sockets (`PageChannel`, `FastHandoff`, `PageAPI`): each answer as a client sees it

@@ -7,6 +7,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// A data read is answered on the event loop whatever its entry's state, on the memory and the Redis store: one

@@ -6,6 +6,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// Invalidation attacked as the other security tests attack the service: real `prefetch serve`, real sockets.

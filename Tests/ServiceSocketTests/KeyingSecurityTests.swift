@@ -8,6 +8,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The attacks of issue 22 on entry keys, through real sockets: a stored answer is keyed by everything that made

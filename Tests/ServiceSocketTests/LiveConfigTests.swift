@@ -6,6 +6,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// `serve` following a config URL: a real local HTTP server (python3's http.server over a directory the

@@ -7,6 +7,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The page surface's request parsing and refusals, through its one pipeline on a live service. Each refusal is the error answer `{"error", "message"}` with

@@ -20,6 +20,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The HTTP API end to end: the real application on a live socket, fetching from a real upstream on 127.0.0.1.

@@ -6,6 +6,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// Prefetch traffic says so: what the upstream receives, read back from its echo of each request.

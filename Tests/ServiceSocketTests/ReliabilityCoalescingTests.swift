@@ -7,6 +7,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// Single flight when the one fetch goes wrong (cf. nginx proxy_cache_lock, Go singleflight): everyone waiting

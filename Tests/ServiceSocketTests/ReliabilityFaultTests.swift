@@ -8,6 +8,7 @@ import PrefetchTestUpstreamTLS
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// One upstream misbehaviour and what the page must see for it.

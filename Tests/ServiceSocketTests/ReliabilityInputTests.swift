@@ -8,6 +8,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// Hostile or broken input: page URLs that try to redirect a request or smuggle a header, malformed request

@@ -9,6 +9,7 @@ import ServiceTestSupport
 import Synchronization
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// Many users (and anonymous visitors) opening the same pages at once, in a random interleaving replayable from

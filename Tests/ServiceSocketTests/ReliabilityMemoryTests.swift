@@ -5,6 +5,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The store's byte budget in a real `prefetch serve` process, in the style of Redis's maxmemory test: fill the

@@ -12,6 +12,7 @@ import RendererPool
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The renderer pool through the HTTP API: `/v1/renderers/*` and `/v1/open`.

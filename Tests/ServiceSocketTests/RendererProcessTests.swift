@@ -5,6 +5,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// Process renderers under a real `prefetch serve`: warm on start, leased through the API, and none left

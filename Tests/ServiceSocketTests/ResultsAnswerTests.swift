@@ -4,6 +4,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The results view is written with a byte writer (upstream JSON is spliced in as it is); `ResultsAnswer.Body` is how

@@ -6,6 +6,7 @@ import PrefetchTestUpstream
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 #if canImport(Glibc)

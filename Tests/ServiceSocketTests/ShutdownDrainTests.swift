@@ -13,6 +13,7 @@ import ServiceTestSupport
 import Synchronization
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// A live service (the application `prefetch serve` runs, in this process) started and stopped, round after round,

@@ -12,6 +12,7 @@ import RendererPool
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The page client, the demo pages, the debug view and its JSON endpoints, over HTTP.

@@ -14,6 +14,7 @@ import Synchronization
 import Testing
 package import Tracing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 // MARK: Upstream

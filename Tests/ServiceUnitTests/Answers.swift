@@ -1,6 +1,7 @@
 import PrefetchCore
 import ServiceTestSupport
 
+@testable import PageAPI
 @testable import PrefetchService
 
 // ServiceTestSupport's helpers that show a type internal to PrefetchService (a package declaration cannot), kept

@@ -14,6 +14,7 @@ import RendererPool
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The page listener's idle timeout and the fast path's body timeout, kept by ``FastHandoffHandler`` on a live

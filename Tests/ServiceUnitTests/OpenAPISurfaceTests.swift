@@ -12,6 +12,7 @@ import RendererPool
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// Each listener's `/openapi.yaml` is its part of `openapi.yaml`, and each surface's routes (the page API's table,
@@ -24,7 +25,7 @@ import Testing
     func documented(_ surface: String) -> Set<String> {
         let document = String(decoding: OpenAPIDocument.surface(surface, of: source), as: UTF8.self)
         var operations: Set<String> = []
-        for endpoint in UnmatchedRouteMiddleware<BasicRequestContext>.endpoints(in: document, surface: surface) {
+        for endpoint in EndpointTable.endpoints(in: document, surface: surface) {
             let path = "/" + endpoint.segments.map { $0 ?? "{}" }.joined(separator: "/")
             for method in endpoint.methods { operations.insert("\(method) \(path)") }
         }
@@ -72,7 +73,7 @@ import Testing
         for operation in page {
             let (method, path) = (operation.prefix { $0 != " " }, operation.drop { $0 != " " }.dropFirst())
             let sample = Substring(path.replacingOccurrences(of: "{}", with: "x"))
-            let store = FastHandoff.ReadRoute(String(sample)) != nil || sample == "/v1/prefetch" || sample == "/v1/open"
+            let store = FastHandoff.ReadRoute(sample) != nil || sample == "/v1/prefetch" || sample == "/v1/open"
             #expect(store || PageRoute(.init(String(method))!, path: sample, demo: false) != nil, "\(operation) is not matched")
         }
         let operators = routed(operatorRouter(parts, routes: routes))

@@ -7,6 +7,7 @@ import PrefetchTestSupport
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The operator surface's door and refusals, through its router in process (RouterSupport.swift). That the

@@ -12,6 +12,7 @@ import RendererPool
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The page API's routes in process, no socket: each request's answer as the page pipeline writes it (status, the
@@ -51,7 +52,9 @@ struct PageAPITests {
         var head: String
         var body: String
 
-        init(_ answer: EncodedAnswer) {
+        /// `answer` as the page pipeline writes it (``EncodedAnswer``).
+        init(_ answer: PageAnswer) {
+            let answer = EncodedAnswer(answer, heads: nil)
             switch answer.head {
             case .bytes(let bytes): head = String(buffer: bytes)
             case .framedByEncoder(let response):

@@ -1,5 +1,6 @@
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// Which read a `GET` path names, as the fast path parses it on the path's bytes: the same routes the router's
@@ -12,7 +13,7 @@ struct ReadRouteTests {
     }
 
     func parse(_ path: String) -> Parsed {
-        switch FastHandoff.ReadRoute(path) {
+        switch FastHandoff.ReadRoute(path[...]) {
         case .results(let id)?: .results(String(id))
         case .ticketData(let id)?: .ticketData(String(id))
         case .pageData?: .pageData

@@ -1,6 +1,7 @@
 import HTTPTypes
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// How the results view decides that a stored body is JSON it can splice in as is: its `Content-Type` says `json`,

@@ -2,6 +2,7 @@ import Foundation
 import ServiceTestSupport
 import Testing
 
+@testable import PageAPI
 @testable import PrefetchService
 
 /// The trigger's 202 is written with a byte writer for speed; it must say exactly what the Codable answer says.

@@ -89,7 +89,7 @@ import FoundationNetworking
                     """
                     The page listener's /openapi.yaml differs from the client's copy at line \(line + 1), so the generated client \
                     no longer matches the service: copy it over (curl \(service.base)/openapi.yaml > Clients/PrefetchShell/Sources/PrefetchShellAPI/openapi.yaml, \
-                    or from the server's Sources/PrefetchService/Resources), run scripts/generate-shell-api.sh and fix what the regenerated client breaks.
+                    or from the server's Sources/PageAPI/Resources), run scripts/generate-shell-api.sh and fix what the regenerated client breaks.
                     """)
             }
         }

@@ -1,21 +1,20 @@
 import Foundation
-import HTTPTypes
-import Hummingbird
-import NIOCore
+package import HTTPTypes
+package import NIOCore
 import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
 import Synchronization
 
 /// The static files under `Resources/web`, read once.
-enum WebFiles {
-    struct File: Sendable {
-        var bytes: [UInt8]
-        var contentType: String
-        var etag: String
+package enum WebFiles {
+    package struct File: Sendable {
+        package var bytes: [UInt8]
+        package var contentType: String
+        package var etag: String
     }
 
-    static let files: [String: File] = {
+    package static let files: [String: File] = {
         guard let root = Bundle.module.url(forResource: "web", withExtension: nil) else { return [:] }
         var files: [String: File] = [:]
         for name in ["client.js", "ui.html", "demo/shell.html", "demo/page.html"] {
@@ -27,13 +26,8 @@ enum WebFiles {
         return files
     }()
 
-    static func response(_ name: String, request: Request) -> Response {
-        let (status, headers, body) = parts(name, ifNoneMatch: request.headers[.ifNoneMatch])
-        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
-    }
-
     /// The file `name` as an answer: `200` with its bytes, `304` when `ifNoneMatch` is its `ETag`.
-    static func parts(_ name: String, ifNoneMatch: String?) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+    package static func parts(_ name: String, ifNoneMatch: String?) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         guard let file = files[name] else {
             return (.notFound, [.contentType: "text/plain; charset=utf-8"], ByteBuffer(string: "\(name) is missing from this build\n"))
         }
@@ -47,7 +41,7 @@ enum WebFiles {
     }
 
     /// A 64-bit FNV-1a hash in hex: a content fingerprint for the ETag, not a security measure.
-    static func fnv1a(_ bytes: [UInt8]) -> String {
+    package static func fnv1a(_ bytes: [UInt8]) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in bytes {
             hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3

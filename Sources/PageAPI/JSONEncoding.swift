@@ -1,12 +1,11 @@
-import Foundation
-import HTTPTypes
-import Hummingbird
-import NIOCore
+package import Foundation
+package import HTTPTypes
+package import NIOCore
 import PrefetchCore
 
 /// The JSON encoder every answer goes through: keys in a stable (sorted) order, no escaped slashes, ISO 8601 dates.
-enum JSONEncoding {
-    static let encoder: JSONEncoder = {
+package enum JSONEncoding {
+    package static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -14,7 +13,7 @@ enum JSONEncoding {
     }()
 
     /// `value` as an `application/json` answer with `status`: its status, fields and body.
-    static func parts(_ status: HTTPResponse.Status, _ value: some Encodable) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+    package static func parts(_ status: HTTPResponse.Status, _ value: some Encodable) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         do {
             return (status, [.contentType: "application/json"], ByteBuffer(bytes: try encoder.encode(value)))
         } catch {
@@ -25,9 +24,4 @@ enum JSONEncoding {
         }
     }
 
-    /// `value` as an `application/json` response with `status`.
-    static func response(_ status: HTTPResponse.Status, _ value: some Encodable) throws -> Response {
-        let data = try encoder.encode(value)
-        return Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
-    }
 }

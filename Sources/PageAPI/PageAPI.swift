@@ -1,10 +1,6 @@
 import Dispatch
-import HTTPTypes
-import Hummingbird
-import HummingbirdCore
-import NIOCore
-import NIOHTTP1
-import NIOHTTPTypesHTTP1
+package import HTTPTypes
+package import NIOCore
 import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
@@ -14,7 +10,7 @@ import Synchronization
 /// The page surface's routes besides the five the event loop answers from the store (``FastHandoff``: the trigger,
 /// the open, the results view and the two data reads): one typed table, matched on the path's segments, the route's
 /// template being its metric label.
-enum PageRoute: Equatable, Sendable {
+package enum PageRoute: Equatable, Sendable {
     /// `GET /healthz`
     case health
     /// `GET /readyz`
@@ -45,7 +41,7 @@ enum PageRoute: Equatable, Sendable {
     /// The route `method` takes on `path` (without its query), or nil: no such route (the path may still be an
     /// endpoint under other methods, a `405`). `HEAD` takes every `GET` route of this table (RFC 9110 9.3.2: the
     /// same head, no body); the store's read routes are not in it, and refuse `HEAD` (``FastHandoff``).
-    init?(_ method: HTTPRequest.Method, path: Substring, demo: Bool) {
+    package init?(_ method: HTTPRequest.Method, path: Substring, demo: Bool) {
         // Empty segments are dropped: `//healthz/` is `/healthz`.
         let segments = path.split(separator: "/")
         guard path.first == "/" else { return nil }
@@ -76,7 +72,7 @@ enum PageRoute: Equatable, Sendable {
     }
 
     /// The route's template, as the request metrics name it (`http.route`).
-    var template: String {
+    package var template: String {
         switch self {
         case .health: "/healthz"
         case .readiness: "/readyz"
@@ -96,7 +92,7 @@ enum PageRoute: Equatable, Sendable {
 
     /// Every operation of the page surface as `METHOD template`: the five store routes (``FastHandoff``) and this
     /// table's (the demo's only with `demo`).
-    static func operations(demo: Bool) -> [String] {
+    package static func operations(demo: Bool) -> [String] {
         let store = [
             "POST \(FastHandoff.triggerRoute)", "POST \(FastHandoff.openRoute)", "GET \(FastHandoff.resultsRoute)",
             "GET \(FastHandoff.ticketDataRoute)", "GET \(FastHandoff.pageDataRoute)",
@@ -111,7 +107,7 @@ enum PageRoute: Equatable, Sendable {
 
     /// Whether the route reads a JSON body: its `Content-Type` must say JSON, and its body is collected (up to the
     /// request body limit) before it is answered.
-    var readsBody: Bool {
+    package var readsBody: Bool {
         switch self {
         case .invalidate, .acquire, .release: true
         default: false
@@ -125,30 +121,43 @@ enum PageRoute: Equatable, Sendable {
 /// `405` (from the endpoints `openapi.yaml` lists for the page surface), the routes' own answers and refusals, and
 /// the request metrics. What answers is decided at the request's head: now (``Cold/now(_:)``), or once its body is
 /// in (``Cold/collect(_:)``, then ``answer(_:_:body:caller:)``).
-struct PageAPI: Sendable {
-    let hot: FastHandoff
-    let statics: StaticRoutes
-    let resources: ResourceRoutes
-    let renderers: RendererRoutes
-    let invalidation: InvalidationRoutes
+package struct PageAPI: Sendable {
+    package init(
+        hot: FastHandoff, statics: StaticRoutes, resources: ResourceRoutes, renderers: RendererRoutes, invalidation: InvalidationRoutes,
+        document: [UInt8], endpoints: EndpointTable
+    ) {
+        self.hot = hot
+        self.statics = statics
+        self.resources = resources
+        self.renderers = renderers
+        self.invalidation = invalidation
+        self.document = document
+        self.endpoints = endpoints
+    }
+
+    package let hot: FastHandoff
+    package let statics: StaticRoutes
+    package let resources: ResourceRoutes
+    package let renderers: RendererRoutes
+    package let invalidation: InvalidationRoutes
     /// The surface's `openapi.yaml`.
-    let document: [UInt8]
+    package let document: [UInt8]
     /// The endpoints of the surface, by path: what a `405` allows.
-    let endpoints: UnmatchedRouteMiddleware<BasicRequestContext>
+    package let endpoints: EndpointTable
 
     /// What the head decides.
-    enum Cold {
+    package enum Cold {
         /// The answer, written at once (a body, if any, is dropped).
-        case now(EncodedAnswer)
+        case now(PageAnswer)
         /// The body is collected (up to ``FastHandoff/bodyLimit``), then the route answers it.
         case collect(PageRoute)
     }
 
     /// The answer to `head`, or the route that reads its body.
-    func head(_ head: HTTPRequest) -> Cold {
+    package func head(_ head: HTTPRequest) -> Cold {
         let started = DispatchTime.now().uptimeNanoseconds
-        let uri = URI(head.path ?? "/")
-        let path = Substring(uri.path)
+        let target = PageTarget(head.path ?? "/")
+        let path = target.path
         let route = PageRoute(head.method, path: path, demo: statics.demo)
         let label = route?.template ?? "Unknown"
         if let refusal = APIError.unknownMethod(head.method) {
@@ -175,13 +184,13 @@ struct PageAPI: Sendable {
             return .now(answer(unmatched(head.method, path: path), to: head, origin: origin, route: label, started: started))
         }
         if route.readsBody {
-            if let refusal = JSONBodyMiddleware<BasicRequestContext>.refusal(contentType: head.headerFields[.contentType]) {
+            if let refusal = JSONBody.refusal(contentType: head.headerFields[.contentType]) {
                 return .now(answer(refusal, to: head, origin: origin, route: label, started: started))
             }
             return .collect(route)
         }
         do throws(APIError) {
-            let (status, fields, body) = try parts(route, head, query: uri.queryParameters)
+            let (status, fields, body) = try parts(route, head, query: target.query)
             return .now(answer(status, fields, body, to: head, origin: origin, route: label, started: started))
         } catch {
             return .now(answer(error, to: head, origin: origin, route: label, started: started))
@@ -190,10 +199,12 @@ struct PageAPI: Sendable {
 
     /// The answer of a route that reads its body, once the body is in. `left` says whether the caller's connection
     /// closed meanwhile (a renderer leased for it is handed back).
-    func answer(_ route: PageRoute, _ head: HTTPRequest, body: ByteBuffer, caller: String, left: Abandonment? = nil) async -> EncodedAnswer
-    {
+    package func answer(
+        _ route: PageRoute, _ head: HTTPRequest, body: ByteBuffer, caller: String, left: Abandonment? = nil
+    ) async -> PageAnswer {
         let started = DispatchTime.now().uptimeNanoseconds
-        let origin = (try? hot.origins.admit(head.headerFields, path: URI(head.path ?? "/").path).get()) ?? .init(origin: nil, grant: .none)
+        let origin =
+            (try? hot.origins.admit(head.headerFields, path: PageTarget(head.path ?? "/").path).get()) ?? .init(origin: nil, grant: .none)
         do throws(APIError) {
             let (status, fields, bytes) = try await parts(route, head.headerFields, body: body, caller: caller, left: left)
             return answer(status, fields, bytes, to: head, origin: origin, route: route.template, started: started)
@@ -203,7 +214,7 @@ struct PageAPI: Sendable {
     }
 
     /// The `404` (no endpoint at `path`) or `405` (an endpoint under other methods, with `Allow`).
-    func unmatched(_ method: HTTPRequest.Method, path: Substring) -> APIError {
+    package func unmatched(_ method: HTTPRequest.Method, path: Substring) -> APIError {
         let methods = endpoints.allowedMethods(path: String(path))
         guard !methods.isEmpty else {
             return APIError(
@@ -225,7 +236,7 @@ struct PageAPI: Sendable {
 
     /// The answer of a route that needs no body.
     private func parts(
-        _ route: PageRoute, _ head: HTTPRequest, query: Parameters
+        _ route: PageRoute, _ head: HTTPRequest, query: PageTarget.Query
     ) throws(APIError) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         switch route {
         case .health:
@@ -286,9 +297,9 @@ struct PageAPI: Sendable {
     /// A refusal as every answer of the surface is written (``answer(_:_:_:to:origin:route:started:)``).
     private func answer(
         _ error: APIError, to head: HTTPRequest, origin: AllowedOrigins.Admission?, route: String, started: UInt64
-    ) -> EncodedAnswer {
+    ) -> PageAnswer {
         var (status, fields, body) = (try? error.parts()) ?? (.internalServerError, [:], ByteBuffer())
-        // `Allow` after the length, as the router wrote it.
+        // `Allow` after the length.
         if let allow = error.allow {
             fields[.contentLength] = String(body.readableBytes)
             fields[.allow] = allow
@@ -302,46 +313,32 @@ struct PageAPI: Sendable {
     private func answer(
         _ status: HTTPResponse.Status, _ fields: HTTPFields, _ body: ByteBuffer, to head: HTTPRequest,
         origin: AllowedOrigins.Admission, route: String, started: UInt64
-    ) -> EncodedAnswer {
+    ) -> PageAnswer {
         var fields = fields
         if status.mayHaveBody { fields[.contentLength] = String(body.readableBytes) }
         origin.decorate(&fields)
         hot.requestMetrics.record(
             route: route, method: head.method, status: status, nanoseconds: DispatchTime.now().uptimeNanoseconds - started)
         let response = HTTPResponse(status: status, headerFields: fields)
-        guard head.method != .head else {
-            return EncodedAnswer(head: AnswerEncoding.bodiless(HTTPResponseHead(response), answering: .HEAD), body: ByteBuffer())
-        }
-        return EncodedAnswer(response, body: body)
-    }
-}
-
-extension PageAPI {
-    /// The page API of a service's parts, beside its store routes (`handoff`).
-    init(_ parts: ServiceParts, handoff: FastHandoff, routes: RouteSets) {
-        let orchestrator = parts.orchestrator
-        self.init(
-            hot: handoff,
-            statics: StaticRoutes(
-                currentConfig: { orchestrator.currentConfig() }, adminPort: parts.listeners.adminPort, demo: parts.listeners.demo),
-            resources: routes.resources, renderers: routes.renderers, invalidation: routes.invalidation,
-            document: parts.listeners.demo ? OpenAPIDocument.pageWithDemo : OpenAPIDocument.page,
-            endpoints: UnmatchedRouteMiddleware(surface: "page"))
+        guard head.method != .head else { return PageAnswer(response, body: ByteBuffer(), headOnly: true) }
+        return PageAnswer(response, body: body)
     }
 }
 
 /// Whether the caller of a request answered in a task has left (its connection closed before the answer was
 /// written): set by the connection's handler, read by the task.
-final class Abandonment: Sendable {
+package final class Abandonment: Sendable {
+    package init() {}
+
     private let left = Atomic<Bool>(false)
 
     /// The caller left.
-    func leave() { left.store(true, ordering: .releasing) }
+    package func leave() { left.store(true, ordering: .releasing) }
 
-    var hasLeft: Bool { left.load(ordering: .acquiring) }
+    package var hasLeft: Bool { left.load(ordering: .acquiring) }
 }
 
 extension HTTPResponse.Status {
     /// Whether an answer with this status may carry a body (not 1xx, `204`, `304`).
-    var mayHaveBody: Bool { !(100..<200).contains(code) && code != 204 && code != 304 }
+    package var mayHaveBody: Bool { !(100..<200).contains(code) && code != 204 && code != 304 }
 }

@@ -1,10 +1,9 @@
 import Foundation
-import HTTPTypes
-import Hummingbird
-import NIOCore
-import PrefetchCore
-import PrefetchEngine
-import PrefetchStore
+package import HTTPTypes
+package import NIOCore
+package import PrefetchCore
+package import PrefetchEngine
+package import PrefetchStore
 import Synchronization
 
 /// The prefetch endpoints of the page surface (described in `openapi.yaml`, tag `page`).
@@ -15,13 +14,18 @@ import Synchronization
 /// credentials. The page reads its data with `GET /v1/data`: with its own credentials and `page=` when it can
 /// send them to the service (same site), or with the read key in `X-Prefetch-Key` when it cannot. Who may read
 /// what is ``TicketAccess``; every miss says why (`X-Prefetch-Reason`).
-struct PrefetchRoutes: Sendable {
-    let orchestrator: Orchestrator
+package struct PrefetchRoutes: Sendable {
+    package init(orchestrator: Orchestrator, bodyTimeout: Duration) {
+        self.orchestrator = orchestrator
+        self.bodyTimeout = bodyTimeout
+    }
+
+    package let orchestrator: Orchestrator
     /// The listener's body timeout (`ListenerSettings.bodyTimeout`): how long a request body may take to arrive.
-    let bodyTimeout: Duration
+    package let bodyTimeout: Duration
 
     /// A request body as a JSON object, or the 400 saying why it is not one.
-    static func jsonObject(_ buffer: ByteBuffer) throws(APIError) -> JSONObject {
+    package static func jsonObject(_ buffer: ByteBuffer) throws(APIError) -> JSONObject {
         let value: JSONValue
         do {
             value = try JSONParser.parse(Array(buffer.readableBytesView))
@@ -35,7 +39,7 @@ struct PrefetchRoutes: Sendable {
     }
 
     /// The user's headers: the body's `headers` object, or `requestHeaders` when it has none.
-    static func credentialHeaders(_ object: JSONObject, requestHeaders: HTTPFields) throws(APIError) -> HTTPFields {
+    package static func credentialHeaders(_ object: JSONObject, requestHeaders: HTTPFields) throws(APIError) -> HTTPFields {
         var headers = HTTPFields()
         switch object["headers"] {
         case nil:
@@ -65,7 +69,7 @@ struct PrefetchRoutes: Sendable {
     /// A cookie of the wrong shape (a member missing, null or of the wrong type) refuses the jar, naming it; one whose name
     /// or value cannot travel in a `Cookie` header (not a token, a control character, a `;`) is left out, as a
     /// cookie store holding one must not cost its user every prefetch.
-    static func cookieJar(_ object: JSONObject) throws(APIError) -> CookieJar? {
+    package static func cookieJar(_ object: JSONObject) throws(APIError) -> CookieJar? {
         guard let value = object["cookies"] else { return nil }
         guard case .array(let items) = value else {
             throw APIError.badRequest(.badHeaders, "\"cookies\" must be an array of cookie objects, got \(value.kindName)")
@@ -131,14 +135,14 @@ struct PrefetchRoutes: Sendable {
 
     /// The W3C trace context a trigger carries: a valid `traceparent` (anything else is ignored, never refused) and
     /// its `tracestate` within the cap (``TraceParent/cappedState(_:)``).
-    static func traceContext(_ headers: HTTPFields) -> TraceParent.Context? {
+    package static func traceContext(_ headers: HTTPFields) -> TraceParent.Context? {
         guard let value = headers[HTTPField.Name("traceparent")!], let parent = TraceParent(header: value) else { return nil }
         let state = headers[HTTPField.Name("tracestate")!].flatMap(TraceParent.cappedState)
         return (parent, state)
     }
 
     /// The page URL of a trigger body.
-    static func pageURL(_ object: JSONObject) throws(APIError) -> String {
+    package static func pageURL(_ object: JSONObject) throws(APIError) -> String {
         guard case .string(let page)? = object["url"] else {
             throw APIError.badRequest(
                 .missingURL, object["url"] == nil ? "\"url\" (the page URL) is required" : "\"url\" must be a string")
@@ -146,14 +150,14 @@ struct PrefetchRoutes: Sendable {
         return page
     }
 
-    /// What a trigger's body asks for: the page, the user's headers and cookie jar. One parser for the routed
-    /// trigger, the fast path's and the open's (`RendererRoutes.openRequest`).
-    struct TriggerRequest {
-        var page: String
-        var headers: HTTPFields
-        var cookies: CookieJar?
+    /// What a trigger's body asks for: the page, the user's headers and cookie jar. One parser for the
+    /// trigger and the open (`RendererRoutes.openRequest`).
+    package struct TriggerRequest {
+        package var page: String
+        package var headers: HTTPFields
+        package var cookies: CookieJar?
 
-        init(_ object: JSONObject, requestHeaders: HTTPFields) throws(APIError) {
+        package init(_ object: JSONObject, requestHeaders: HTTPFields) throws(APIError) {
             page = try PrefetchRoutes.pageURL(object)
             headers = try PrefetchRoutes.credentialHeaders(object, requestHeaders: requestHeaders)
             cookies = try PrefetchRoutes.cookieJar(object)
@@ -162,7 +166,7 @@ struct PrefetchRoutes: Sendable {
 
     /// A reader refused a ticket's data (`401`, `403`) is recorded on the ticket too, as a miss of the interface it
     /// asked for, so the debug view shows who was turned away. Both pipelines call it.
-    static func recordRefusedReader(_ ticket: Ticket?, query: Parameters, _ error: APIError, orchestrator: Orchestrator) {
+    package static func recordRefusedReader(_ ticket: Ticket?, query: PageTarget.Query, _ error: APIError, orchestrator: Orchestrator) {
         guard error.status == .unauthorized || error.status == .forbidden, let ticket,
             let index = try? select(candidates(ticket), query: query)
         else { return }
@@ -170,24 +174,25 @@ struct PrefetchRoutes: Sendable {
     }
 
     /// A data read's wait: the query's `wait` clamped, `timeout` without one, or the refusal of a malformed one.
-    static func wait(_ query: Parameters, default timeout: Duration, orchestrator: Orchestrator) -> Result<Duration, APIError> {
+    package static func wait(_ query: PageTarget.Query, default timeout: Duration, orchestrator: Orchestrator) -> Result<Duration, APIError>
+    {
         Result { () throws(APIError) in orchestrator.clampWait(try waitParameter(query), default: timeout) }
     }
 
     /// What a same-site read (`GET /v1/data?page=` with the page's own credentials) names: the store key of the
     /// chosen interface for the reader's identity, the config it was planned with, and the interface's timeout.
-    struct PageRead {
-        var key: StoreKey
-        var role: ConfigRole
-        var timeout: Duration
+    package struct PageRead {
+        package var key: StoreKey
+        package var role: ConfigRole
+        package var timeout: Duration
     }
 
     /// The one implementation of a `page=` read's checks, for both handoff paths: the page planned under the
     /// config its reader is served (a canary candidate for its share of users, so it reads the keys its own trigger
     /// made), the reader's origin entitled to that page (promise 26), the interface chosen by the query, and its key
     /// for the reader's credentials. Records nothing: the caller counts what it answers.
-    static func pageRead(
-        _ orchestrator: Orchestrator, query: Parameters, headers: HTTPFields, origin: TicketAccess.RequestOrigin
+    package static func pageRead(
+        _ orchestrator: Orchestrator, query: PageTarget.Query, headers: HTTPFields, origin: TicketAccess.RequestOrigin
     ) throws(APIError) -> PageRead {
         guard let page = query.get("page") else {
             throw APIError.badRequest(.missingPage, "the query parameter page (the page URL) is required without a read key")
@@ -211,13 +216,15 @@ struct PrefetchRoutes: Sendable {
     }
 
     /// What a ticket's interfaces are chosen by (``select(_:query:)``).
-    static func candidates(_ ticket: Ticket) -> [(name: String, api: String, method: HTTPMethod)] {
+    package static func candidates(_ ticket: Ticket) -> [(name: String, api: String, method: HTTPMethod)] {
         ticket.requests.map { ($0.name, $0.api, $0.method) }
     }
 
     /// The index of the interface chosen by `api` (as written in the config), `method` and `name`; without `api`
     /// and `name`, the only interface. A selection that fits several is a 409: the request names no single one.
-    static func select(_ candidates: [(name: String, api: String, method: HTTPMethod)], query: Parameters) throws(APIError) -> Int {
+    package static func select(
+        _ candidates: [(name: String, api: String, method: HTTPMethod)], query: PageTarget.Query
+    ) throws(APIError) -> Int {
         let api = query.get("api")
         let name = query.get("name")
         var method: HTTPMethod?
@@ -245,7 +252,7 @@ struct PrefetchRoutes: Sendable {
 
     /// The `wait` query parameter in milliseconds (a negative one is 0), nil without one, or the 400 for a value
     /// that is no whole number.
-    static func waitParameter(_ query: Parameters) throws(APIError) -> Int? {
+    package static func waitParameter(_ query: PageTarget.Query) throws(APIError) -> Int? {
         guard let text = query.get("wait") else { return nil }
         let digits = text.hasPrefix("-") ? text.dropFirst() : Substring(text)
         guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
@@ -258,7 +265,7 @@ struct PrefetchRoutes: Sendable {
     /// Headers a replay never carries: the upstream's CORS decisions (the service makes its own) and caching
     /// directives for any cache, a CDN's included (`CDN-Cache-Control`, `Surrogate-Control`, ...): a replay is for
     /// one reader, once.
-    static func isDropped(_ name: HTTPField.Name) -> Bool {
+    package static func isDropped(_ name: HTTPField.Name) -> Bool {
         let lower = name.canonicalName
         return lower.hasPrefix("access-control-") || lower.hasSuffix("cache-control") || lower.hasPrefix("surrogate-")
             || lower == "expires" || lower == "pragma" || lower == "content-security-policy" || lower == "x-content-type-options"
@@ -267,7 +274,7 @@ struct PrefetchRoutes: Sendable {
 
     /// The status, headers and body of a ready response's replay: the upstream's headers without the dropped
     /// ones, then `X-Prefetch`, `Cache-Control: private, no-store` and a sandboxing CSP. Both handoff paths use it.
-    static func replayParts(_ response: StoredResponse, joined: Bool) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+    package static func replayParts(_ response: StoredResponse, joined: Bool) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         var fields = HTTPFields()
         for header in response.headers where !isDropped(header.name) {
             fields.append(header)
@@ -278,29 +285,4 @@ struct PrefetchRoutes: Sendable {
         return (HTTPResponse.Status(code: response.status), fields, response.bodyBuffer)
     }
 
-}
-
-/// Reads a request body of at most `limit` bytes, giving up after `timeout`.
-func readBody(_ request: Request, limit: Int, timeout: Duration) async throws(APIError) -> ByteBuffer {
-    do {
-        return try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
-            group.addTask {
-                var request = request
-                return try await request.collectBody(upTo: limit)
-            }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let buffer = first else { throw APIError.bodyTimeout(timeout) }
-            return buffer
-        }
-    } catch let error as APIError {
-        throw error
-    } catch is NIOTooManyBytesError {
-        throw APIError.bodyTooLarge(limit: limit)
-    } catch {
-        throw APIError.badRequest(.badBody, "the request body could not be read")
-    }
 }

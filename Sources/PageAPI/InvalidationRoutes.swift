@@ -1,9 +1,8 @@
-import CoreMetrics
-import HTTPTypes
-import Hummingbird
-import NIOCore
-import PrefetchCore
-import PrefetchEngine
+package import CoreMetrics
+package import HTTPTypes
+package import NIOCore
+package import PrefetchCore
+package import PrefetchEngine
 import PrefetchStore
 
 /// Invalidation: stored responses that must not be handed out for the rest of their TTL.
@@ -16,23 +15,28 @@ import PrefetchStore
 ///   an upstream tagged with a surrogate key (`Surrogate-Key`).
 ///
 /// Both answer `{"dropped": n}`; flights in progress are not touched (their waiters still get the result).
-struct InvalidationRoutes: Sendable {
-    let prefetch: PrefetchRoutes
-    let metrics: InvalidationMetrics
-
-    /// Largest operator request body.
-    static let maximumOperatorBody = 4096
-
-    /// What both routes answer.
-    struct Dropped: JSONAnswer, Codable {
-        var dropped: Int
+package struct InvalidationRoutes: Sendable {
+    package init(prefetch: PrefetchRoutes, metrics: InvalidationMetrics) {
+        self.prefetch = prefetch
+        self.metrics = metrics
     }
 
-    var orchestrator: Orchestrator { prefetch.orchestrator }
+    package let prefetch: PrefetchRoutes
+    package let metrics: InvalidationMetrics
+
+    /// Largest operator request body.
+    package static let maximumOperatorBody = 4096
+
+    /// What both routes answer.
+    package struct Dropped: JSONAnswer, Codable {
+        package var dropped: Int
+    }
+
+    package var orchestrator: Orchestrator { prefetch.orchestrator }
 
     /// `POST /v1/invalidate`: the caller's own entries, by the credentials its request presents (`headers`); the
     /// body is empty or `{}`.
-    func invalidateCaller(headers: HTTPFields, body: ByteBuffer) async throws(APIError) -> Dropped {
+    package func invalidateCaller(headers: HTTPFields, body: ByteBuffer) async throws(APIError) -> Dropped {
         let object = body.readableBytes == 0 ? JSONObject() : try PrefetchRoutes.jsonObject(body)
         if let member = object.members.first {
             throw APIError.badRequest(
@@ -53,33 +57,16 @@ struct InvalidationRoutes: Sendable {
         }
     }
 
-    var operatorRoutes: RouteCollection<BasicRequestContext> {
-        let router = RouteCollection(context: BasicRequestContext.self)
-        router.post("/v1/store/invalidate") { request, _ -> Dropped in
-            let buffer = try await readBody(request, limit: Self.maximumOperatorBody, timeout: prefetch.bodyTimeout)
-            guard case .object(let object)? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
-                throw APIError.badRequest(
-                    .badJSON, #"the body must be a JSON object: {"interface": "<name>"} or {"surrogateKey": "<key>"}"#)
-            }
-            try Self.refuseUnknownMembers(object, known: ["interface", "surrogateKey"])
-            switch (object["interface"], object["surrogateKey"]) {
-            case (nil, nil):
-                throw APIError.badRequest(.missingTarget, #"give one of "interface" (an interface name) or "surrogateKey""#)
-            case (.some, .some):
-                throw APIError.badRequest(.ambiguousTarget, #"give only one of "interface" and "surrogateKey", not both"#)
-            case (.some(let value), nil):
-                let name = try Self.interfaceName(value)
-                return try await invalidate(.interface) { () async throws(StoreUnavailable) -> Int in
-                    try await orchestrator.invalidate(label: name)
-                }
-            case (nil, .some(let value)):
-                let key = try Self.surrogateKey(value)
-                return try await invalidate(.surrogateKey) { () async throws(StoreUnavailable) -> Int in
-                    try await orchestrator.invalidate(surrogateKey: key)
-                }
-            }
+    /// The operator's invalidation of every identity's entries of the interface `name`.
+    package func invalidate(interface name: String) async throws(APIError) -> Dropped {
+        try await invalidate(.interface) { () async throws(StoreUnavailable) -> Int in try await orchestrator.invalidate(label: name) }
+    }
+
+    /// The operator's invalidation of every response an upstream tagged with the surrogate key `key`.
+    package func invalidate(surrogateKey key: String) async throws(APIError) -> Dropped {
+        try await invalidate(.surrogateKey) { () async throws(StoreUnavailable) -> Int in
+            try await orchestrator.invalidate(surrogateKey: key)
         }
-        return router
     }
 
     /// Runs one invalidation and counts it; an unreachable shared store is `503 store-unavailable`.
@@ -97,7 +84,7 @@ struct InvalidationRoutes: Sendable {
         }
     }
 
-    static func refuseUnknownMembers(_ object: JSONObject, known: Set<String>) throws(APIError) {
+    package static func refuseUnknownMembers(_ object: JSONObject, known: Set<String>) throws(APIError) {
         if let unknown = object.members.first(where: { !known.contains($0.name) }) {
             let expected = known.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
             throw APIError.badRequest(
@@ -106,7 +93,7 @@ struct InvalidationRoutes: Sendable {
     }
 
     /// An interface name as the config spells them: 1-64 of `A-Za-z0-9._-`.
-    static func interfaceName(_ value: JSONValue) throws(APIError) -> String {
+    package static func interfaceName(_ value: JSONValue) throws(APIError) -> String {
         guard case .string(let name) = value else {
             throw APIError.badRequest(.badInterface, "\"interface\" must be a string, got \(value.kindName)")
         }
@@ -128,7 +115,7 @@ struct InvalidationRoutes: Sendable {
     }
 
     /// A surrogate key as upstreams tag responses with: 1-256 bytes of visible ASCII.
-    static func surrogateKey(_ value: JSONValue) throws(APIError) -> String {
+    package static func surrogateKey(_ value: JSONValue) throws(APIError) -> String {
         guard case .string(let key) = value else {
             throw APIError.badRequest(.badSurrogateKey, "\"surrogateKey\" must be a string, got \(value.kindName)")
         }
@@ -144,8 +131,8 @@ struct InvalidationRoutes: Sendable {
 
 /// `prefetch_invalidations_total{scope}` (invalidations done) and `prefetch_invalidated_entries_total{scope}`
 /// (stored values they dropped), `scope` one of `identity`, `interface`, `surrogate_key`.
-final class InvalidationMetrics: Sendable {
-    enum Scope: String, CaseIterable, Sendable {
+package final class InvalidationMetrics: Sendable {
+    package enum Scope: String, CaseIterable, Sendable {
         case identity
         case interface
         case surrogateKey = "surrogate_key"
@@ -154,7 +141,7 @@ final class InvalidationMetrics: Sendable {
     private let invalidations: [Scope: Counter]
     private let entries: [Scope: Counter]
 
-    init(factory: any MetricsFactory) {
+    package init(factory: any MetricsFactory) {
         var invalidations: [Scope: Counter] = [:]
         var entries: [Scope: Counter] = [:]
         for scope in Scope.allCases {
@@ -167,7 +154,7 @@ final class InvalidationMetrics: Sendable {
         self.entries = entries
     }
 
-    func record(_ scope: Scope, dropped: Int) {
+    package func record(_ scope: Scope, dropped: Int) {
         invalidations[scope]?.increment()
         entries[scope]?.increment(by: Int64(dropped))
     }

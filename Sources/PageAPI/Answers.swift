@@ -1,41 +1,40 @@
-import Foundation
-import HTTPTypes
-import Hummingbird
-import NIOCore
-import PrefetchCore
-import PrefetchEngine
-import PrefetchStore
+package import Foundation
+package import HTTPTypes
+package import NIOCore
+package import PrefetchCore
+package import PrefetchEngine
+package import PrefetchStore
 import Synchronization
 
 /// `POST /v1/prefetch`: the ticket, the read key for the page, and what each request is doing.
-struct TriggerAnswer: Codable, Sendable {
-    struct Request: Codable, Sendable {
+package struct TriggerAnswer: Codable, Sendable {
+    package struct Request: Codable, Sendable {
         /// Whether a request's response was already there when the page was triggered.
-        enum State: String, Codable, Sendable {
+        package enum State: String, Codable, Sendable {
             case stored
             case pending
         }
 
-        var name: String
-        var api: String
-        var method: String
-        var url: String
-        var state: State
+        package var name: String
+        package var api: String
+        package var method: String
+        package var url: String
+        package var state: State
         /// `leader`, `joined` or `fresh` (`remote` only for a ticket read back from another replica, never here).
-        var flight: FlightRole
+        package var flight: FlightRole
     }
 
-    var ticket: String
-    var page: String
-    var matched: String
-    var version: String
+    package var ticket: String
+    package var page: String
+    package var matched: String
+    package var version: String
     /// What the shell hands its page (a JS bridge or an injected value; never a URL) when the page cannot present
     /// the user's credentials: sent back in `X-Prefetch-Key`, accepted only from the page's origin.
-    var readKey: String
-    var readKeyExpiresAt: Date
-    var requests: [Request]
+    package var readKey: String
+    package var readKeyExpiresAt: Date
+    package var requests: [Request]
 
-    init(_ triggered: Triggered) {
+    package init(_ triggered: Triggered) {
         let ticket = triggered.ticket
         let timings = ticket.timings.withLock { $0 }
         self.ticket = ticket.id
@@ -57,20 +56,15 @@ struct TriggerAnswer: Codable, Sendable {
 /// `POST /v1/prefetch`'s 202: the ``TriggerAnswer`` written with ``JSONBytesWriter`` (the trigger is on every
 /// page open's path; `JSONEncoder` was a tenth of its CPU). Same bytes as ``JSONEncoding/encoder`` would write: keys
 /// sorted, the date in ISO 8601 (a test holds the two to each other).
-struct TriggerResponse: ResponseGenerator, Sendable {
-    var answer: TriggerAnswer
+package struct TriggerResponse: Sendable {
+    package var answer: TriggerAnswer
 
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        let (status, headers, body) = parts()
-        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
-    }
-
-    /// The answer as the routed path and the event loop's fast path both write it.
-    func parts() -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+    /// The answer as both listeners write it (the page pipeline, and the operator router through `response(from:context:)`).
+    package func parts() -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         (.accepted, [.contentType: "application/json"], ByteBuffer(bytes: bytes()))
     }
 
-    func bytes() -> [UInt8] {
+    package func bytes() -> [UInt8] {
         var writer = JSONBytesWriter(capacity: 512 + answer.requests.count * 256)
         writer.beginObject()
         writer.key("matched")
@@ -114,24 +108,19 @@ struct TriggerResponse: ResponseGenerator, Sendable {
 /// text when they are UTF-8, else base64. `Set-Cookie` and the upstream's `Access-Control-*` headers are never
 /// included: page script may read this answer, and cookies are replayed only as real headers by the data endpoints.
 /// Written with ``JSONBytesWriter`` rather than an `Encodable` type because of the spliced bodies.
-struct ResultsAnswer: ResponseGenerator, Sendable {
-    var ticket: Ticket
-    var outcomes: [ReadOutcome]
-    var timings: [RequestTiming]
+package struct ResultsAnswer: Sendable {
+    package var ticket: Ticket
+    package var outcomes: [ReadOutcome]
+    package var timings: [RequestTiming]
 
     /// Header names never shown in JSON a page can read.
-    static func isHidden(_ name: HTTPField.Name) -> Bool {
+    package static func isHidden(_ name: HTTPField.Name) -> Bool {
         let lower = name.canonicalName
         return lower == "set-cookie" || lower == "set-cookie2" || lower.hasPrefix("access-control-")
     }
 
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        let (status, headers, body) = parts()
-        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
-    }
-
-    /// The answer as the routed path and the event loop's fast path both write it.
-    func parts() -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+    /// The answer as both listeners write it (the page pipeline, and the operator router through `response(from:context:)`).
+    package func parts() -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         var writer = JSONBytesWriter(
             capacity: 512
                 + outcomes.reduce(0) { total, outcome in
@@ -155,7 +144,7 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
         return (.ok, [.contentType: "application/json"], ByteBuffer(bytes: writer.bytes))
     }
 
-    func write(_ item: TicketRequest, _ outcome: ReadOutcome, _ timing: RequestTiming, into writer: inout JSONBytesWriter) {
+    package func write(_ item: TicketRequest, _ outcome: ReadOutcome, _ timing: RequestTiming, into writer: inout JSONBytesWriter) {
         writer.beginObject()
         writer.key("name")
         writer.string(item.name)
@@ -214,14 +203,14 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
     /// Writes the body as JSON when it is JSON, as text when it is UTF-8, else base64; returns which.
     /// Whether a `Content-Type` value says JSON: `json` anywhere in it, in any letter case (`application/json`,
     /// `application/problem+json`, `text/JSON`), read on its bytes.
-    static func namesJSON(_ contentType: HTTPField) -> Bool {
+    package static func namesJSON(_ contentType: HTTPField) -> Bool {
         contentType.withUnsafeBytesOfValue { value in
             let text = ByteText(value)
             return value.count >= 4 && (0...(value.count - 4)).contains { text.equalsIgnoringASCIICase($0..<($0 + 4), "json") }
         }
     }
 
-    static func writeBody(_ response: StoredResponse, into writer: inout JSONBytesWriter) -> String {
+    package static func writeBody(_ response: StoredResponse, into writer: inout JSONBytesWriter) -> String {
         let json = response.headers.first { $0.name == .contentType }.map(Self.namesJSON) ?? false
         // Straight from the stored body's storage: validated and spliced without a copy.
         let spliced = response.bodyBuffer.withUnsafeReadableBytes { raw -> Bool in
@@ -244,44 +233,44 @@ struct ResultsAnswer: ResponseGenerator, Sendable {
 extension ResultsAnswer {
     /// The answer as a client reads it (`openapi.yaml` `Results`): what ``parts()`` writes, decoded. It encodes the
     /// same members back (the nulls the writer writes included), so a test can hold it to the written bytes.
-    struct Body: Codable, Sendable, Equatable {
-        var ticket: String
-        var page: String
-        var version: String
-        var results: [Result]
+    package struct Body: Codable, Sendable, Equatable {
+        package var ticket: String
+        package var page: String
+        package var version: String
+        package var results: [Result]
     }
 
     /// One request's result in ``Body`` (`openapi.yaml` `Result`).
-    struct Result: Codable, Sendable, Equatable {
-        enum State: String, Codable, Sendable { case pending, ready, failed, missing }
-        enum Served: String, Codable, Sendable { case hit, joined }
-        enum BodyEncoding: String, Codable, Sendable { case json, text, base64 }
+    package struct Result: Codable, Sendable, Equatable {
+        package enum State: String, Codable, Sendable { case pending, ready, failed, missing }
+        package enum Served: String, Codable, Sendable { case hit, joined }
+        package enum BodyEncoding: String, Codable, Sendable { case json, text, base64 }
 
-        var name: String
-        var api: String
-        var method: String
-        var state: State
+        package var name: String
+        package var api: String
+        package var method: String
+        package var state: State
         /// How a ready result was served.
-        var served: Served?
+        package var served: Served?
         /// The upstream's status: ready, and failed when the upstream answered.
-        var status: Int?
+        package var status: Int?
         /// The upstream's response headers in order, as `[name, value]` pairs (ready).
-        var headers: [[String]]?
+        package var headers: [[String]]?
         /// The upstream's body (ready): its JSON when `bodyEncoding` is `json`, else a string.
-        var body: Value?
-        var bodyEncoding: BodyEncoding?
+        package var body: Value?
+        package var bodyEncoding: BodyEncoding?
         /// The failure code (failed) or why nothing is there (missing).
-        var error: String?
+        package var error: String?
         /// What failed (failed).
-        var message: String?
+        package var message: String?
         /// How long the fetch took; nil while it is in flight.
-        var elapsedMs: Int?
+        package var elapsedMs: Int?
 
         private enum CodingKeys: String, CodingKey {
             case name, api, method, state, served, status, headers, body, bodyEncoding, error, message, elapsedMs
         }
 
-        func encode(to encoder: any Encoder) throws {
+        package func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
             try container.encode(name, forKey: .name)
             try container.encode(api, forKey: .api)
@@ -305,7 +294,7 @@ extension ResultsAnswer {
     }
 
     /// A JSON value in a ``Result``'s body, as it decodes (numbers as `Double`).
-    enum Value: Codable, Sendable, Equatable {
+    package enum Value: Codable, Sendable, Equatable {
         case null
         case bool(Bool)
         case number(Double)
@@ -313,7 +302,7 @@ extension ResultsAnswer {
         case array([Value])
         case object([String: Value])
 
-        init(from decoder: any Decoder) throws {
+        package init(from decoder: any Decoder) throws {
             let container = try decoder.singleValueContainer()
             if container.decodeNil() {
                 self = .null
@@ -330,7 +319,7 @@ extension ResultsAnswer {
             }
         }
 
-        func encode(to encoder: any Encoder) throws {
+        package func encode(to encoder: any Encoder) throws {
             var container = encoder.singleValueContainer()
             switch self {
             case .null: try container.encodeNil()
@@ -343,34 +332,34 @@ extension ResultsAnswer {
         }
 
         /// The member `name` of an object.
-        subscript(name: String) -> Value? {
+        package subscript(name: String) -> Value? {
             if case .object(let members) = self { members[name] } else { nil }
         }
 
         /// The string, when this is one (a text or base64 body, or a string in a JSON one).
-        var string: String? {
+        package var string: String? {
             if case .string(let value) = self { value } else { nil }
         }
     }
 }
 
 /// `GET /healthz`.
-struct HealthAnswer: JSONAnswer, Decodable {
-    var status = "ok"
+package struct HealthAnswer: JSONAnswer, Decodable {
+    package var status = "ok"
 }
 
 /// `GET /readyz` on the page listener: ready or not, and a code. Nothing else: the page listener is reachable from
 /// where pages are, so why a replica is not ready (a config URL, a store address, an error text) is told only on
 /// the operator listener (`GET /v1/config`, `GET /v1/debug/status`).
-struct ReadinessAnswer: Codable, Sendable {
+package struct ReadinessAnswer: Codable, Sendable {
     /// `ok` (ready), `degraded` (ready, the shared store unreachable: each replica serves on its own) or
     /// `no-config` (no valid prefetch config is loaded).
-    enum Code: String, Codable, Sendable {
+    package enum Code: String, Codable, Sendable {
         case ok
         case degraded
         case noConfig = "no-config"
     }
 
-    var ready: Bool
-    var code: Code
+    package var ready: Bool
+    package var code: Code
 }

@@ -1,31 +1,29 @@
 import Foundation
-import HTTPTypes
-import Hummingbird
-import NIOCore
-import PrefetchCore
-import PrefetchEngine
+package import HTTPTypes
+package import NIOCore
+package import PrefetchCore
+package import PrefetchEngine
 import PrefetchStore
-import RendererPool
+package import RendererPool
 
 /// The renderer endpoints: leasing on the page surface (shells call them), pool statistics on the operator
 /// surface.
-struct RendererRoutes: Sendable {
-    let pools: RendererPools
-    let prefetch: PrefetchRoutes
-
-    var statisticsRoutes: RouteCollection<BasicRequestContext> {
-        let router = RouteCollection(context: BasicRequestContext.self)
-        router.get("/v1/renderers") { _, _ in await snapshot() }
-        return router
+package struct RendererRoutes: Sendable {
+    package init(pools: RendererPools, prefetch: PrefetchRoutes) {
+        self.pools = pools
+        self.prefetch = prefetch
     }
+
+    package let pools: RendererPools
+    package let prefetch: PrefetchRoutes
 
     /// Who holds leases, for the per-caller share: the client address (credentials are claims a client can
     /// invent per request; its address it cannot).
-    static func leaseCaller(address: String) -> String {
+    package static func leaseCaller(address: String) -> String {
         "client:" + address
     }
 
-    static func string(_ object: JSONObject, _ name: String) throws(APIError) -> String? {
+    package static func string(_ object: JSONObject, _ name: String) throws(APIError) -> String? {
         switch object[name] {
         case nil, .null?: return nil
         case .string(let text)?: return text
@@ -34,7 +32,7 @@ struct RendererRoutes: Sendable {
     }
 
     /// `POST /v1/renderers/{id}/release`: hands lease `id` back; the body is empty or `{"healthy": false}`.
-    func release(id: String, body: ByteBuffer) async throws(APIError) -> ReleaseAnswer {
+    package func release(id: String, body: ByteBuffer) async throws(APIError) -> ReleaseAnswer {
         let object = body.readableBytes == 0 ? JSONObject() : try PrefetchRoutes.jsonObject(body)
         var healthy = true
         switch object["healthy"] {
@@ -52,7 +50,9 @@ struct RendererRoutes: Sendable {
 
     /// Leases a renderer. One leased for a caller that has `left` meanwhile (its connection closed while the pool
     /// made it) is handed back at once, not left leased to nobody until the pool reclaims it.
-    func acquire(profile: String, page: String?, caller: String, left: Abandonment? = nil) async throws(APIError) -> Answer<LeaseAnswer> {
+    package func acquire(
+        profile: String, page: String?, caller: String, left: Abandonment? = nil
+    ) async throws(APIError) -> Answer<LeaseAnswer> {
         guard pools.pool(named: profile) != nil else { throw Self.unknownProfile(profile, in: pools) }
         do {
             let lease = try await pools.acquire(profile: profile, page: page, caller: caller)
@@ -64,7 +64,7 @@ struct RendererRoutes: Sendable {
     }
 
     /// The refusal of a lease of a profile `pools` do not have, naming those they have.
-    static func unknownProfile(_ profile: String, in pools: RendererPools) -> APIError {
+    package static func unknownProfile(_ profile: String, in pools: RendererPools) -> APIError {
         let known = pools.pools.keys.sorted().joined(separator: ", ")
         return APIError(
             status: .notFound, code: .unknownProfile,
@@ -72,7 +72,7 @@ struct RendererRoutes: Sendable {
     }
 
     /// A pool's refusal of a lease as the API answers it.
-    static func leaseRefusal(_ error: PoolError, profile: String) -> APIError {
+    package static func leaseRefusal(_ error: PoolError, profile: String) -> APIError {
         switch error.code {
         case .timeout:
             APIError(
@@ -90,7 +90,7 @@ struct RendererRoutes: Sendable {
         }
     }
 
-    func snapshot() async -> PoolsAnswer {
+    package func snapshot() async -> PoolsAnswer {
         let snapshots = await pools.snapshot()
         var profiles: [String: PoolsAnswer.Pool] = [:]
         for (name, s) in snapshots {
@@ -108,8 +108,8 @@ struct RendererRoutes: Sendable {
     }
 
     /// What an open asks for: the page, the user's headers, and the renderer profile (`main` for a page in the
-    /// prefetch config, `plain` for others, unless the body names one). Both the routed open and the fast path's.
-    static func openRequest(
+    /// prefetch config, `plain` for others, unless the body names one).
+    package static func openRequest(
         _ object: JSONObject, requestHeaders: HTTPFields, orchestrator: Orchestrator
     ) throws(APIError) -> (page: String, headers: HTTPFields, cookies: CookieJar?, profile: String) {
         let asked = try PrefetchRoutes.TriggerRequest(object, requestHeaders: requestHeaders)
@@ -119,7 +119,7 @@ struct RendererRoutes: Sendable {
     }
 
     /// A trigger refusal that fails the whole open (the page itself is wrong), not only its prefetch half.
-    static func failsTheOpen(_ error: PrefetchError) -> Bool {
+    package static func failsTheOpen(_ error: PrefetchError) -> Bool {
         switch error {
         case .invalidPageURL, .pageURLTooLong: true
         default: false

@@ -1,8 +1,7 @@
 import Foundation
-import HTTPTypes
-import Hummingbird
-import NIOCore
-import PrefetchCore
+package import HTTPTypes
+package import NIOCore
+package import PrefetchCore
 import PrefetchEngine
 import PrefetchStore
 import Synchronization
@@ -12,17 +11,23 @@ import Synchronization
 /// JS, no build step) and are read once, on first use.
 /// Each answer carries an `ETag` (so a revalidation is a `304`) and `X-Content-Type-Options: nosniff`.
 /// `GET /v1/client.js` may be cached for 5 minutes; the HTML is revalidated on every load.
-struct StaticRoutes: Sendable {
+package struct StaticRoutes: Sendable {
+    package init(currentConfig: @escaping @Sendable () -> PrefetchConfig?, adminPort: Int, demo: Bool) {
+        self.currentConfig = currentConfig
+        self.adminPort = adminPort
+        self.demo = demo
+    }
+
     /// The config in force, for the landing page's demo links.
-    let currentConfig: @Sendable () -> PrefetchConfig?
+    package let currentConfig: @Sendable () -> PrefetchConfig?
     /// The operator surface's port as configured (0: chosen at start, not linked).
-    let adminPort: Int
+    package let adminPort: Int
     /// Whether the demo is served (`--demo`): without it no `/demo` route exists.
-    let demo: Bool
+    package let demo: Bool
 
     /// `GET /demo/interfaces?page=URL`: the interfaces the config in force gives `page` (name, api, method), so the
     /// demo page reads only its own configured interfaces and never a URL from its own query.
-    func interfaces(page: String?) throws(APIError) -> DemoInterfaces {
+    package func interfaces(page: String?) throws(APIError) -> DemoInterfaces {
         guard let page, !page.isEmpty else {
             throw APIError.badRequest(.missingPage, "the query parameter \"page\" (the demo page's URL) is required")
         }
@@ -40,7 +45,7 @@ extension StaticRoutes {
     /// `GET /`: what this service is, where its API is described, and, when the config in force has an entry for
     /// this service's own `/demo/page.html` (the offline demo of `scripts/run.sh`), a link that opens it through the
     /// demo shell, plus the operator surface's waterfall.
-    func landing(authority: String?) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+    package func landing(authority: String?) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         let host = authority ?? "127.0.0.1"
         var demos: [String] = []
         for page in demo ? currentConfig()?.pages ?? [] : [] {
@@ -71,7 +76,7 @@ extension StaticRoutes {
         return (.ok, [.contentType: "text/html; charset=utf-8", .cacheControl: "no-cache"], ByteBuffer(string: body))
     }
 
-    static func html(_ text: String) -> String {
+    package static func html(_ text: String) -> String {
         var out = ""
         for character in text {
             switch character {
@@ -86,7 +91,7 @@ extension StaticRoutes {
         return out
     }
 
-    static func queryValue(_ text: String) -> String {
+    package static func queryValue(_ text: String) -> String {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? ""
@@ -94,12 +99,12 @@ extension StaticRoutes {
 }
 
 /// `GET /demo/interfaces`: a page's configured interfaces.
-struct DemoInterfaces: Codable, Sendable {
-    struct Interface: Codable, Sendable {
-        var name: String
-        var api: String
-        var method: String
+package struct DemoInterfaces: Codable, Sendable {
+    package struct Interface: Codable, Sendable {
+        package var name: String
+        package var api: String
+        package var method: String
     }
 
-    var interfaces: [Interface]
+    package var interfaces: [Interface]
 }

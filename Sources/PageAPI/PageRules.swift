@@ -1,9 +1,9 @@
-import HTTPTypes
-import PrefetchCore
-import PrefetchEngine
-import PrefetchStore
+package import HTTPTypes
+package import PrefetchCore
+package import PrefetchEngine
+package import PrefetchStore
 
-// The page surface's rules that both of its pipelines apply (the router's and the event loop's, `FastHandoff`), one
+// Page rules that several routes of the page API apply (`FastHandoff`, `PageAPI`), one
 // function each: the origin guard and the headers it adds, where a browser says a request comes from, and a data
 // read's answer with its bookkeeping, and a ticket's entitlement (`PrefetchRoutes.entitledTicket`, over the engine's
 // `Orchestrator.entitle`). Interface selection and the `wait` parameter are `PrefetchRoutes.select(_:query:)` and
@@ -11,13 +11,13 @@ import PrefetchStore
 
 extension AllowedOrigins {
     /// A request the origin guard let through: its `Origin` (nil without one) and what that origin was granted.
-    struct Admission: Sendable, Equatable {
-        var origin: String?
-        var grant: Grant
+    package struct Admission: Sendable, Equatable {
+        package var origin: String?
+        package var grant: Grant
 
         /// The headers every page-surface answer leaves with, on either pipeline: the CORS headers for an allowed
         /// origin, then the security headers (`PageGuard.secure(_:)`).
-        func decorate(_ fields: inout HTTPFields) {
+        package func decorate(_ fields: inout HTTPFields) {
             if let origin { PageGuard.decorate(&fields, origin: origin, grant: grant) }
             PageGuard.secure(&fields)
         }
@@ -26,7 +26,7 @@ extension AllowedOrigins {
     /// The page surface's origin rule (see ``PageGuard``): a request with an `Origin` must come from an
     /// allowed origin; one without that a browser marks `Sec-Fetch-Site: cross-site` is refused unless it asks for
     /// a public asset (`path`, without the query). The refusal is `403 origin-not-allowed`; the caller counts it.
-    func admit(_ headers: HTTPFields, path: some StringProtocol) -> Result<Admission, APIError> {
+    package func admit(_ headers: HTTPFields, path: some StringProtocol) -> Result<Admission, APIError> {
         guard let origin = headers[.origin] else {
             if headers[PrefetchHeaders.secFetchSite]?.lowercased() == "cross-site", !PageGuard.publicAssets.contains(String(path)) {
                 return .failure(Self.refusal("cross-site requests without an allowed Origin are refused"))
@@ -46,14 +46,14 @@ extension AllowedOrigins {
 extension TicketAccess.RequestOrigin {
     /// Where a browser says a request comes from: its `Origin`, its `Sec-Fetch-Site` and the authority it was
     /// addressed to.
-    init(_ headers: HTTPFields, authority: String?) {
+    package init(_ headers: HTTPFields, authority: String?) {
         self.init(origin: headers[.origin], fetchSite: headers[PrefetchHeaders.secFetchSite], authority: authority)
     }
 }
 
 extension PrefetchRoutes {
     /// What a ticket's entitlement decided.
-    enum Entitled {
+    package enum Entitled {
         case ticket(Ticket)
         /// The refusal as both pipelines answer it (an entitlement refusal counted in `prefetch_access_denied_total`).
         case refused(APIError)
@@ -67,7 +67,7 @@ extension PrefetchRoutes {
     /// then ``Orchestrator/entitle(_:origin:presented:readKeyOpens:)`` with the read key opened (its ticket found the
     /// same way; only for an origin the page allows, which `entitle` would refuse first anyway, so a refused origin
     /// costs no fetch) and the presented identity.
-    static func entitledTicket(
+    package static func entitledTicket(
         _ id: String, headers: HTTPFields, origin: TicketAccess.RequestOrigin, orchestrator: Orchestrator,
         lookUp: (String) -> TicketLookup
     ) -> Entitled {
@@ -97,7 +97,7 @@ extension PrefetchRoutes {
 
     /// What a data read reads, for its bookkeeping: one request of a ticket (by ticket or by read key), or the key a
     /// same-site `page=` read names, with the config it was planned under.
-    enum DataRead: Sendable {
+    package enum DataRead: Sendable {
         case ticket(Ticket, index: Int)
         case page(StoreKey, role: ConfigRole)
     }
@@ -108,7 +108,7 @@ extension PrefetchRoutes {
     /// entitled: a malformed `wait`). With the read's bookkeeping, once:
     /// `prefetch_data_total` by outcome, `prefetch_config_data_total` by config, and the read on its ticket (the
     /// waterfall, the debug view, the waste metric).
-    static func answer(
+    package static func answer(
         _ read: Result<ReadOutcome, APIError>, wait: Duration, of what: DataRead, askedAt asked: ContinuousClock.Instant,
         orchestrator: Orchestrator
     ) -> Result<(response: StoredResponse, joined: Bool), APIError> {

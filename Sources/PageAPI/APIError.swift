@@ -1,46 +1,53 @@
 import Foundation
-import HTTPTypes
-import Hummingbird
-import PrefetchCore
-import PrefetchEngine
+package import HTTPTypes
+package import NIOCore
+package import PrefetchCore
+package import PrefetchEngine
 
 /// An API failure: an HTTP status, a short stable code (also a metric label and the `X-Prefetch-Reason` of a
 /// miss) and a message naming the input and what was wrong with it. Handlers throw it; Hummingbird renders it
 /// as `{"error": "<code>", "message": "<message>"}` with the status, plus `Retry-After` when given.
-struct APIError: HTTPResponseError, Sendable {
-    var status: HTTPResponse.Status
-    var code: FailureCode
-    var message: String
-    /// Whether this is a prefetch miss (so the response carries `X-Prefetch-Reason`).
-    var isMiss: Bool = false
-    /// Seconds the caller should wait before retrying (429, 503).
-    var retryAfter: Int64?
-    /// The methods the path allows (`405`).
-    var allow: String?
+package struct APIError: Error, Sendable {
+    package init(
+        status: HTTPResponse.Status, code: FailureCode, message: String, isMiss: Bool = false, retryAfter: Int64? = nil,
+        allow: String? = nil
+    ) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.isMiss = isMiss
+        self.retryAfter = retryAfter
+        self.allow = allow
+    }
 
-    static func badRequest(_ code: FailureCode, _ message: String) -> APIError {
+    package var status: HTTPResponse.Status
+    package var code: FailureCode
+    package var message: String
+    /// Whether this is a prefetch miss (so the response carries `X-Prefetch-Reason`).
+    package var isMiss: Bool = false
+    /// Seconds the caller should wait before retrying (429, 503).
+    package var retryAfter: Int64?
+    /// The methods the path allows (`405`).
+    package var allow: String?
+
+    package static func badRequest(_ code: FailureCode, _ message: String) -> APIError {
         APIError(status: .badRequest, code: code, message: message)
     }
 
-    static func miss(_ status: HTTPResponse.Status, _ code: FailureCode, _ message: String) -> APIError {
+    package static func miss(_ status: HTTPResponse.Status, _ code: FailureCode, _ message: String) -> APIError {
         APIError(status: status, code: code, message: message, isMiss: true)
     }
 
     /// The wire form of every error.
-    struct Body: Codable, Sendable {
-        var error: String
-        var message: String
+    package struct Body: Codable, Sendable {
+        package var error: String
+        package var message: String
     }
 
-    var body: Body { Body(error: code.rawValue, message: message) }
+    package var body: Body { Body(error: code.rawValue, message: message) }
 
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        let (status, headers, body) = try parts()
-        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
-    }
-
-    /// The answer as the routed path and the event loop's fast path both write it.
-    func parts() throws -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
+    /// The answer as both listeners write it (the page pipeline, and the operator router through `response(from:context:)`).
+    package func parts() throws -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {
         var headers: HTTPFields = [.contentType: "application/json"]
         if isMiss { headers[PrefetchHeaders.reason] = code.rawValue }
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
@@ -54,12 +61,12 @@ extension APIError {
     /// which clients and API fuzzers send): where a path lacks one, `405` with `Allow`. Any other is refused
     /// `501 not-implemented` on every path before anything else looks at the request (RFC 9110 15.6.2), so it never
     /// names a metric series nor tells which paths exist.
-    static let knownMethods: Set<HTTPRequest.Method> = [
+    package static let knownMethods: Set<HTTPRequest.Method> = [
         .get, .head, .post, .put, .delete, .connect, .options, .trace, .patch, HTTPRequest.Method("QUERY")!,
     ]
 
     /// The refusal of a method outside ``knownMethods``, or nil.
-    static func unknownMethod(_ method: HTTPRequest.Method) -> APIError? {
+    package static func unknownMethod(_ method: HTTPRequest.Method) -> APIError? {
         guard !knownMethods.contains(method) else { return nil }
         return APIError(
             status: .notImplemented, code: .notImplemented,
@@ -67,7 +74,7 @@ extension APIError {
     }
 
     /// The one place engine refusals become statuses.
-    init(_ error: PrefetchError) {
+    package init(_ error: PrefetchError) {
         let status: HTTPResponse.Status =
             switch error {
             case .notReady, .overloaded, .shuttingDown: .serviceUnavailable
@@ -86,5 +93,27 @@ extension APIError {
             }
         self.init(
             status: status, code: error.code, message: error.message, isMiss: isMiss, retryAfter: error.retryAfter?.wholeSecondsRoundedUp)
+    }
+}
+
+extension APIError {
+    /// A request body that did not arrive within `timeout`: the code and message `readBody` gives too.
+    package static func bodyTimeout(_ timeout: Duration) -> APIError {
+        APIError(
+            status: .requestTimeout, code: .bodyTimeout, message: "the request body did not arrive within \(timeout.milliseconds) ms")
+    }
+
+    /// A request body over `limit` bytes, refused once the bytes received pass it: the same answer from `readBody`
+    /// and the fast path's handler.
+    package static func bodyTooLarge(limit: Int) -> APIError {
+        APIError(status: .contentTooLarge, code: .tooLarge, message: "the request body is over \(limit) bytes")
+    }
+
+    /// A request head over the parser's `limit` (request line and header fields), refused before it is read: the
+    /// same answer from the fast path's handler and from the connection guard.
+    package static func headTooLarge(limit: Int) -> APIError {
+        APIError(
+            status: .requestHeaderFieldsTooLarge, code: .tooLarge,
+            message: "the request head (request line and header fields) is over \(limit) bytes")
     }
 }
