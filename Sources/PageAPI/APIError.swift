@@ -8,6 +8,16 @@ package import PrefetchEngine
 /// miss) and a message naming the input and what was wrong with it. Handlers throw it; Hummingbird renders it
 /// as `{"error": "<code>", "message": "<message>"}` with the status, plus `Retry-After` when given.
 package struct APIError: Error, Sendable {
+    package var status: HTTPResponse.Status
+    package var code: FailureCode
+    package var message: String
+    /// Whether this is a prefetch miss (so the response carries `X-Prefetch-Reason`).
+    package var isMiss: Bool = false
+    /// Seconds the caller should wait before retrying (429, 503).
+    package var retryAfter: Int64?
+    /// The methods the path allows (`405`).
+    package var allow: String?
+
     package init(
         status: HTTPResponse.Status, code: FailureCode, message: String, isMiss: Bool = false, retryAfter: Int64? = nil,
         allow: String? = nil
@@ -19,16 +29,6 @@ package struct APIError: Error, Sendable {
         self.retryAfter = retryAfter
         self.allow = allow
     }
-
-    package var status: HTTPResponse.Status
-    package var code: FailureCode
-    package var message: String
-    /// Whether this is a prefetch miss (so the response carries `X-Prefetch-Reason`).
-    package var isMiss: Bool = false
-    /// Seconds the caller should wait before retrying (429, 503).
-    package var retryAfter: Int64?
-    /// The methods the path allows (`405`).
-    package var allow: String?
 
     package static func badRequest(_ code: FailureCode, _ message: String) -> APIError {
         APIError(status: .badRequest, code: code, message: message)

@@ -33,18 +33,18 @@ import Synchronization
 /// and the read goes on on the caller's event loop once it is in (``Resume``). The page pipeline
 /// (`FastHandoffHandler` in `PrefetchService`) parses, keeps pipelining order and writes.
 package struct FastHandoff: Sendable {
+    package let orchestrator: Orchestrator
+    package let origins: AllowedOrigins
+    package let requestMetrics: FastHandoffMetrics
+    /// The renderer pools `POST /v1/open` leases from (nil: `POST /v1/open` is not a route).
+    package var renderers: RendererPools?
+
     package init(orchestrator: Orchestrator, origins: AllowedOrigins, requestMetrics: FastHandoffMetrics, renderers: RendererPools? = nil) {
         self.orchestrator = orchestrator
         self.origins = origins
         self.requestMetrics = requestMetrics
         self.renderers = renderers
     }
-
-    package let orchestrator: Orchestrator
-    package let origins: AllowedOrigins
-    package let requestMetrics: FastHandoffMetrics
-    /// The renderer pools `POST /v1/open` leases from (nil: `POST /v1/open` is not a route).
-    package var renderers: RendererPools?
 
     package static let ticketDataRoute = "/v1/prefetch/{ticket}/data"
     package static let resultsRoute = "/v1/prefetch/{ticket}"

@@ -16,13 +16,13 @@ import PrefetchStore
 ///
 /// Both answer `{"dropped": n}`; flights in progress are not touched (their waiters still get the result).
 package struct InvalidationRoutes: Sendable {
+    package let prefetch: PrefetchRoutes
+    package let metrics: InvalidationMetrics
+
     package init(prefetch: PrefetchRoutes, metrics: InvalidationMetrics) {
         self.prefetch = prefetch
         self.metrics = metrics
     }
-
-    package let prefetch: PrefetchRoutes
-    package let metrics: InvalidationMetrics
 
     /// Largest operator request body.
     package static let maximumOperatorBody = 4096

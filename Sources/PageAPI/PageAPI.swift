@@ -122,6 +122,16 @@ package enum PageRoute: Equatable, Sendable {
 /// the request metrics. What answers is decided at the request's head: now (``Cold/now(_:)``), or once its body is
 /// in (``Cold/collect(_:)``, then ``answer(_:_:body:caller:)``).
 package struct PageAPI: Sendable {
+    package let hot: FastHandoff
+    package let statics: StaticRoutes
+    package let resources: ResourceRoutes
+    package let renderers: RendererRoutes
+    package let invalidation: InvalidationRoutes
+    /// The surface's `openapi.yaml`.
+    package let document: [UInt8]
+    /// The endpoints of the surface, by path: what a `405` allows.
+    package let endpoints: EndpointTable
+
     package init(
         hot: FastHandoff, statics: StaticRoutes, resources: ResourceRoutes, renderers: RendererRoutes, invalidation: InvalidationRoutes,
         document: [UInt8], endpoints: EndpointTable
@@ -134,16 +144,6 @@ package struct PageAPI: Sendable {
         self.document = document
         self.endpoints = endpoints
     }
-
-    package let hot: FastHandoff
-    package let statics: StaticRoutes
-    package let resources: ResourceRoutes
-    package let renderers: RendererRoutes
-    package let invalidation: InvalidationRoutes
-    /// The surface's `openapi.yaml`.
-    package let document: [UInt8]
-    /// The endpoints of the surface, by path: what a `405` allows.
-    package let endpoints: EndpointTable
 
     /// What the head decides.
     package enum Cold {

@@ -15,14 +15,14 @@ import Synchronization
 /// send them to the service (same site), or with the read key in `X-Prefetch-Key` when it cannot. Who may read
 /// what is ``TicketAccess``; every miss says why (`X-Prefetch-Reason`).
 package struct PrefetchRoutes: Sendable {
+    package let orchestrator: Orchestrator
+    /// The listener's body timeout (`ListenerSettings.bodyTimeout`): how long a request body may take to arrive.
+    package let bodyTimeout: Duration
+
     package init(orchestrator: Orchestrator, bodyTimeout: Duration) {
         self.orchestrator = orchestrator
         self.bodyTimeout = bodyTimeout
     }
-
-    package let orchestrator: Orchestrator
-    /// The listener's body timeout (`ListenerSettings.bodyTimeout`): how long a request body may take to arrive.
-    package let bodyTimeout: Duration
 
     /// A request body as a JSON object, or the 400 saying why it is not one.
     package static func jsonObject(_ buffer: ByteBuffer) throws(APIError) -> JSONObject {

@@ -9,13 +9,13 @@ package import RendererPool
 /// The renderer endpoints: leasing on the page surface (shells call them), pool statistics on the operator
 /// surface.
 package struct RendererRoutes: Sendable {
+    package let pools: RendererPools
+    package let prefetch: PrefetchRoutes
+
     package init(pools: RendererPools, prefetch: PrefetchRoutes) {
         self.pools = pools
         self.prefetch = prefetch
     }
-
-    package let pools: RendererPools
-    package let prefetch: PrefetchRoutes
 
     /// Who holds leases, for the per-caller share: the client address (credentials are claims a client can
     /// invent per request; its address it cannot).

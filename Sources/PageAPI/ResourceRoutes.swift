@@ -7,11 +7,11 @@ package import ResourceProvider
 /// the provider's memory. On the operator listener: `GET /v1/resources/status`. Nothing a caller sends adds a
 /// resource or a host: the map comes from the operator's manifest only.
 package struct ResourceRoutes: Sendable {
+    package let provider: ResourceProvider
+
     package init(provider: ResourceProvider) {
         self.provider = provider
     }
-
-    package let provider: ResourceProvider
 
     /// `GET /v1/resources?version=V`: the map, or what changed since `version` (none or empty: the whole map).
     package func check(version: String?) -> (HTTPResponse.Status, HTTPFields, ByteBuffer) {

@@ -12,18 +12,18 @@ import Synchronization
 /// Each answer carries an `ETag` (so a revalidation is a `304`) and `X-Content-Type-Options: nosniff`.
 /// `GET /v1/client.js` may be cached for 5 minutes; the HTML is revalidated on every load.
 package struct StaticRoutes: Sendable {
-    package init(currentConfig: @escaping @Sendable () -> PrefetchConfig?, adminPort: Int, demo: Bool) {
-        self.currentConfig = currentConfig
-        self.adminPort = adminPort
-        self.demo = demo
-    }
-
     /// The config in force, for the landing page's demo links.
     package let currentConfig: @Sendable () -> PrefetchConfig?
     /// The operator surface's port as configured (0: chosen at start, not linked).
     package let adminPort: Int
     /// Whether the demo is served (`--demo`): without it no `/demo` route exists.
     package let demo: Bool
+
+    package init(currentConfig: @escaping @Sendable () -> PrefetchConfig?, adminPort: Int, demo: Bool) {
+        self.currentConfig = currentConfig
+        self.adminPort = adminPort
+        self.demo = demo
+    }
 
     /// `GET /demo/interfaces?page=URL`: the interfaces the config in force gives `page` (name, api, method), so the
     /// demo page reads only its own configured interfaces and never a URL from its own query.
