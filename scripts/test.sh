@@ -108,14 +108,13 @@ if [ $quick -eq 0 ]; then
   phase "dependencies checked" "$started"
   # Beside the build, each a job of its own whose output is shown when it ends: lint (it mostly waits, on PyPI for its
   # checkers, on redis-server and promtool) and the shell SDK's script, which the browser tests inject the read key
-  # with (its own package). Both yield to the build (niced to 10 until it ends, then back to 0: the build is what
-  # every later step waits for, and they have until the end of the run and until the browser layer). A failing one
-  # fails the run when it is waited for.
+  # with (its own package: it fills the cores the build's links and its last modules leave idle). A failing one
+  # fails the run after the build.
   lint_log="$(mktemp)"
-  BACKGROUND_NICE=10 start_background lint "$lint_log" scripts/lint.sh
+  start_background lint "$lint_log" scripts/lint.sh
   lint_pid=$background_pid
   sdk_log="$(mktemp)"
-  BACKGROUND_NICE=10 start_background sdk "$sdk_log" build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
+  start_background sdk "$sdk_log" build_without_warnings --package-path Clients/PrefetchShell --product prefetch-shell-script
   sdk_pid=$background_pid
   # The fuzzers, from the start and at the lowest priority (they take the CPU the build and the tests leave idle, so
   # they lengthen neither): their build (the fuzz targets with AddressSanitizer, unoptimised here: half the CPU time
@@ -135,14 +134,12 @@ build_started=$(date +%s)
 build_status=0
 build_without_warnings --build-tests "${build_flags[@]}" || build_status=$?
 [ "$build_status" -ne 0 ] || phase "build (debug, tests included)" "$build_started"
+if [ -n "$lint_pid" ]; then
+  pid=$lint_pid
+  lint_pid=""
+  finish_background "$pid" "$lint_log" lint
+fi
 [ "$build_status" -eq 0 ] || exit "$build_status"
-# The build is done: lint and the SDK's script take the CPU at the same priority as the rest (their session's group and
-# every process in it).
-for pid in "$lint_pid" "$sdk_pid"; do
-  [ -n "$pid" ] || continue
-  { echo 0 >"/proc/$pid/autogroup"; } 2>/dev/null || true
-  renice -n 0 -g "$pid" >/dev/null 2>&1 || true
-done
 # A crash (of the test process or of a child it started) fails the run; its backtrace is not worth the minutes of a
 # core that symbolicating a debug build takes, starving every test still running.
 export SWIFT_BACKTRACE=enable=no
@@ -181,16 +178,12 @@ if [ $quick -eq 1 ]; then
   run_layer unit "${layer_unit[@]}"
   exit 0
 fi
-# The shell SDK's script (built beside the build, above): the browser tests inject the read key with it, so it is waited
-# for before they run.
-sdk_ready() {
-  [ -n "$sdk_pid" ] || return 0
-  local pid=$sdk_pid
-  sdk_pid=""
-  finish_background "$pid" "$sdk_log" "build of the shell SDK's script"
-  PREFETCH_SHELL_SCRIPT_BIN="$(swift build --package-path Clients/PrefetchShell --show-bin-path)/prefetch-shell-script"
-  export PREFETCH_SHELL_SCRIPT_BIN
-}
+# The shell SDK's script (built beside the build, above): the browser tests inject the read key with it.
+pid=$sdk_pid
+sdk_pid=""
+finish_background "$pid" "$sdk_log" "build of the shell SDK's script"
+PREFETCH_SHELL_SCRIPT_BIN="$(swift build --package-path Clients/PrefetchShell --show-bin-path)/prefetch-shell-script"
+export PREFETCH_SHELL_SCRIPT_BIN
 bin_dir="$(swift build --show-bin-path)"
 # Beside the layers, a job of its own (the layers spend most of their time waiting on processes, sockets, Redis and a
 # browser, and pass beside `stress-ng --cpu 2`: RELIABILITY.md), with the fuzzers (started with the build, above):
@@ -221,24 +214,25 @@ if [ $# -eq 0 ]; then
   run_layer unit "${layer_unit[@]}"
   run_layer service "${layer_service[@]}"
   run_layer deployments "${layer_deployments[@]}"
-  sdk_ready
   run_layer browser "${layer_browser[@]}"
   # The operators' view: a real Prometheus scraping live services, the rules and every dashboard query (docs/operations.md).
   PREFETCH_BIN_DIR="$bin_dir" scripts/operators-view-test.py
 else
-  sdk_ready
   swift test --skip-build "${build_flags[@]}" "$@" "${width[@]}"
-fi
-if [ -n "$lint_pid" ]; then
-  pid=$lint_pid
-  lint_pid=""
-  finish_background "$pid" "$lint_log" lint
 fi
 pid=$side_pid
 side_pid=""
 what="the shell SDK's tests"
 [ "$fuzz_run" -eq 0 ] || what="the shell SDK's tests and schemathesis"
 finish_background "$pid" "$side_log" "$what"
+# CI's container rehearsal (PREFETCH_REHEARSE_RUNTIME=1, set by .ci/run): the runtime image's layout rebuilt from this
+# build's objects (scripts/verify-runtime.sh). It relinks `prefetch`, so it runs once nothing else runs the binaries:
+# here, beside the fuzzers' last runs, which use a build of their own.
+if [ "${PREFETCH_REHEARSE_RUNTIME:-0}" = "1" ]; then
+  rehearsal_started=$(date +%s)
+  VERIFY_BUILD=debug scripts/verify-runtime.sh
+  phase "container rehearsal" "$rehearsal_started"
+fi
 if [ $fuzz_run -eq 1 ]; then
   pid=$fuzz_pid
   fuzz_pid=""
