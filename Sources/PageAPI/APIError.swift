@@ -5,8 +5,9 @@ package import PrefetchCore
 package import PrefetchEngine
 
 /// An API failure: an HTTP status, a short stable code (also a metric label and the `X-Prefetch-Reason` of a
-/// miss) and a message naming the input and what was wrong with it. Handlers throw it; Hummingbird renders it
-/// as `{"error": "<code>", "message": "<message>"}` with the status, plus `Retry-After` when given.
+/// miss) and a message naming the input and what was wrong with it. The page API's functions throw it; it is
+/// written (``parts()``: by the page pipeline, and by the operator router through `HTTPResponseError`) as
+/// `{"error": "<code>", "message": "<message>"}` with the status, plus `Retry-After` when given.
 package struct APIError: Error, Sendable {
     package var status: HTTPResponse.Status
     package var code: FailureCode

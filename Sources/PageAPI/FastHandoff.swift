@@ -107,7 +107,7 @@ package struct FastHandoff: Sendable {
 
     /// The page-surface origin rule (``AllowedOrigins/admit(_:path:)``), or nil when it refuses.
     private func grant(_ head: HTTPRequest) -> AllowedOrigins.Admission? {
-        try? origins.admit(head.headerFields, path: (head.path ?? "").prefix { $0 != "?" }).get()
+        try? origins.admit(head.headerFields, path: PageTarget(head.path ?? "").path).get()
     }
 
     /// A refusal as every answer of the surface is written: the error's JSON, the CORS headers of an admitted origin (none for the

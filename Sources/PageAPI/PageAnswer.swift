@@ -23,10 +23,12 @@ package struct PageAnswer: Sendable {
         package var origin: AllowedOrigins.Admission
     }
 
-    package var head: Head
-    package var body: ByteBuffer
-    /// An answer to `HEAD`: the head alone (its `Content-Length` the body's the `GET` answer has).
-    package var headOnly = false
+    // Fixed once made: a replay's length is its stored body's, and an answer to `HEAD` is never given a body.
+    package let head: Head
+    package let body: ByteBuffer
+    /// An answer to `HEAD`: the head alone (its `Content-Length` the body's the `GET` answer has). Never a replay: the
+    /// store's read routes refuse `HEAD` (a read is counted, a no-store answer consumed).
+    package let headOnly: Bool
 
     package init(_ response: HTTPResponse, body: ByteBuffer, headOnly: Bool = false) {
         self.head = .response(response)
@@ -39,6 +41,7 @@ package struct PageAnswer: Sendable {
     package init(replaying stored: StoredResponse, _ variant: ReplayVariant) {
         self.head = .replay(stored, variant)
         self.body = stored.bodyBuffer
+        self.headOnly = false
     }
 
     /// The response as it is written.

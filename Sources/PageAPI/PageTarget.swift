@@ -1,20 +1,23 @@
 /// A request target in origin form as the page API reads it: the path up to the first `?` (not decoded: routes are
 /// matched on its bytes), and the query up to the first `#`, split into `name=value` pairs at `&`. A value is
 /// percent-decoded (`+` stays a plus, as in a path: the page client encodes with `encodeURIComponent`); a value
-/// whose escapes are malformed is taken as sent, and a name is taken as sent.
+/// whose escapes are malformed is taken as sent, and a name is taken as sent. Every split is at a byte (`?`, `#`,
+/// `&`, `=`), whatever follows it: a combining mark after a `?` does not join it to the path, as a split by
+/// characters would (the handler's own splits are by byte too).
 package struct PageTarget: Sendable {
     package let path: Substring
     package let query: Query
 
     package init(_ target: String) {
-        let query = target.firstIndex(of: "?")
-        path = target[..<(query ?? target.endIndex)]
+        let bytes = target.utf8
+        let query = bytes.firstIndex(of: UInt8(ascii: "?"))
+        path = target[..<(query ?? bytes.endIndex)]
         guard let query else {
             self.query = Query(pairs: [])
             return
         }
-        let rest = target[target.index(after: query)...]
-        self.query = Query(rest[..<(rest.firstIndex(of: "#") ?? rest.endIndex)])
+        let rest = target[bytes.index(after: query)...]
+        self.query = Query(rest[..<(rest.utf8.firstIndex(of: UInt8(ascii: "#")) ?? rest.endIndex)])
     }
 
     /// The query's pairs, in order; a name may repeat (``get(_:)`` takes the first).
@@ -27,20 +30,31 @@ package struct PageTarget: Sendable {
 
         /// `text` (a query without its `?`) split at `&`, each pair at its first `=` (none: an empty value).
         package init(_ text: Substring) {
-            pairs = text.split(separator: "&").map { pair in
-                guard let equals = pair.firstIndex(of: "=") else { return (pair, "") }
-                let value = pair[pair.index(after: equals)...]
-                return (pair[..<equals], Self.decoded(value).map { $0[...] } ?? value)
+            var pairs: [(name: Substring, value: Substring)] = []
+            var start = text.startIndex
+            while start < text.endIndex {
+                let end = text.utf8[start...].firstIndex(of: UInt8(ascii: "&")) ?? text.endIndex
+                let pair = text[start..<end]
+                if !pair.isEmpty {
+                    if let equals = pair.utf8.firstIndex(of: UInt8(ascii: "=")) {
+                        let value = pair[pair.utf8.index(after: equals)...]
+                        pairs.append((pair[..<equals], Self.decoded(value).map { $0[...] } ?? value))
+                    } else {
+                        pairs.append((pair, ""))
+                    }
+                }
+                start = end < text.endIndex ? text.utf8.index(after: end) : end
             }
+            self.pairs = pairs
         }
 
-        /// The first value of `name`, or nil.
+        /// The first value of the parameter named `name` (its bytes exactly), or nil.
         package func get(_ name: String) -> String? {
-            pairs.first { $0.name == name }.map { String($0.value) }
+            self[name].map(String.init)
         }
 
         package subscript(_ name: String) -> Substring? {
-            pairs.first { $0.name == name }?.value
+            pairs.first { $0.name.utf8.elementsEqual(name.utf8) }?.value
         }
 
         /// `text` with its `%XX` escapes decoded (the bytes as UTF-8, an invalid sequence replaced), or nil when an
