@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -36,8 +38,18 @@ public final class BoundLocalPort: Sendable {
     }
 }
 
-/// A port nothing listens on right now: one a ``BoundLocalPort`` held and gave back (a server started on it may
-/// still meet another that took it meanwhile; hold a ``BoundLocalPort`` where that matters).
+/// Every port ``unusedLocalPort()`` handed out in this process: never handed out twice, so two servers a test
+/// process starts side by side (tests run in parallel) are never told the same port.
+private let handedOut = Mutex<Set<Int>>([])
+
+/// A port nothing listens on right now: one a ``BoundLocalPort`` held and gave back, and never handed out before in
+/// this process (the kernel may choose a port again once it is given back). A server started on it may still meet
+/// another process's that took it meanwhile: hold a ``BoundLocalPort`` where that matters, or check who answers
+/// (`RedisServer.launch`).
 public func unusedLocalPort() -> Int? {
-    BoundLocalPort()?.port
+    for _ in 0..<256 {
+        guard let port = BoundLocalPort()?.port else { return nil }
+        if handedOut.withLock({ $0.insert(port).inserted }) { return port }
+    }
+    return nil
 }

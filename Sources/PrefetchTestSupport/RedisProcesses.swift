@@ -48,7 +48,7 @@ public final class RedisServer: SharedRedisProcess {
 
     public var url: String { "redis://127.0.0.1:\(port)" }
 
-    private init(port: Int, arguments: [String], cliAuth: [String]) {
+    package init(port: Int, arguments: [String] = [], cliAuth: [String] = []) {
         self.port = port
         self.arguments = arguments
         self.cliAuth = cliAuth
@@ -85,9 +85,24 @@ public final class RedisServer: SharedRedisProcess {
         launched.standardError = FileHandle.nullDevice
         try launchSerially(launched)
         process.withLock { $0 = launched }
-        if await eventually(within: 5, { await ping() }) { return }
-        await stop()
-        throw TestSetupError("redis-server on port \(port) never answered PING")
+        guard await eventually(within: 5, { await ping() }) else {
+            await stop()
+            throw TestSetupError("redis-server on port \(port) never answered PING")
+        }
+        // The port may have been taken between its check and this server's bind (by a server another test started):
+        // then this one exited and the other answered the PING. Only this server's own process id will do.
+        if let answering = await processID(), answering != launched.processIdentifier {
+            await stop()
+            throw TestSetupError("port \(port) is another redis-server's (pid \(answering)), not the one started on it")
+        }
+    }
+
+    /// The `process_id` of the server answering on ``port`` (`INFO server`, authenticated like the readiness check),
+    /// or nil when it does not say (a user without `INFO`).
+    private func processID() async -> Int32? {
+        guard let info = await cli(["INFO", "server"]) else { return nil }
+        let line = info.split(whereSeparator: \.isNewline).first { $0.hasPrefix("process_id:") }
+        return line.flatMap { Int32($0.dropFirst("process_id:".count).trimmingCharacters(in: .whitespaces)) }
     }
 
     /// Kills the server (SIGKILL: it keeps no data, and a child may inherit a blocked SIGTERM) and waits until it
