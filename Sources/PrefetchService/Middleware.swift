@@ -9,14 +9,6 @@ import PrefetchEngine
 import PrefetchStore
 import Synchronization
 
-/// Renders a thrown error as the response it stands for (an `HTTPResponseError` renders itself).
-func errorResponse(_ error: any Error, request: Request, context: some RequestContext) throws -> Response {
-    if let error = error as? any HTTPResponseError {
-        return try error.response(from: request, context: context)
-    }
-    throw error
-}
-
 /// A method neither listener implements (``APIError/knownMethods``) is refused `501 not-implemented` before any
 /// other middleware: Hummingbird's `MetricsMiddleware` labels its series by method, so each made-up method would
 /// be a new series, and the admin guard and the `404`/`405` would tell which paths exist.

@@ -10,32 +10,23 @@ import ResourceProvider
 // The page API's types as the operator router (Hummingbird) answers with them: each renders the same parts the page
 // pipeline writes (`parts()`), so the two listeners answer alike.
 
+extension Response {
+    /// The router's response for an answer's parts as the page API makes them.
+    init(parts: (HTTPResponse.Status, HTTPFields, ByteBuffer)) {
+        self.init(status: parts.0, headers: parts.1, body: .init(byteBuffer: parts.2))
+    }
+}
+
 extension APIError: HTTPResponseError {
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        let (status, headers, body) = try parts()
-        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
-    }
-}
-
-extension TriggerResponse: ResponseGenerator {
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        let (status, headers, body) = parts()
-        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
-    }
-}
-
-extension ResultsAnswer: ResponseGenerator {
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        let (status, headers, body) = parts()
-        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+        Response(parts: try parts())
     }
 }
 
 /// A `JSONAnswer` the operator router returns: `200` with its JSON.
 extension JSONAnswer {
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        let (status, headers, body) = try parts()
-        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+        Response(parts: try parts())
     }
 }
 
@@ -59,8 +50,7 @@ extension JSONEncoding {
 extension WebFiles {
     /// The file `name` as the operator router answers it (`/ui`), its `ETag` checked against the request's.
     static func response(_ name: String, request: Request) -> Response {
-        let (status, headers, body) = parts(name, ifNoneMatch: request.headers[.ifNoneMatch])
-        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+        Response(parts: parts(name, ifNoneMatch: request.headers[.ifNoneMatch]))
     }
 }
 
