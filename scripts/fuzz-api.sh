@@ -95,17 +95,17 @@ cat >"$work/renderers.json" <<JSON
 JSON
 
 # No per-operation expectations and no hook: every check runs as schemathesis ships it, with these settings.
-# - not_a_server_error also accepts 502, 503 and 504: documented gateway answers (RFC 9110 15.6.3-15.6.5: the
-#   upstream failed, a renderer pool or the service is busy, the upstream is still pending) that the configs
-#   provoke on purpose; any other 5xx fails.
-# - The data checks also accept 413 and 431: a body over its operation's limit (64 KiB on the page surface, 4 KiB
+# - not_a_server_error also accepts 503: the documented answer of a renderer pool or a service that is busy (RFC
+#   9110 15.6.4), which the fuzz config provokes on purpose (it leases renderers and never releases them); any
+#   other 5xx fails. An upstream's failure or slowness is a `404` miss of a data read, never a 5xx.
+# - The data checks also accept 413 and 431: a body over its operation's limit (256 KiB on the page surface, 4 KiB
 #   on the operator surface) is `413 too-large`, a request head over 128 KiB `431 too-large`, both documented per
 #   operation in the API's JSON error shape on both listeners. No schema can bound a request's size in bytes, and
 #   strings of escaped 4-byte characters or thousands of percent-encoded ones reach either limit. Every other
 #   check still runs on those answers (their status, content type and body are checked against the document).
 cat >"$work/schemathesis.toml" <<'TOML'
 [checks.not_a_server_error]
-expected-statuses = ["2xx", "3xx", "4xx", "502", "503", "504"]
+expected-statuses = ["2xx", "3xx", "4xx", "503"]
 
 [checks.positive_data_acceptance]
 expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "413", "429", "431", "5xx"]

@@ -105,7 +105,11 @@ extension PrefetchRoutes {
     /// The one answer to a data read's outcome, for every data route on either pipeline: a ready response to
     /// replay (``replayParts(_:joined:)``), or the miss as an ``APIError`` (a pending entry after `wait`, a failed
     /// prefetch, a response kept private, an absent one with why, or the read's own refusal after the reader was
-    /// entitled: a malformed `wait`). With the read's bookkeeping, once:
+    /// entitled: a malformed `wait`). Every miss is `404` with its reason, whatever it was: a prefetch that failed or
+    /// is still in flight is a miss of this read, which did not go upstream, and the page falls back from it as from
+    /// any other. A 5xx from a read is this service's own failure only, so a load balancer that ejects replicas on
+    /// consecutive 5xx (Envoy's outlier detection, by default) never ejects them for another team's slow or failing
+    /// API. With the read's bookkeeping, once:
     /// `prefetch_data_total` by outcome, `prefetch_config_data_total` by config, and the read on its ticket (the
     /// waterfall, the debug view, the waste metric).
     package static func answer(
@@ -121,13 +125,13 @@ extension PrefetchRoutes {
             answer = .success((response, joined))
         case .success(.pending):
             orchestrator.metrics.data("pending")
-            answer = .failure(.miss(.gatewayTimeout, .pending, "the upstream response was still pending after \(wait.milliseconds) ms"))
+            answer = .failure(.miss(.notFound, .pending, "the upstream response was still pending after \(wait.milliseconds) ms"))
         case .success(.failed(let failure, _)) where failure.code == FailureCode.private:
             orchestrator.metrics.data(failure.code.rawValue)
             answer = .failure(.miss(.notFound, failure.code, failure.message))
         case .success(.failed(let failure, _)):
             orchestrator.metrics.data("failed")
-            answer = .failure(.miss(.badGateway, failure.code, "the prefetch failed: \(failure.message)"))
+            answer = .failure(.miss(.notFound, failure.code, "the prefetch failed: \(failure.message)"))
         case .success(.absent(let reason)):
             orchestrator.metrics.data(reason.rawValue)
             let message: String

@@ -66,9 +66,13 @@ package struct PrefetchRoutes: Sendable {
 
     /// The user's cookie jar (`cookies`): each cookie with its attributes, so each upstream request carries only the
     /// cookies a browser would send to its URL. nil when the body has none. At most ``CookieJar/maximumCookies``.
-    /// A cookie of the wrong shape (a member missing, null or of the wrong type) refuses the jar, naming it; one whose name
+    /// A cookie of the wrong shape (a member missing, null, of the wrong type or not a cookie attribute) refuses the
+    /// jar, naming it; one whose name
     /// or value cannot travel in a `Cookie` header (not a token, a control character, a `;`) is left out, as a
     /// cookie store holding one must not cost its user every prefetch.
+    /// The members a jar's cookie may have, as the document lists them.
+    static let cookieAttributes = ["name", "value", "domain", "hostOnly", "path", "secure", "expires", "sameSite", "httpOnly"]
+
     package static func cookieJar(_ object: JSONObject) throws(APIError) -> CookieJar? {
         guard let value = object["cookies"] else { return nil }
         guard case .array(let items) = value else {
@@ -82,6 +86,11 @@ package struct PrefetchRoutes: Sendable {
             let at = "cookies[\(index)]"
             guard case .object(let cookie) = item else {
                 throw APIError.badRequest(.badHeaders, "\(at) must be an object, got \(item.kindName)")
+            }
+            if let unknown = cookie.members.first(where: { !Self.cookieAttributes.contains($0.name) })?.name {
+                throw APIError.badRequest(
+                    .badHeaders,
+                    "\(at).\(unknown) is not a cookie attribute (\(Self.cookieAttributes.joined(separator: ", ")))")
             }
             func string(_ name: String, required: Bool) throws(APIError) -> String? {
                 switch cookie[name] {
@@ -116,6 +125,8 @@ package struct PrefetchRoutes: Sendable {
             }
             let hostOnly = cookie["hostOnly"] == nil ? true : try flag("hostOnly")
             let secure = try flag("secure")
+            // Checked, not used: `HttpOnly` keeps a cookie from scripts; it is sent with requests all the same.
+            _ = try flag("httpOnly")
             let sameSite: CookieJar.Cookie.SameSite
             switch try string("sameSite", required: false) {
             case nil, "lax": sameSite = .lax

@@ -28,8 +28,10 @@ public struct EngineSettings: Sendable {
     public var thirdPartyCookies = false
     /// The statuses that are never shared whatever the settings say.
     public static let refusalStatuses: Set<Int> = [400, 408, 413, 414, 429, 431]
-    /// The largest request body accepted by the API. Default 64 KiB.
-    public var maximumRequestBody: Int = 64 * 1024
+    /// The largest request body accepted by the page API. Default 256 KiB: a trigger or an open carries the user's
+    /// cookie jar, and a browser keeps at least 50 cookies of 4,096 bytes for each domain (RFC 6265 section 6.1),
+    /// so a jar of one domain's cookies at that size, in JSON, fits with the page URL and the other headers.
+    public var maximumRequestBody: Int = 256 * 1024
     /// The longest page URL accepted (bytes). Default 8 KiB.
     public var maximumPageURLBytes: Int = 8 * 1024
     /// How many tickets are remembered at most; the oldest go first. Default 100,000.

@@ -78,7 +78,7 @@ import Testing
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
                 let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=orders&wait=5000")
-                #expect(reply.status == 502, "\(reply.text)")
+                #expect(reply.status == 404, "\(reply.text)")
                 #expect(reply.errorCode == code, "\(reply.text)")
                 #expect(reply.header("X-Prefetch-Reason") == code)
                 #expect(upstream.hits(path: "/dep/orders") == 0, "nothing is sent without what it needs")
@@ -103,7 +103,7 @@ import Testing
                 let ticket = try await service.ticket(page)
                 for name in ["orders", "tags"] {
                     let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000")
-                    #expect(reply.status == 502 && reply.errorCode == "dependency-value", "\(name): \(reply.text)")
+                    #expect(reply.status == 404 && reply.errorCode == "dependency-value", "\(name): \(reply.text)")
                     #expect(reply.text.contains("${user.info:/data/"), "the message names the reference: \(reply.text)")
                 }
                 #expect(upstream.hits(path: "/dep/orders") == 0 && upstream.hits(path: "/dep/tags") == 0)
@@ -157,7 +157,7 @@ import Testing
                 let broken = try await service.ticket(bad)
                 for name in ["account", "ledger"] {
                     let reply = try await service.get("/v1/prefetch/\(broken)/data?name=\(name)&wait=5000")
-                    #expect(reply.status == 502 && reply.errorCode == "dependency-failed", "\(name): \(reply.text)")
+                    #expect(reply.status == 404 && reply.errorCode == "dependency-failed", "\(name): \(reply.text)")
                 }
                 #expect(upstream.hits(path: "/dep/account") == 1 && upstream.hits(path: "/dep/ledger") == 1, "only the good chain was sent")
             }
@@ -183,10 +183,10 @@ import Testing
             try await withService(config: config) { service in
                 let ticket = try await service.ticket(page)
                 let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=orders&wait=5000")
-                #expect(reply.status == 502 && reply.errorCode == "dependency-failed", "\(reply.text)")
+                #expect(reply.status == 404 && reply.errorCode == "dependency-failed", "\(reply.text)")
                 #expect(reply.text.contains("before its deadline"), "\(reply.text)")
                 let head = try await service.get("/v1/prefetch/\(ticket)/data?name=user.info&wait=0")
-                #expect(head.status == 504 && head.errorCode == "pending", "what it needed is still in flight: \(head.status) \(head.text)")
+                #expect(head.status == 404 && head.errorCode == "pending", "what it needed is still in flight: \(head.status) \(head.text)")
                 #expect(upstream.hits(path: "/dep/orders") == 0)
             }
         }

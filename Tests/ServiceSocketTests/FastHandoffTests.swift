@@ -242,13 +242,15 @@ import Testing
         }
     }
 
-    /// A trigger's body is taken on the event loop whatever its framing: chunked, and up to the limit (64 KiB); past
+    /// A trigger's body is taken on the event loop whatever its framing: chunked, and up to the limit (256 KiB); past
     /// it, `413 too-large` once the bytes received pass it, announced or chunked. Every answer written on the event
     /// loop.
     @Test func aTriggerBodyOfAnyFramingIsTakenUpToTheLimit() async throws {
         try await withOne { fast in
             let page = #"{"url": "https://m.example.com/item?id=8"}"#
-            let over = #"{"url": "https://m.example.com/item?id=9", "pad": ""# + String(repeating: "x", count: 64 * 1024) + #""}"#
+            let over =
+                #"{"url": "https://m.example.com/item?id=9", "pad": ""# + String(repeating: "x", count: EngineSettings().maximumRequestBody)
+                + #""}"#
             func chunked(_ body: String) -> String {
                 var text = ""
                 var rest = Substring(body)
@@ -284,7 +286,7 @@ import Testing
             expectAnswer(again, 404, code: "consumed")
             #expect(again.contains("X-Prefetch-Reason: consumed"), "\(again)")
             let pending = try await raw(service, "/v1/prefetch/\(ticket)/data?name=slow&wait=0")
-            expectAnswer(pending, 504, code: "pending")
+            expectAnswer(pending, 404, code: "pending")
             expectAnswer(try await raw(service, "/v1/prefetch/\(ticket)/data?name=plain&wait=soon"), 400, code: "invalid-wait")
             expectAnswer(try await raw(service, "/v1/prefetch/\(ticket)/data?name=nope"), 404, code: "unknown-api")
         }

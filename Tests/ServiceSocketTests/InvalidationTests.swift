@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import PrefetchCore
+import PrefetchEngine
 import PrefetchTestSupport
 import PrefetchTestUpstream
 import ServiceTestSupport
@@ -140,7 +141,7 @@ struct InvalidationSecurityTests {
         try await withServe { server, _ in
             let alice = ["Cookie": "sid=alice"]
             let page: [(String, Int, String)] = [
-                (String(repeating: " ", count: 70_000) + "{}", 413, "too-large"),
+                (String(repeating: " ", count: EngineSettings().maximumRequestBody) + "{}", 413, "too-large"),
                 ("[1]", 400, "bad-json"),
                 ("{", 400, "bad-json"),
                 (#"{"headers": {"Cookie": "sid=bob"}}"#, 400, "bad-json"),

@@ -98,8 +98,9 @@ struct PageRouteTests {
                     ("a script URL", nil, #"{"url": "javascript:alert(1)"}"#, 400, .invalidURL, "javascript:alert(1)"),
                     ("a page not in the config", nil, #"{"url": "\#(upstream.base)/pages/other"}"#, 404, .noConfig, "/pages/other"),
                     (
-                        "a body over 64 KiB", nil, #"{"url": "\#(page)?big=\#(String(repeating: "y", count: 64 * 1024))"}"#, 413, .tooLarge,
-                        "65536"
+                        "a body over the limit", nil,
+                        #"{"url": "\#(page)?big=\#(String(repeating: "y", count: EngineSettings().maximumRequestBody))"}"#, 413, .tooLarge,
+                        "\(EngineSettings().maximumRequestBody)"
                     ),
                 ]
                 for refusal in refused {

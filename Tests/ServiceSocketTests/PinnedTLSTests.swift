@@ -85,7 +85,7 @@ import Testing
         do {
             try await withPinnedService(pki: pki, upstream: impostor) { service, page in
                 let data = try await settledData(service, page)
-                #expect(data.status == 502, "\(data.text)")
+                #expect(data.status == 404, "\(data.text)")
                 #expect(data.header("X-Prefetch-Reason") == "tls")
                 #expect(
                     impostor.requests().filter { $0.path == "/tls/info" }.isEmpty, "no request reaches a server that failed verification")

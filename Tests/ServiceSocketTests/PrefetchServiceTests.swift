@@ -359,7 +359,7 @@ struct PrefetchServiceTests {
             try await withService(config: config, settings: settings) { service in
                 let ticket = try await service.ticket(page)
                 let big = try await service.get("/v1/prefetch/\(ticket)/data?name=big&wait=5000")
-                #expect(big.status == 502)
+                #expect(big.status == 404)
                 #expect(big.errorCode == "too-large")
                 #expect(big.header("X-Prefetch-Reason") == "too-large")
                 let small = try await service.get("/v1/prefetch/\(ticket)/data?name=small&wait=5000")
@@ -396,7 +396,7 @@ struct PrefetchServiceTests {
                 let ticket = try await service.ticket(page)
                 for (name, code) in [("slow", "timeout"), ("reset", "reset"), ("down", "upstream-5xx")] {
                     let reply = try await service.get("/v1/prefetch/\(ticket)/data?name=\(name)&wait=5000")
-                    #expect(reply.status == 502, "\(name): \(reply.text)")
+                    #expect(reply.status == 404, "\(name): \(reply.text)")
                     #expect(reply.errorCode == code, "\(name)")
                     #expect(reply.header("X-Prefetch-Reason") == code, "\(name)")
                 }
@@ -455,7 +455,7 @@ struct PrefetchServiceTests {
                     try await service.request(.post, "/v1/prefetch", body: #"{"url": "\#(page)", "headers": {"Cookie": 1}}"#),
                     400, "bad-headers", reason: false, "bad headers"
                 )
-                let padding = String(repeating: "x", count: 70 * 1024)
+                let padding = String(repeating: "x", count: EngineSettings().maximumRequestBody + 1024)
                 expectError(
                     try await service.separateRequest(.post, "/v1/prefetch", body: #"{"url": "\#(page)", "pad": "\#(padding)"}"#),
                     413, "too-large", reason: false, "oversized body"
@@ -496,10 +496,10 @@ struct PrefetchServiceTests {
 
                 // Waits are clamped to [0, maximumWait], never refused.
                 let huge = try await service.get("\(data)?name=e.hang&wait=99999999999999999999999")
-                expectError(huge, 504, "pending", reason: true, "huge wait")
+                expectError(huge, 404, "pending", reason: true, "huge wait")
                 #expect(huge.apiError?.message.contains("after 400 ms") == true, "\(huge.text)")
                 let negative = try await service.get("\(data)?name=e.hang&wait=-5")
-                expectError(negative, 504, "pending", reason: true, "negative wait")
+                expectError(negative, 404, "pending", reason: true, "negative wait")
                 #expect(negative.apiError?.message.contains("after 0 ms") == true, "\(negative.text)")
             }
         }

@@ -99,7 +99,7 @@ struct ReliabilityFaultTests {
             let byPage = try await service.get("/v1/data?page=\(q(page))&name=fault&wait=8000")
             for (label, reply) in [("ticket data", byTicket), ("page data", byPage)] {
                 if let code = fault.code {
-                    #expect(reply.status == 502, "\(label): \(reply.text)")
+                    #expect(reply.status == 404, "\(label): \(reply.text)")
                     #expect(reply.errorCode == code, "\(label): \(reply.text)")
                     #expect(reply.header("X-Prefetch-Reason") == code, "\(label)")
                     #expect(reply.header("Content-Type") == "application/json", "\(label)")

@@ -399,6 +399,51 @@ struct SecurityTests {
 
     // MARK: D. Bounded by construction
 
+    /// SECURITY.md: bodies are bounded, and the bound fits a real jar. A jar at a browser's limits for one domain
+    /// (50 cookies of 4,000 bytes, RFC 6265 section 6.1; here 5 for the api host and 45 for another site, about
+    /// 200 KB of JSON) is taken, and only the api host's cookies go upstream; a jar of 301 small cookies is a `400`
+    /// naming the cookie limit (the body is read whole, so the jar's own rule answers, not the byte limit); a cookie
+    /// with a member that is no cookie attribute is a `400` naming it; a body past the byte limit is `413` naming it.
+    @Test func aJarAtABrowsersLimitsIsTakenAndOnePastItsBoundsIsRefusedNamingWhy() async throws {
+        try await withServe { server, _ in
+            let value = { (index: Int) in String(repeating: Character(String(index % 10)), count: 4000) }
+            let jar: [[String: Any]] =
+                (0..<5).map { ["name": "own\($0)", "value": value($0), "domain": "127.0.0.1", "sameSite": "none", "httpOnly": true] }
+                + (0..<45).map { ["name": "other\($0)", "value": value($0), "domain": "other.example.test", "sameSite": "none"] }
+            let big = String(
+                decoding: try JSONSerialization.data(withJSONObject: ["url": Self.page + "?id=jar", "cookies": jar]), as: UTF8.self)
+            #expect(big.utf8.count > 200_000 && big.utf8.count < EngineSettings().maximumRequestBody)
+            let taken = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: big)
+            #expect(taken.status == 202, "\(taken.text.prefix(300))")
+            let key = try taken.decoded(TriggerAnswer.self).readKey
+            let read = try await oneRequest(
+                port: server.port, .get, "/v1/data?name=me&wait=5000", headers: ["X-Prefetch-Key": key, "Origin": "https://m.example.test"])
+            #expect(read.status == 200, "\(read.text.prefix(300))")
+            #expect(Echo(read).values("Cookie") == [(0..<5).map { "own\($0)=\(value($0))" }.joined(separator: "; ")])
+
+            let many = (0...CookieJar.maximumCookies).map { ["name": "c\($0)", "value": "v", "domain": "127.0.0.1"] }
+            let tooMany = String(decoding: try JSONSerialization.data(withJSONObject: ["url": Self.page, "cookies": many]), as: UTF8.self)
+            let refused = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: tooMany)
+            #expect(refused.status == 400 && refused.errorCode == "bad-headers", "\(refused.text.prefix(300))")
+            #expect(refused.apiError?.message.contains("at most \(CookieJar.maximumCookies)") == true, "\(refused.text.prefix(300))")
+
+            // A member that is no cookie attribute refuses the jar, naming it.
+            let odd = [
+                ["name": "a", "value": "1", "domain": "127.0.0.1"], ["name": "b", "value": "2", "domain": "127.0.0.1", "partition": "x"],
+            ]
+            let oddBody = String(decoding: try JSONSerialization.data(withJSONObject: ["url": Self.page, "cookies": odd]), as: UTF8.self)
+            let oddRefused = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: oddBody)
+            #expect(oddRefused.status == 400 && oddRefused.errorCode == "bad-headers", "\(oddRefused.text)")
+            #expect(oddRefused.apiError?.message.contains("cookies[1].partition") == true, "\(oddRefused.text)")
+
+            let over = #"{"url": "\#(Self.page)", "pad": "\#(String(repeating: "x", count: EngineSettings().maximumRequestBody))"}"#
+            let tooLarge = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: over)
+            #expect(tooLarge.status == 413 && tooLarge.errorCode == "too-large", "\(tooLarge.text.prefix(300))")
+            #expect(tooLarge.apiError?.message.contains("\(EngineSettings().maximumRequestBody)") == true)
+            #expect(try await oneRequest(port: server.port, .get, "/healthz").status == 200)
+        }
+    }
+
     /// SECURITY.md: a flood of huge triggers from one caller is refused with Retry-After, and tickets stay within
     /// their byte budget.
     @Test func aFloodOfHugeTriggersIsLimitedAndTicketsStayWithinTheirBudget() async throws {

@@ -127,7 +127,7 @@ import Testing
             let joined = try await data(client, ticket: ticket, name: "info")
             #expect(joined.status == .ok)
             let broken = try await data(client, ticket: ticket, name: "broken")
-            #expect(broken.status == .badGateway)
+            #expect(broken.status == .notFound)
             let hit = try await data(client, ticket: ticket, name: "info")
             #expect(hit.headers[HTTPField.Name("X-Prefetch")!] == "hit")
 

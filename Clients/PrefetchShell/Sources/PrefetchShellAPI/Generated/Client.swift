@@ -24,6 +24,13 @@ import HTTPTypes
 /// the JSON `error` and in the `X-Prefetch-Reason` header. Codes are kebab-case, one spelling everywhere
 /// (`upstream-5xx`, `too-large`, `store-full` and `dependency-*` were snake_case before).
 ///
+/// Changes in 2.2: a data read of a prefetch that failed (was `502`) or is still in flight at the end of the
+/// wait (was `504 pending`) is a `404` miss with the same code, like every other miss; a 5xx from the page
+/// surface is the service's own failure only. The page surface's request bodies may be up to 256 KiB (was 64
+/// KiB), so that a cookie jar of one domain's cookies at a browser's size limits fits. A jar's cookie takes
+/// `httpOnly` (accepted, not used), and a member that is not one of its attributes is `400 bad-headers` naming
+/// it (was ignored).
+///
 /// Changes in 2.1: `GET /v1/data` requires `page` (a read-key read without it is still answered); a data read
 /// without `api` and `name` selects the page's only interface, and a selection that matches several interfaces
 /// is `409 ambiguous-api` (was `400`; `missing-api` is gone); a trigger body's `headers` member whose name is not
@@ -1197,90 +1204,6 @@ package struct Client: APIProtocol {
                         headers: headers,
                         body: body
                     ))
-                case 502:
-                    let headers: Components.Responses.UpstreamFailed.Headers = .init(
-                        xPrefetchReason: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "X-Prefetch-Reason",
-                            as: Components.Headers.XPrefetchReason.self
-                        ),
-                        xContentTypeOptions: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "X-Content-Type-Options",
-                            as: Components.Headers.NoSniff.self
-                        ),
-                        referrerPolicy: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "Referrer-Policy",
-                            as: Components.Headers.NoReferrer.self
-                        )
-                    )
-                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
-                    let body: Components.Responses.UpstreamFailed.Body
-                    let chosenContentType = try converter.bestContentType(
-                        received: contentType,
-                        options: [
-                            "application/json"
-                        ]
-                    )
-                    switch chosenContentType {
-                    case "application/json":
-                        body = try await converter.getResponseBodyAsJSON(
-                            Components.Schemas._Error.self,
-                            from: responseBody,
-                            transforming: { value in
-                                .json(value)
-                            }
-                        )
-                    default:
-                        preconditionFailure("bestContentType chose an invalid content type.")
-                    }
-                    return .badGateway(.init(
-                        headers: headers,
-                        body: body
-                    ))
-                case 504:
-                    let headers: Components.Responses.Pending.Headers = .init(
-                        xPrefetchReason: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "X-Prefetch-Reason",
-                            as: Components.Headers.XPrefetchReason.self
-                        ),
-                        xContentTypeOptions: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "X-Content-Type-Options",
-                            as: Components.Headers.NoSniff.self
-                        ),
-                        referrerPolicy: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "Referrer-Policy",
-                            as: Components.Headers.NoReferrer.self
-                        )
-                    )
-                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
-                    let body: Components.Responses.Pending.Body
-                    let chosenContentType = try converter.bestContentType(
-                        received: contentType,
-                        options: [
-                            "application/json"
-                        ]
-                    )
-                    switch chosenContentType {
-                    case "application/json":
-                        body = try await converter.getResponseBodyAsJSON(
-                            Components.Schemas._Error.self,
-                            from: responseBody,
-                            transforming: { value in
-                                .json(value)
-                            }
-                        )
-                    default:
-                        preconditionFailure("bestContentType chose an invalid content type.")
-                    }
-                    return .gatewayTimeout(.init(
-                        headers: headers,
-                        body: body
-                    ))
                 default:
                     let headers: Components.Responses.ReplayOrMiss.Headers = .init(
                         xPrefetch: try converter.getOptionalHeaderFieldAsURI(
@@ -1703,48 +1626,6 @@ package struct Client: APIProtocol {
                         headers: headers,
                         body: body
                     ))
-                case 502:
-                    let headers: Components.Responses.UpstreamFailed.Headers = .init(
-                        xPrefetchReason: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "X-Prefetch-Reason",
-                            as: Components.Headers.XPrefetchReason.self
-                        ),
-                        xContentTypeOptions: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "X-Content-Type-Options",
-                            as: Components.Headers.NoSniff.self
-                        ),
-                        referrerPolicy: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "Referrer-Policy",
-                            as: Components.Headers.NoReferrer.self
-                        )
-                    )
-                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
-                    let body: Components.Responses.UpstreamFailed.Body
-                    let chosenContentType = try converter.bestContentType(
-                        received: contentType,
-                        options: [
-                            "application/json"
-                        ]
-                    )
-                    switch chosenContentType {
-                    case "application/json":
-                        body = try await converter.getResponseBodyAsJSON(
-                            Components.Schemas._Error.self,
-                            from: responseBody,
-                            transforming: { value in
-                                .json(value)
-                            }
-                        )
-                    default:
-                        preconditionFailure("bestContentType chose an invalid content type.")
-                    }
-                    return .badGateway(.init(
-                        headers: headers,
-                        body: body
-                    ))
                 case 503:
                     let headers: Components.Responses.Unavailable.Headers = .init(
                         retryAfter: try converter.getOptionalHeaderFieldAsURI(
@@ -1784,48 +1665,6 @@ package struct Client: APIProtocol {
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
                     return .serviceUnavailable(.init(
-                        headers: headers,
-                        body: body
-                    ))
-                case 504:
-                    let headers: Components.Responses.Pending.Headers = .init(
-                        xPrefetchReason: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "X-Prefetch-Reason",
-                            as: Components.Headers.XPrefetchReason.self
-                        ),
-                        xContentTypeOptions: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "X-Content-Type-Options",
-                            as: Components.Headers.NoSniff.self
-                        ),
-                        referrerPolicy: try converter.getRequiredHeaderFieldAsURI(
-                            in: response.headerFields,
-                            name: "Referrer-Policy",
-                            as: Components.Headers.NoReferrer.self
-                        )
-                    )
-                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
-                    let body: Components.Responses.Pending.Body
-                    let chosenContentType = try converter.bestContentType(
-                        received: contentType,
-                        options: [
-                            "application/json"
-                        ]
-                    )
-                    switch chosenContentType {
-                    case "application/json":
-                        body = try await converter.getResponseBodyAsJSON(
-                            Components.Schemas._Error.self,
-                            from: responseBody,
-                            transforming: { value in
-                                .json(value)
-                            }
-                        )
-                    default:
-                        preconditionFailure("bestContentType chose an invalid content type.")
-                    }
-                    return .gatewayTimeout(.init(
                         headers: headers,
                         body: body
                     ))

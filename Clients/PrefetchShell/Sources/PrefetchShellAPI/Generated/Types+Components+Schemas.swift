@@ -176,6 +176,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/CookieJar/sameSite`.
             package var sameSite: Components.Schemas.CookieJarPayload.SameSitePayload?
+            /// Accepted and not used (an `HttpOnly` cookie is kept from scripts, and sent with requests all the same)
+            ///
+            /// - Remark: Generated from `#/components/schemas/CookieJar/httpOnly`.
+            package var httpOnly: Swift.Bool?
             /// Creates a new `CookieJarPayload`.
             ///
             /// - Parameters:
@@ -187,6 +191,7 @@ extension Components {
             ///   - secure:
             ///   - expires: Seconds since 1970; absent for a session cookie
             ///   - sameSite: The cookie's `SameSite` attribute; only `none` is sent to an api on another site than the page.
+            ///   - httpOnly: Accepted and not used (an `HttpOnly` cookie is kept from scripts, and sent with requests all the same)
             package init(
                 name: Swift.String,
                 value: Swift.String,
@@ -195,7 +200,8 @@ extension Components {
                 path: Swift.String? = nil,
                 secure: Swift.Bool? = nil,
                 expires: Swift.Double? = nil,
-                sameSite: Components.Schemas.CookieJarPayload.SameSitePayload? = nil
+                sameSite: Components.Schemas.CookieJarPayload.SameSitePayload? = nil,
+                httpOnly: Swift.Bool? = nil
             ) {
                 self.name = name
                 self.value = value
@@ -205,6 +211,7 @@ extension Components {
                 self.secure = secure
                 self.expires = expires
                 self.sameSite = sameSite
+                self.httpOnly = httpOnly
             }
             package enum CodingKeys: String, CodingKey {
                 case name
@@ -215,6 +222,57 @@ extension Components {
                 case secure
                 case expires
                 case sameSite
+                case httpOnly
+            }
+            package init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.name = try container.decode(
+                    Swift.String.self,
+                    forKey: .name
+                )
+                self.value = try container.decode(
+                    Swift.String.self,
+                    forKey: .value
+                )
+                self.domain = try container.decode(
+                    Swift.String.self,
+                    forKey: .domain
+                )
+                self.hostOnly = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .hostOnly
+                )
+                self.path = try container.decodeIfPresent(
+                    Swift.String.self,
+                    forKey: .path
+                )
+                self.secure = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .secure
+                )
+                self.expires = try container.decodeIfPresent(
+                    Swift.Double.self,
+                    forKey: .expires
+                )
+                self.sameSite = try container.decodeIfPresent(
+                    Components.Schemas.CookieJarPayload.SameSitePayload.self,
+                    forKey: .sameSite
+                )
+                self.httpOnly = try container.decodeIfPresent(
+                    Swift.Bool.self,
+                    forKey: .httpOnly
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "name",
+                    "value",
+                    "domain",
+                    "hostOnly",
+                    "path",
+                    "secure",
+                    "expires",
+                    "sameSite",
+                    "httpOnly"
+                ])
             }
         }
         /// The user's cookies with their attributes, as the shell's cookie store holds them. Each upstream request
@@ -222,8 +280,8 @@ extension Components {
         /// match, `Secure` only over https, not expired, and to an api on another site than the page only
         /// `sameSite: none` cookies; longer paths first), so one api host's cookies never reach another's upstream;
         /// a `Cookie` among `headers` is replaced by the jar. A cookie whose name, value, domain or path
-        /// cannot travel in a `Cookie` header is left out (never the whole jar refused); a member that is null or of
-        /// another type than documented refuses the jar. The ticket is entitled by the whole jar: a shell reads it
+        /// cannot travel in a `Cookie` header is left out (never the whole jar refused); a member that is null, of
+        /// another type than documented or not one of the attributes below refuses the jar. The ticket is entitled by the whole jar: a shell reads it
         /// presenting `Cookie` with every `name=value` of the jar, in its order, joined by `; `.
         /// Without a jar, a `Cookie` header is taken as the cookies of the page's own host: it goes only to
         /// interfaces on that host (and not from an https page to plain http). A malformed cookie is

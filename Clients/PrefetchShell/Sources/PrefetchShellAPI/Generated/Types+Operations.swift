@@ -302,7 +302,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `too-large`: the request body is over 64 KiB
+            /// `too-large`: the request body is over the operation's limit (256 KiB on the page surface, 4 KiB on the operator's)
             ///
             /// - Remark: Generated from `#/paths//v1/prefetch/post(triggerPrefetch)/responses/413`.
             ///
@@ -1129,55 +1129,6 @@ package enum Operations {
                     }
                 }
             }
-            /// The prefetch failed (`timeout`, `dns`, `connect`, `tls`, `reset`, `too-large`, `protocol`,
-            /// `upstream-5xx`, `shutdown`, `other`; for a dependent request `dependency-failed`,
-            /// `dependency-not-json`, `dependency-value`): a miss the page falls back from
-            ///
-            ///
-            /// - Remark: Generated from `#/paths//v1/prefetch/{ticket}/data/get(getTicketData)/responses/502`.
-            ///
-            /// HTTP response code: `502 badGateway`.
-            case badGateway(Components.Responses.UpstreamFailed)
-            /// The associated value of the enum case if `self` is `.badGateway`.
-            ///
-            /// - Throws: An error if `self` is not `.badGateway`.
-            /// - SeeAlso: `.badGateway`.
-            package var badGateway: Components.Responses.UpstreamFailed {
-                get throws {
-                    switch self {
-                    case let .badGateway(response):
-                        return response
-                    default:
-                        try throwUnexpectedResponseStatus(
-                            expectedStatus: "badGateway",
-                            response: self
-                        )
-                    }
-                }
-            }
-            /// `pending`: the response was still in flight at the end of the wait (a miss)
-            ///
-            /// - Remark: Generated from `#/paths//v1/prefetch/{ticket}/data/get(getTicketData)/responses/504`.
-            ///
-            /// HTTP response code: `504 gatewayTimeout`.
-            case gatewayTimeout(Components.Responses.Pending)
-            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
-            ///
-            /// - Throws: An error if `self` is not `.gatewayTimeout`.
-            /// - SeeAlso: `.gatewayTimeout`.
-            package var gatewayTimeout: Components.Responses.Pending {
-                get throws {
-                    switch self {
-                    case let .gatewayTimeout(response):
-                        return response
-                    default:
-                        try throwUnexpectedResponseStatus(
-                            expectedStatus: "gatewayTimeout",
-                            response: self
-                        )
-                    }
-                }
-            }
             /// A replay with the upstream's own status (any below 500, with `X-Prefetch`, `Cache-Control` and
             /// `Content-Security-Policy` as for 200), or a miss (an `Error` object, `application/json`, with
             /// `X-Prefetch-Reason`): `400` malformed parameter (`invalid-wait`, `invalid-method`, `missing-page`,
@@ -1187,7 +1138,12 @@ package enum Operations {
             /// credentials), `expired`, `consumed`, `evicted`, `invalidated` (dropped by a logout or an operator),
             /// `private` (a response fetched without the caller's credentials that sets a cookie or is
             /// `Cache-Control: private`, or one made from such an answer, is kept for the page open that fetched it
-            /// only); `400 url-too-long` (a `page` over 8 KiB).
+            /// only), `pending` (the response was still in flight at the end of the wait), and the prefetch's own
+            /// failure (`timeout`, `dns`, `connect`, `tls`, `reset`, `too-large`, `protocol`, `upstream-5xx`,
+            /// `shutdown`, `other`; for a dependent request `dependency-failed`, `dependency-not-json`,
+            /// `dependency-value`); `400 url-too-long` (a `page` over 8 KiB). Every miss is a `404` the page falls
+            /// back from: this read did not go upstream, so an upstream's failure or slowness is never a 5xx here,
+            /// and a load balancer that ejects replicas on 5xx never ejects them for it.
             /// A replayed JSON body is whatever the upstream sent, so the JSON schema here is open.
             ///
             ///
@@ -1586,32 +1542,6 @@ package enum Operations {
                     }
                 }
             }
-            /// The prefetch failed (`timeout`, `dns`, `connect`, `tls`, `reset`, `too-large`, `protocol`,
-            /// `upstream-5xx`, `shutdown`, `other`; for a dependent request `dependency-failed`,
-            /// `dependency-not-json`, `dependency-value`): a miss the page falls back from
-            ///
-            ///
-            /// - Remark: Generated from `#/paths//v1/data/get(getPageData)/responses/502`.
-            ///
-            /// HTTP response code: `502 badGateway`.
-            case badGateway(Components.Responses.UpstreamFailed)
-            /// The associated value of the enum case if `self` is `.badGateway`.
-            ///
-            /// - Throws: An error if `self` is not `.badGateway`.
-            /// - SeeAlso: `.badGateway`.
-            package var badGateway: Components.Responses.UpstreamFailed {
-                get throws {
-                    switch self {
-                    case let .badGateway(response):
-                        return response
-                    default:
-                        try throwUnexpectedResponseStatus(
-                            expectedStatus: "badGateway",
-                            response: self
-                        )
-                    }
-                }
-            }
             /// `not-ready` (no valid config is loaded), `overloaded` (responses in flight fill their byte budget,
             /// with `Retry-After`), `shutdown`; on acquires `timeout` (no renderer became free within the profile's
             /// acquireTimeout) and `create-failed`, both with `Retry-After`
@@ -1638,29 +1568,6 @@ package enum Operations {
                     }
                 }
             }
-            /// `pending`: the response was still in flight at the end of the wait (a miss)
-            ///
-            /// - Remark: Generated from `#/paths//v1/data/get(getPageData)/responses/504`.
-            ///
-            /// HTTP response code: `504 gatewayTimeout`.
-            case gatewayTimeout(Components.Responses.Pending)
-            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
-            ///
-            /// - Throws: An error if `self` is not `.gatewayTimeout`.
-            /// - SeeAlso: `.gatewayTimeout`.
-            package var gatewayTimeout: Components.Responses.Pending {
-                get throws {
-                    switch self {
-                    case let .gatewayTimeout(response):
-                        return response
-                    default:
-                        try throwUnexpectedResponseStatus(
-                            expectedStatus: "gatewayTimeout",
-                            response: self
-                        )
-                    }
-                }
-            }
             /// A replay with the upstream's own status (any below 500, with `X-Prefetch`, `Cache-Control` and
             /// `Content-Security-Policy` as for 200), or a miss (an `Error` object, `application/json`, with
             /// `X-Prefetch-Reason`): `400` malformed parameter (`invalid-wait`, `invalid-method`, `missing-page`,
@@ -1670,7 +1577,12 @@ package enum Operations {
             /// credentials), `expired`, `consumed`, `evicted`, `invalidated` (dropped by a logout or an operator),
             /// `private` (a response fetched without the caller's credentials that sets a cookie or is
             /// `Cache-Control: private`, or one made from such an answer, is kept for the page open that fetched it
-            /// only); `400 url-too-long` (a `page` over 8 KiB).
+            /// only), `pending` (the response was still in flight at the end of the wait), and the prefetch's own
+            /// failure (`timeout`, `dns`, `connect`, `tls`, `reset`, `too-large`, `protocol`, `upstream-5xx`,
+            /// `shutdown`, `other`; for a dependent request `dependency-failed`, `dependency-not-json`,
+            /// `dependency-value`); `400 url-too-long` (a `page` over 8 KiB). Every miss is a `404` the page falls
+            /// back from: this read did not go upstream, so an upstream's failure or slowness is never a 5xx here,
+            /// and a load balancer that ejects replicas on 5xx never ejects them for it.
             /// A replayed JSON body is whatever the upstream sent, so the JSON schema here is open.
             ///
             ///
@@ -2274,7 +2186,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `too-large`: the request body is over 64 KiB
+            /// `too-large`: the request body is over the operation's limit (256 KiB on the page surface, 4 KiB on the operator's)
             ///
             /// - Remark: Generated from `#/paths//v1/open/post(openPage)/responses/413`.
             ///
@@ -2628,7 +2540,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `too-large`: the request body is over 64 KiB
+            /// `too-large`: the request body is over the operation's limit (256 KiB on the page surface, 4 KiB on the operator's)
             ///
             /// - Remark: Generated from `#/paths//v1/invalidate/post(invalidateOwn)/responses/413`.
             ///
@@ -3157,7 +3069,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `too-large`: the request body is over 64 KiB
+            /// `too-large`: the request body is over the operation's limit (256 KiB on the page surface, 4 KiB on the operator's)
             ///
             /// - Remark: Generated from `#/paths//v1/renderers/acquire/post(acquireRenderer)/responses/413`.
             ///
@@ -3630,7 +3542,7 @@ package enum Operations {
                     }
                 }
             }
-            /// `too-large`: the request body is over 64 KiB
+            /// `too-large`: the request body is over the operation's limit (256 KiB on the page surface, 4 KiB on the operator's)
             ///
             /// - Remark: Generated from `#/paths//v1/renderers/{id}/release/post(releaseRenderer)/responses/413`.
             ///
