@@ -156,9 +156,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // No pkg-config: Debian's hiredis.pc adds `-D_FILE_OFFSET_BITS=64`, a flag SwiftPM refuses with a warning on
+        // every build, and nothing else the shim needs (it includes <hiredis/hiredis.h> from the default path).
         .systemLibrary(
             name: "CHiredis",
-            pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"])]
         ),
         .target(

@@ -40,5 +40,26 @@ mkdir "$api/Generated"
 for file in "$out"/*.swift; do
   [ -s "$file" ] && cp "$file" "$api/Generated/"
 done
+# The generator imports Foundation and OpenAPIRuntime with `package import` in every file; the compiler warns for
+# each file whose package declarations use neither. Those imports become internal ones (the compiler names each),
+# and a second build must then print no warning of the generated files.
+generated_warnings() {
+  local log
+  log=$(swift build --target PrefetchShellAPI 2>&1) || { echo "$log" >&2; echo "generate-shell-api: the generated client does not build" >&2; return 1; }
+  echo "$log" | grep -E "^$PWD/$api/Generated/[^:]+:[0-9]+:[0-9]+: warning: " || true
+}
+touch "$api"/Generated/*.swift
+warnings=$(generated_warnings)
+echo "$warnings" | sed -n "s/^\([^:]*\):\([0-9]*\):[0-9]*: warning: package import of '.*' was not used in package declarations$/\1 \2/p" |
+  sort -u | while read -r file line; do
+    sed -i "${line}s/package import /import /" "$file"
+  done
+touch "$api"/Generated/*.swift
+left=$(generated_warnings) || exit 1
+if [ -n "$left" ]; then
+  echo "generate-shell-api: the generated client still builds with warnings:" >&2
+  echo "$left" >&2
+  exit 1
+fi
 sha256sum "${inputs[@]}" "$api"/Generated/*.swift >"$record"
 echo "generate-shell-api: $(ls "$api/Generated" | wc -l) files in $api/Generated; record in Clients/PrefetchShell/$record"
