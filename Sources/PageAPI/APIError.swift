@@ -110,6 +110,14 @@ extension APIError {
         APIError(status: .contentTooLarge, code: .tooLarge, message: "the request body is over \(limit) bytes")
     }
 
+    /// The bodies the listener holds while they arrive would pass their `budget` (`--request-body-bytes`) with this
+    /// one's next bytes: the service is busy, not the request wrong.
+    package static func bodiesOverloaded(budget: Int) -> APIError {
+        APIError(
+            status: .serviceUnavailable, code: .overloaded,
+            message: "request bodies still arriving fill the service's budget of \(budget) bytes; retry in 1 s", retryAfter: 1)
+    }
+
     /// A request head over the parser's `limit` (request line and header fields), refused before it is read: the
     /// same answer from the fast path's handler and from the connection guard.
     package static func headTooLarge(limit: Int) -> APIError {

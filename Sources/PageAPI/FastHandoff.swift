@@ -233,10 +233,21 @@ package struct FastHandoff: Sendable {
     /// The answer to a trigger or an open whose body passed ``bodyLimit``, once its bytes passed it (chunked or
     /// announced by `Content-Length`, as they arrive): `413 too-large`, and its request metrics.
     package func bodyTooLarge(_ head: HTTPRequest, _ posted: Posted) -> PageAnswer {
+        bodyRefused(.bodyTooLarge(limit: bodyLimit), head, posted)
+    }
+
+    /// The answer to a trigger or an open whose next bytes would pass the listener's budget for bodies
+    /// (`Orchestrator.requestBodies`): `503 overloaded` with `Retry-After`, and its request metrics.
+    package func bodiesOverloaded(_ head: HTTPRequest, _ posted: Posted) -> PageAnswer {
+        bodyRefused(.bodiesOverloaded(budget: orchestrator.requestBodies.limit), head, posted)
+    }
+
+    /// A posted request refused while its body arrives, with its request metrics.
+    private func bodyRefused(_ error: APIError, _ head: HTTPRequest, _ posted: Posted) -> PageAnswer {
         let started = DispatchTime.now().uptimeNanoseconds
         let (route, label) = posted.counted
         if case .cold = posted {} else { orchestrator.metrics.eventLoopAnswer(label) }
-        return refused(.bodyTooLarge(limit: bodyLimit), origin: grant(head), route: route, method: .post, started: started)
+        return refused(error, origin: grant(head), route: route, method: .post, started: started)
     }
 
     /// Whether `head` is a read this path answers that announces a body (``Posted/read``).

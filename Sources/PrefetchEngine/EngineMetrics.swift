@@ -20,6 +20,8 @@ import Synchronization
 /// - `prefetch_ticket_budget_bytes`: the byte budget tickets are held under (`--ticket-bytes`).
 /// - `prefetch_in_flight_bytes`, `prefetch_in_flight_budget_bytes`: bytes of upstream responses still arriving, and
 ///   their budget (`--in-flight-bytes`; triggers answer `overloaded` above 90% of it).
+/// - `prefetch_request_body_bytes`, `prefetch_request_body_budget_bytes`: bytes of request bodies the page listener
+///   holds while they arrive, and their budget (`--request-body-bytes`; a body that would pass it is `overloaded`).
 /// - `prefetch_access_denied_total{reason}`: requests refused by the trust model: `credentials-required`,
 ///   `identity-mismatch`, `invalid-read-key`, `origin-mismatch`, `origin-not-allowed`, `admin-unauthorized`.
 /// The store adds its own (`prefetch_store_*`: hits, joins, misses by reason, expired-unused waste, bytes,
@@ -34,6 +36,8 @@ public final class EngineMetrics: Sendable {
     public let ticketBudgetBytes: Gauge
     public let inFlightBytes: Gauge
     public let inFlightBudgetBytes: Gauge
+    public let requestBodyBytes: Gauge
+    public let requestBodyBudgetBytes: Gauge
     private let fastHandoffs: Counter
     /// `prefetch_data_total{result}` for a response handed out (`hit`, `joined`), made once: every served read
     /// counts here, without the series cache's lock and hashing.
@@ -66,6 +70,8 @@ public final class EngineMetrics: Sendable {
         self.ticketBudgetBytes = Gauge(label: "prefetch_ticket_budget_bytes", factory: factory)
         self.inFlightBytes = Gauge(label: "prefetch_in_flight_bytes", factory: factory)
         self.inFlightBudgetBytes = Gauge(label: "prefetch_in_flight_budget_bytes", factory: factory)
+        self.requestBodyBytes = Gauge(label: "prefetch_request_body_bytes", factory: factory)
+        self.requestBodyBudgetBytes = Gauge(label: "prefetch_request_body_budget_bytes", factory: factory)
         self.fastHandoffs = Counter(label: "prefetch_data_fast_total", dimensions: [], factory: factory)
         self.dataServed = (
             Counter(label: "prefetch_data_total", dimensions: [("result", ReadResult.hit.rawValue)], factory: factory),

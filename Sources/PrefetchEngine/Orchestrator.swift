@@ -68,6 +68,8 @@ public final class Orchestrator: Sendable {
     private let credentialNames: Set<String>
     /// The `--cors-origin` origins (normalised; `*` excluded): an operator's grant of every page's data.
     let trustedOrigins: Set<String>
+    /// The request bodies the page listener holds while they arrive (``EngineSettings/requestBodyBytes``).
+    public let requestBodies: BodyBudget
 
     public init(
         settings: EngineSettings,
@@ -100,6 +102,7 @@ public final class Orchestrator: Sendable {
             burst: settings.addressTriggerBurst ?? settings.triggerBurst * 10)
         self.credentialNames = Set(settings.credentialHeaders.map { $0.lowercased() })
         self.trustedOrigins = Set(settings.corsOrigins.filter { $0 != "*" }.compactMap { try? HTTPURL(parsing: $0).origin })
+        self.requestBodies = BodyBudget(limit: settings.requestBodyBytes)
     }
 
     /// The active config, nil until a valid one is loaded.

@@ -68,6 +68,9 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var onGone: (@Sendable () -> Void)?
     private var state: ConnectionState
     private var idleTimer: Scheduled<Void>?
+    /// Bytes of the body being collected, taken from the listener's budget (`Orchestrator.requestBodies`); given back
+    /// once the body is handed on or dropped (``releaseBody()``).
+    private var bodyHeld = 0
 
     /// The most bytes of a request head (request line and header fields) the decoder reads.
     private let headLimit: Int
@@ -256,13 +259,22 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                 // A read's body is dropped, as the router's reads drop it; so is a refused request's.
                 break
             case .collecting(let posted, let head, var body, let timer, let close):
-                // Bounded: past the router's limit it is refused at once, and the rest dropped as it arrives.
+                // Bounded: past the router's limit it is refused at once, and the rest dropped as it arrives; so it is
+                // when the bodies all connections hold would pass their budget with these bytes (`503 overloaded`).
                 current = .idle
                 guard body.readableBytes + buffer.readableBytes <= handoff.bodyLimit else {
+                    releaseBody()
                     write(handoff.bodyTooLarge(head, posted), close: close, context: context)
                     current = .draining(timer, close: close)
                     return
                 }
+                guard handoff.orchestrator.requestBodies.reserve(buffer.readableBytes) else {
+                    releaseBody()
+                    write(handoff.bodiesOverloaded(head, posted), close: close, context: context)
+                    current = .draining(timer, close: close)
+                    return
+                }
+                bodyHeld += buffer.readableBytes
                 body.writeImmutableBuffer(buffer)
                 current = .collecting(posted, head, body, timer, close: close)
             default:
@@ -286,6 +298,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .collecting(let posted, let head, let body, let timer, let close):
                 current = .idle
                 timer?.cancel()
+                // Handed on whole: what the route keeps of it is its own (a trigger parses it here and now).
+                releaseBody()
                 let caller = context.channel.remoteAddress?.ipAddress ?? "unknown"
                 let makeDelivery = { self.delivery(context: context) }
                 let answered =
@@ -425,6 +439,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if case .draining = current { return drainTimedOut(context: context) }
         guard case .collecting = current else { return }
         current = .closing
+        releaseBody()
         guards.bodyTimedOut()
         let answer = guards.timeoutAnswer
         context.write(wrapOutboundOut(.head(HTTPResponseHead(answer.head))), promise: nil)
@@ -441,6 +456,12 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         current = .closing
         guards.bodyTimedOut()
         context.close(promise: nil)
+    }
+
+    /// Gives the bytes of the body being collected back to the listener's budget.
+    private func releaseBody() {
+        handoff.orchestrator.requestBodies.release(bodyHeld)
+        bodyHeld = 0
     }
 
     /// A waiting read's answer, on the event loop.
@@ -559,6 +580,7 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .collecting(_, _, _, let timer, _):
             // A body that cannot be read (a malformed chunk): refused now, not at the body timeout.
             timer?.cancel()
+            releaseBody()
             current = .closing
             write(answer, close: true, context: context)
         case .draining(let timer, _):
@@ -592,8 +614,9 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// The connection is gone: a waiting read's wait ends now (its readers leave the store's flights), and a
-    /// collected body's timer stops.
+    /// collected body's timer stops and its bytes go back to the budget.
     private func endWait() {
+        releaseBody()
         if case .waiting(_, _, _, _, nil) = current, let gone = onGone { gone() }
         onGone = nil
         switch current {

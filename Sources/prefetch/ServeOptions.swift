@@ -121,6 +121,13 @@ struct EngineOptions: ParsableArguments {
     var inFlightBytes: Int?
 
     @Option(
+        name: .customLong("request-body-bytes"),
+        help:
+            "Bytes of request bodies the page listener may hold at once, over all its connections; a body that would pass it is 503 overloaded (default 67108864, env PREFETCH_REQUEST_BODY_BYTES)."
+    )
+    var requestBodyBytes: Int?
+
+    @Option(
         name: .customLong("negative-ttl"),
         help: """
             Seconds a failed fetch, and the `private` marker of a response kept for the page open that fetched it, \
@@ -161,6 +168,12 @@ struct EngineOptions: ParsableArguments {
             unit: "(one response's cap)")
         {
             engine.inFlightBytes = bytes
+        }
+        if let bytes = try environment.integer(
+            requestBodyBytes, "PREFETCH_REQUEST_BODY_BYTES", flag: "--request-body-bytes", in: engine.maximumRequestBody...Int.max,
+            unit: "(one request body's cap)")
+        {
+            engine.requestBodyBytes = bytes
         }
         if let seconds = try environment.integer(
             negativeTTL, "PREFETCH_NEGATIVE_TTL", flag: "--negative-ttl", in: 1...3600, unit: "seconds")

@@ -444,6 +444,46 @@ struct SecurityTests {
         }
     }
 
+    /// SECURITY.md: the bodies all connections hold while they arrive are bounded together, not only each one. With
+    /// a budget of one body's limit, a connection that sent most of a body and stalls holds its bytes; another
+    /// caller's body that would pass the budget is `503 overloaded` with `Retry-After` (the service busy, not the
+    /// request wrong), and is taken once the first connection is gone and its bytes are given back.
+    @Test func theBodiesAllConnectionsHoldAreBoundedTogether() async throws {
+        let budget = EngineSettings().maximumRequestBody
+        // A body timeout far beyond the test: the stalled body is held until its connection closes.
+        try await withServe(["--request-body-bytes", "\(budget)", "--body-timeout", "600"]) { server, _ in
+            func held() async throws -> Double? {
+                metricValue(try await server.admin(.get, "/metrics").text, "prefetch_request_body_bytes")
+            }
+            let metrics = try await server.admin(.get, "/metrics").text
+            #expect(metricValue(metrics, "prefetch_request_body_budget_bytes") == Double(budget))
+            #expect(try await held() == 0)
+
+            let stalled = try await RawConnection.open(port: server.port)
+            defer { stalled.close() }
+            let sent = 200_000
+            let prefix = #"{"url": "\#(Self.page)?id=stalled", "pad": ""#
+            stalled.send(
+                "POST /v1/prefetch HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(sent + 50_000)\r\n\r\n"
+                    + prefix + String(repeating: "x", count: sent - prefix.utf8.count))
+            #expect(await eventually(within: 60) { (try? await held()) == Double(sent) }, "the stalled body's bytes were not held")
+
+            let body = #"{"url": "\#(Self.page)?id=second", "pad": "\#(String(repeating: "y", count: 100_000))"}"#
+            let refused = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: body)
+            #expect(refused.status == 503 && refused.errorCode == "overloaded", "\(refused.text.prefix(300))")
+            #expect(refused.headers[.retryAfter] == "1")
+            #expect(refused.apiError?.message.contains("\(budget)") == true, "\(refused.text)")
+            #expect(stalled.isOpen && stalled.text.isEmpty, "the stalled connection was answered: \(stalled.text.prefix(200))")
+
+            stalled.close()
+            #expect(await eventually(within: 60) { (try? await held()) == 0 }, "the closed connection's bytes were not given back")
+            let taken = try await oneRequest(port: server.port, .post, "/v1/prefetch", body: body)
+            #expect(taken.status == 202, "\(taken.text.prefix(300))")
+            #expect(try await held() == 0, "a body handed on is given back")
+            #expect(try await server.get("/healthz").status == 200)
+        }
+    }
+
     /// SECURITY.md: a flood of huge triggers from one caller is refused with Retry-After, and tickets stay within
     /// their byte budget.
     @Test func aFloodOfHugeTriggersIsLimitedAndTicketsStayWithinTheirBudget() async throws {

@@ -133,6 +133,10 @@ import Testing
             ("--max-connections", "PREFETCH_MAX_CONNECTIONS", "0", "--max-connections 0 must be between 1 and 1000000", "10"),
             ("--trigger-burst", "PREFETCH_TRIGGER_BURST", "0", "--trigger-burst 0 must be at least 1", "3"),
             ("--ticket-bytes", "PREFETCH_TICKET_BYTES", "5", "--ticket-bytes 5 must be at least 65536", "65536"),
+            (
+                "--request-body-bytes", "PREFETCH_REQUEST_BODY_BYTES", "1000",
+                "--request-body-bytes 1000 must be at least 262144 (one request body's cap)", "1048576"
+            ),
             ("--negative-ttl", "PREFETCH_NEGATIVE_TTL", "0", "--negative-ttl 0 must be between 1 and 3600 seconds", "7"),
             ("--max-transfers", "PREFETCH_MAX_TRANSFERS", "0", "--max-transfers 0 must be between 1 and 100000", "8"),
             ("--store-connections", "PREFETCH_STORE_CONNECTIONS", "65", "--store-connections 65 must be between 1 and 64", "4"),

@@ -173,6 +173,7 @@ public actor PrefetchShell {
             let output = try await api.client().releaseRenderer(path: .init(id: lease.id), body: .json(.init(healthy: healthy)))
             switch output {
             case .ok: return true
+            case .serviceUnavailable: throw ServiceStatus(code: 503)
             case .undocumented(let status, _) where status >= 500: throw ServiceStatus(code: status)
             default: return false
             }
@@ -294,6 +295,7 @@ extension PrefetchShell {
         case .contentTooLarge(let answer): return refusedOpen(answer, status: 413)
         case .requestHeaderFieldsTooLarge(let answer): return refusedOpen(answer, status: 431)
         case .unsupportedMediaType(let answer): return refusedOpen(answer, status: 415)
+        case .serviceUnavailable: throw ServiceStatus(code: 503)
         case .undocumented(let status, _): return try undocumented(status)
         }
         var answer: TriggerAnswer

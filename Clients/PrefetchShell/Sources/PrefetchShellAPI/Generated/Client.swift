@@ -29,7 +29,9 @@ import HTTPTypes
 /// surface is the service's own failure only. The page surface's request bodies may be up to 256 KiB (was 64
 /// KiB), so that a cookie jar of one domain's cookies at a browser's size limits fits. A jar's cookie takes
 /// `httpOnly` (accepted, not used), and a member that is not one of its attributes is `400 bad-headers` naming
-/// it (was ignored).
+/// it (was ignored). The bodies the page listener holds while they arrive share a budget (`--request-body-bytes`,
+/// 64 MiB): a body that would pass it is `503 overloaded` with `Retry-After` (on `POST /v1/open` and `POST
+/// /v1/renderers/{id}/release` too).
 ///
 /// Changes in 2.1: `GET /v1/data` requires `page` (a read-key read without it is still answered); a data read
 /// without `api` and `name` selects the page's only interface, and a selection that matches several interfaces
@@ -2174,6 +2176,48 @@ package struct Client: APIProtocol {
                         headers: headers,
                         body: body
                     ))
+                case 503:
+                    let headers: Components.Responses.BodiesOverloaded.Headers = .init(
+                        retryAfter: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "Retry-After",
+                            as: Swift.Int.self
+                        ),
+                        xContentTypeOptions: try converter.getRequiredHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "X-Content-Type-Options",
+                            as: Components.Headers.NoSniff.self
+                        ),
+                        referrerPolicy: try converter.getRequiredHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "Referrer-Policy",
+                            as: Components.Headers.NoReferrer.self
+                        )
+                    )
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.BodiesOverloaded.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas._Error.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .serviceUnavailable(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 default:
                     return .undocumented(
                         statusCode: response.status.code,
@@ -3499,6 +3543,48 @@ package struct Client: APIProtocol {
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
                     return .unsupportedMediaType(.init(
+                        headers: headers,
+                        body: body
+                    ))
+                case 503:
+                    let headers: Components.Responses.BodiesOverloaded.Headers = .init(
+                        retryAfter: try converter.getOptionalHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "Retry-After",
+                            as: Swift.Int.self
+                        ),
+                        xContentTypeOptions: try converter.getRequiredHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "X-Content-Type-Options",
+                            as: Components.Headers.NoSniff.self
+                        ),
+                        referrerPolicy: try converter.getRequiredHeaderFieldAsURI(
+                            in: response.headerFields,
+                            name: "Referrer-Policy",
+                            as: Components.Headers.NoReferrer.self
+                        )
+                    )
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.BodiesOverloaded.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Schemas._Error.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .serviceUnavailable(.init(
                         headers: headers,
                         body: body
                     ))

@@ -1036,6 +1036,79 @@ extension Components {
                 self.body = body
             }
         }
+        package struct BodiesOverloaded: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/BodiesOverloaded/headers`.
+            package struct Headers: Sendable, Hashable {
+                /// Seconds to wait before trying again
+                ///
+                /// - Remark: Generated from `#/components/responses/BodiesOverloaded/headers/Retry-After`.
+                package var retryAfter: Swift.Int?
+                /// - Remark: Generated from `#/components/headers/NoSniff`.
+                @frozen package enum NoSniff: String, Codable, Hashable, Sendable, CaseIterable {
+                    case nosniff = "nosniff"
+                }
+                /// On every page-surface answer
+                ///
+                /// - Remark: Generated from `#/components/responses/BodiesOverloaded/headers/X-Content-Type-Options`.
+                package var xContentTypeOptions: Components.Headers.NoSniff
+                /// - Remark: Generated from `#/components/headers/NoReferrer`.
+                @frozen package enum NoReferrer: String, Codable, Hashable, Sendable, CaseIterable {
+                    case noReferrer = "no-referrer"
+                }
+                /// On every page-surface answer
+                ///
+                /// - Remark: Generated from `#/components/responses/BodiesOverloaded/headers/Referrer-Policy`.
+                package var referrerPolicy: Components.Headers.NoReferrer
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - retryAfter: Seconds to wait before trying again
+                ///   - xContentTypeOptions: On every page-surface answer
+                ///   - referrerPolicy: On every page-surface answer
+                package init(
+                    retryAfter: Swift.Int? = nil,
+                    xContentTypeOptions: Components.Headers.NoSniff,
+                    referrerPolicy: Components.Headers.NoReferrer
+                ) {
+                    self.retryAfter = retryAfter
+                    self.xContentTypeOptions = xContentTypeOptions
+                    self.referrerPolicy = referrerPolicy
+                }
+            }
+            /// Received HTTP response headers
+            package var headers: Components.Responses.BodiesOverloaded.Headers
+            /// - Remark: Generated from `#/components/responses/BodiesOverloaded/content`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/BodiesOverloaded/content/application\/json`.
+                case json(Components.Schemas._Error)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                package var json: Components.Schemas._Error {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            package var body: Components.Responses.BodiesOverloaded.Body
+            /// Creates a new `BodiesOverloaded`.
+            ///
+            /// - Parameters:
+            ///   - headers: Received HTTP response headers
+            ///   - body: Received HTTP response body
+            package init(
+                headers: Components.Responses.BodiesOverloaded.Headers,
+                body: Components.Responses.BodiesOverloaded.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
         package struct StoreUnavailable: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/StoreUnavailable/headers`.
             package struct Headers: Sendable, Hashable {

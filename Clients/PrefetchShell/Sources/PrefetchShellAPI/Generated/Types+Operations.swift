@@ -374,8 +374,9 @@ package enum Operations {
                 }
             }
             /// `not-ready` (no valid config is loaded), `overloaded` (responses in flight fill their byte budget,
-            /// with `Retry-After`), `shutdown`; on acquires `timeout` (no renderer became free within the profile's
-            /// acquireTimeout) and `create-failed`, both with `Retry-After`
+            /// or, for a request with a body, the request bodies the listener holds while they arrive fill theirs,
+            /// `--request-body-bytes`; with `Retry-After`), `shutdown`; on acquires `timeout` (no renderer became
+            /// free within the profile's acquireTimeout) and `create-failed`, both with `Retry-After`
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/prefetch/post(triggerPrefetch)/responses/503`.
@@ -1543,8 +1544,9 @@ package enum Operations {
                 }
             }
             /// `not-ready` (no valid config is loaded), `overloaded` (responses in flight fill their byte budget,
-            /// with `Retry-After`), `shutdown`; on acquires `timeout` (no renderer became free within the profile's
-            /// acquireTimeout) and `create-failed`, both with `Retry-After`
+            /// or, for a request with a body, the request bodies the listener holds while they arrive fill theirs,
+            /// `--request-body-bytes`; with `Retry-After`), `shutdown`; on acquires `timeout` (no renderer became
+            /// free within the profile's acquireTimeout) and `create-failed`, both with `Retry-After`
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/data/get(getPageData)/responses/503`.
@@ -2227,6 +2229,31 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `overloaded`: the request bodies the listener holds while they arrive would pass their budget
+            /// (`--request-body-bytes`) with this one's; retry after `Retry-After`
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/open/post(openPage)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.BodiesOverloaded)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.BodiesOverloaded {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -3141,8 +3168,9 @@ package enum Operations {
                 }
             }
             /// `not-ready` (no valid config is loaded), `overloaded` (responses in flight fill their byte budget,
-            /// with `Retry-After`), `shutdown`; on acquires `timeout` (no renderer became free within the profile's
-            /// acquireTimeout) and `create-failed`, both with `Retry-After`
+            /// or, for a request with a body, the request bodies the listener holds while they arrive fill theirs,
+            /// `--request-body-bytes`; with `Retry-After`), `shutdown`; on acquires `timeout` (no renderer became
+            /// free within the profile's acquireTimeout) and `create-failed`, both with `Retry-After`
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/renderers/acquire/post(acquireRenderer)/responses/503`.
@@ -3583,6 +3611,31 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `overloaded`: the request bodies the listener holds while they arrive would pass their budget
+            /// (`--request-body-bytes`) with this one's; retry after `Retry-After`
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/renderers/{id}/release/post(releaseRenderer)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.BodiesOverloaded)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.BodiesOverloaded {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
