@@ -64,15 +64,15 @@ package struct PrefetchRoutes: Sendable {
         return headers
     }
 
-    /// The user's cookie jar (`cookies`): each cookie with its attributes, so each upstream request carries only the
-    /// cookies a browser would send to its URL. nil when the body has none. At most ``CookieJar/maximumCookies``.
-    /// A cookie of the wrong shape (a member missing, null, of the wrong type or not a cookie attribute) refuses the
-    /// jar, naming it; one whose name
-    /// or value cannot travel in a `Cookie` header (not a token, a control character, a `;`) is left out, as a
-    /// cookie store holding one must not cost its user every prefetch.
     /// The members a jar's cookie may have, as the document lists them.
     static let cookieAttributes = ["name", "value", "domain", "hostOnly", "path", "secure", "expires", "sameSite", "httpOnly"]
 
+    /// The user's cookie jar (`cookies`): each cookie with its attributes, so each upstream request carries only the
+    /// cookies a browser would send to its URL. nil when the body has none. At most ``CookieJar/maximumCookies``.
+    /// A cookie of the wrong shape (a member missing, null, of the wrong type, or one that is no cookie attribute: the
+    /// document closes the cookie object, so a shell sending another shape learns it at once) refuses the jar, naming
+    /// it; one whose name or value cannot travel in a `Cookie` header (not a token, a control character, a `;`) is
+    /// left out, as a cookie store holding one must not cost its user every prefetch.
     package static func cookieJar(_ object: JSONObject) throws(APIError) -> CookieJar? {
         guard let value = object["cookies"] else { return nil }
         guard case .array(let items) = value else {
@@ -90,7 +90,8 @@ package struct PrefetchRoutes: Sendable {
             if let unknown = cookie.members.first(where: { !Self.cookieAttributes.contains($0.name) })?.name {
                 throw APIError.badRequest(
                     .badHeaders,
-                    "\(at).\(unknown) is not a cookie attribute (\(Self.cookieAttributes.joined(separator: ", ")))")
+                    "\(at) has \(quoted(unknown, limit: 60)), which is not a cookie attribute (\(Self.cookieAttributes.joined(separator: ", ")))"
+                )
             }
             func string(_ name: String, required: Bool) throws(APIError) -> String? {
                 switch cookie[name] {

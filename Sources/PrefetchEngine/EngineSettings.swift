@@ -32,9 +32,10 @@ public struct EngineSettings: Sendable {
     /// cookie jar, and a browser keeps at least 50 cookies of 4,096 bytes for each domain (RFC 6265 section 6.1),
     /// so a jar of one domain's cookies at that size, in JSON, fits with the page URL and the other headers.
     public var maximumRequestBody: Int = 256 * 1024
-    /// Bytes of request bodies the page listener may hold at once, over all its connections (bodies still arriving,
-    /// each at most ``maximumRequestBody``). A body that would pass it is `503 overloaded` with `Retry-After`, so
-    /// thousands of connections each sending most of a body cannot take the service's memory. Default 64 MiB.
+    /// Bytes of request bodies the page listener may hold at once, over all its connections (bodies still arriving or
+    /// being answered, each at most ``maximumRequestBody``), past each body's first 16 KiB (``BodyBudget/allowance``).
+    /// A body that would pass it is `503 overloaded` with `Retry-After`, so thousands of connections each sending most
+    /// of a body cannot take the service's memory. Default 64 MiB.
     public var requestBodyBytes: Int = 64 * 1024 * 1024
     /// The longest page URL accepted (bytes). Default 8 KiB.
     public var maximumPageURLBytes: Int = 8 * 1024

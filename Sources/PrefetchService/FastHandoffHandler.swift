@@ -68,8 +68,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var onGone: (@Sendable () -> Void)?
     private var state: ConnectionState
     private var idleTimer: Scheduled<Void>?
-    /// Bytes of the body being collected, taken from the listener's budget (`Orchestrator.requestBodies`); given back
-    /// once the body is handed on or dropped (``releaseBody()``).
+    /// Bytes of the body being collected past the connection's allowance, taken from the listener's budget
+    /// (`Orchestrator.requestBodies`); given back once the request is answered or dropped (``releaseBody()``).
     private var bodyHeld = 0
 
     /// The most bytes of a request head (request line and header fields) the decoder reads.
@@ -268,13 +268,17 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     current = .draining(timer, close: close)
                     return
                 }
-                guard handoff.orchestrator.requestBodies.reserve(buffer.readableBytes) else {
-                    releaseBody()
-                    write(handoff.bodiesOverloaded(head, posted), close: close, context: context)
-                    current = .draining(timer, close: close)
-                    return
+                let budget = handoff.orchestrator.requestBodies
+                let more = budget.charge(body.readableBytes + buffer.readableBytes) - bodyHeld
+                if more > 0 {
+                    guard budget.reserve(more) else {
+                        releaseBody()
+                        write(handoff.bodiesOverloaded(head, posted), close: close, context: context)
+                        current = .draining(timer, close: close)
+                        return
+                    }
+                    bodyHeld += more
                 }
-                bodyHeld += buffer.readableBytes
                 body.writeImmutableBuffer(buffer)
                 current = .collecting(posted, head, body, timer, close: close)
             default:
@@ -298,8 +302,6 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .collecting(let posted, let head, let body, let timer, let close):
                 current = .idle
                 timer?.cancel()
-                // Handed on whole: what the route keeps of it is its own (a trigger parses it here and now).
-                releaseBody()
                 let caller = context.channel.remoteAddress?.ipAddress ?? "unknown"
                 let makeDelivery = { self.delivery(context: context) }
                 let answered =
@@ -311,15 +313,19 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
                     case .cold(let route):
                         cold(route, head, body: body, caller: caller, deliver: makeDelivery(), onGone: { self.onGone = $0 })
                     }
+                // The body's bytes stay taken from the budget until its answer: a route answered in a task (a renderer
+                // lease, an invalidation on Redis) holds the body that long.
                 switch answered {
                 case .now(let answer)?:
+                    releaseBody()
                     write(answer, close: close, context: context)
                 case .underway?:
-                    // Its end is in: later requests are held until the answer is written.
+                    // Its end is in: later requests are held until the answer is written (``ready(_:context:)``).
                     current = .waiting(nil, nil, close: close, ended: true, ready: nil)
                 case .later?:
                     preconditionFailure("a trigger never waits on a ticket")
                 case nil:
+                    releaseBody()
                     write(handoff.unanswerable(head), close: close, context: context)
                 }
             case .waiting(let wait, let timer, let close, _, let ready):
@@ -468,6 +474,8 @@ final class FastHandoffHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private func ready(_ answer: PageAnswer, context: ChannelHandlerContext) {
         guard case .waiting(let wait, let timer, let close, let ended, nil) = current else { return }
         timer?.cancel()
+        // A posted request's body was held until now (a read holds none).
+        releaseBody()
         guard ended else {
             current = .waiting(wait, nil, close: close, ended: false, ready: answer)
             return

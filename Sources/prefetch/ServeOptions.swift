@@ -123,7 +123,7 @@ struct EngineOptions: ParsableArguments {
     @Option(
         name: .customLong("request-body-bytes"),
         help:
-            "Bytes of request bodies the page listener may hold at once, over all its connections; a body that would pass it is 503 overloaded (default 67108864, env PREFETCH_REQUEST_BODY_BYTES)."
+            "Bytes of request bodies the page listener may hold at once past each body's first 16 KiB, over all its connections; a body that would pass it is 503 overloaded (default 67108864, env PREFETCH_REQUEST_BODY_BYTES)."
     )
     var requestBodyBytes: Int?
 

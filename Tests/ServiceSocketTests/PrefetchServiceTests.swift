@@ -377,7 +377,7 @@ struct PrefetchServiceTests {
         }
     }
 
-    @Test func failedInterfacesAnswer502WithTheirCodeAndLeaveTheOthersAlone() async throws {
+    @Test func failedInterfacesAreMissesWithTheirCodeAndLeaveTheOthersAlone() async throws {
         try await withUpstream { upstream in
             let base = upstream.base
             let page = "\(base)/pages/faults"

@@ -30,7 +30,9 @@ enum CookieMatching {
         }
     }
 
-    /// The most bytes of names and values a trigger's jar carries (the service takes a body of 64 KiB).
+    /// The most bytes of names and values a trigger's jar carries. The service takes a body of 256 KiB, but the jar's
+    /// names and values come back as one `Cookie` header on the ticket's reads, which proxies in front of the service
+    /// limit far below that.
     static let maximumJarBytes = 32 * 1024
 
     /// `cookies` as the trigger's jar: those that can travel in a `Cookie` header (a token name without `=`, no

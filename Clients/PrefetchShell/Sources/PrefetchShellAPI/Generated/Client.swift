@@ -30,8 +30,9 @@ import HTTPTypes
 /// KiB), so that a cookie jar of one domain's cookies at a browser's size limits fits. A jar's cookie takes
 /// `httpOnly` (accepted, not used), and a member that is not one of its attributes is `400 bad-headers` naming
 /// it (was ignored). The bodies the page listener holds while they arrive share a budget (`--request-body-bytes`,
-/// 64 MiB): a body that would pass it is `503 overloaded` with `Retry-After` (on `POST /v1/open` and `POST
-/// /v1/renderers/{id}/release` too).
+/// 64 MiB; the first 16 KiB of each body are its connection's own): a body that would pass it is `503
+/// overloaded` with `Retry-After`, on every page operation with a body (newly documented on `POST /v1/open` and
+/// `POST /v1/renderers/{id}/release`).
 ///
 /// Changes in 2.1: `GET /v1/data` requires `page` (a read-key read without it is still answered); a data read
 /// without `api` and `name` selects the page's only interface, and a selection that matches several interfaces

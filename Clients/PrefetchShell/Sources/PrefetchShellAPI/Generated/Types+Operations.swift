@@ -2614,7 +2614,8 @@ package enum Operations {
                 }
             }
             /// `store-unavailable`: the shared store (Redis) could not be reached, so the invalidation reached only
-            /// this replica's copies; try again
+            /// this replica's copies; try again. On the page surface also `overloaded`: the request bodies the listener
+            /// holds while they arrive would pass their budget (`--request-body-bytes`) with this one's; nothing was done
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/invalidate/post(invalidateOwn)/responses/503`.
