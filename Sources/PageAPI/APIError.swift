@@ -35,8 +35,11 @@ package struct APIError: Error, Sendable {
         APIError(status: .badRequest, code: code, message: message)
     }
 
-    package static func miss(_ status: HTTPResponse.Status, _ code: FailureCode, _ message: String) -> APIError {
-        APIError(status: status, code: code, message: message, isMiss: true)
+    /// A read that found no response to hand out, with why (`X-Prefetch-Reason`): always `404`, whatever the reason
+    /// (nothing prefetched, expired, a prefetch that failed or is still pending...), so a 5xx from the page surface is
+    /// the service's own failure only.
+    package static func miss(_ code: FailureCode, _ message: String) -> APIError {
+        APIError(status: .notFound, code: code, message: message, isMiss: true)
     }
 
     /// The wire form of every error.

@@ -125,13 +125,13 @@ extension PrefetchRoutes {
             answer = .success((response, joined))
         case .success(.pending):
             orchestrator.metrics.data("pending")
-            answer = .failure(.miss(.notFound, .pending, "the upstream response was still pending after \(wait.milliseconds) ms"))
+            answer = .failure(.miss(.pending, "the upstream response was still pending after \(wait.milliseconds) ms"))
         case .success(.failed(let failure, _)) where failure.code == FailureCode.private:
             orchestrator.metrics.data(failure.code.rawValue)
-            answer = .failure(.miss(.notFound, failure.code, failure.message))
+            answer = .failure(.miss(failure.code, failure.message))
         case .success(.failed(let failure, _)):
             orchestrator.metrics.data("failed")
-            answer = .failure(.miss(.notFound, failure.code, "the prefetch failed: \(failure.message)"))
+            answer = .failure(.miss(failure.code, "the prefetch failed: \(failure.message)"))
         case .success(.absent(let reason)):
             orchestrator.metrics.data(reason.rawValue)
             let message: String
@@ -142,7 +142,7 @@ extension PrefetchRoutes {
             case .evicted: message = "the prefetched response was evicted"
             case .invalidated: message = "the prefetched response was invalidated (a logout, or its data changed)"
             }
-            answer = .failure(.miss(.notFound, reason.code, message))
+            answer = .failure(.miss(reason.code, message))
         }
         let (served, reason): (ReadResult, FailureCode?) =
             switch answer {

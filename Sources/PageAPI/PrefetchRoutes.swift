@@ -217,7 +217,7 @@ package struct PrefetchRoutes: Sendable {
             try orchestrator.authorize(origin, for: plan.origins)
         } catch .noConfig(let message) {
             // For a page asking for its data, a page without a config entry is a miss like any other.
-            throw APIError.miss(.notFound, .noConfig, message)
+            throw APIError.miss(.noConfig, message)
         } catch {
             throw APIError(error)
         }
@@ -253,7 +253,7 @@ package struct PrefetchRoutes: Sendable {
         if matches.isEmpty {
             let what = [api.map { "api \(quoted($0))" }, name.map { "name \(quoted($0))" }, method.map { "method \($0.rawValue)" }]
                 .compactMap { $0 }.joined(separator: ", ")
-            throw APIError.miss(.notFound, .unknownAPI, "the page has no interface with \(what)")
+            throw APIError.miss(.unknownAPI, "the page has no interface with \(what)")
         }
         if matches.count > 1 {
             let names = matches.map { candidates[$0].name }.joined(separator: ", ")
